@@ -1,0 +1,40 @@
+#pragma once
+// The admin listener: /healthz, /readyz, /metrics, /debug/*. Separate from
+// the data plane so that scrapes and probes never queue behind client
+// traffic limits. Runs on the control thread's io_context.
+#include <functional>
+#include <string>
+
+#include "kvgate/http/beast.hpp"
+#include "kvgate/proxy/gateway_context.hpp"
+
+namespace kvgate::admin {
+
+class AdminServer {
+ public:
+  AdminServer(http::asio::io_context& io, proxy::GatewayContext& context) : io_(io), context_(context) {}
+
+  Result<http::tcp::endpoint, std::string> bind(const http::tcp::endpoint& endpoint);
+  void start();
+  void stop();  // control thread only
+
+ private:
+  http::awaitable<void> accept_loop();
+  http::awaitable<void> serve(http::tcp::socket socket);
+
+  http::asio::io_context& io_;
+  proxy::GatewayContext& context_;
+  http::tcp::acceptor acceptor_{io_};
+};
+
+struct AdminResponse {
+  unsigned status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+};
+
+// Pure request handling, separate from the socket code for tests.
+AdminResponse handle_admin_request(proxy::GatewayContext& context, http::bhttp::verb method, std::string_view path,
+                                   std::string_view body, std::string_view session_header);
+
+}  // namespace kvgate::admin

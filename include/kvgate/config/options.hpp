@@ -1,0 +1,87 @@
+#pragma once
+// Typed configuration. Every field carries the default that
+// config/kvgate.example.yaml documents; the loader only overrides what the
+// file says. No YAML type leaves the config module.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvgate/core/address.hpp"
+#include "kvgate/core/units.hpp"
+
+namespace kvgate::config {
+
+enum class PolicyKind { round_robin, least_load };
+
+struct WorkerOptions {
+  std::string id;
+  std::string url;
+  HttpUrl endpoint;
+  std::string kv_events;         // ZMQ publisher address, empty when absent
+  std::string kv_events_replay;  // ZMQ replay (ROUTER) address, empty when absent
+};
+
+struct ModelOptions {
+  std::string name;
+  std::string tokenizer;  // empty: approximate tokenisation
+  std::uint32_t block_size = 16;
+  std::vector<WorkerOptions> workers;
+};
+
+struct LimitOptions {
+  std::uint64_t max_body_bytes = 16ull * 1024 * 1024;
+  std::uint32_t max_header_bytes = 64 * 1024;
+  std::uint32_t max_connections = 10'000;
+};
+
+struct TimeoutOptions {
+  Milliseconds header_read{10'000};      // client: request line + headers
+  Milliseconds body_read{60'000};        // client: whole request body
+  Milliseconds keep_alive_idle{60'000};  // client: between requests
+  Milliseconds client_write{60'000};     // client: one write of a response (slow readers)
+  Milliseconds upstream_connect{2'000};
+  Milliseconds upstream_response{300'000};  // until the response header (queue + prefill)
+  Milliseconds upstream_idle{120'000};      // between two reads of a response body
+  Milliseconds shutdown_grace{30'000};
+};
+
+struct UpstreamOptions {
+  std::uint32_t retries = 1;                     // extra attempts on another worker
+  std::uint32_t max_idle_connections = 64;       // per worker and per I/O thread
+  Milliseconds idle_connection_timeout{30'000};  // pooled connections older than this are closed
+};
+
+struct HealthCheckOptions {
+  bool enabled = true;
+  std::string path = "/health";
+  Milliseconds interval{2'000};
+  Milliseconds timeout{1'000};
+  std::uint32_t unhealthy_threshold = 3;  // consecutive failed checks to mark down
+  std::uint32_t healthy_threshold = 2;    // consecutive good checks to mark up again
+  std::uint32_t passive_failures = 5;     // consecutive connect errors / 5xx on traffic to mark down
+};
+
+struct RoutingOptions {
+  PolicyKind policy = PolicyKind::least_load;
+};
+
+struct Options {
+  HostPort listen{"127.0.0.1", 8080};
+  HostPort admin_listen{"127.0.0.1", 9090};
+  std::uint32_t threads = 0;  // 0: one per core
+  std::string log_level = "info";
+  bool access_log = true;
+  std::vector<std::string> api_keys;  // empty: no authentication
+  LimitOptions limits;
+  TimeoutOptions timeouts;
+  UpstreamOptions upstream;
+  HealthCheckOptions health_check;
+  std::vector<ModelOptions> models;
+  RoutingOptions routing;
+  std::string decision_log;  // empty: off
+};
+
+std::string_view to_string(PolicyKind policy);
+
+}  // namespace kvgate::config

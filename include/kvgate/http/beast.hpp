@@ -1,0 +1,35 @@
+#pragma once
+// Shared Asio/Beast vocabulary for the I/O shell. Every asynchronous call in
+// kvgate completes with `use_nothrow`: errors arrive as error_code values,
+// never as exceptions thrown out of a coroutine.
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+namespace kvgate::http {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = boost::asio::ip::tcp;
+using error_code = boost::system::error_code;
+
+template <class T>
+using awaitable = asio::awaitable<T>;
+
+inline constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+
+// Removes the hop-by-hop headers of RFC 9110 section 7.6.1, including any
+// header named in Connection; they describe one connection, not the message.
+void strip_hop_by_hop(bhttp::fields& fields);
+
+// Lower-cased, parameter-free media type: "text/event-stream".
+std::string media_type(const bhttp::fields& fields);
+
+}  // namespace kvgate::http

@@ -1,0 +1,56 @@
+#pragma once
+// kvgate's own Prometheus metrics. Names follow Prometheus conventions:
+// prefix kvgate_, unit in the name, counters end in _total. Families are
+// created once; label children are looked up per event (prometheus-cpp keeps
+// them in a mutex-guarded map, cheap next to a proxied request).
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace kvgate::obs {
+
+class Metrics {
+ public:
+  Metrics();
+
+  void request_finished(std::string_view model, std::string_view worker, int status, double duration_seconds,
+                        double first_byte_seconds);
+  void upstream_error(std::string_view worker, std::string_view kind);
+  void retry(std::string_view model);
+  void client_error(int status, std::string_view code);
+  void connection_rejected();
+  void health_check(std::string_view worker, bool success);
+  void config_reload(bool success);
+
+  prometheus::Gauge& in_flight_requests() { return *in_flight_requests_; }
+  prometheus::Gauge& open_connections() { return *open_connections_; }
+  void set_worker_state(std::string_view worker, bool up, std::uint32_t in_flight);
+  void forget_worker(std::string_view worker);
+
+  // Prometheus text exposition of everything registered.
+  [[nodiscard]] std::string serialize() const;
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Family<prometheus::Histogram>& request_duration_;
+  prometheus::Family<prometheus::Histogram>& first_byte_;
+  prometheus::Family<prometheus::Counter>& upstream_errors_;
+  prometheus::Family<prometheus::Counter>& retries_;
+  prometheus::Family<prometheus::Counter>& client_errors_;
+  prometheus::Family<prometheus::Counter>& health_checks_;
+  prometheus::Family<prometheus::Counter>& config_reloads_;
+  prometheus::Family<prometheus::Gauge>& worker_up_;
+  prometheus::Family<prometheus::Gauge>& worker_in_flight_;
+  prometheus::Counter* connections_rejected_;
+  prometheus::Gauge* in_flight_requests_;
+  prometheus::Gauge* open_connections_;
+};
+
+}  // namespace kvgate::obs

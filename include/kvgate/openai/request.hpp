@@ -1,0 +1,32 @@
+#pragma once
+// Inspection of OpenAI request bodies: just enough to route them (model,
+// streaming, session key) and to reject bodies an engine would reject as
+// malformed. The body itself is forwarded unchanged.
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvgate/core/result.hpp"
+#include "kvgate/openai/errors.hpp"
+
+namespace kvgate::openai {
+
+enum class Endpoint { chat_completions, completions };
+
+struct RequestSummary {
+  std::string model;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  std::optional<std::string> session_key;
+};
+
+// Session key, first present wins: header x-session-id, body
+// prompt_cache_key, body user (the contract's order).
+Result<RequestSummary, ApiError> inspect_request(std::string_view body, Endpoint endpoint,
+                                                 std::string_view session_header);
+
+// Body of GET /v1/models in OpenAI's list shape.
+std::string models_list(const std::vector<std::string>& model_names, long created_unix_seconds);
+
+}  // namespace kvgate::openai

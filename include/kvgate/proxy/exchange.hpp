@@ -1,0 +1,28 @@
+#pragma once
+// What the gateway knows about one request/response exchange while it runs:
+// filled in step by step by the pipeline (parse, route, forward, relay) and
+// read at the end for the access log and metrics.
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace kvgate::proxy {
+
+struct Exchange {
+  std::string request_id;
+  std::string method;
+  std::string path;
+  std::chrono::steady_clock::time_point started;
+  std::string model;
+  std::string worker;
+  std::string route_reason;
+  int status = 0;
+  double first_byte_seconds = -1;  // < 0: no upstream response
+  std::uint32_t retries = 0;
+  std::uint64_t response_bytes = 0;
+  bool keep_alive = true;    // may the client connection serve another request
+  bool client_gone = false;  // the client closed its connection mid-exchange
+  std::string error_code;    // kvgate's own error code, when kvgate answered with an error
+};
+
+}  // namespace kvgate::proxy

@@ -1,0 +1,47 @@
+#pragma once
+// State shared by every I/O thread and the control thread. Concurrency
+// scheme: the routing table is an immutable snapshot behind an atomic
+// shared_ptr (readers never block the reload); counters are atomics; metrics
+// are prometheus-cpp's own thread-safe objects. Nothing else is shared.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "kvgate/obs/metrics.hpp"
+#include "kvgate/proxy/routing_table.hpp"
+
+namespace kvgate::proxy {
+
+class GatewayContext {
+ public:
+  explicit GatewayContext(obs::Metrics& metrics) : metrics_(metrics) {}
+
+  [[nodiscard]] std::shared_ptr<const RoutingTable> table() const { return table_.load(std::memory_order_acquire); }
+  void publish(std::shared_ptr<const RoutingTable> table) { table_.store(std::move(table), std::memory_order_release); }
+
+  obs::Metrics& metrics() { return metrics_; }
+
+  std::uint64_t next_decision_sequence() { return decision_sequence_.fetch_add(1, std::memory_order_relaxed); }
+
+  [[nodiscard]] bool draining() const { return draining_.load(std::memory_order_acquire); }
+  void start_draining() { draining_.store(true, std::memory_order_release); }
+
+  // Connection accounting: the drain finishes when the last one closes.
+  bool try_open_connection(std::uint32_t limit);
+  void close_connection();
+  [[nodiscard]] std::uint32_t open_connections() const { return open_connections_.load(); }
+  // Called (from the closing connection's thread) when draining and the last
+  // connection has closed. Set once, before any I/O thread starts.
+  void on_drained(std::function<void()> callback) { on_drained_ = std::move(callback); }
+
+ private:
+  obs::Metrics& metrics_;
+  std::atomic<std::shared_ptr<const RoutingTable>> table_;
+  std::atomic<std::uint64_t> decision_sequence_{0};
+  std::atomic<bool> draining_{false};
+  std::atomic<std::uint32_t> open_connections_{0};
+  std::function<void()> on_drained_;
+};
+
+}  // namespace kvgate::proxy

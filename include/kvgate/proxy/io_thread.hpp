@@ -1,0 +1,52 @@
+#pragma once
+// One I/O thread's share of the data plane: an io_context, an acceptor on the
+// shared listen port (SO_REUSEPORT lets the kernel spread connections), the
+// thread's upstream connection pool and the set of its client connections.
+// Everything here is touched only from the thread running io(); the methods
+// meant for other threads say so and post to it.
+#include <memory>
+#include <unordered_set>
+
+#include "kvgate/http/beast.hpp"
+#include "kvgate/proxy/gateway_context.hpp"
+#include "kvgate/proxy/upstream_pool.hpp"
+
+namespace kvgate::proxy {
+
+class ClientSession;
+
+class IoThread {
+ public:
+  IoThread(GatewayContext& context, const config::Options& options);
+
+  http::asio::io_context& io() { return io_; }
+  GatewayContext& context() { return context_; }
+  UpstreamPool& pool() { return pool_; }
+
+  // Binds the listen socket (before run()); returns the bound endpoint, so the
+  // first thread can bind port 0 and the others the port it got.
+  Result<http::tcp::endpoint, std::string> bind(const http::tcp::endpoint& endpoint);
+  void start_accepting();
+
+  // Thread-safe: posts to this thread.
+  void stop_accepting();
+  void close_idle_connections();
+  void apply_pool_limits(std::uint32_t max_idle, Milliseconds idle_timeout);
+
+  // Session bookkeeping (this thread only).
+  void add(ClientSession* session) { sessions_.insert(session); }
+  void remove(ClientSession* session) { sessions_.erase(session); }
+
+ private:
+  http::awaitable<void> accept_loop();
+
+  GatewayContext& context_;
+  // Declared before io_: destroying io_ destroys the sessions' coroutine
+  // frames, and each session removes itself from this set.
+  std::unordered_set<ClientSession*> sessions_;
+  http::asio::io_context io_{1};  // concurrency hint 1: one thread runs it, no internal locking
+  http::tcp::acceptor acceptor_{io_};
+  UpstreamPool pool_;
+};
+
+}  // namespace kvgate::proxy

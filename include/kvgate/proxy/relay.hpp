@@ -1,0 +1,87 @@
+#pragma once
+// One attempt against one worker over one upstream connection: send the
+// request, read the response header, then relay the body to the client as it
+// arrives, in pieces of at most kRelayBufferBytes (server-sent events pass
+// through one by one, never buffered whole).
+#include <array>
+#include <optional>
+
+#include "kvgate/openai/errors.hpp"
+#include "kvgate/proxy/client_session.hpp"
+#include "kvgate/workers/worker_state.hpp"
+
+namespace kvgate::proxy {
+
+// Ties the client connection to the upstream connection of the current
+// attempt, so that a client that leaves closes the upstream at once (engines
+// abort a generation when its connection closes) and a finished forward stops
+// watching the client. Both sides run on the same thread.
+struct CancelLink {
+  http::beast::tcp_stream* upstream = nullptr;
+  bool forward_done = false;
+  bool client_gone = false;
+
+  void close_upstream() {
+    if (upstream != nullptr) {
+      http::error_code ignored;
+      upstream->socket().shutdown(http::tcp::socket::shutdown_both, ignored);
+      upstream->socket().close(ignored);
+    }
+  }
+};
+
+struct AttemptOutcome {
+  enum class Kind {
+    relayed,           // a response went to the client (possibly cut short)
+    retryable,         // failed before any response byte: another worker may serve it
+    failed,            // failed in a way a retry would not fix (timeout): answer `error`
+    client_left,       // the client went away; nobody to answer
+    stale_connection,  // a pooled connection was already closed: reconnect, same worker
+  };
+  Kind kind = Kind::relayed;
+  std::optional<openai::ApiError> error;
+  bool worker_failed = false;  // counts toward passive health marking
+
+  static AttemptOutcome retry(openai::ApiError error) { return {Kind::retryable, std::move(error), true}; }
+  static AttemptOutcome fail(openai::ApiError error) { return {Kind::failed, std::move(error), true}; }
+  static AttemptOutcome client_left() { return {Kind::client_left, std::nullopt, false}; }
+};
+
+class Relay {
+ public:
+  static constexpr std::size_t kRelayBufferBytes = 16 * 1024;
+  using UpstreamRequest = http::bhttp::request<http::bhttp::string_body>;
+
+  Relay(ClientSession& session, Exchange& exchange, const workers::WorkerState& worker,
+        http::beast::tcp_stream& upstream, CancelLink& link, const config::Options& options);
+  Relay(const Relay&) = delete;
+  Relay& operator=(const Relay&) = delete;
+  ~Relay() { link_.upstream = nullptr; }
+
+  // `may_be_stale`: the connection came from the pool and this is its first
+  // use here; an early failure then means "reconnect", not "worker failed".
+  http::awaitable<AttemptOutcome> run(UpstreamRequest& request, bool may_be_stale);
+
+  // The whole response was read and the worker allows keep-alive.
+  [[nodiscard]] bool upstream_reusable() const { return reusable_; }
+
+ private:
+  http::awaitable<AttemptOutcome> send_and_read_header(UpstreamRequest& request, bool may_be_stale);
+  void prepare_client_header();
+  http::awaitable<AttemptOutcome> relay_body();
+  http::awaitable<void> end_interrupted_stream(const http::error_code& error);
+
+  ClientSession& session_;
+  Exchange& exchange_;
+  const workers::WorkerState& worker_;
+  http::beast::tcp_stream& upstream_;
+  CancelLink& link_;
+  const config::Options& options_;
+  http::beast::flat_buffer upstream_buffer_;
+  http::bhttp::response_parser<http::bhttp::buffer_body> parser_;
+  std::array<char, kRelayBufferBytes> chunk_{};
+  bool event_stream_ = false;
+  bool reusable_ = false;
+};
+
+}  // namespace kvgate::proxy

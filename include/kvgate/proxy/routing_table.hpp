@@ -1,0 +1,42 @@
+#pragma once
+// The immutable snapshot the request path reads: options, models, their
+// workers' shared live state, and the policy. A reload builds a new table
+// and publishes it atomically; requests in flight keep the table they
+// started with (shared_ptr), so nothing is torn mid-request.
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvgate/config/options.hpp"
+#include "kvgate/policy/policy.hpp"
+#include "kvgate/workers/worker_state.hpp"
+
+namespace kvgate::proxy {
+
+struct ModelRoute {
+  std::string name;
+  std::uint32_t block_size = 16;
+  std::vector<std::shared_ptr<workers::WorkerState>> workers;
+};
+
+struct RoutingTable {
+  std::shared_ptr<const config::Options> options;
+  std::vector<ModelRoute> models;
+  std::shared_ptr<const policy::Policy> policy;
+  workers::HealthThresholds thresholds;
+  std::string models_body;  // GET /v1/models, rendered once
+
+  [[nodiscard]] const ModelRoute* find_model(std::string_view name) const;
+  // Every worker once, in configuration order.
+  [[nodiscard]] std::vector<std::shared_ptr<workers::WorkerState>> all_workers() const;
+};
+
+std::unique_ptr<policy::Policy> make_policy(config::PolicyKind kind);
+
+// Reuses the WorkerState of `previous` for every worker whose id and URL are
+// unchanged, so health and in-flight counts survive a reload.
+std::shared_ptr<const RoutingTable> build_routing_table(std::shared_ptr<const config::Options> options,
+                                                        const RoutingTable* previous, long created_unix_seconds);
+
+}  // namespace kvgate::proxy

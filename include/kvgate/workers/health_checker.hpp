@@ -1,0 +1,39 @@
+#pragma once
+// Active health checks: every interval, GET <path> on each worker with a
+// timeout; 2xx is a pass. Runs on the control thread's io_context; the
+// results go into WorkerState (atomics) where the I/O threads read them.
+#include <memory>
+#include <vector>
+
+#include "kvgate/config/options.hpp"
+#include "kvgate/http/beast.hpp"
+#include "kvgate/obs/metrics.hpp"
+#include "kvgate/workers/worker_state.hpp"
+
+namespace kvgate::workers {
+
+class HealthChecker {
+ public:
+  HealthChecker(http::asio::io_context& io, obs::Metrics& metrics) : io_(io), metrics_(metrics) {}
+  ~HealthChecker() { stop(); }
+
+  // Replaces the checked set (start-up and every reload). Control thread only.
+  void watch(std::vector<std::shared_ptr<WorkerState>> workers, const config::HealthCheckOptions& options,
+             const HealthThresholds& thresholds);
+  void stop();
+
+ private:
+  struct Round;
+  http::awaitable<void> schedule(std::shared_ptr<Round> round);
+  http::awaitable<void> check(std::shared_ptr<Round> round, std::shared_ptr<WorkerState> worker);
+
+  http::asio::io_context& io_;
+  obs::Metrics& metrics_;
+  std::shared_ptr<Round> current_;
+};
+
+// One GET against a worker; true for a 2xx answer within the timeout.
+http::awaitable<bool> probe_http(http::asio::io_context& io, const HttpUrl& endpoint, const std::string& path,
+                                 Milliseconds timeout);
+
+}  // namespace kvgate::workers

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Installs everything kvgate needs to build, test and benchmark on Debian 12.
+# Idempotent: packages already present are skipped, so the quick start and CI
+# can call it on every run. Must run as root (apt-get).
+set -euo pipefail
+
+build_packages=(
+  build-essential cmake ninja-build pkg-config git ca-certificates
+  libboost1.81-dev nlohmann-json3-dev libspdlog-dev prometheus-cpp-dev
+  libxxhash-dev libyaml-cpp-dev libzmq3-dev cppzmq-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+# Tests: clang for the libFuzzer targets and the format check, promtool to
+# validate /metrics, curl for scripts.
+test_packages=(clang clang-format clang-tidy libclang-rt-14-dev prometheus curl)
+# Benchmarks: wrk as the load generator, nginx as the reference proxy.
+bench_packages=(wrk nginx-light)
+
+want=("${build_packages[@]}")
+case "${1:-build}" in
+  build) ;;
+  test) want+=("${test_packages[@]}") ;;
+  bench) want+=("${test_packages[@]}" "${bench_packages[@]}") ;;
+  *) echo "usage: $0 [build|test|bench]" >&2; exit 64 ;;
+esac
+
+missing=()
+for package in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+# Node.js runs the OpenAI SDK client tests; any Node >= 18 will do, so an
+# existing installation (e.g. from NodeSource) is kept.
+if [[ "${1:-build}" != build ]] && ! command -v node >/dev/null 2>&1; then
+  missing+=(nodejs npm)
+fi
+
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "setup: missing packages (${missing[*]}); run as root" >&2
+    exit 1
+  fi
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The nginx package starts a default site on port 80 where a service manager
+# exists; the benchmark runs its own nginx, so that one is not needed.
+if [[ "${1:-build}" == bench ]] && command -v service >/dev/null 2>&1; then
+  service nginx stop >/dev/null 2>&1 || true
+fi
+
+if [[ "${1:-build}" != build ]]; then
+  top=$(cd "$(dirname "$0")/.." && pwd)
+  if [[ ! -d "$top/tests/node/node_modules/openai" ]]; then
+    echo "setup: installing the pinned npm packages for tests/node"
+    (cd "$top/tests/node" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+fi

@@ -1,0 +1,77 @@
+#include "kvgate/admin/admin_server.hpp"
+
+#include <spdlog/spdlog.h>
+
+namespace kvgate::admin {
+
+using namespace kvgate::http;
+
+Result<tcp::endpoint, std::string> AdminServer::bind(const tcp::endpoint& endpoint) {
+  error_code error;
+  acceptor_.open(endpoint.protocol(), error);
+  if (!error) {
+    acceptor_.set_option(asio::socket_base::reuse_address(true), error);
+  }
+  if (!error) {
+    acceptor_.bind(endpoint, error);
+  }
+  if (!error) {
+    acceptor_.listen(asio::socket_base::max_listen_connections, error);
+  }
+  if (error) {
+    return unexpected("cannot listen on " + endpoint.address().to_string() + ":" + std::to_string(endpoint.port()) +
+                      " (admin): " + error.message());
+  }
+  return acceptor_.local_endpoint();
+}
+
+void AdminServer::start() {
+  asio::co_spawn(io_, accept_loop(), [](const std::exception_ptr&) {});
+}
+
+void AdminServer::stop() {
+  error_code ignored;
+  acceptor_.close(ignored);
+}
+
+awaitable<void> AdminServer::accept_loop() {
+  while (acceptor_.is_open()) {
+    auto [error, socket] = co_await acceptor_.async_accept(use_nothrow);
+    if (error == asio::error::operation_aborted || !acceptor_.is_open()) {
+      co_return;
+    }
+    if (!error) {
+      asio::co_spawn(io_, serve(std::move(socket)), [](const std::exception_ptr&) {});
+    }
+  }
+}
+
+awaitable<void> AdminServer::serve(tcp::socket socket) {
+  beast::tcp_stream stream(std::move(socket));
+  beast::flat_buffer buffer;
+  for (;;) {
+    bhttp::request_parser<bhttp::string_body> parser;
+    parser.body_limit(4 * 1024 * 1024);
+    stream.expires_after(std::chrono::seconds(30));
+    auto [read_error, read] = co_await bhttp::async_read(stream, buffer, parser, use_nothrow);
+    if (read_error) {
+      co_return;
+    }
+    auto& request = parser.get();
+    auto target = request.target();
+    auto reply = handle_admin_request(context_, request.method(), target.substr(0, target.find('?')), request.body(),
+                                      request["x-session-id"]);
+    bhttp::response<bhttp::string_body> response{static_cast<bhttp::status>(reply.status), 11};
+    response.set(bhttp::field::server, "kvgate-admin");
+    response.set(bhttp::field::content_type, reply.content_type);
+    response.keep_alive(request.keep_alive());
+    response.body() = std::move(reply.body);
+    response.prepare_payload();
+    auto [write_error, written] = co_await bhttp::async_write(stream, response, use_nothrow);
+    if (write_error || !response.keep_alive()) {
+      co_return;
+    }
+  }
+}
+
+}  // namespace kvgate::admin

@@ -1,0 +1,193 @@
+#include "kvgate/app/gateway.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <chrono>
+#include <csignal>
+#include <iostream>
+
+#include "kvgate/config/loader.hpp"
+
+namespace kvgate::app {
+
+using namespace kvgate::http;
+
+namespace {
+
+long unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+Result<tcp::endpoint, std::string> resolve_listen(const HostPort& address) {
+  error_code error;
+  auto ip = asio::ip::make_address(address.host == "localhost" ? "127.0.0.1" : address.host, error);
+  if (error) {
+    return unexpected("listen address '" + address.host + "' must be an IP address");
+  }
+  return tcp::endpoint(ip, address.port);
+}
+
+std::string endpoint_text(const tcp::endpoint& endpoint) {
+  return HostPort{endpoint.address().to_string(), endpoint.port()}.to_string();
+}
+
+}  // namespace
+
+Gateway::Gateway(std::string config_path, std::shared_ptr<const config::Options> options)
+    : config_path_(std::move(config_path)), options_(std::move(options)) {}
+
+Gateway::~Gateway() {
+  finish();
+}
+
+int Gateway::run() {
+  if (!start()) {
+    finish();
+    return 1;
+  }
+  control_.run();
+  finish();
+  spdlog::info("kvgate stopped");
+  return 0;
+}
+
+bool Gateway::start() {
+  context_.publish(proxy::build_routing_table(options_, nullptr, unix_now()));
+  auto listen = resolve_listen(options_->listen);
+  auto admin_listen = resolve_listen(options_->admin_listen);
+  if (!listen || !admin_listen) {
+    spdlog::critical("{}", !listen ? listen.error() : admin_listen.error());
+    return false;
+  }
+  auto thread_count = options_->threads != 0 ? options_->threads : std::max(1u, std::thread::hardware_concurrency());
+  auto bind_to = *listen;
+  for (unsigned index = 0; index < thread_count; ++index) {
+    auto& thread = threads_.emplace_back(std::make_unique<proxy::IoThread>(context_, *options_));
+    auto bound = thread->bind(bind_to);
+    if (!bound) {
+      spdlog::critical("{}", bound.error());
+      return false;
+    }
+    bind_to = *bound;  // port 0: the others join the port the kernel picked
+  }
+  auto admin_bound = admin_.bind(*admin_listen);
+  if (!admin_bound) {
+    spdlog::critical("{}", admin_bound.error());
+    return false;
+  }
+  context_.on_drained([this] { asio::post(control_, [this] { finish(); }); });
+  for (auto& thread : threads_) {
+    thread->start_accepting();
+    runners_.emplace_back([&io = thread->io()] { io.run(); });
+  }
+  admin_.start();
+  auto table = context_.table();
+  health_.watch(table->all_workers(), options_->health_check, table->thresholds);
+  signals_.add(SIGTERM);
+  signals_.add(SIGINT);
+  signals_.add(SIGHUP);
+  wait_for_signal();
+  // Scripts and tests wait for this exact line before sending traffic.
+  std::cout << "kvgate listening api=" << endpoint_text(bind_to) << " admin=" << endpoint_text(*admin_bound)
+            << std::endl;
+  spdlog::info("kvgate {} serving {} model(s) with {} I/O thread(s), policy {}", KVGATE_VERSION,
+               options_->models.size(), thread_count, config::to_string(options_->routing.policy));
+  return true;
+}
+
+void Gateway::wait_for_signal() {
+  signals_.async_wait([this](const error_code& error, int signal) {
+    if (error) {
+      return;
+    }
+    if (signal == SIGHUP) {
+      reload();
+    } else if (context_.draining()) {
+      spdlog::warn("second stop signal: exiting without waiting for in-flight requests");
+      finish();
+      return;
+    } else {
+      begin_drain();
+    }
+    wait_for_signal();
+  });
+}
+
+void Gateway::reload() {
+  auto loaded = config::load_file(config_path_);
+  if (!loaded) {
+    metrics_.config_reload(false);
+    spdlog::error("config reload rejected, keeping the running configuration:");
+    for (const auto& problem : loaded.error()) {
+      spdlog::error("  {}", problem.to_string());
+    }
+    return;
+  }
+  auto options = std::make_shared<const config::Options>(std::move(*loaded));
+  if (!(options->listen == options_->listen) || !(options->admin_listen == options_->admin_listen) ||
+      options->threads != options_->threads) {
+    spdlog::warn("config reload: listen, admin_listen and threads take effect only after a restart");
+  }
+  auto previous = context_.table();
+  auto table = proxy::build_routing_table(options, previous.get(), unix_now());
+  auto current_workers = table->all_workers();
+  for (const auto& old : previous->all_workers()) {
+    bool kept = std::any_of(current_workers.begin(), current_workers.end(),
+                            [&](const auto& current) { return current->id() == old->id(); });
+    if (!kept) {
+      metrics_.forget_worker(old->id());
+    }
+  }
+  context_.publish(table);
+  options_ = options;
+  health_.watch(table->all_workers(), options->health_check, table->thresholds);
+  for (auto& thread : threads_) {
+    thread->apply_pool_limits(options->upstream.max_idle_connections, options->upstream.idle_connection_timeout);
+  }
+  set_log_level(options->log_level);
+  metrics_.config_reload(true);
+  spdlog::info("config reloaded from {}: {} model(s), policy {}", config_path_, options->models.size(),
+               config::to_string(options->routing.policy));
+}
+
+void Gateway::begin_drain() {
+  auto grace = options_->timeouts.shutdown_grace;
+  spdlog::info("draining: no new connections; waiting up to {} for {} open connection(s)", format_duration(grace),
+               context_.open_connections());
+  context_.start_draining();
+  for (auto& thread : threads_) {
+    thread->stop_accepting();
+    thread->close_idle_connections();
+  }
+  grace_timer_.expires_after(grace);
+  grace_timer_.async_wait([this](const error_code& error) {
+    if (!error) {
+      spdlog::warn("shutdown grace period over: closing {} connection(s) still open", context_.open_connections());
+      finish();
+    }
+  });
+  if (context_.open_connections() == 0) {
+    finish();
+  }
+}
+
+void Gateway::finish() {
+  if (finished_) {
+    return;
+  }
+  finished_ = true;
+  health_.stop();
+  admin_.stop();
+  error_code ignored;
+  signals_.cancel(ignored);
+  grace_timer_.cancel();
+  for (auto& thread : threads_) {
+    thread->io().stop();
+  }
+  runners_.clear();  // joins
+  control_.stop();
+}
+
+}  // namespace kvgate::app

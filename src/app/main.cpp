@@ -1,0 +1,99 @@
+// kvgate command line: run the gateway, validate a config file.
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvgate/app/gateway.hpp"
+#include "kvgate/config/loader.hpp"
+
+namespace {
+
+constexpr int kExitUsage = 64;
+constexpr int kExitBadConfig = 2;
+
+void print_help() {
+  std::cout << "kvgate " << KVGATE_VERSION << ": cache-aware routing gateway for LLM serving\n\n"
+            << "usage:\n"
+            << "  kvgate --config FILE [--log-level LEVEL]   run the gateway\n"
+            << "  kvgate check-config FILE                    validate a config file (exit 0 or 2)\n"
+            << "  kvgate --version | --help\n\n"
+            << "signals: SIGTERM/SIGINT drain and exit, SIGHUP reloads the config file\n"
+            << "log levels: trace, debug, info, warn, error, off\n";
+}
+
+int check_config(const std::string& path) {
+  auto loaded = kvgate::config::load_file(path);
+  if (!loaded) {
+    for (const auto& problem : loaded.error()) {
+      std::cerr << problem.to_string() << '\n';
+    }
+    std::cerr << loaded.error().size() << " problem(s) in " << path << '\n';
+    return kExitBadConfig;
+  }
+  std::cout << path << ": OK (" << loaded->models.size() << " model(s))\n";
+  return 0;
+}
+
+int run_gateway(const std::string& path, const std::optional<std::string>& log_level) {
+  auto loaded = kvgate::config::load_file(path);
+  if (!loaded) {
+    for (const auto& problem : loaded.error()) {
+      std::cerr << problem.to_string() << '\n';
+    }
+    return kExitBadConfig;
+  }
+  auto options = std::make_shared<kvgate::config::Options>(std::move(*loaded));
+  if (log_level) {
+    if (spdlog::level::from_str(*log_level) == spdlog::level::off && *log_level != "off") {
+      std::cerr << "unknown log level '" << *log_level << "'\n";
+      return kExitUsage;
+    }
+    options->log_level = *log_level;
+  }
+  kvgate::app::setup_logging(options->log_level);
+  kvgate::app::Gateway gateway(path, std::move(options));
+  return gateway.run();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    print_help();
+    return args.empty() ? kExitUsage : 0;
+  }
+  if (args[0] == "--version") {
+    std::cout << "kvgate " << KVGATE_VERSION << '\n';
+    return 0;
+  }
+  if (args[0] == "check-config") {
+    if (args.size() != 2) {
+      std::cerr << "usage: kvgate check-config FILE\n";
+      return kExitUsage;
+    }
+    return check_config(args[1]);
+  }
+  std::optional<std::string> config_path;
+  std::optional<std::string> log_level;
+  for (std::size_t index = 0; index < args.size(); ++index) {
+    const bool has_value = index + 1 < args.size();
+    if (args[index] == "--config" && has_value) {
+      config_path = args[++index];
+    } else if (args[index] == "--log-level" && has_value) {
+      log_level = args[++index];
+    } else {
+      std::cerr << "unknown or incomplete argument '" << args[index] << "' (see kvgate --help)\n";
+      return kExitUsage;
+    }
+  }
+  if (!config_path) {
+    std::cerr << "missing --config FILE (see kvgate --help)\n";
+    return kExitUsage;
+  }
+  return run_gateway(*config_path, log_level);
+}

@@ -1,0 +1,327 @@
+#include "kvgate/config/loader.hpp"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "yaml_reader.hpp"
+
+namespace kvgate::config {
+namespace {
+
+using detail::YamlReader;
+
+std::string indexed(const std::string& path, std::size_t index) {
+  return path + "[" + std::to_string(index) + "]";
+}
+
+void read_address(YamlReader& reader, const YAML::Node& node, const std::string& path, HostPort& out) {
+  std::string text;
+  reader.read(node, path, text);
+  if (!node.IsScalar()) {
+    return;
+  }
+  auto address = parse_listen_address(text);
+  if (!address) {
+    reader.problem(node, path, "invalid address '" + text + "': " + address.error());
+  } else {
+    out = *address;
+  }
+}
+
+void read_limits(YamlReader& reader, const YAML::Node& node, LimitOptions& out) {
+  if (!reader.check_mapping(node, "limits", {"max_body_size", "max_header_size", "max_connections"})) {
+    return;
+  }
+  reader.optional(node, "limits", "max_body_size", [&](auto& value, auto path) {
+    reader.read_byte_size(value, path, out.max_body_bytes, 1024, std::uint64_t{1} << 32);
+  });
+  reader.optional(node, "limits", "max_header_size", [&](auto& value, auto path) {
+    std::uint64_t bytes = out.max_header_bytes;
+    reader.read_byte_size(value, path, bytes, 1024, 1024 * 1024);
+    out.max_header_bytes = static_cast<std::uint32_t>(bytes);
+  });
+  reader.optional(node, "limits", "max_connections",
+                  [&](auto& value, auto path) { reader.read(value, path, out.max_connections, 1, 1'000'000); });
+}
+
+void read_timeouts(YamlReader& reader, const YAML::Node& node, TimeoutOptions& out) {
+  const std::pair<const char*, Milliseconds*> fields[] = {
+      {"header_read", &out.header_read},           {"body_read", &out.body_read},
+      {"keep_alive_idle", &out.keep_alive_idle},   {"client_write", &out.client_write},
+      {"upstream_connect", &out.upstream_connect}, {"upstream_response", &out.upstream_response},
+      {"upstream_idle", &out.upstream_idle},       {"shutdown_grace", &out.shutdown_grace},
+  };
+  if (!reader.check_mapping(node, "timeouts",
+                            {"header_read", "body_read", "keep_alive_idle", "client_write", "upstream_connect",
+                             "upstream_response", "upstream_idle", "shutdown_grace"})) {
+    return;
+  }
+  for (auto [key, target] : fields) {
+    reader.optional(node, "timeouts", key,
+                    [&](auto& value, auto path) { reader.read_duration(value, path, *target, Milliseconds(1)); });
+  }
+}
+
+void read_upstream(YamlReader& reader, const YAML::Node& node, UpstreamOptions& out) {
+  if (!reader.check_mapping(node, "upstream", {"retries", "max_idle_connections", "idle_connection_timeout"})) {
+    return;
+  }
+  reader.optional(node, "upstream", "retries",
+                  [&](auto& value, auto path) { reader.read(value, path, out.retries, 0, 10); });
+  reader.optional(node, "upstream", "max_idle_connections",
+                  [&](auto& value, auto path) { reader.read(value, path, out.max_idle_connections, 0, 100'000); });
+  reader.optional(node, "upstream", "idle_connection_timeout", [&](auto& value, auto path) {
+    reader.read_duration(value, path, out.idle_connection_timeout, Milliseconds(1));
+  });
+}
+
+void read_health_check(YamlReader& reader, const YAML::Node& node, HealthCheckOptions& out) {
+  if (!reader.check_mapping(
+          node, "health_check",
+          {"enabled", "path", "interval", "timeout", "unhealthy_threshold", "healthy_threshold", "passive_failures"})) {
+    return;
+  }
+  const std::string base = "health_check";
+  reader.optional(node, base, "enabled", [&](auto& value, auto path) { reader.read(value, path, out.enabled); });
+  reader.optional(node, base, "path", [&](auto& value, auto path) {
+    reader.read(value, path, out.path);
+    if (!out.path.starts_with('/')) {
+      reader.problem(value, path, "must start with '/'");
+    }
+  });
+  reader.optional(node, base, "interval",
+                  [&](auto& value, auto path) { reader.read_duration(value, path, out.interval, Milliseconds(10)); });
+  reader.optional(node, base, "timeout",
+                  [&](auto& value, auto path) { reader.read_duration(value, path, out.timeout, Milliseconds(1)); });
+  reader.optional(node, base, "unhealthy_threshold",
+                  [&](auto& value, auto path) { reader.read(value, path, out.unhealthy_threshold, 1, 1000); });
+  reader.optional(node, base, "healthy_threshold",
+                  [&](auto& value, auto path) { reader.read(value, path, out.healthy_threshold, 1, 1000); });
+  reader.optional(node, base, "passive_failures",
+                  [&](auto& value, auto path) { reader.read(value, path, out.passive_failures, 0, 1000); });
+}
+
+void read_routing(YamlReader& reader, const YAML::Node& node, RoutingOptions& out) {
+  if (!reader.check_mapping(node, "routing", {"policy"})) {
+    return;
+  }
+  reader.optional(node, "routing", "policy", [&](auto& value, auto path) {
+    std::string name;
+    reader.read(value, path, name);
+    if (name == "round_robin") {
+      out.policy = PolicyKind::round_robin;
+    } else if (name == "least_load") {
+      out.policy = PolicyKind::least_load;
+    } else if (name == "session_hash" || name == "prefix_hash" || name == "cache_aware") {
+      reader.problem(value, path,
+                     "policy '" + name + "' is not available in this version (use round_robin or least_load)");
+    } else if (value.IsScalar()) {
+      reader.problem(value, path, "unknown policy '" + name + "' (round_robin, least_load)");
+    }
+  });
+}
+
+void read_worker(YamlReader& reader, const YAML::Node& node, const std::string& path, WorkerOptions& out) {
+  if (!reader.check_mapping(node, path, {"id", "url", "kv_events", "kv_events_replay"})) {
+    return;
+  }
+  if (!node["id"]) {
+    reader.problem(node, path + ".id", "missing (every worker needs an id)");
+  }
+  if (!node["url"]) {
+    reader.problem(node, path + ".url", "missing (e.g. http://127.0.0.1:8000)");
+  }
+  reader.optional(node, path, "id", [&](auto& value, auto key_path) {
+    reader.read(value, key_path, out.id);
+    if (value.IsScalar() && out.id.empty()) {
+      reader.problem(value, key_path, "must not be empty");
+    }
+  });
+  reader.optional(node, path, "url", [&](auto& value, auto key_path) {
+    reader.read(value, key_path, out.url);
+    if (!value.IsScalar()) {
+      return;
+    }
+    auto url = parse_upstream_url(out.url);
+    if (!url) {
+      reader.problem(value, key_path, "invalid URL '" + out.url + "': " + url.error());
+    } else {
+      out.endpoint = *url;
+    }
+  });
+  for (const char* key : {"kv_events", "kv_events_replay"}) {
+    reader.optional(node, path, key, [&](auto& value, auto key_path) {
+      std::string& target = std::string_view(key) == "kv_events" ? out.kv_events : out.kv_events_replay;
+      reader.read(value, key_path, target);
+      if (value.IsScalar() && !target.starts_with("tcp://") && !target.starts_with("ipc://")) {
+        reader.problem(value, key_path, "expected a ZMQ address such as tcp://127.0.0.1:5557");
+      }
+    });
+  }
+}
+
+void read_model(YamlReader& reader, const YAML::Node& node, const std::string& path, ModelOptions& out) {
+  if (!reader.check_mapping(node, path, {"name", "tokenizer", "block_size", "workers"})) {
+    return;
+  }
+  if (!node["name"]) {
+    reader.problem(node, path + ".name", "missing (the name clients send as \"model\")");
+  }
+  reader.optional(node, path, "name", [&](auto& value, auto key_path) {
+    reader.read(value, key_path, out.name);
+    if (value.IsScalar() && out.name.empty()) {
+      reader.problem(value, key_path, "must not be empty");
+    }
+  });
+  reader.optional(node, path, "tokenizer",
+                  [&](auto& value, auto key_path) { reader.read(value, key_path, out.tokenizer); });
+  reader.optional(node, path, "block_size",
+                  [&](auto& value, auto key_path) { reader.read(value, key_path, out.block_size, 1, 4096); });
+  auto workers = node["workers"];
+  if (!workers || (workers.IsSequence() && workers.size() == 0)) {
+    reader.problem(workers ? workers : node, path + ".workers", "a model needs at least one worker");
+    return;
+  }
+  if (!reader.check_sequence(workers, path + ".workers")) {
+    return;
+  }
+  for (std::size_t index = 0; index < workers.size(); ++index) {
+    read_worker(reader, workers[index], indexed(path + ".workers", index), out.workers.emplace_back());
+  }
+}
+
+void read_models(YamlReader& reader, const YAML::Node& node, std::vector<ModelOptions>& out) {
+  if (!reader.check_sequence(node, "models")) {
+    return;
+  }
+  for (std::size_t index = 0; index < node.size(); ++index) {
+    read_model(reader, node[index], indexed("models", index), out.emplace_back());
+  }
+}
+
+// Names must be unique across the whole file: worker ids label metrics and
+// decision records, and model names select the pool.
+void check_unique_names(YamlReader& reader, const YAML::Node& root, const Options& options) {
+  std::set<std::string> model_names;
+  std::set<std::string> worker_ids;
+  std::set<std::string> worker_urls;
+  for (std::size_t model = 0; model < options.models.size(); ++model) {
+    auto model_node = root["models"][model];
+    const auto& name = options.models[model].name;
+    if (!name.empty() && !model_names.insert(name).second) {
+      reader.problem(model_node["name"], indexed("models", model) + ".name", "duplicate model name '" + name + "'");
+    }
+    const auto& workers = options.models[model].workers;
+    for (std::size_t worker = 0; worker < workers.size(); ++worker) {
+      auto worker_node = model_node["workers"][worker];
+      auto worker_path = indexed(indexed("models", model) + ".workers", worker);
+      if (!workers[worker].id.empty() && !worker_ids.insert(workers[worker].id).second) {
+        reader.problem(worker_node["id"], worker_path + ".id", "duplicate worker id '" + workers[worker].id + "'");
+      }
+      if (!workers[worker].url.empty() && !worker_urls.insert(workers[worker].url).second) {
+        reader.problem(worker_node["url"], worker_path + ".url",
+                       "URL '" + workers[worker].url + "' is used by another worker");
+      }
+    }
+  }
+}
+
+void read_root(YamlReader& reader, const YAML::Node& root, Options& out) {
+  if (!reader.check_mapping(root, "",
+                            {"listen", "admin_listen", "threads", "log_level", "access_log", "api_keys", "limits",
+                             "timeouts", "upstream", "health_check", "models", "routing", "decision_log"})) {
+    return;
+  }
+  reader.optional(root, "", "listen", [&](auto& value, auto path) { read_address(reader, value, path, out.listen); });
+  reader.optional(root, "", "admin_listen",
+                  [&](auto& value, auto path) { read_address(reader, value, path, out.admin_listen); });
+  reader.optional(root, "", "threads", [&](auto& value, auto path) { reader.read(value, path, out.threads, 0, 256); });
+  reader.optional(root, "", "log_level", [&](auto& value, auto path) {
+    reader.read(value, path, out.log_level);
+    static const std::set<std::string> kLevels{"trace", "debug", "info", "warn", "error", "critical", "off"};
+    if (value.IsScalar() && !kLevels.contains(out.log_level)) {
+      reader.problem(value, path, "unknown log level '" + out.log_level + "' (trace, debug, info, warn, error, off)");
+    }
+  });
+  reader.optional(root, "", "access_log", [&](auto& value, auto path) { reader.read(value, path, out.access_log); });
+  reader.optional(root, "", "api_keys", [&](auto& value, auto path) {
+    if (reader.check_sequence(value, path)) {
+      for (std::size_t index = 0; index < value.size(); ++index) {
+        reader.read(value[index], indexed(path, index), out.api_keys.emplace_back());
+      }
+    }
+  });
+  reader.optional(root, "", "limits", [&](auto& value, auto) { read_limits(reader, value, out.limits); });
+  reader.optional(root, "", "timeouts", [&](auto& value, auto) { read_timeouts(reader, value, out.timeouts); });
+  reader.optional(root, "", "upstream", [&](auto& value, auto) { read_upstream(reader, value, out.upstream); });
+  reader.optional(root, "", "health_check",
+                  [&](auto& value, auto) { read_health_check(reader, value, out.health_check); });
+  reader.optional(root, "", "routing", [&](auto& value, auto) { read_routing(reader, value, out.routing); });
+  reader.optional(root, "", "decision_log",
+                  [&](auto& value, auto path) { reader.read(value, path, out.decision_log); });
+  if (auto models = root["models"]; models) {
+    read_models(reader, models, out.models);
+    check_unique_names(reader, root, out);
+  } else {
+    reader.problem(root, "models", "missing: configure at least one model with its workers");
+  }
+}
+
+}  // namespace
+
+std::string Problem::to_string() const {
+  std::ostringstream text;
+  text << file;
+  if (line > 0) {
+    text << ':' << line;
+  }
+  text << ": ";
+  if (!path.empty()) {
+    text << path << ": ";
+  }
+  text << message;
+  return text.str();
+}
+
+LoadResult load_text(const std::string& text, const std::string& file_name) {
+  std::vector<Problem> problems;
+  YamlReader reader(file_name, problems);
+  Options options;
+  try {
+    auto root = YAML::Load(text);
+    if (!root || root.IsNull()) {
+      reader.problem_at_line(0, "", "the file is empty");
+    } else {
+      read_root(reader, root, options);
+    }
+  } catch (const YAML::Exception& error) {
+    reader.problem_at_line(error.mark.line + 1, "", "YAML syntax error: " + error.msg);
+  }
+  if (!problems.empty()) {
+    return unexpected(std::move(problems));
+  }
+  return options;
+}
+
+LoadResult load_file(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    return unexpected(std::vector<Problem>{Problem{path, 0, "", "cannot open the file"}});
+  }
+  std::ostringstream contents;
+  contents << file.rdbuf();
+  return load_text(contents.str(), path);
+}
+
+std::string_view to_string(PolicyKind policy) {
+  switch (policy) {
+    case PolicyKind::round_robin:
+      return "round_robin";
+    case PolicyKind::least_load:
+      return "least_load";
+  }
+  return "unknown";
+}
+
+}  // namespace kvgate::config

@@ -1,0 +1,141 @@
+#include "kvgate/obs/metrics.hpp"
+
+#include <prometheus/text_serializer.h>
+
+namespace kvgate::obs {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+
+// Seconds; spans a cached short prompt (ms) to a long generation (minutes).
+const prometheus::Histogram::BucketBoundaries& latency_buckets() {
+  static const prometheus::Histogram::BucketBoundaries kBuckets{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                                                1,     2.5,    5,     10,   30,    60,   120, 300};
+  return kBuckets;
+}
+
+std::string status_label(int status) {
+  return status == 0 ? "none" : std::to_string(status);
+}
+
+}  // namespace
+
+Metrics::Metrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      requests_(BuildCounter()
+                    .Name("kvgate_requests_total")
+                    .Help("Requests answered, by model, worker (none when not routed) and HTTP status")
+                    .Register(*registry_)),
+      request_duration_(BuildHistogram()
+                            .Name("kvgate_request_duration_seconds")
+                            .Help("Time from the request's last byte read to the response's last byte written")
+                            .Register(*registry_)),
+      first_byte_(BuildHistogram()
+                      .Name("kvgate_time_to_first_byte_seconds")
+                      .Help("Time from the request read to the first response byte from the worker")
+                      .Register(*registry_)),
+      upstream_errors_(BuildCounter()
+                           .Name("kvgate_upstream_errors_total")
+                           .Help("Failures talking to a worker, by kind (connect, timeout, reset, status_5xx, "
+                                 "stream_interrupted)")
+                           .Register(*registry_)),
+      retries_(BuildCounter()
+                   .Name("kvgate_retries_total")
+                   .Help("Requests sent again to another worker after a failure before any response byte")
+                   .Register(*registry_)),
+      client_errors_(BuildCounter()
+                         .Name("kvgate_client_errors_total")
+                         .Help("Requests rejected by kvgate itself, by status and error code")
+                         .Register(*registry_)),
+      health_checks_(BuildCounter()
+                         .Name("kvgate_health_checks_total")
+                         .Help("Active health checks, by worker and result")
+                         .Register(*registry_)),
+      config_reloads_(BuildCounter()
+                          .Name("kvgate_config_reloads_total")
+                          .Help("Configuration reloads (SIGHUP), by result")
+                          .Register(*registry_)),
+      worker_up_(BuildGauge()
+                     .Name("kvgate_worker_up")
+                     .Help("1 when the worker is healthy and eligible for routing")
+                     .Register(*registry_)),
+      worker_in_flight_(BuildGauge()
+                            .Name("kvgate_worker_in_flight_requests")
+                            .Help("Requests dispatched to the worker and not yet finished")
+                            .Register(*registry_)) {
+  connections_rejected_ = &BuildCounter()
+                               .Name("kvgate_connections_rejected_total")
+                               .Help("Client connections closed at accept because max_connections was reached")
+                               .Register(*registry_)
+                               .Add({});
+  in_flight_requests_ = &BuildGauge()
+                             .Name("kvgate_in_flight_requests")
+                             .Help("Requests being served right now")
+                             .Register(*registry_)
+                             .Add({});
+  open_connections_ =
+      &BuildGauge().Name("kvgate_client_connections").Help("Open client connections").Register(*registry_).Add({});
+  BuildGauge()
+      .Name("kvgate_build_info")
+      .Help("Always 1; the labels say which kvgate is running")
+      .Register(*registry_)
+      .Add({{"version", KVGATE_VERSION}})
+      .Set(1);
+}
+
+void Metrics::request_finished(std::string_view model, std::string_view worker, int status, double duration_seconds,
+                               double first_byte_seconds) {
+  std::string model_label(model.empty() ? "none" : model);
+  requests_
+      .Add({{"model", model_label},
+            {"worker", std::string(worker.empty() ? "none" : worker)},
+            {"status", status_label(status)}})
+      .Increment();
+  request_duration_.Add({{"model", model_label}}, latency_buckets()).Observe(duration_seconds);
+  if (first_byte_seconds >= 0) {
+    first_byte_.Add({{"model", model_label}}, latency_buckets()).Observe(first_byte_seconds);
+  }
+}
+
+void Metrics::upstream_error(std::string_view worker, std::string_view kind) {
+  upstream_errors_.Add({{"worker", std::string(worker)}, {"kind", std::string(kind)}}).Increment();
+}
+
+void Metrics::retry(std::string_view model) {
+  retries_.Add({{"model", std::string(model)}}).Increment();
+}
+
+void Metrics::client_error(int status, std::string_view code) {
+  client_errors_.Add({{"status", status_label(status)}, {"code", std::string(code)}}).Increment();
+}
+
+void Metrics::connection_rejected() {
+  connections_rejected_->Increment();
+}
+
+void Metrics::health_check(std::string_view worker, bool success) {
+  health_checks_.Add({{"worker", std::string(worker)}, {"result", success ? "success" : "failure"}}).Increment();
+}
+
+void Metrics::config_reload(bool success) {
+  config_reloads_.Add({{"result", success ? "success" : "failure"}}).Increment();
+}
+
+void Metrics::set_worker_state(std::string_view worker, bool up, std::uint32_t in_flight) {
+  worker_up_.Add({{"worker", std::string(worker)}}).Set(up ? 1 : 0);
+  worker_in_flight_.Add({{"worker", std::string(worker)}}).Set(in_flight);
+}
+
+void Metrics::forget_worker(std::string_view worker) {
+  worker_up_.Remove(&worker_up_.Add({{"worker", std::string(worker)}}));
+  worker_in_flight_.Remove(&worker_in_flight_.Add({{"worker", std::string(worker)}}));
+}
+
+std::string Metrics::serialize() const {
+  prometheus::TextSerializer serializer;
+  return serializer.Serialize(registry_->Collect());
+}
+
+}  // namespace kvgate::obs

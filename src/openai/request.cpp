@@ -1,0 +1,131 @@
+#include "kvgate/openai/request.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace kvgate::openai {
+namespace {
+
+using nlohmann::json;
+
+std::string_view type_name(const json& value) {
+  return value.type_name();
+}
+
+ApiError wrong_type(std::string_view field, std::string_view expected, const json& value) {
+  return invalid_request(
+      "'" + std::string(field) + "' must be " + std::string(expected) + ", not " + std::string(type_name(value)) + ".",
+      std::string(field), "invalid_type");
+}
+
+std::optional<ApiError> check_optional_string(const json& body, const char* field) {
+  auto found = body.find(field);
+  if (found != body.end() && !found->is_null() && !found->is_string()) {
+    return wrong_type(field, "a string", *found);
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> check_endpoint_fields(const json& body, Endpoint endpoint) {
+  if (endpoint == Endpoint::chat_completions) {
+    auto messages = body.find("messages");
+    if (messages == body.end()) {
+      return invalid_request("'messages' is required.", "messages", "missing_required_parameter");
+    }
+    if (!messages->is_array()) {
+      return wrong_type("messages", "an array", *messages);
+    }
+    if (messages->empty()) {
+      return invalid_request("'messages' must contain at least one message.", "messages", "empty_array");
+    }
+    return std::nullopt;
+  }
+  auto prompt = body.find("prompt");
+  if (prompt == body.end()) {
+    return invalid_request("'prompt' is required.", "prompt", "missing_required_parameter");
+  }
+  if (!prompt->is_string() && !prompt->is_array()) {
+    return wrong_type("prompt", "a string or an array", *prompt);
+  }
+  return std::nullopt;
+}
+
+Result<bool, ApiError> read_stream_flags(const json& body, bool& include_usage) {
+  bool stream = false;
+  if (auto found = body.find("stream"); found != body.end() && !found->is_null()) {
+    if (!found->is_boolean()) {
+      return unexpected(wrong_type("stream", "a boolean", *found));
+    }
+    stream = found->get<bool>();
+  }
+  if (auto options = body.find("stream_options"); options != body.end() && !options->is_null()) {
+    if (!options->is_object()) {
+      return unexpected(wrong_type("stream_options", "an object", *options));
+    }
+    if (auto usage = options->find("include_usage"); usage != options->end() && !usage->is_null()) {
+      if (!usage->is_boolean()) {
+        return unexpected(wrong_type("stream_options.include_usage", "a boolean", *usage));
+      }
+      include_usage = usage->get<bool>();
+    }
+  }
+  return stream;
+}
+
+}  // namespace
+
+Result<RequestSummary, ApiError> inspect_request(std::string_view body_text, Endpoint endpoint,
+                                                 std::string_view session_header) {
+  // No exceptions: a discarded value marks a parse error (including invalid UTF-8).
+  auto body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) {
+    return unexpected(invalid_json(body_text.empty() ? "the body is empty" : "parse error or invalid UTF-8"));
+  }
+  if (!body.is_object()) {
+    return unexpected(invalid_request("The request body must be a JSON object.", {}, "invalid_type"));
+  }
+  RequestSummary summary;
+  auto model = body.find("model");
+  if (model == body.end() || model->is_null()) {
+    return unexpected(invalid_request("'model' is required.", "model", "missing_required_parameter"));
+  }
+  if (!model->is_string()) {
+    return unexpected(wrong_type("model", "a string", *model));
+  }
+  summary.model = model->get<std::string>();
+  if (auto problem = check_endpoint_fields(body, endpoint)) {
+    return unexpected(std::move(*problem));
+  }
+  for (const char* field : {"user", "prompt_cache_key"}) {
+    if (auto problem = check_optional_string(body, field)) {
+      return unexpected(std::move(*problem));
+    }
+  }
+  auto stream = read_stream_flags(body, summary.include_usage);
+  if (!stream) {
+    return unexpected(stream.error());
+  }
+  summary.stream = *stream;
+  if (!session_header.empty()) {
+    summary.session_key = std::string(session_header);
+  } else {
+    for (const char* field : {"prompt_cache_key", "user"}) {
+      auto found = body.find(field);
+      if (found != body.end() && found->is_string() && !found->get_ref<const std::string&>().empty()) {
+        summary.session_key = found->get<std::string>();
+        break;
+      }
+    }
+  }
+  return summary;
+}
+
+std::string models_list(const std::vector<std::string>& model_names, long created_unix_seconds) {
+  json data = json::array();
+  for (const auto& name : model_names) {
+    data.push_back(
+        {{"id", name}, {"object", "model"}, {"created", created_unix_seconds}, {"owned_by", "kvgate"}, {"root", name}});
+  }
+  return json{{"object", "list"}, {"data", std::move(data)}}.dump();
+}
+
+}  // namespace kvgate::openai

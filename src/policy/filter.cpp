@@ -1,0 +1,27 @@
+#include <algorithm>
+
+#include "kvgate/policy/policy.hpp"
+
+namespace kvgate::policy {
+
+std::vector<Candidate> filter_candidates(const RouteRequest& request, std::span<const WorkerView> workers) {
+  std::vector<Candidate> candidates;
+  candidates.reserve(workers.size());
+  for (std::size_t index = 0; index < workers.size(); ++index) {
+    const auto& worker = workers[index];
+    Candidate candidate;
+    candidate.worker = std::string(worker.id);
+    candidate.in_flight = worker.in_flight;
+    if (std::find(request.excluded.begin(), request.excluded.end(), index) != request.excluded.end()) {
+      candidate.ineligible_because = "already_tried";
+    } else if (!worker.healthy) {
+      candidate.ineligible_because = "unhealthy";
+    } else {
+      candidate.eligible = true;
+    }
+    candidates.push_back(std::move(candidate));
+  }
+  return candidates;
+}
+
+}  // namespace kvgate::policy

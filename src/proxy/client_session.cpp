@@ -1,0 +1,159 @@
+#include "kvgate/proxy/client_session.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "kvgate/proxy/request_pipeline.hpp"
+
+namespace kvgate::proxy {
+
+using namespace kvgate::http;
+
+ClientSession::ClientSession(IoThread& thread, tcp::socket socket) : thread_(thread), stream_(std::move(socket)) {
+  thread_.add(this);
+}
+
+ClientSession::~ClientSession() {
+  thread_.remove(this);
+  error_code ignored;
+  stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  stream_.socket().close(ignored);
+  context().close_connection();
+}
+
+awaitable<void> ClientSession::run(std::unique_ptr<ClientSession> session) {
+  co_await session->serve();
+}
+
+void ClientSession::close_if_idle() {
+  if (idle_) {
+    error_code ignored;
+    stream_.socket().cancel(ignored);
+  }
+}
+
+awaitable<void> ClientSession::serve() {
+  error_code ignored;
+  stream_.socket().set_option(tcp::no_delay(true), ignored);
+  bool first = true;
+  while (!context().draining()) {
+    if (!co_await serve_one(first)) {
+      break;
+    }
+    first = false;
+  }
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+}
+
+awaitable<bool> ClientSession::serve_one(bool first_request) {
+  auto table = context().table();
+  const auto& options = *table->options;
+  bhttp::request_parser<bhttp::string_body> parser;
+  parser.header_limit(options.limits.max_header_bytes);
+  parser.body_limit(options.limits.max_body_bytes);
+
+  idle_ = buffer_.size() == 0;
+  // Waiting for a new request is bounded by the keep-alive idle time; the
+  // first request of a connection by the header deadline (slow-loris).
+  stream_.expires_after(first_request ? options.timeouts.header_read : options.timeouts.keep_alive_idle);
+  auto [header_error, header_bytes] = co_await bhttp::async_read_header(stream_, buffer_, parser, use_nothrow);
+  idle_ = false;
+  Exchange exchange;
+  exchange.started = std::chrono::steady_clock::now();
+  if (header_error) {
+    if (header_bytes > 0 || header_error == bhttp::error::body_limit || header_error == bhttp::error::header_limit) {
+      co_await reject_unreadable(header_error, exchange, options.limits.max_body_bytes);
+    }
+    co_return false;
+  }
+  if (parser.get()[bhttp::field::expect] == "100-continue" && !parser.is_done()) {
+    bhttp::response<bhttp::empty_body> proceed{bhttp::status::continue_, 11};
+    auto [continue_error, ignored] = co_await bhttp::async_write(stream_, proceed, use_nothrow);
+    if (continue_error) {
+      co_return false;
+    }
+  }
+  stream_.expires_after(options.timeouts.body_read);
+  auto [body_error, body_bytes] = co_await bhttp::async_read(stream_, buffer_, parser, use_nothrow);
+  if (body_error) {
+    co_await reject_unreadable(body_error, exchange, options.limits.max_body_bytes);
+    co_return false;
+  }
+  stream_.expires_never();
+  auto request = parser.release();
+  exchange.keep_alive = request.keep_alive();
+  co_await handle_request(*this, request, exchange);
+  finish(exchange);
+  co_return exchange.keep_alive && !exchange.client_gone;
+}
+
+// The request could not be read whole: answer when the client can still
+// hear it (413 for an oversized body, 400 for a malformed message, 408 for
+// a deadline), then close, since the rest of the stream cannot be trusted.
+awaitable<void> ClientSession::reject_unreadable(const error_code& error, Exchange& exchange,
+                                                 std::uint64_t body_limit) {
+  exchange.request_id = make_request_id();
+  exchange.keep_alive = false;
+  if (error == bhttp::error::body_limit) {
+    co_await respond_error(exchange, openai::body_too_large(body_limit));
+  } else if (error == bhttp::error::header_limit) {
+    co_await respond_error(exchange,
+                           openai::invalid_request("The request headers are too large.", {}, "headers_too_large"));
+  } else if (error == beast::error::timeout) {
+    auto timeout = openai::invalid_request("The request was not received in time.", {}, "request_timeout");
+    timeout.status = 408;
+    co_await respond_error(exchange, timeout);
+  } else if (error.category() == bhttp::make_error_code(bhttp::error::bad_method).category() &&
+             error != bhttp::error::end_of_stream && error != bhttp::error::partial_message) {
+    co_await respond_error(
+        exchange, openai::invalid_request("Malformed HTTP request: " + error.message(), {}, "bad_http_request"));
+  } else {
+    co_return;  // the client left mid-request; nobody to answer
+  }
+  finish(exchange);
+}
+
+awaitable<void> ClientSession::respond(Exchange& exchange, unsigned status, std::string body,
+                                       std::string_view content_type) {
+  bhttp::response<bhttp::string_body> response{static_cast<bhttp::status>(status), 11};
+  response.set(bhttp::field::server, "kvgate");
+  response.set(bhttp::field::content_type, content_type);
+  response.set("x-request-id", exchange.request_id);
+  response.keep_alive(exchange.keep_alive && !context().draining());
+  response.body() = std::move(body);
+  response.prepare_payload();
+  exchange.status = static_cast<int>(status);
+  exchange.response_bytes += response.body().size();
+  stream_.expires_after(context().table()->options->timeouts.client_write);
+  auto [error, written] = co_await bhttp::async_write(stream_, response, use_nothrow);
+  stream_.expires_never();
+  if (error) {
+    exchange.client_gone = true;
+  }
+}
+
+awaitable<void> ClientSession::respond_error(Exchange& exchange, const openai::ApiError& error) {
+  exchange.error_code = error.code;
+  context().metrics().client_error(error.status, error.code);
+  co_await respond(exchange, static_cast<unsigned>(error.status), openai::error_body(error));
+}
+
+void ClientSession::finish(Exchange& exchange) {
+  auto elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange.started).count();
+  context().metrics().request_finished(exchange.model, exchange.worker, exchange.status, elapsed,
+                                       exchange.first_byte_seconds);
+  if (!context().table()->options->access_log) {
+    return;
+  }
+  // No prompt text here, by design: the request id links this line to the
+  // decision log and the worker's own logs.
+  spdlog::get("access")->info(
+      "request_id={} method={} path={} model={} worker={} status={} duration_ms={:.1f} ttfb_ms={:.1f} "
+      "bytes={} retries={} reason={} error={}{}",
+      exchange.request_id, exchange.method, exchange.path, exchange.model.empty() ? "-" : exchange.model,
+      exchange.worker.empty() ? "-" : exchange.worker, exchange.status, elapsed * 1000,
+      exchange.first_byte_seconds < 0 ? -1.0 : exchange.first_byte_seconds * 1000, exchange.response_bytes,
+      exchange.retries, exchange.route_reason.empty() ? "-" : exchange.route_reason,
+      exchange.error_code.empty() ? "-" : exchange.error_code, exchange.client_gone ? " client_gone=1" : "");
+}
+
+}  // namespace kvgate::proxy

@@ -1,0 +1,199 @@
+#include "kvgate/proxy/forwarder.hpp"
+
+#include <sys/socket.h>
+
+#include <spdlog/spdlog.h>
+#include <array>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <cerrno>
+
+#include "kvgate/proxy/relay.hpp"
+
+namespace kvgate::proxy {
+
+using namespace kvgate::http;
+using namespace boost::asio::experimental::awaitable_operators;
+
+namespace {
+
+using UpstreamRequest = bhttp::request<bhttp::string_body>;
+
+// The client's request as the worker gets it: same method, target and body;
+// end-to-end headers kept; Host names the worker; the request id added.
+UpstreamRequest make_upstream_request(const ClientRequest& request, const Exchange& exchange) {
+  UpstreamRequest upstream{request.method(), request.target(), 11};
+  for (const auto& field : request) {
+    upstream.insert(field.name_string(), field.value());
+  }
+  strip_hop_by_hop(upstream);
+  upstream.erase(bhttp::field::host);
+  upstream.erase(bhttp::field::expect);
+  upstream.erase(bhttp::field::content_length);
+  upstream.set("x-request-id", exchange.request_id);
+  upstream.keep_alive(true);
+  upstream.body() = request.body();
+  upstream.prepare_payload();
+  return upstream;
+}
+
+// Waits until the client closes its connection while the request is being
+// forwarded; then shuts the upstream connection so the engine aborts the
+// generation at once. Ends when the forward finishes (it cancels the wait).
+awaitable<void> watch_client(tcp::socket& client, CancelLink& link) {
+  for (;;) {
+    auto [error] = co_await client.async_wait(tcp::socket::wait_read, use_nothrow);
+    if (link.forward_done) {
+      co_return;
+    }
+    if (!error) {
+      char byte = 0;
+      auto peeked = ::recv(client.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (peeked > 0) {
+        co_return;  // a pipelined next request: the client is still there
+      }
+      if (peeked < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        continue;
+      }
+    }
+    link.client_gone = true;
+    link.close_upstream();
+    co_return;
+  }
+}
+
+class Attempts {
+ public:
+  Attempts(ClientSession& session, Exchange& exchange, const ForwardTarget& target, CancelLink& link)
+      : session_(session), exchange_(exchange), target_(target), link_(link) {}
+
+  awaitable<void> run(const ClientRequest& request) {
+    auto upstream_request = make_upstream_request(request, exchange_);
+    const auto& options = *target_.table.options;
+    std::vector<std::size_t> excluded;
+    std::optional<openai::ApiError> last_error;
+    for (std::uint32_t attempt = 0; attempt <= options.upstream.retries; ++attempt) {
+      auto chosen = choose(excluded);
+      if (!chosen) {
+        break;
+      }
+      if (attempt > 0) {
+        ++exchange_.retries;
+        exchange_.route_reason = "retry";
+        session_.context().metrics().retry(target_.model.name);
+      }
+      auto& worker = *target_.model.workers[*chosen];
+      worker.request_started();
+      auto outcome = co_await try_worker(worker, upstream_request);
+      worker.request_finished();
+      if (outcome.kind != AttemptOutcome::Kind::retryable) {
+        if (outcome.kind == AttemptOutcome::Kind::failed && !link_.client_gone) {
+          co_await session_.respond_error(exchange_, *outcome.error);
+        }
+        co_return;
+      }
+      last_error = std::move(outcome.error);
+      excluded.push_back(*chosen);
+    }
+    if (link_.client_gone) {
+      co_return;
+    }
+    co_await session_.respond_error(exchange_,
+                                    last_error ? *last_error : openai::no_healthy_worker(target_.model.name));
+  }
+
+ private:
+  std::optional<std::size_t> choose(const std::vector<std::size_t>& excluded) {
+    const auto& workers = target_.model.workers;
+    std::array<policy::WorkerView, 64> inline_views;
+    std::vector<policy::WorkerView> heap_views;
+    std::span<policy::WorkerView> views;
+    if (workers.size() <= inline_views.size()) {
+      views = std::span(inline_views.data(), workers.size());
+    } else {
+      heap_views.resize(workers.size());
+      views = heap_views;
+    }
+    for (std::size_t index = 0; index < workers.size(); ++index) {
+      views[index] = policy::WorkerView{workers[index]->id(), workers[index]->healthy(), workers[index]->in_flight()};
+    }
+    policy::RouteRequest route{target_.model.name, target_.session_key, session_.context().next_decision_sequence(),
+                               excluded};
+    auto decision = target_.table.policy->decide(route, views);
+    if (!decision.worker_index) {
+      return std::nullopt;
+    }
+    exchange_.worker = workers[*decision.worker_index]->id();
+    exchange_.route_reason = decision.reason;
+    return decision.worker_index;
+  }
+
+  awaitable<AttemptOutcome> try_worker(workers::WorkerState& worker, UpstreamRequest& upstream_request) {
+    const auto& options = *target_.table.options;
+    auto& metrics = session_.context().metrics();
+    auto& pool = session_.thread().pool();
+    // optional<>: a tcp_stream can be moved but not move-assigned.
+    std::optional<Result<UpstreamConnection, error_code>> connection;
+    connection.emplace(co_await pool.acquire(worker, options.timeouts.upstream_connect));
+    // A pooled connection the worker closed in the meantime fails before any
+    // response byte; that is not the worker's fault, so try one fresh one.
+    for (int fresh_tries = 0;; ++fresh_tries) {
+      if (!*connection) {
+        const auto& error = connection->error();
+        metrics.upstream_error(worker.id(), error == beast::error::timeout ? "connect_timeout" : "connect");
+        note_traffic(worker, true);
+        co_return AttemptOutcome::retry(
+            openai::upstream_failure("cannot connect to worker " + worker.id() + ": " + error.message()));
+      }
+      if (link_.client_gone) {
+        co_return AttemptOutcome::client_left();
+      }
+      auto& upstream = connection->value();
+      Relay relay(session_, exchange_, worker, upstream.stream, link_, options);
+      auto outcome = co_await relay.run(upstream_request, upstream.reused && fresh_tries == 0);
+      if (outcome.kind == AttemptOutcome::Kind::stale_connection) {
+        connection.emplace(co_await pool.connect(worker, options.timeouts.upstream_connect));
+        continue;
+      }
+      if (outcome.kind == AttemptOutcome::Kind::relayed && relay.upstream_reusable()) {
+        pool.release(worker, std::move(upstream.stream));
+      }
+      note_traffic(worker, outcome.worker_failed);
+      co_return outcome;
+    }
+  }
+
+  void note_traffic(workers::WorkerState& worker, bool failure) {
+    if (worker.record_traffic(failure, target_.table.thresholds) == workers::HealthChange::went_down) {
+      spdlog::warn("worker {} marked down after {} consecutive failed requests", worker.id(),
+                   target_.table.thresholds.passive_failures);
+    }
+  }
+
+  ClientSession& session_;
+  Exchange& exchange_;
+  const ForwardTarget& target_;
+  CancelLink& link_;
+};
+
+awaitable<void> run_attempts(ClientSession& session, const ClientRequest& request, Exchange& exchange,
+                             const ForwardTarget& target, CancelLink& link) {
+  Attempts attempts(session, exchange, target, link);
+  co_await attempts.run(request);
+  link.forward_done = true;
+  error_code ignored;
+  session.stream().socket().cancel(ignored);  // ends watch_client
+}
+
+}  // namespace
+
+awaitable<void> forward(ClientSession& session, ClientRequest& request, Exchange& exchange,
+                        const ForwardTarget& target) {
+  CancelLink link;
+  co_await (run_attempts(session, request, exchange, target, link) && watch_client(session.stream().socket(), link));
+  if (link.client_gone) {
+    exchange.client_gone = true;
+    exchange.keep_alive = false;
+  }
+}
+
+}  // namespace kvgate::proxy

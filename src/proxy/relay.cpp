@@ -1,0 +1,163 @@
+#include "kvgate/proxy/relay.hpp"
+
+#include <spdlog/spdlog.h>
+
+namespace kvgate::proxy {
+
+using namespace kvgate::http;
+
+Relay::Relay(ClientSession& session, Exchange& exchange, const workers::WorkerState& worker,
+             beast::tcp_stream& upstream, CancelLink& link, const config::Options& options)
+    : session_(session), exchange_(exchange), worker_(worker), upstream_(upstream), link_(link), options_(options) {
+  link_.upstream = &upstream_;
+  parser_.body_limit(boost::none);  // the worker's answer is relayed, never held whole
+}
+
+awaitable<AttemptOutcome> Relay::run(UpstreamRequest& request, bool may_be_stale) {
+  auto outcome = co_await send_and_read_header(request, may_be_stale);
+  if (outcome.kind != AttemptOutcome::Kind::relayed) {
+    co_return outcome;
+  }
+  co_return co_await relay_body();
+}
+
+awaitable<AttemptOutcome> Relay::send_and_read_header(UpstreamRequest& request, bool may_be_stale) {
+  auto& metrics = session_.context().metrics();
+  upstream_.expires_after(options_.timeouts.upstream_response);
+  auto [write_error, written] = co_await bhttp::async_write(upstream_, request, use_nothrow);
+  if (!write_error) {
+    auto [read_error, read] = co_await bhttp::async_read_header(upstream_, upstream_buffer_, parser_, use_nothrow);
+    write_error = read_error;
+  }
+  if (!write_error) {
+    exchange_.first_byte_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange_.started).count();
+    co_return AttemptOutcome{};
+  }
+  if (link_.client_gone) {
+    co_return AttemptOutcome::client_left();
+  }
+  if (write_error == beast::error::timeout) {
+    metrics.upstream_error(worker_.id(), "timeout");
+    co_return AttemptOutcome::fail(openai::upstream_timeout("worker " + worker_.id() +
+                                                            " sent no response header within " +
+                                                            format_duration(options_.timeouts.upstream_response)));
+  }
+  if (may_be_stale && !parser_.got_some()) {
+    co_return AttemptOutcome{AttemptOutcome::Kind::stale_connection, std::nullopt, false};
+  }
+  metrics.upstream_error(worker_.id(), "reset");
+  if (parser_.got_some()) {
+    co_return AttemptOutcome::fail(
+        openai::upstream_failure("worker " + worker_.id() + " sent a malformed response: " + write_error.message()));
+  }
+  co_return AttemptOutcome::retry(
+      openai::upstream_failure("worker " + worker_.id() + " closed the connection: " + write_error.message()));
+}
+
+void Relay::prepare_client_header() {
+  auto& response = parser_.get();
+  const bool upstream_chunked = response.chunked();
+  event_stream_ = media_type(response) == "text/event-stream";
+  strip_hop_by_hop(response);
+  // A body delimited by the worker closing the connection is re-framed as
+  // chunked so the client connection can stay open.
+  const bool body_until_close = !upstream_chunked && !response.has_content_length() && !parser_.is_done();
+  if (upstream_chunked || body_until_close) {
+    response.chunked(true);
+  }
+  response.set("x-kvgate-worker", worker_.id());
+  response.set("x-request-id", exchange_.request_id);
+  response.keep_alive(exchange_.keep_alive && !session_.context().draining());
+  exchange_.status = response.result_int();
+}
+
+awaitable<AttemptOutcome> Relay::relay_body() {
+  AttemptOutcome outcome;
+  outcome.worker_failed = parser_.get().result_int() >= 500;
+  if (outcome.worker_failed) {
+    session_.context().metrics().upstream_error(worker_.id(), "status_5xx");
+  }
+  prepare_client_header();
+  auto& response = parser_.get();
+  auto& client = session_.stream();
+  bhttp::response_serializer<bhttp::buffer_body> serializer(response);
+  client.expires_after(options_.timeouts.client_write);
+  auto [header_error, header_bytes] = co_await bhttp::async_write_header(client, serializer, use_nothrow);
+  if (header_error) {
+    link_.client_gone = true;
+    co_return outcome;
+  }
+  do {
+    if (!parser_.is_done()) {
+      response.body().data = chunk_.data();
+      response.body().size = chunk_.size();
+      upstream_.expires_after(options_.timeouts.upstream_idle);
+      auto [read_error, read] = co_await bhttp::async_read_some(upstream_, upstream_buffer_, parser_, use_nothrow);
+      if (read_error == bhttp::error::need_buffer) {
+        read_error = {};
+      }
+      if (read_error) {
+        if (!link_.client_gone) {
+          co_await end_interrupted_stream(read_error);
+          outcome.worker_failed = true;
+        }
+        co_return outcome;
+      }
+      response.body().size = chunk_.size() - response.body().size;
+      response.body().data = chunk_.data();
+      response.body().more = !parser_.is_done();
+      if (response.body().size == 0 && response.body().more) {
+        continue;  // only framing was read; an empty chunk would end the client's body
+      }
+    } else {
+      response.body().data = nullptr;
+      response.body().size = 0;
+      response.body().more = false;
+    }
+    exchange_.response_bytes += response.body().size;
+    client.expires_after(options_.timeouts.client_write);
+    auto [write_error, written] = co_await bhttp::async_write(client, serializer, use_nothrow);
+    if (write_error == bhttp::error::need_buffer) {
+      write_error = {};
+    }
+    if (write_error) {
+      spdlog::debug("request_id={} client write failed: {}", exchange_.request_id, write_error.message());
+      link_.client_gone = true;
+      link_.close_upstream();
+      co_return outcome;
+    }
+  } while (!parser_.is_done() || !serializer.is_done());
+  client.expires_never();
+  reusable_ = parser_.keep_alive();
+  co_return outcome;
+}
+
+// The worker died or stalled mid-body. A stream gets one error event and the
+// terminator, so an SDK reports an error instead of a silently short answer;
+// any other body can only be cut off by closing the connection.
+awaitable<void> Relay::end_interrupted_stream(const error_code& error) {
+  auto& metrics = session_.context().metrics();
+  const bool timed_out = error == beast::error::timeout;
+  metrics.upstream_error(worker_.id(), timed_out ? "timeout" : "stream_interrupted");
+  spdlog::warn("request_id={} worker={} response interrupted after {} bytes: {}", exchange_.request_id, worker_.id(),
+               exchange_.response_bytes, error.message());
+  exchange_.keep_alive = false;
+  exchange_.error_code = "upstream_stream_interrupted";
+  if (!event_stream_ || !parser_.get().chunked()) {
+    co_return;
+  }
+  auto events = openai::stream_error_events(
+      timed_out ? openai::upstream_timeout("worker " + worker_.id() + " sent nothing for " +
+                                           format_duration(options_.timeouts.upstream_idle))
+                : openai::upstream_stream_interrupted("worker " + worker_.id() + ": " + error.message()));
+  auto& client = session_.stream();
+  client.expires_after(options_.timeouts.client_write);
+  auto [chunk_error, chunk_bytes] =
+      co_await asio::async_write(client, bhttp::make_chunk(asio::buffer(events)), use_nothrow);
+  if (!chunk_error) {
+    co_await asio::async_write(client, bhttp::make_chunk_last(), use_nothrow);
+  }
+}
+
+}  // namespace kvgate::proxy

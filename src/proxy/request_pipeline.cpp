@@ -1,0 +1,140 @@
+#include "kvgate/proxy/request_pipeline.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <random>
+
+#include "kvgate/openai/request.hpp"
+#include "kvgate/proxy/forwarder.hpp"
+
+namespace kvgate::proxy {
+
+using namespace kvgate::http;
+
+namespace {
+
+bool is_acceptable_request_id(std::string_view id) {
+  return !id.empty() && id.size() <= 128 &&
+         std::all_of(id.begin(), id.end(), [](char c) { return c > 0x20 && c < 0x7f; });
+}
+
+bool authorized(const config::Options& options, const ClientRequest& request) {
+  if (options.api_keys.empty()) {
+    return true;
+  }
+  constexpr std::string_view kBearer = "Bearer ";
+  auto header = request[bhttp::field::authorization];
+  if (!header.starts_with(kBearer)) {
+    return false;
+  }
+  auto key = header.substr(kBearer.size());
+  return std::find(options.api_keys.begin(), options.api_keys.end(), key) != options.api_keys.end();
+}
+
+// Other /v1/* paths go to the model named in a JSON body, else to the first
+// model that has a healthy worker.
+const ModelRoute* model_for_passthrough(const RoutingTable& table, const ClientRequest& request,
+                                        std::string& named_model) {
+  if (!request.body().empty()) {
+    auto body = nlohmann::json::parse(request.body(), nullptr, false);
+    if (body.is_object()) {
+      auto model = body.find("model");
+      if (model != body.end() && model->is_string()) {
+        named_model = model->get<std::string>();
+        return table.find_model(named_model);
+      }
+    }
+  }
+  for (const auto& model : table.models) {
+    if (std::any_of(model.workers.begin(), model.workers.end(), [](const auto& w) { return w->healthy(); })) {
+      return &model;
+    }
+  }
+  return table.models.empty() ? nullptr : &table.models.front();
+}
+
+awaitable<void> handle_inference(ClientSession& session, ClientRequest& request, Exchange& exchange,
+                                 const RoutingTable& table, openai::Endpoint endpoint) {
+  auto summary = openai::inspect_request(request.body(), endpoint, request["x-session-id"]);
+  if (!summary) {
+    co_await session.respond_error(exchange, summary.error());
+    co_return;
+  }
+  exchange.model = summary->model;
+  const auto* model = table.find_model(summary->model);
+  if (model == nullptr) {
+    co_await session.respond_error(exchange, openai::model_not_found(summary->model));
+    co_return;
+  }
+  std::optional<std::string_view> session_key;
+  if (summary->session_key) {
+    session_key = *summary->session_key;
+  }
+  co_await forward(session, request, exchange, ForwardTarget{table, *model, session_key});
+}
+
+awaitable<void> handle_passthrough(ClientSession& session, ClientRequest& request, Exchange& exchange,
+                                   const RoutingTable& table) {
+  std::string named_model;
+  const auto* model = model_for_passthrough(table, request, named_model);
+  if (model == nullptr) {
+    co_await session.respond_error(exchange, openai::model_not_found(named_model));
+    co_return;
+  }
+  exchange.model = model->name;
+  co_await forward(session, request, exchange, ForwardTarget{table, *model, std::nullopt});
+}
+
+}  // namespace
+
+std::string make_request_id() {
+  thread_local std::mt19937_64 generator{std::random_device{}()};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id(32, '0');
+  for (std::size_t half = 0; half < 2; ++half) {
+    auto bits = generator();
+    for (std::size_t digit = 0; digit < 16; ++digit) {
+      id[half * 16 + digit] = kHex[(bits >> (digit * 4)) & 0xF];
+    }
+  }
+  return id;
+}
+
+awaitable<void> handle_request(ClientSession& session, ClientRequest& request, Exchange& exchange) {
+  auto table = session.context().table();
+  auto target = request.target();
+  exchange.path = std::string(target.substr(0, target.find('?')));
+  exchange.method = std::string(request.method_string());
+  auto client_id = request["x-request-id"];
+  exchange.request_id = is_acceptable_request_id(client_id) ? std::string(client_id) : make_request_id();
+
+  auto& in_flight = session.context().metrics().in_flight_requests();
+  in_flight.Increment();
+  struct Decrement {
+    prometheus::Gauge& gauge;
+    ~Decrement() { gauge.Decrement(); }
+  } decrement{in_flight};
+
+  const bool chat = exchange.path == "/v1/chat/completions";
+  const bool completions = exchange.path == "/v1/completions";
+  const bool models = exchange.path == "/v1/models";
+  if (!exchange.path.starts_with("/v1/")) {
+    co_await session.respond_error(exchange, openai::not_found(exchange.path));
+  } else if ((chat || completions) && request.method() != bhttp::verb::post) {
+    co_await session.respond_error(exchange, openai::method_not_allowed(exchange.method, exchange.path));
+  } else if (models && request.method() != bhttp::verb::get) {
+    co_await session.respond_error(exchange, openai::method_not_allowed(exchange.method, exchange.path));
+  } else if (!authorized(*table->options, request)) {
+    co_await session.respond_error(exchange, openai::unauthorized());
+  } else if (chat || completions) {
+    co_await handle_inference(session, request, exchange, *table,
+                              chat ? openai::Endpoint::chat_completions : openai::Endpoint::completions);
+  } else if (models) {
+    co_await session.respond(exchange, 200, table->models_body);
+  } else {
+    co_await handle_passthrough(session, request, exchange, *table);
+  }
+}
+
+}  // namespace kvgate::proxy
