@@ -1,0 +1,192 @@
+#include "kvgate/config/loader.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+namespace kvgate::config {
+namespace {
+
+const char* kMinimal = R"(models:
+  - name: m
+    workers:
+      - id: w0
+        url: http://127.0.0.1:8001
+)";
+
+TEST(ConfigLoader, MinimalFileGetsDocumentedDefaults) {
+  auto loaded = load_text(kMinimal, "minimal.yaml");
+  ASSERT_TRUE(loaded);
+  EXPECT_EQ(loaded->listen.to_string(), "127.0.0.1:8080");
+  EXPECT_EQ(loaded->admin_listen.to_string(), "127.0.0.1:9090");
+  EXPECT_EQ(loaded->routing.policy, PolicyKind::least_load);
+  EXPECT_EQ(loaded->limits.max_body_bytes, 16u * 1024 * 1024);
+  EXPECT_EQ(loaded->timeouts.upstream_connect, Milliseconds(2000));
+  EXPECT_EQ(loaded->upstream.retries, 1u);
+  ASSERT_EQ(loaded->models.size(), 1u);
+  EXPECT_EQ(loaded->models[0].block_size, 16u);
+  EXPECT_EQ(loaded->models[0].workers[0].endpoint.authority.port, 8001);
+}
+
+TEST(ConfigLoader, ReadsEveryKey) {
+  auto loaded = load_text(R"(listen: "0.0.0.0:8000"
+admin_listen: "127.0.0.1:9100"
+threads: 3
+log_level: debug
+access_log: false
+api_keys: ["k1", "k2"]
+limits: {max_body_size: 1MiB, max_header_size: 16KiB, max_connections: 50}
+timeouts:
+  header_read: 1s
+  body_read: 2s
+  keep_alive_idle: 3s
+  client_write: 4s
+  upstream_connect: 250ms
+  upstream_response: 2m
+  upstream_idle: 1h
+  shutdown_grace: 7s
+upstream: {retries: 2, max_idle_connections: 8, idle_connection_timeout: 9s}
+health_check: {enabled: true, path: /ping, interval: 500ms, timeout: 100ms, unhealthy_threshold: 4,
+               healthy_threshold: 1, passive_failures: 0}
+routing: {policy: round_robin}
+decision_log: /tmp/decisions.jsonl
+models:
+  - name: qwen3
+    tokenizer: /models/qwen3
+    block_size: 32
+    workers:
+      - id: a
+        url: http://10.0.0.1:8000
+        kv_events: tcp://10.0.0.1:5557
+        kv_events_replay: tcp://10.0.0.1:5558
+)",
+                          "full.yaml");
+  ASSERT_TRUE(loaded) << loaded.error().front().to_string();
+  EXPECT_EQ(loaded->threads, 3u);
+  EXPECT_FALSE(loaded->access_log);
+  EXPECT_EQ(loaded->api_keys, (std::vector<std::string>{"k1", "k2"}));
+  EXPECT_EQ(loaded->limits.max_body_bytes, 1024u * 1024);
+  EXPECT_EQ(loaded->limits.max_header_bytes, 16u * 1024);
+  EXPECT_EQ(loaded->timeouts.client_write, Milliseconds(4000));
+  EXPECT_EQ(loaded->timeouts.upstream_response, Milliseconds(120'000));
+  EXPECT_EQ(loaded->timeouts.upstream_idle, Milliseconds(3'600'000));
+  EXPECT_EQ(loaded->upstream.retries, 2u);
+  EXPECT_EQ(loaded->health_check.path, "/ping");
+  EXPECT_EQ(loaded->health_check.passive_failures, 0u);
+  EXPECT_EQ(loaded->routing.policy, PolicyKind::round_robin);
+  EXPECT_EQ(loaded->decision_log, "/tmp/decisions.jsonl");
+  EXPECT_EQ(loaded->models[0].block_size, 32u);
+  EXPECT_EQ(loaded->models[0].workers[0].kv_events_replay, "tcp://10.0.0.1:5558");
+}
+
+struct BadConfig {
+  const char* name;
+  std::string text;
+  int line;
+  std::string path;
+  std::string message;  // a substring of the problem's message
+};
+
+std::string with_models(const std::string& head) {
+  return head + kMinimal;
+}
+
+class BadConfigs : public testing::TestWithParam<BadConfig> {};
+
+TEST_P(BadConfigs, ReportPathLineAndReason) {
+  const auto& bad = GetParam();
+  auto loaded = load_text(bad.text, "bad.yaml");
+  ASSERT_FALSE(loaded) << bad.name;
+  bool found = false;
+  for (const auto& problem : loaded.error()) {
+    if (problem.path == bad.path && problem.line == bad.line &&
+        problem.message.find(bad.message) != std::string::npos) {
+      found = true;
+    }
+  }
+  std::string all;
+  for (const auto& problem : loaded.error()) {
+    all += problem.to_string() + "\n";
+  }
+  EXPECT_TRUE(found) << "expected " << bad.path << " at line " << bad.line << " (" << bad.message << "), got:\n" << all;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Loader, BadConfigs,
+    testing::Values(
+        BadConfig{"unknown_top_key", with_models("lisen: 1\n"), 1, "lisen", "unknown key"},
+        BadConfig{"duplicate_top_key", with_models("threads: 1\nthreads: 2\n"), 2, "threads", "more than once"},
+        BadConfig{"bad_duration", with_models("timeouts:\n  upstream_connect: 5\n"), 2, "timeouts.upstream_connect",
+                  "invalid duration '5'"},
+        BadConfig{"fraction_duration", with_models("timeouts:\n  body_read: 1.5s\n"), 2, "timeouts.body_read",
+                  "invalid duration"},
+        BadConfig{"zero_duration", with_models("timeouts:\n  header_read: 0ms\n"), 2, "timeouts.header_read",
+                  "at least 1ms"},
+        BadConfig{"unknown_timeout", with_models("timeouts:\n  connect: 1s\n"), 2, "timeouts.connect", "unknown key"},
+        BadConfig{"threads_not_number", with_models("threads: many\n"), 1, "threads", "whole number"},
+        BadConfig{"threads_too_large", with_models("threads: 5000\n"), 1, "threads", "between 0 and 256"},
+        BadConfig{"bool_wrong", with_models("access_log: sometimes\n"), 1, "access_log", "true or false"},
+        BadConfig{"bad_listen", with_models("listen: localhost\n"), 1, "listen", "expected host:port"},
+        BadConfig{"bad_size", with_models("limits:\n  max_body_size: 10 MB\n"), 2, "limits.max_body_size",
+                  "invalid size"},
+        BadConfig{"policy_unknown", with_models("routing:\n  policy: random\n"), 2, "routing.policy",
+                  "unknown policy 'random'"},
+        BadConfig{"log_level_unknown", with_models("log_level: loud\n"), 1, "log_level", "unknown log level"},
+        BadConfig{"models_missing", "threads: 1\n", 1, "models", "missing"},
+        BadConfig{"models_not_list", "models: {name: m}\n", 1, "models", "expected a list"},
+        BadConfig{"worker_missing_url", "models:\n  - name: m\n    workers:\n      - id: w0\n", 4,
+                  "models[0].workers[0].url", "missing"},
+        BadConfig{"worker_https", "models:\n  - name: m\n    workers:\n      - id: w0\n        url: https://x:1\n", 5,
+                  "models[0].workers[0].url", "https upstreams are not supported"},
+        BadConfig{"worker_unknown_key",
+                  "models:\n  - name: m\n    workers:\n      - id: w0\n        url: http://x:1\n        weight: 2\n", 6,
+                  "models[0].workers[0].weight", "unknown key"},
+        BadConfig{"duplicate_worker_id",
+                  "models:\n  - name: m\n    workers:\n      - {id: w0, url: 'http://a:1'}\n      - {id: w0, url: "
+                  "'http://b:1'}\n",
+                  5, "models[0].workers[1].id", "duplicate worker id 'w0'"},
+        BadConfig{"duplicate_worker_url",
+                  "models:\n  - name: m\n    workers:\n      - {id: w0, url: 'http://a:1'}\n  - name: n\n    "
+                  "workers:\n      - {id: w1, url: 'http://a:1'}\n",
+                  7, "models[1].workers[0].url", "used by another worker"},
+        BadConfig{"duplicate_model",
+                  "models:\n  - name: m\n    workers: [{id: a, url: 'http://a:1'}]\n  - name: m\n    workers: [{id: "
+                  "b, url: 'http://b:1'}]\n",
+                  4, "models[1].name", "duplicate model name"},
+        BadConfig{"no_workers", "models:\n  - name: m\n    workers: []\n", 3, "models[0].workers",
+                  "at least one worker"},
+        BadConfig{"block_size_zero",
+                  "models:\n  - name: m\n    block_size: 0\n    workers: [{id: a, url: 'http://a:1'}]\n", 3,
+                  "models[0].block_size", "between 1 and 4096"},
+        BadConfig{
+            "kv_events_not_zmq",
+            "models:\n  - name: m\n    workers:\n      - {id: a, url: 'http://a:1', kv_events: 'http://a:5557'}\n", 4,
+            "models[0].workers[0].kv_events", "ZMQ address"},
+        BadConfig{"health_path_relative", with_models("health_check:\n  path: health\n"), 2, "health_check.path",
+                  "must start with '/'"},
+        BadConfig{"yaml_syntax", "models: [\n", 2, "", "YAML syntax error"},
+        BadConfig{"empty_file", "", 0, "", "empty"}),
+    [](const testing::TestParamInfo<BadConfig>& info) { return std::string(info.param.name); });
+
+TEST(ConfigLoader, ReportsEveryProblemAtOnce) {
+  auto loaded = load_text(with_models("threads: x\naccess_log: maybe\ntimeouts: {body_read: soon}\n"), "many.yaml");
+  ASSERT_FALSE(loaded);
+  EXPECT_EQ(loaded.error().size(), 3u);
+  EXPECT_EQ(loaded.error()[0].to_string(), "many.yaml:1: threads: expected a whole number, got 'x'");
+}
+
+TEST(ConfigLoader, MissingFileIsAProblemNotACrash) {
+  auto loaded = load_file("/nonexistent/kvgate.yaml");
+  ASSERT_FALSE(loaded);
+  EXPECT_EQ(loaded.error().front().message, "cannot open the file");
+}
+
+TEST(ConfigLoader, ShippedExampleIsValid) {
+  auto loaded = load_file(KVGATE_SOURCE_DIR "/config/kvgate.example.yaml");
+  ASSERT_TRUE(loaded) << loaded.error().front().to_string();
+  EXPECT_FALSE(loaded->models.empty());
+}
+
+}  // namespace
+}  // namespace kvgate::config

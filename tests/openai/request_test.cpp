@@ -1,0 +1,87 @@
+#include "kvgate/openai/request.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace kvgate::openai {
+namespace {
+
+constexpr auto kChat = Endpoint::chat_completions;
+
+TEST(InspectRequest, FindsModelStreamAndUsageFlag) {
+  auto summary = inspect_request(
+      R"({"model":"qwen3","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]})",
+      kChat, "");
+  ASSERT_TRUE(summary);
+  EXPECT_EQ(summary->model, "qwen3");
+  EXPECT_TRUE(summary->stream);
+  EXPECT_TRUE(summary->include_usage);
+  EXPECT_FALSE(summary->session_key);
+}
+
+TEST(InspectRequest, SessionKeyPrefersHeaderThenPromptCacheKeyThenUser) {
+  const char* body = R"({"model":"m","messages":[{}],"user":"u","prompt_cache_key":"p"})";
+  EXPECT_EQ(inspect_request(body, kChat, "h")->session_key, "h");
+  EXPECT_EQ(inspect_request(body, kChat, "")->session_key, "p");
+  EXPECT_EQ(inspect_request(R"({"model":"m","messages":[{}],"user":"u"})", kChat, "")->session_key, "u");
+  EXPECT_EQ(inspect_request(R"({"model":"m","messages":[{}],"user":"","prompt_cache_key":""})", kChat, "")->session_key,
+            std::nullopt);
+}
+
+TEST(InspectRequest, CompletionsNeedAPrompt) {
+  EXPECT_TRUE(inspect_request(R"({"model":"m","prompt":"x"})", Endpoint::completions, ""));
+  EXPECT_TRUE(inspect_request(R"({"model":"m","prompt":[1,2,3]})", Endpoint::completions, ""));
+  auto missing = inspect_request(R"({"model":"m"})", Endpoint::completions, "");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().param, "prompt");
+  auto wrong = inspect_request(R"({"model":"m","prompt":5})", Endpoint::completions, "");
+  ASSERT_FALSE(wrong);
+  EXPECT_EQ(wrong.error().message, "'prompt' must be a string or an array, not number.");
+}
+
+struct Rejected {
+  std::string body;
+  std::string param;
+  std::string code;
+};
+
+class RejectedBodies : public testing::TestWithParam<Rejected> {};
+
+TEST_P(RejectedBodies, Answer400WithParamAndCode) {
+  auto result = inspect_request(GetParam().body, kChat, "");
+  ASSERT_FALSE(result) << GetParam().body;
+  EXPECT_EQ(result.error().status, 400);
+  EXPECT_EQ(result.error().type, "invalid_request_error");
+  EXPECT_EQ(result.error().param, GetParam().param);
+  EXPECT_EQ(result.error().code, GetParam().code);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Inspect, RejectedBodies,
+    testing::Values(Rejected{"", "", "invalid_json"}, Rejected{"{\"model\":", "", "invalid_json"},
+                    Rejected{"{\"model\":\"m\",\"messages\":[]} trailing", "", "invalid_json"},
+                    Rejected{"{\"model\":\"\xff\xfe\",\"messages\":[{}]}", "", "invalid_json"},  // invalid UTF-8
+                    Rejected{"[1,2]", "", "invalid_type"},
+                    Rejected{"{\"messages\":[{}]}", "model", "missing_required_parameter"},
+                    Rejected{"{\"model\":7,\"messages\":[{}]}", "model", "invalid_type"},
+                    Rejected{"{\"model\":\"m\"}", "messages", "missing_required_parameter"},
+                    Rejected{"{\"model\":\"m\",\"messages\":\"hi\"}", "messages", "invalid_type"},
+                    Rejected{"{\"model\":\"m\",\"messages\":[]}", "messages", "empty_array"},
+                    Rejected{"{\"model\":\"m\",\"messages\":[{}],\"stream\":\"yes\"}", "stream", "invalid_type"},
+                    Rejected{"{\"model\":\"m\",\"messages\":[{}],\"stream_options\":1}", "stream_options",
+                             "invalid_type"},
+                    Rejected{"{\"model\":\"m\",\"messages\":[{}],\"stream_options\":{\"include_usage\":1}}",
+                             "stream_options.include_usage", "invalid_type"},
+                    Rejected{"{\"model\":\"m\",\"messages\":[{}],\"user\":5}", "user", "invalid_type"}));
+
+TEST(ModelsList, HasOpenAiListShape) {
+  auto body = nlohmann::json::parse(models_list({"a", "b"}, 123));
+  EXPECT_EQ(body["object"], "list");
+  ASSERT_EQ(body["data"].size(), 2u);
+  EXPECT_EQ(body["data"][1]["id"], "b");
+  EXPECT_EQ(body["data"][1]["object"], "model");
+  EXPECT_EQ(body["data"][1]["created"], 123);
+}
+
+}  // namespace
+}  // namespace kvgate::openai

@@ -1,0 +1,100 @@
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "kvgate/policy/policy.hpp"
+
+namespace kvgate::policy {
+namespace {
+
+std::vector<WorkerView> three_workers() {
+  return {{"a", true, 0}, {"b", true, 0}, {"c", true, 0}};
+}
+
+TEST(RoundRobin, RotatesBySequence) {
+  auto policy = make_round_robin();
+  auto workers = three_workers();
+  std::vector<std::string> picked;
+  for (std::uint64_t sequence = 0; sequence < 6; ++sequence) {
+    auto decision = policy->decide({"m", std::nullopt, sequence, {}}, workers);
+    ASSERT_TRUE(decision.worker_index);
+    picked.push_back(std::string(workers[*decision.worker_index].id));
+    EXPECT_EQ(decision.reason, "round_robin");
+  }
+  EXPECT_EQ(picked, (std::vector<std::string>{"a", "b", "c", "a", "b", "c"}));
+}
+
+TEST(RoundRobin, SkipsUnhealthyAndTriedWorkers) {
+  auto policy = make_round_robin();
+  auto workers = three_workers();
+  workers[1].healthy = false;
+  std::vector<std::size_t> tried{0};
+  auto decision = policy->decide({"m", std::nullopt, 0, tried}, workers);
+  ASSERT_TRUE(decision.worker_index);
+  EXPECT_EQ(*decision.worker_index, 2u);
+  EXPECT_EQ(decision.reason, "only_candidate");
+  EXPECT_EQ(decision.candidates[0].ineligible_because, "already_tried");
+  EXPECT_EQ(decision.candidates[1].ineligible_because, "unhealthy");
+  EXPECT_TRUE(decision.candidates[2].eligible);
+}
+
+TEST(RoundRobin, NothingEligibleGivesNoWorker) {
+  auto policy = make_round_robin();
+  std::vector<WorkerView> workers{{"a", false, 0}};
+  auto decision = policy->decide({"m", std::nullopt, 0, {}}, workers);
+  EXPECT_FALSE(decision.worker_index);
+  EXPECT_EQ(decision.reason, "no_eligible_worker");
+  ASSERT_EQ(decision.candidates.size(), 1u);
+  EXPECT_FALSE(decision.candidates[0].eligible);
+}
+
+TEST(LeastLoad, PicksFewestInFlight) {
+  auto policy = make_least_load();
+  std::vector<WorkerView> workers{{"a", true, 5}, {"b", true, 1}, {"c", true, 3}};
+  for (std::uint64_t sequence = 0; sequence < 3; ++sequence) {
+    auto decision = policy->decide({"m", std::nullopt, sequence, {}}, workers);
+    ASSERT_TRUE(decision.worker_index);
+    EXPECT_EQ(*decision.worker_index, 1u);
+    EXPECT_EQ(decision.reason, "least_load");
+    EXPECT_EQ(decision.candidates[0].score, 5.0);
+  }
+}
+
+TEST(LeastLoad, TiesRotateInsteadOfPilingOnTheFirst) {
+  auto policy = make_least_load();
+  auto workers = three_workers();
+  std::map<std::size_t, int> counts;
+  for (std::uint64_t sequence = 0; sequence < 30; ++sequence) {
+    counts[*policy->decide({"m", std::nullopt, sequence, {}}, workers).worker_index]++;
+  }
+  EXPECT_EQ(counts[0], 10);
+  EXPECT_EQ(counts[1], 10);
+  EXPECT_EQ(counts[2], 10);
+}
+
+TEST(LeastLoad, SimulatedBurstSpreadsEvenly) {
+  // The gateway counts a request as soon as it is dispatched, so a burst of
+  // simultaneous arrivals sees the load it just created.
+  auto policy = make_least_load();
+  auto workers = three_workers();
+  for (std::uint64_t sequence = 0; sequence < 9; ++sequence) {
+    auto decision = policy->decide({"m", std::nullopt, sequence, {}}, workers);
+    workers[*decision.worker_index].in_flight++;
+  }
+  for (const auto& worker : workers) {
+    EXPECT_EQ(worker.in_flight, 3u) << worker.id;
+  }
+}
+
+TEST(Policies, SameInputsSameDecision) {
+  for (auto& policy : {make_round_robin(), make_least_load()}) {
+    std::vector<WorkerView> workers{{"a", true, 2}, {"b", true, 2}, {"c", false, 0}};
+    auto first = policy->decide({"m", "s", 17, {}}, workers);
+    auto second = policy->decide({"m", "s", 17, {}}, workers);
+    EXPECT_EQ(first.worker_index, second.worker_index) << policy->name();
+    EXPECT_EQ(first.reason, second.reason);
+  }
+}
+
+}  // namespace
+}  // namespace kvgate::policy
