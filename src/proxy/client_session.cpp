@@ -55,12 +55,14 @@ awaitable<bool> ClientSession::serve_one(bool first_request) {
   // Waiting for a new request is bounded by the keep-alive idle time; the
   // first request of a connection by the header deadline (slow-loris).
   stream_.expires_after(first_request ? options.timeouts.header_read : options.timeouts.keep_alive_idle);
-  auto [header_error, header_bytes] = co_await bhttp::async_read_header(stream_, buffer_, parser, use_nothrow);
+  auto [header_error, ignored_bytes] = co_await bhttp::async_read_header(stream_, buffer_, parser, use_nothrow);
   idle_ = false;
   Exchange exchange;
   exchange.started = std::chrono::steady_clock::now();
   if (header_error) {
-    if (header_bytes > 0 || header_error == bhttp::error::body_limit || header_error == bhttp::error::header_limit) {
+    // A connection that closes or idles out between requests is normal;
+    // anything else half-read deserves an answer.
+    if (parser.got_some() || header_error.category() == bhttp::make_error_code(bhttp::error::bad_method).category()) {
       co_await reject_unreadable(header_error, exchange, options.limits.max_body_bytes);
     }
     co_return false;
