@@ -118,11 +118,11 @@ void Gateway::wait_for_signal() {
 void Gateway::reload() {
   auto loaded = config::load_file(config_path_);
   if (!loaded) {
-    metrics_.config_reload(false);
     spdlog::error("config reload rejected, keeping the running configuration:");
     for (const auto& problem : loaded.error()) {
       spdlog::error("  {}", problem.to_string());
     }
+    metrics_.config_reload(false);
     return;
   }
   auto options = std::make_shared<const config::Options>(std::move(*loaded));

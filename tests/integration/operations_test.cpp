@@ -1,0 +1,186 @@
+// Operating the daemon: config validation, reload, drain, admin endpoints
+// and the Prometheus exposition as promtool sees it.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support/harness.hpp"
+
+namespace kvgate::testing {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+// Repeats `probe` (each call is a real request) until it returns true or the
+// deadline passes; for state that changes on the daemon's own schedule.
+template <class Probe>
+bool eventually(Probe probe, std::chrono::milliseconds limit = 10s) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (probe()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+int run_check_config(Harness& harness, const std::string& path, std::string& stderr_text) {
+  ChildProcess process({KVGATE_BINARY, "check-config", path}, harness.folder() + "/check.stderr");
+  auto status = process.wait_exit(10s);
+  stderr_text = process.stderr_text();
+  return status.value_or(-1);
+}
+
+TEST(Operations, CheckConfigExitsZeroOrTwoWithEveryProblem) {
+  Harness harness;
+  std::string output;
+  EXPECT_EQ(run_check_config(harness, KVGATE_SOURCE_DIR "/config/kvgate.example.yaml", output), 0) << output;
+  auto bad = harness.folder() + "/bad.yaml";
+  std::ofstream(bad) << "lisen: 1\ntimeouts: {body_read: 5}\nmodels:\n  - name: m\n    workers:\n"
+                        "      - {id: a, url: 'https://x:1'}\n      - {id: a, url: 'http://y:1'}\n";
+  EXPECT_EQ(run_check_config(harness, bad, output), 2);
+  EXPECT_NE(output.find(bad + ":1: lisen: unknown key"), std::string::npos) << output;
+  EXPECT_NE(output.find(bad + ":2: timeouts.body_read: invalid duration '5'"), std::string::npos) << output;
+  EXPECT_NE(output.find(":6: models[0].workers[0].url: invalid URL"), std::string::npos) << output;
+  EXPECT_NE(output.find(":7: models[0].workers[1].id: duplicate worker id 'a'"), std::string::npos) << output;
+  EXPECT_NE(output.find("4 problem(s)"), std::string::npos) << output;
+}
+
+TEST(Operations, SighupReloadsAndKeepsTheOldConfigWhenTheNewOneIsInvalid) {
+  Harness harness;
+  harness.start_upstream("u0");
+  harness.start_upstream("u1");
+  harness.start_gateway("", Harness::models_yaml({{"u0", harness.upstream("u0").url()}}));
+  EXPECT_EQ(post_json(harness.api_port(), "/v1/chat/completions", chat_body()).header("x-kvgate-worker"), "u0");
+
+  auto second_model = Harness::models_yaml({{"u0", harness.upstream("u0").url()}}) +
+                      "  - name: second\n    workers:\n      - {id: u1, url: '" + harness.upstream("u1").url() + "'}\n";
+  harness.write_config("", second_model);
+  harness.gateway().send_signal(SIGHUP);
+  ASSERT_TRUE(
+      eventually([&] { return get(harness.api_port(), "/v1/models").body.find("second") != std::string::npos; }));
+  auto routed = post_json(harness.api_port(), "/v1/chat/completions",
+                          R"({"model":"second","messages":[{"role":"user","content":"x"}]})");
+  EXPECT_EQ(routed.header("x-kvgate-worker"), "u1");
+
+  harness.write_config("access_log: maybe\n", second_model);
+  harness.gateway().send_signal(SIGHUP);
+  ASSERT_TRUE(eventually([&] {
+    return get(harness.admin_port(), "/metrics").body.find("kvgate_config_reloads_total{result=\"failure\"} 1") !=
+           std::string::npos;
+  }));
+  EXPECT_EQ(post_json(harness.api_port(), "/v1/chat/completions",
+                      R"({"model":"second","messages":[{"role":"user","content":"x"}]})")
+                .status,
+            200);
+  EXPECT_NE(harness.gateway().stderr_text().find("access_log: expected true or false"), std::string::npos);
+}
+
+TEST(Operations, SigtermDrainsInFlightStreamsThenExitsZero) {
+  Harness harness;
+  harness.start_upstream("u0");
+  harness.start_gateway("", harness.models_for_upstreams());
+  EventStream stream(harness.api_port(), "/v1/chat/completions", chat_body(true, 4),
+                     {{"x-test-fault", "hold_after:1"}});
+  ASSERT_TRUE(stream.next_event());
+  harness.gateway().send_signal(SIGTERM);
+  // Draining: not ready any more, and no new connections.
+  ASSERT_TRUE(eventually([&] { return get(harness.admin_port(), "/readyz").status == 503; }));
+  EXPECT_THROW(get(harness.api_port(), "/v1/models"), std::runtime_error);
+  EXPECT_FALSE(harness.gateway().wait_exit(100ms));
+  post_json(harness.upstream("u0").port, "/control/release", "{}");
+  auto rest = stream.rest();
+  ASSERT_FALSE(rest.empty());
+  EXPECT_EQ(rest.back(), "[DONE]");
+  EXPECT_EQ(harness.gateway().wait_exit(10s), 0);
+}
+
+TEST(Operations, SigtermGracePeriodBoundsTheDrain) {
+  Harness harness;
+  harness.start_upstream("u0");
+  harness.start_gateway("timeouts: {shutdown_grace: 300ms}\n", harness.models_for_upstreams());
+  EventStream stream(harness.api_port(), "/v1/chat/completions", chat_body(true, 4),
+                     {{"x-test-fault", "hold_after:1"}});
+  ASSERT_TRUE(stream.next_event());
+  harness.gateway().send_signal(SIGTERM);
+  EXPECT_EQ(harness.gateway().wait_exit(10s), 0);
+  EXPECT_NE(harness.gateway().stderr_text().find("grace period over"), std::string::npos);
+}
+
+TEST(Operations, MetricsPassPromtool) {
+  Harness harness;
+  harness.start_upstream("u0");
+  harness.start_gateway("", harness.models_for_upstreams());
+  post_json(harness.api_port(), "/v1/chat/completions", chat_body());
+  post_json(harness.api_port(), "/v1/chat/completions", "{bad json");
+  post_json(harness.api_port(), "/v1/chat/completions", chat_body(), {{"x-test-fault", "status:500"}});
+  auto metrics = get(harness.admin_port(), "/metrics");
+  ASSERT_EQ(metrics.status, 200);
+  EXPECT_TRUE(metrics.header("content-type").starts_with("text/plain; version=0.0.4"));
+  for (const char* name : {"kvgate_requests_total", "kvgate_request_duration_seconds_bucket",
+                           "kvgate_time_to_first_byte_seconds_bucket", "kvgate_upstream_errors_total",
+                           "kvgate_worker_up", "kvgate_in_flight_requests", "kvgate_client_errors_total"}) {
+    EXPECT_NE(metrics.body.find(name), std::string::npos) << name;
+  }
+  auto path = harness.folder() + "/metrics.txt";
+  std::ofstream(path) << metrics.body;
+  auto command = "promtool check metrics < " + path + " 2>&1";
+  auto* pipe = ::popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buffer[512];
+  while (auto count = std::fread(buffer, 1, sizeof buffer, pipe)) {
+    output.append(buffer, count);
+  }
+  auto status = ::pclose(pipe);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "promtool: " << output;
+}
+
+TEST(Operations, DebugEndpointsExplainWorkersAndRoutes) {
+  Harness harness;
+  harness.start_upstream("u0");
+  harness.start_upstream("u1");
+  harness.start_gateway("routing: {policy: least_load}\n", harness.models_for_upstreams());
+  auto workers = json::parse(get(harness.admin_port(), "/debug/workers").body);
+  EXPECT_EQ(workers["policy"], "least_load");
+  ASSERT_EQ(workers["workers"].size(), 2u);
+  EXPECT_EQ(workers["workers"][0]["id"], "u0");
+  EXPECT_EQ(workers["workers"][0]["healthy"], true);
+
+  auto route = post_json(harness.admin_port(), "/debug/route", chat_body(), {{"x-session-id", "s-1"}});
+  ASSERT_EQ(route.status, 200) << route.body;
+  auto decision = json::parse(route.body);
+  EXPECT_TRUE(decision["worker"] == "u0" || decision["worker"] == "u1");
+  EXPECT_EQ(decision["reason"], "least_load");
+  EXPECT_EQ(decision["session"], "s-1");
+  ASSERT_EQ(decision["candidates"].size(), 2u);
+  EXPECT_EQ(decision["candidates"][1]["eligible"], true);
+  // A dry run forwards nothing.
+  for (const auto* id : {"u0", "u1"}) {
+    EXPECT_EQ(json::parse(get(harness.upstream(id).port, "/control/stats").body)["requests"], 0);
+  }
+  auto bad = post_json(harness.admin_port(), "/debug/route", R"({"model":"nope","messages":[{}]})");
+  EXPECT_EQ(bad.status, 404);
+  EXPECT_EQ(get(harness.admin_port(), "/healthz").status, 200);
+  EXPECT_EQ(get(harness.admin_port(), "/readyz").status, 200);
+}
+
+TEST(Operations, ConnectionsBeyondTheLimitAreClosedAtAccept) {
+  Harness harness;
+  harness.start_upstream("u0");
+  harness.start_gateway("limits: {max_connections: 1}\n", harness.models_for_upstreams());
+  EventStream held(harness.api_port(), "/v1/chat/completions", chat_body(true, 4), {{"x-test-fault", "hold_after:1"}});
+  ASSERT_TRUE(held.next_event());
+  auto refused = raw_exchange(harness.api_port(), "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(refused, "");
+  EXPECT_NE(get(harness.admin_port(), "/metrics").body.find("kvgate_connections_rejected_total 1"), std::string::npos);
+  post_json(harness.upstream("u0").port, "/control/release", "{}");
+  EXPECT_EQ(held.rest().back(), "[DONE]");
+}
+
+}  // namespace
+}  // namespace kvgate::testing
