@@ -88,7 +88,9 @@ awaitable<AttemptOutcome> Relay::relay_body() {
     link_.client_gone = true;
     co_return outcome;
   }
-  do {
+  // Invariant: every write hands the serializer a non-empty piece, or the
+  // final piece (more = false), after which the client's message is complete.
+  for (;;) {
     if (!parser_.is_done()) {
       response.body().data = chunk_.data();
       response.body().size = chunk_.size();
@@ -105,11 +107,13 @@ awaitable<AttemptOutcome> Relay::relay_body() {
         co_return outcome;
       }
       response.body().size = chunk_.size() - response.body().size;
-      response.body().data = chunk_.data();
       response.body().more = !parser_.is_done();
       if (response.body().size == 0 && response.body().more) {
-        continue;  // only framing was read; an empty chunk would end the client's body
+        continue;  // only framing was read
       }
+      // A zero-sized piece must carry no pointer, or the chunked serializer
+      // frames it as an empty chunk ("0\r\n\r\n") before the real last chunk.
+      response.body().data = response.body().size == 0 ? nullptr : chunk_.data();
     } else {
       response.body().data = nullptr;
       response.body().size = 0;
@@ -127,7 +131,10 @@ awaitable<AttemptOutcome> Relay::relay_body() {
       link_.close_upstream();
       co_return outcome;
     }
-  } while (!parser_.is_done() || !serializer.is_done());
+    if (!response.body().more) {
+      break;
+    }
+  }
   client.expires_never();
   reusable_ = parser_.keep_alive();
   co_return outcome;

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds and runs every test: the release build (unit, integration, OpenAI
+# SDK), the ASan+UBSan build (unit and integration), and the format check.
+# Usage: scripts/test.sh   (from anywhere; installs what is missing first)
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+jobs=${KVGATE_JOBS:-2}
+
+bash scripts/setup.sh test
+
+echo "== format check"
+mapfile -t sources < <(git ls-files '*.cpp' '*.hpp' 2>/dev/null || find src include tests bench -name '*.[ch]pp')
+clang-format --dry-run -Werror "${sources[@]}"
+
+echo "== release build"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$jobs"
+(cd build && ctest --output-on-failure -j"$jobs" --timeout 180)
+
+echo "== ASan+UBSan build"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKVGATE_SANITIZE=ON -DKVGATE_BUILD_BENCH=ON >/dev/null
+cmake --build build-asan -j"$jobs"
+# The SDK test runs once, against the release build; the sanitizer pass
+# covers every C++ test. Leak checks stay on: a leak fails the run.
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --output-on-failure -j"$jobs" --timeout 300 -LE node)
+echo "== all tests passed"
