@@ -5,7 +5,7 @@
 set -euo pipefail
 
 build_packages=(
-  build-essential cmake ninja-build pkg-config git ca-certificates
+  build-essential cmake ninja-build pkg-config git ca-certificates curl
   libboost1.81-dev nlohmann-json3-dev libspdlog-dev prometheus-cpp-dev
   libxxhash-dev libyaml-cpp-dev libzmq3-dev cppzmq-dev
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -25,4 +25,15 @@ cmake --build build-asan -j"$jobs"
 # covers every C++ test. Leak checks stay on: a leak fails the run.
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --output-on-failure -j"$jobs" --timeout 300 -LE node)
+echo "== fuzz smoke (libFuzzer, clang)"
+cmake -S fuzz -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ >/dev/null
+cmake --build build-fuzz -j"$jobs"
+fuzz_seconds=${KVGATE_FUZZ_SECONDS:-15}
+for target in inspect_request config; do
+  # Work on a copy: libFuzzer adds what it finds to the corpus folder.
+  scratch=$(mktemp -d)
+  cp fuzz/corpus/"$target"/* "$scratch"/
+  build-fuzz/"$target"_fuzzer "$scratch" -max_total_time="$fuzz_seconds" -timeout=5 -rss_limit_mb=2048 2>&1 | tail -1
+  rm -rf "$scratch"
+done
 echo "== all tests passed"

@@ -57,9 +57,9 @@ void read_timeouts(YamlReader& reader, const YAML::Node& node, TimeoutOptions& o
                              "upstream_response", "upstream_idle", "shutdown_grace"})) {
     return;
   }
-  for (auto [key, target] : fields) {
-    reader.optional(node, "timeouts", key,
-                    [&](auto& value, auto path) { reader.read_duration(value, path, *target, Milliseconds(1)); });
+  for (const auto& field : fields) {
+    reader.optional(node, "timeouts", field.first,
+                    [&](auto& value, auto path) { reader.read_duration(value, path, *field.second, Milliseconds(1)); });
   }
 }
 

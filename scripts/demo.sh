@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The main job on an embedded default: builds kvgate, starts three
+# replicas and the gateway in front of them on 127.0.0.1, drives a sample
+# workload of multi-turn chat sessions (streaming and not) through it, and
+# prints where the requests went and how they fared.
+# Until kvgate-sim lands, the replicas are kvgate-test-upstream processes.
+# Usage: scripts/demo.sh [REQUESTS] [CONCURRENCY]
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+requests=${1:-120}
+concurrency=${2:-8}
+
+bash scripts/setup.sh build
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"${KVGATE_JOBS:-2}" --target kvgate kvgate-test-upstream
+
+work=$(mktemp -d /tmp/kvgate-demo-XXXXXX)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Starts a server whose first stdout line announces its address; prints it.
+start_server() {
+  local name=$1
+  shift
+  mkfifo "$work/$name.fifo"
+  "$@" >"$work/$name.fifo" 2>"$work/$name.log" &
+  pids+=($!)
+  exec {fd}<"$work/$name.fifo"
+  local line
+  if ! read -r -t 10 -u "$fd" line; then
+    echo "demo: $name did not start:" >&2
+    cat "$work/$name.log" >&2
+    exit 1
+  fi
+  echo "$line"
+}
+
+workers_yaml=""
+for id in r0 r1 r2; do
+  line=$(start_server "$id" build/bench/upstream/kvgate-test-upstream --id "$id" --model demo-model)
+  workers_yaml+="      - {id: $id, url: \"http://${line#listening }\"}"$'\n'
+done
+
+cat >"$work/kvgate.yaml" <<YAML
+listen: "127.0.0.1:0"
+admin_listen: "127.0.0.1:0"
+threads: 2
+access_log: false
+routing:
+  policy: least_load
+health_check: {interval: 1s}
+models:
+  - name: demo-model
+    block_size: 16
+    workers:
+$workers_yaml
+YAML
+line=$(start_server kvgate build/src/kvgate --config "$work/kvgate.yaml")
+api=$(sed -E 's/.*api=([^ ]+).*/\1/' <<<"$line")
+admin=$(sed -E 's/.*admin=([^ ]+).*/\1/' <<<"$line")
+echo "kvgate: api http://$api  admin http://$admin  (config: policy least_load, 3 replicas)"
+
+# One request of session S, turn T: the conversation grows each turn, every
+# third request streams, a few carry a fault to show error handling.
+send() {
+  local n=$1 session=$((n % 12)) turn=$((n / 12)) stream=false fault=""
+  ((n % 3 == 0)) && stream=true
+  ((n % 40 == 7)) && fault="status:500"
+  local history="" i
+  for ((i = 0; i <= turn; i++)); do
+    history+="{\"role\":\"user\",\"content\":\"session $session question $i\"},"
+    history+="{\"role\":\"assistant\",\"content\":\"answer $i\"},"
+  done
+  local body="{\"model\":\"demo-model\",\"stream\":$stream,\"max_tokens\":16,\"messages\":[${history}{\"role\":\"user\",\"content\":\"next\"}]}"
+  curl -s -o /dev/null -w '%{http_code} %{time_starttransfer} %{time_total}\n' \
+    -H "x-session-id: demo-$session" ${fault:+-H "x-test-fault: $fault"} \
+    -H 'content-type: application/json' -d "$body" "http://$api/v1/chat/completions"
+}
+export -f send
+export api
+echo "driving $requests requests from 12 sessions, $concurrency at a time..."
+seq 0 $((requests - 1)) | xargs -P "$concurrency" -I{} bash -c 'send {}' >"$work/results.txt"
+
+echo
+echo "== client view"
+# Percentiles by sorting (Debian's default awk, mawk, has no asort).
+percentile() { sort -n | awk -v q="$1" '{ v[NR] = $1 } END { i = int(NR * q); if (i < 1) i = 1; printf "%.2f", v[i] * 1000 }'; }
+printf "requests: %d   time to first byte p50 %s ms, p99 %s ms   total p50 %s ms\n" \
+  "$(wc -l <"$work/results.txt")" \
+  "$(awk '{ print $2 }' "$work/results.txt" | percentile 0.5)" \
+  "$(awk '{ print $2 }' "$work/results.txt" | percentile 0.99)" \
+  "$(awk '{ print $3 }' "$work/results.txt" | percentile 0.5)"
+awk '{ count[$1]++ } END { for (code in count) printf "  HTTP %s: %d\n", code, count[code] }' "$work/results.txt" | sort
+echo
+echo "== gateway view (kvgate_requests_total by worker and status)"
+curl -s "http://$admin/metrics" | grep '^kvgate_requests_total' | sed 's/^kvgate_requests_total/  /'
+echo
+echo "== a dry-run routing decision (POST /debug/route)"
+curl -s -H 'x-session-id: demo-1' -d '{"model":"demo-model","messages":[{"role":"user","content":"hi"}]}' \
+  "http://$admin/debug/route"
+echo
