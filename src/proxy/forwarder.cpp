@@ -97,8 +97,10 @@ class Attempts {
     if (link_.client_gone) {
       co_return;
     }
-    co_await session_.respond_error(exchange_,
-                                    last_error ? *last_error : openai::no_healthy_worker(target_.model.name));
+    // Named first: g++ 12 frees a conditional's temporary wrongly when it
+    // lives inside a co_await expression (found by ASan).
+    auto error = last_error ? *last_error : openai::no_healthy_worker(target_.model.name);
+    co_await session_.respond_error(exchange_, error);
   }
 
  private:

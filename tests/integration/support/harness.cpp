@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -22,12 +24,30 @@ Harness::Harness() {
   folder_ = pattern;
 }
 
+namespace {
+
+// A sanitizer report in a child process fails the test that ran it (the
+// child itself may still have answered every request correctly).
+void check_sanitizer_reports(const std::string& name, ChildProcess& process) {
+  auto text = process.stderr_text();
+  for (const char* marker : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"}) {
+    if (text.find(marker) != std::string::npos) {
+      ADD_FAILURE() << name << " reported a sanitizer error:\n" << text;
+      return;
+    }
+  }
+}
+
+}  // namespace
+
 Harness::~Harness() {
   if (gateway_) {
     gateway_->stop();
+    check_sanitizer_reports("kvgate", *gateway_);
   }
   for (auto& [id, upstream] : upstreams_) {
     upstream.process->stop();
+    check_sanitizer_reports(id, *upstream.process);
   }
   std::error_code ignored;
   std::filesystem::remove_all(folder_, ignored);

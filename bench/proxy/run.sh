@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Proxy overhead benchmark: wrk against (a) kvgate-test-upstream directly,
+# (b) kvgate in front of it, (c) nginx in front of it (proxy_pass with
+# upstream keepalive), in one run. The proxy under test gets one worker
+# thread pinned to CPU 1; the upstream and wrk share CPU 0, so (b) and (c)
+# have the same core budget. Prints a Markdown table with ratios.
+# Usage: bench/proxy/run.sh [SECONDS] [CONNECTIONS]
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top"
+seconds=${1:-10}
+connections=${2:-32}
+
+bash scripts/setup.sh bench >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j2 --target kvgate kvgate-test-upstream >/dev/null
+
+work=$(mktemp -d /tmp/kvgate-proxy-bench-XXXXXX)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() {
+  for _ in $(seq 100); do
+    curl -s -o /dev/null "http://127.0.0.1:$1/v1/models" && return 0
+    sleep 0.1  # start-up poll of a process outside our control (nginx)
+  done
+  echo "port $1 never answered" >&2
+  exit 1
+}
+
+upstream_port=$(free_port)
+taskset -c 0 build/bench/upstream/kvgate-test-upstream --port "$upstream_port" --id u0 >/dev/null 2>&1 &
+pids+=($!)
+wait_port "$upstream_port"
+
+kvgate_port=$(free_port)
+cat >"$work/kvgate.yaml" <<YAML
+listen: "127.0.0.1:$kvgate_port"
+admin_listen: "127.0.0.1:0"
+threads: 1
+access_log: false
+log_level: warn
+routing: {policy: least_load}
+models:
+  - name: test-model
+    workers:
+      - {id: u0, url: "http://127.0.0.1:$upstream_port"}
+YAML
+taskset -c 1 build/src/kvgate --config "$work/kvgate.yaml" >/dev/null 2>"$work/kvgate.log" &
+pids+=($!)
+wait_port "$kvgate_port"
+
+nginx_port=$(free_port)
+mkdir -p "$work/nginx"
+cat >"$work/nginx.conf" <<NGINX
+worker_processes 1;
+worker_cpu_affinity 10;
+daemon off;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $work/nginx/body;
+  proxy_temp_path $work/nginx/proxy;
+  upstream engine { server 127.0.0.1:$upstream_port; keepalive 64; }
+  server {
+    listen 127.0.0.1:$nginx_port;
+    location / {
+      proxy_pass http://engine;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+    }
+  }
+}
+NGINX
+nginx -c "$work/nginx.conf" &
+pids+=($!)
+wait_port "$nginx_port"
+
+run_wrk() {
+  taskset -c 0 wrk -t1 -c"$connections" -d"${seconds}s" --latency -s bench/proxy/post.lua \
+    "http://127.0.0.1:$1/v1/chat/completions" >"$work/$2.txt"
+  local rps p50 p99 non2xx
+  rps=$(awk '/^Requests\/sec/ { print $2 }' "$work/$2.txt")
+  p50=$(awk '$1 == "50%" { print $2 }' "$work/$2.txt")
+  p99=$(awk '$1 == "99%" { print $2 }' "$work/$2.txt")
+  non2xx=$(awk '/Non-2xx/ { print $NF }' "$work/$2.txt")
+  echo "$2 $rps $p50 $p99 ${non2xx:-0}"
+}
+
+# Warm both proxies' connection pools, then measure.
+taskset -c 0 wrk -t1 -c"$connections" -d2s -s bench/proxy/post.lua "http://127.0.0.1:$kvgate_port/v1/chat/completions" >/dev/null
+taskset -c 0 wrk -t1 -c"$connections" -d2s -s bench/proxy/post.lua "http://127.0.0.1:$nginx_port/v1/chat/completions" >/dev/null
+{
+  run_wrk "$upstream_port" direct
+  run_wrk "$kvgate_port" kvgate
+  run_wrk "$nginx_port" nginx
+} >"$work/summary.txt"
+
+echo "wrk -t1 -c$connections -d${seconds}s, small non-streaming chat completion; $(date -u +%Y-%m-%dT%H:%MZ)"
+echo
+echo "| target | requests/s | p50 | p99 | non-2xx |"
+echo "|---|---|---|---|---|"
+awk '{ printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5 }' "$work/summary.txt"
+awk '{ rps[$1] = $2 } END { printf "\nkvgate / nginx requests/s: %.2f\n", rps["kvgate"] / rps["nginx"] }' "$work/summary.txt"
