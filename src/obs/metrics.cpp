@@ -85,17 +85,41 @@ Metrics::Metrics()
       .Set(1);
 }
 
+Metrics::RequestSeries Metrics::request_series(std::string_view model, std::string_view worker, int status) {
+  std::string model_label(model.empty() ? "none" : model);
+  RequestSeries series;
+  series.count = &requests_.Add({{"model", model_label},
+                                 {"worker", std::string(worker.empty() ? "none" : worker)},
+                                 {"status", status_label(status)}});
+  series.duration = &request_duration_.Add({{"model", model_label}}, latency_buckets());
+  series.first_byte = &first_byte_.Add({{"model", model_label}}, latency_buckets());
+  return series;
+}
+
 void Metrics::request_finished(std::string_view model, std::string_view worker, int status, double duration_seconds,
                                double first_byte_seconds) {
-  std::string model_label(model.empty() ? "none" : model);
-  requests_
-      .Add({{"model", model_label},
-            {"worker", std::string(worker.empty() ? "none" : worker)},
-            {"status", status_label(status)}})
-      .Increment();
-  request_duration_.Add({{"model", model_label}}, latency_buckets()).Observe(duration_seconds);
+  auto series = request_series(model, worker, status);
+  series.count->Increment();
+  series.duration->Observe(duration_seconds);
   if (first_byte_seconds >= 0) {
-    first_byte_.Add({{"model", model_label}}, latency_buckets()).Observe(first_byte_seconds);
+    series.first_byte->Observe(first_byte_seconds);
+  }
+}
+
+void ThreadMetrics::request_finished(std::string_view model, std::string_view worker, int status,
+                                     double duration_seconds, double first_byte_seconds) {
+  key_.clear();
+  key_.append(model).push_back('\n');
+  key_.append(worker).push_back('\n');
+  key_.append(std::to_string(status));
+  auto found = series_.find(std::string_view(key_));
+  if (found == series_.end()) {
+    found = series_.emplace(key_, metrics_.request_series(model, worker, status)).first;
+  }
+  found->second.count->Increment();
+  found->second.duration->Observe(duration_seconds);
+  if (first_byte_seconds >= 0) {
+    found->second.first_byte->Observe(first_byte_seconds);
   }
 }
 

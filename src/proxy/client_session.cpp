@@ -141,8 +141,8 @@ awaitable<void> ClientSession::respond_error(Exchange& exchange, const openai::A
 
 void ClientSession::finish(Exchange& exchange) {
   auto elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange.started).count();
-  context().metrics().request_finished(exchange.model, exchange.worker, exchange.status, elapsed,
-                                       exchange.first_byte_seconds);
+  thread_.metrics().request_finished(exchange.model, exchange.worker, exchange.status, elapsed,
+                                     exchange.first_byte_seconds);
   if (!context().table()->options->access_log) {
     return;
   }

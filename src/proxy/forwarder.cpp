@@ -82,9 +82,9 @@ class Attempts {
         session_.context().metrics().retry(target_.model.name);
       }
       auto& worker = *target_.model.workers[*chosen];
-      worker.request_started();
-      auto outcome = co_await try_worker(worker, upstream_request);
-      worker.request_finished();
+      workers::InFlightRequest in_flight(worker);
+      auto outcome = co_await try_worker(worker, upstream_request, in_flight);
+      in_flight.finish();
       if (outcome.kind != AttemptOutcome::Kind::retryable) {
         if (outcome.kind == AttemptOutcome::Kind::failed && !link_.client_gone) {
           co_await session_.respond_error(exchange_, *outcome.error);
@@ -129,7 +129,8 @@ class Attempts {
     return decision.worker_index;
   }
 
-  awaitable<AttemptOutcome> try_worker(workers::WorkerState& worker, UpstreamRequest& upstream_request) {
+  awaitable<AttemptOutcome> try_worker(workers::WorkerState& worker, UpstreamRequest& upstream_request,
+                                       workers::InFlightRequest& in_flight) {
     const auto& options = *target_.table.options;
     auto& metrics = session_.context().metrics();
     auto& pool = session_.thread().pool();
@@ -150,7 +151,7 @@ class Attempts {
         co_return AttemptOutcome::client_left();
       }
       auto& upstream = connection->value();
-      Relay relay(session_, exchange_, worker, upstream.stream, link_, options);
+      Relay relay(session_, exchange_, worker, *upstream.stream, link_, options, in_flight);
       auto outcome = co_await relay.run(upstream_request, upstream.reused && fresh_tries == 0);
       if (outcome.kind == AttemptOutcome::Kind::stale_connection) {
         connection.emplace(co_await pool.connect(worker, options.timeouts.upstream_connect));

@@ -34,7 +34,9 @@ void log_if_failed(const std::exception_ptr& failure, const char* what) {
 }  // namespace
 
 IoThread::IoThread(GatewayContext& context, const config::Options& options)
-    : context_(context), pool_(io_, options.upstream.max_idle_connections, options.upstream.idle_connection_timeout) {}
+    : context_(context),
+      pool_(io_, options.upstream.max_idle_connections, options.upstream.idle_connection_timeout),
+      metrics_(context.metrics()) {}
 
 Result<tcp::endpoint, std::string> IoThread::bind(const tcp::endpoint& endpoint) {
   error_code error;

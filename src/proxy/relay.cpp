@@ -7,8 +7,15 @@ namespace kvgate::proxy {
 using namespace kvgate::http;
 
 Relay::Relay(ClientSession& session, Exchange& exchange, const workers::WorkerState& worker,
-             beast::tcp_stream& upstream, CancelLink& link, const config::Options& options)
-    : session_(session), exchange_(exchange), worker_(worker), upstream_(upstream), link_(link), options_(options) {
+             beast::tcp_stream& upstream, CancelLink& link, const config::Options& options,
+             workers::InFlightRequest& in_flight)
+    : session_(session),
+      exchange_(exchange),
+      worker_(worker),
+      upstream_(upstream),
+      link_(link),
+      options_(options),
+      in_flight_(in_flight) {
   link_.upstream = &upstream_;
   parser_.body_limit(boost::none);  // the worker's answer is relayed, never held whole
 }
@@ -118,6 +125,9 @@ awaitable<AttemptOutcome> Relay::relay_body() {
       response.body().data = nullptr;
       response.body().size = 0;
       response.body().more = false;
+    }
+    if (!response.body().more) {
+      in_flight_.finish();
     }
     exchange_.response_bytes += response.body().size;
     client.expires_after(options_.timeouts.client_write);

@@ -61,12 +61,13 @@ awaitable<void> handle_inference(ClientSession& session, ClientRequest& request,
     co_await session.respond_error(exchange, summary.error());
     co_return;
   }
-  exchange.model = summary->model;
   const auto* model = table.find_model(summary->model);
   if (model == nullptr) {
+    // The client's model name never becomes a metric label (unbounded).
     co_await session.respond_error(exchange, openai::model_not_found(summary->model));
     co_return;
   }
+  exchange.model = model->name;
   std::optional<std::string_view> session_key;
   if (summary->session_key) {
     session_key = *summary->session_key;

@@ -28,7 +28,7 @@ awaitable<Result<UpstreamConnection, error_code>> UpstreamPool::acquire(const wo
     while (!connections.empty()) {
       Idle idle = std::move(connections.back());
       connections.pop_back();
-      if (now - idle.since < idle_timeout_ && still_open(idle.stream)) {
+      if (now - idle.since < idle_timeout_ && still_open(*idle.stream)) {
         co_return UpstreamConnection{std::move(idle.stream), true};
       }
     }
@@ -39,7 +39,8 @@ awaitable<Result<UpstreamConnection, error_code>> UpstreamPool::acquire(const wo
 awaitable<Result<UpstreamConnection, error_code>> UpstreamPool::connect(const workers::WorkerState& worker,
                                                                         Milliseconds connect_timeout) {
   const auto& authority = worker.endpoint().authority;
-  beast::tcp_stream stream(io_);
+  auto owned = std::make_unique<beast::tcp_stream>(io_);
+  auto& stream = *owned;
   stream.expires_after(connect_timeout);
   error_code error;
   auto address = asio::ip::make_address(authority.host, error);
@@ -63,15 +64,15 @@ awaitable<Result<UpstreamConnection, error_code>> UpstreamPool::connect(const wo
   }
   stream.expires_never();
   stream.socket().set_option(tcp::no_delay(true), error);
-  co_return UpstreamConnection{std::move(stream), false};
+  co_return UpstreamConnection{std::move(owned), false};
 }
 
-void UpstreamPool::release(const workers::WorkerState& worker, beast::tcp_stream stream) {
+void UpstreamPool::release(const workers::WorkerState& worker, UpstreamStream stream) {
   auto& connections = idle_[worker.url()];
   if (connections.size() >= max_idle_per_worker_) {
     return;  // the stream closes as it goes out of scope
   }
-  stream.expires_never();
+  stream->expires_never();
   connections.push_back(Idle{std::move(stream), std::chrono::steady_clock::now()});
 }
 

@@ -12,12 +12,21 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 namespace kvgate::obs {
 
 class Metrics {
  public:
   Metrics();
+
+  // The label children of one (model, worker, status) request series.
+  struct RequestSeries {
+    prometheus::Counter* count = nullptr;
+    prometheus::Histogram* duration = nullptr;
+    prometheus::Histogram* first_byte = nullptr;
+  };
+  RequestSeries request_series(std::string_view model, std::string_view worker, int status);
 
   void request_finished(std::string_view model, std::string_view worker, int status, double duration_seconds,
                         double first_byte_seconds);
@@ -51,6 +60,28 @@ class Metrics {
   prometheus::Counter* connections_rejected_;
   prometheus::Gauge* in_flight_requests_;
   prometheus::Gauge* open_connections_;
+};
+
+// One I/O thread's handles to request series, so the request path skips
+// prometheus-cpp's label-map construction and family mutex after the first
+// request of each series. Not thread-safe: one per thread. Bounded because
+// every label comes from the config or a fixed set (unknown models count as
+// "none", never as the client's string).
+class ThreadMetrics {
+ public:
+  explicit ThreadMetrics(Metrics& metrics) : metrics_(metrics) {}
+
+  void request_finished(std::string_view model, std::string_view worker, int status, double duration_seconds,
+                        double first_byte_seconds);
+
+ private:
+  struct KeyHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view key) const { return std::hash<std::string_view>{}(key); }
+  };
+  Metrics& metrics_;
+  std::string key_;  // reused lookup buffer
+  std::unordered_map<std::string, Metrics::RequestSeries, KeyHash, std::equal_to<>> series_;
 };
 
 }  // namespace kvgate::obs

@@ -22,6 +22,7 @@ class IoThread {
   http::asio::io_context& io() { return io_; }
   GatewayContext& context() { return context_; }
   UpstreamPool& pool() { return pool_; }
+  obs::ThreadMetrics& metrics() { return metrics_; }
 
   // Binds the listen socket (before run()); returns the bound endpoint, so the
   // first thread can bind port 0 and the others the port it got.
@@ -47,6 +48,7 @@ class IoThread {
   http::asio::io_context io_{1};  // concurrency hint 1: one thread runs it, no internal locking
   http::tcp::acceptor acceptor_{io_};
   UpstreamPool pool_;
+  obs::ThreadMetrics metrics_;
 };
 
 }  // namespace kvgate::proxy

@@ -53,7 +53,8 @@ class Relay {
   using UpstreamRequest = http::bhttp::request<http::bhttp::string_body>;
 
   Relay(ClientSession& session, Exchange& exchange, const workers::WorkerState& worker,
-        http::beast::tcp_stream& upstream, CancelLink& link, const config::Options& options);
+        http::beast::tcp_stream& upstream, CancelLink& link, const config::Options& options,
+        workers::InFlightRequest& in_flight);
   Relay(const Relay&) = delete;
   Relay& operator=(const Relay&) = delete;
   ~Relay() { link_.upstream = nullptr; }
@@ -77,6 +78,10 @@ class Relay {
   http::beast::tcp_stream& upstream_;
   CancelLink& link_;
   const config::Options& options_;
+  // Finished as soon as the worker's response is read whole, before the last
+  // write to the client: the client may send its next request the moment it
+  // has the answer, and that routing decision must see the worker as free.
+  workers::InFlightRequest& in_flight_;
   http::beast::flat_buffer upstream_buffer_;
   http::bhttp::response_parser<http::bhttp::buffer_body> parser_;
   std::array<char, kRelayBufferBytes> chunk_{};

@@ -4,6 +4,7 @@
 // another thread, so nothing here locks.
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -15,8 +16,12 @@
 
 namespace kvgate::proxy {
 
+// Held by pointer: moving a beast::tcp_stream allocates a new stream state
+// (and timers), which showed up on the request path; a pointer moves freely.
+using UpstreamStream = std::unique_ptr<http::beast::tcp_stream>;
+
 struct UpstreamConnection {
-  http::beast::tcp_stream stream;
+  UpstreamStream stream;
   bool reused = false;  // came from the pool: may have been closed by the worker meanwhile
 };
 
@@ -32,7 +37,7 @@ class UpstreamPool {
                                                                         Milliseconds connect_timeout);
 
   // Returns a connection whose last response was read completely.
-  void release(const workers::WorkerState& worker, http::beast::tcp_stream stream);
+  void release(const workers::WorkerState& worker, UpstreamStream stream);
 
   void set_limits(std::uint32_t max_idle_per_worker, Milliseconds idle_timeout) {
     max_idle_per_worker_ = max_idle_per_worker;
@@ -43,7 +48,7 @@ class UpstreamPool {
 
  private:
   struct Idle {
-    http::beast::tcp_stream stream;
+    UpstreamStream stream;
     std::chrono::steady_clock::time_point since;
   };
 

@@ -55,4 +55,24 @@ class WorkerState {
   std::uint32_t check_success_streak_ = 0;
 };
 
+// Counts one request in the worker's in-flight total from construction
+// until finish() or destruction, whichever comes first (exactly once).
+class InFlightRequest {
+ public:
+  explicit InFlightRequest(WorkerState& worker) : worker_(&worker) { worker.request_started(); }
+  InFlightRequest(const InFlightRequest&) = delete;
+  InFlightRequest& operator=(const InFlightRequest&) = delete;
+  ~InFlightRequest() { finish(); }
+
+  void finish() {
+    if (worker_ != nullptr) {
+      worker_->request_finished();
+      worker_ = nullptr;
+    }
+  }
+
+ private:
+  WorkerState* worker_;
+};
+
 }  // namespace kvgate::workers
