@@ -89,11 +89,16 @@ awaitable<AttemptOutcome> Relay::relay_body() {
   auto& response = parser_.get();
   auto& client = session_.stream();
   bhttp::response_serializer<bhttp::buffer_body> serializer(response);
-  client.expires_after(options_.timeouts.client_write);
-  auto [header_error, header_bytes] = co_await bhttp::async_write_header(client, serializer, use_nothrow);
-  if (header_error) {
-    link_.client_gone = true;
-    co_return outcome;
+  // An event stream's header goes out at once (the client learns the request
+  // was accepted before the first token); any other header goes out with the
+  // first piece of its body, one write (and one loopback wakeup) fewer.
+  if (event_stream_) {
+    client.expires_after(options_.timeouts.client_write);
+    auto [header_error, header_bytes] = co_await bhttp::async_write_header(client, serializer, use_nothrow);
+    if (header_error) {
+      link_.client_gone = true;
+      co_return outcome;
+    }
   }
   // Invariant: every write hands the serializer a non-empty piece, or the
   // final piece (more = false), after which the client's message is complete.
