@@ -54,6 +54,7 @@ models:
 YAML
 taskset -c 1 build/src/kvgate --config "$work/kvgate.yaml" >/dev/null 2>"$work/kvgate.log" &
 pids+=($!)
+kvgate_pid=$!
 wait_port "$kvgate_port"
 
 nginx_port=$(free_port)
@@ -83,9 +84,24 @@ http {
 NGINX
 nginx -c "$work/nginx.conf" &
 pids+=($!)
+nginx_pid=$!
 wait_port "$nginx_port"
 
+# CPU seconds (user + system) used so far by a process and its children
+# threads/processes: the proxy's cost independent of who saturates first.
+cpu_seconds() {
+  local total=0 pid ticks
+  for pid in "$@" $(pgrep -P "$1" || true); do
+    ticks=$(awk '{ print $14 + $15 }' "/proc/$pid/stat")
+    total=$((total + ticks))
+  done
+  awk -v t="$total" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.3f", t / hz }'
+}
+
 run_wrk() {
+  local proxy_pid=${3:-}
+  local cpu_before=0
+  [[ -n $proxy_pid ]] && cpu_before=$(cpu_seconds "$proxy_pid")
   taskset -c 0 wrk -t1 -c"$connections" -d"${seconds}s" --latency -s bench/proxy/post.lua \
     "http://127.0.0.1:$1/v1/chat/completions" >"$work/$2.txt"
   local rps p50 p99 non2xx
@@ -93,7 +109,13 @@ run_wrk() {
   p50=$(awk '$1 == "50%" { print $2 }' "$work/$2.txt")
   p99=$(awk '$1 == "99%" { print $2 }' "$work/$2.txt")
   non2xx=$(awk '/Non-2xx/ { print $NF }' "$work/$2.txt")
-  echo "$2 $rps $p50 $p99 ${non2xx:-0}"
+  local requests cpu_us="-"
+  requests=$(awk '/requests in/ { print $1 }' "$work/$2.txt")
+  if [[ -n $proxy_pid ]]; then
+    cpu_us=$(awk -v a="$cpu_before" -v b="$(cpu_seconds "$proxy_pid")" -v n="$requests" \
+      'BEGIN { printf "%.1f", (b - a) * 1e6 / n }')
+  fi
+  echo "$2 $rps $p50 $p99 ${non2xx:-0} $cpu_us"
 }
 
 # Warm both proxies' connection pools, then measure.
@@ -101,13 +123,15 @@ taskset -c 0 wrk -t1 -c"$connections" -d2s -s bench/proxy/post.lua "http://127.0
 taskset -c 0 wrk -t1 -c"$connections" -d2s -s bench/proxy/post.lua "http://127.0.0.1:$nginx_port/v1/chat/completions" >/dev/null
 {
   run_wrk "$upstream_port" direct
-  run_wrk "$kvgate_port" kvgate
-  run_wrk "$nginx_port" nginx
+  run_wrk "$kvgate_port" kvgate "$kvgate_pid"
+  run_wrk "$nginx_port" nginx "$nginx_pid"
 } >"$work/summary.txt"
 
 echo "wrk -t1 -c$connections -d${seconds}s, small non-streaming chat completion; $(date -u +%Y-%m-%dT%H:%MZ)"
 echo
-echo "| target | requests/s | p50 | p99 | non-2xx |"
-echo "|---|---|---|---|---|"
-awk '{ printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5 }' "$work/summary.txt"
-awk '{ rps[$1] = $2 } END { printf "\nkvgate / nginx requests/s: %.2f\n", rps["kvgate"] / rps["nginx"] }' "$work/summary.txt"
+echo "| target | requests/s | p50 | p99 | non-2xx | proxy CPU µs/request |"
+echo "|---|---|---|---|---|---|"
+awk '{ printf "| %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6 }' "$work/summary.txt"
+awk '{ rps[$1] = $2; cpu[$1] = $6 }
+     END { printf "\nkvgate / nginx: requests/s %.2f, proxy CPU per request %.2f\n",
+                  rps["kvgate"] / rps["nginx"], cpu["kvgate"] / cpu["nginx"] }' "$work/summary.txt"
