@@ -55,6 +55,9 @@ int Gateway::run() {
 
 bool Gateway::start() {
   context_.publish(proxy::build_routing_table(options_, nullptr, unix_now()));
+  if (!open_decision_log(*options_)) {
+    return false;
+  }
   auto listen = resolve_listen(options_->listen);
   auto admin_listen = resolve_listen(options_->admin_listen);
   if (!listen || !admin_listen) {
@@ -130,6 +133,10 @@ void Gateway::reload() {
       options->threads != options_->threads) {
     spdlog::warn("config reload: listen, admin_listen and threads take effect only after a restart");
   }
+  if (!open_decision_log(*options)) {
+    metrics_.config_reload(false);
+    return;
+  }
   auto previous = context_.table();
   auto table = proxy::build_routing_table(options, previous.get(), unix_now());
   auto current_workers = table->all_workers();
@@ -150,6 +157,21 @@ void Gateway::reload() {
   metrics_.config_reload(true);
   spdlog::info("config reloaded from {}: {} model(s), policy {}", config_path_, options->models.size(),
                config::to_string(options->routing.policy));
+}
+
+// (Re)opens the decision log, so SIGHUP after a log rotation starts a new file.
+bool Gateway::open_decision_log(const config::Options& options) {
+  if (options.decision_log.empty()) {
+    context_.publish(std::shared_ptr<obs::DecisionLog>());
+    return true;
+  }
+  auto log = obs::DecisionLog::open(options.decision_log);
+  if (!log) {
+    spdlog::error("{}", log.error());
+    return false;
+  }
+  context_.publish(std::move(*log));
+  return true;
 }
 
 void Gateway::begin_drain() {

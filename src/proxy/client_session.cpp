@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "kvgate/proxy/decision_record.hpp"
 #include "kvgate/proxy/request_pipeline.hpp"
 
 namespace kvgate::proxy {
@@ -141,6 +142,13 @@ awaitable<void> ClientSession::respond_error(Exchange& exchange, const openai::A
 
 void ClientSession::finish(Exchange& exchange) {
   auto elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange.started).count();
+  exchange.total_seconds = elapsed;
+  if (exchange.routed) {
+    if (auto log = context().decision_log()) {
+      auto now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+      log->write(decision_record(exchange, now));
+    }
+  }
   thread_.metrics().request_finished(exchange.model, exchange.worker, exchange.status, elapsed,
                                      exchange.first_byte_seconds);
   if (!context().table()->options->access_log) {

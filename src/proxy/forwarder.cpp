@@ -64,7 +64,11 @@ awaitable<void> watch_client(tcp::socket& client, CancelLink& link) {
 class Attempts {
  public:
   Attempts(ClientSession& session, Exchange& exchange, const ForwardTarget& target, CancelLink& link)
-      : session_(session), exchange_(exchange), target_(target), link_(link) {}
+      : session_(session),
+        exchange_(exchange),
+        target_(target),
+        link_(link),
+        record_candidates_(session.context().decision_log() != nullptr) {}
 
   awaitable<void> run(const ClientRequest& request) {
     auto upstream_request = make_upstream_request(request, exchange_);
@@ -121,6 +125,16 @@ class Attempts {
     policy::RouteRequest route{target_.model.name, target_.session_key, session_.context().next_decision_sequence(),
                                excluded};
     auto decision = target_.table.policy->decide(route, views);
+    if (!exchange_.routed) {
+      exchange_.routed = true;
+      exchange_.policy = std::string(target_.table.policy->name());
+      if (target_.session_key) {
+        exchange_.session = std::string(*target_.session_key);
+      }
+      if (record_candidates_) {
+        exchange_.candidates = std::move(decision.candidates);
+      }
+    }
     if (!decision.worker_index) {
       return std::nullopt;
     }
@@ -176,6 +190,7 @@ class Attempts {
   Exchange& exchange_;
   const ForwardTarget& target_;
   CancelLink& link_;
+  bool record_candidates_;
 };
 
 awaitable<void> run_attempts(ClientSession& session, const ClientRequest& request, Exchange& exchange,

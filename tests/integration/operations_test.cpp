@@ -184,3 +184,55 @@ TEST(Operations, ConnectionsBeyondTheLimitAreClosedAtAccept) {
 
 }  // namespace
 }  // namespace kvgate::testing
+
+namespace kvgate::testing {
+namespace {
+
+std::vector<json> read_json_lines(const std::string& path) {
+  std::vector<json> lines;
+  std::ifstream file(path);
+  for (std::string line; std::getline(file, line);) {
+    lines.push_back(json::parse(line));
+  }
+  return lines;
+}
+
+TEST(Operations, DecisionLogRecordsEveryRoutedRequest) {
+  Harness harness;
+  RefusingPort dead;
+  harness.start_upstream("u0");
+  auto log_path = harness.folder() + "/decisions.jsonl";
+  harness.start_gateway(
+      "routing: {policy: round_robin}\nhealth_check: {interval: 1h, passive_failures: 1}\ndecision_log: " + log_path +
+          "\n",
+      Harness::models_yaml(
+          {{"dead", "http://127.0.0.1:" + std::to_string(dead.port())}, {"u0", harness.upstream("u0").url()}}));
+  ASSERT_EQ(post_json(harness.api_port(), "/v1/chat/completions", chat_body(), {{"x-session-id", "s-7"}}).status, 200);
+  ASSERT_EQ(post_json(harness.api_port(), "/v1/chat/completions", chat_body()).status, 200);
+  // Rejected before routing: not a routing decision, not logged.
+  ASSERT_EQ(post_json(harness.api_port(), "/v1/chat/completions", "{oops").status, 400);
+  std::vector<json> records;
+  ASSERT_TRUE(eventually([&] { return (records = read_json_lines(log_path)).size() == 2; }));
+  // Sequence 0 picks "dead" (refused), the retry goes to u0.
+  const auto& retried = records[0];
+  EXPECT_EQ(retried["session"], "s-7");
+  EXPECT_EQ(retried["model"], "test-model");
+  EXPECT_EQ(retried["worker"], "u0");
+  EXPECT_EQ(retried["policy"], "round_robin");
+  EXPECT_EQ(retried["reason"], "retry");
+  EXPECT_EQ(retried["retries"], 1);
+  EXPECT_EQ(retried["status"], 200);
+  EXPECT_TRUE(retried["ttft_ms"].is_number());
+  EXPECT_TRUE(retried["decode_ms"].is_number());
+  ASSERT_EQ(retried["candidates"].size(), 2u);
+  EXPECT_EQ(retried["candidates"][0]["worker"], "dead");
+  // The refused connect marked "dead" down (passive_failures: 1).
+  EXPECT_EQ(records[1]["session"], nullptr);
+  EXPECT_EQ(records[1]["retries"], 0);
+  EXPECT_EQ(records[1]["reason"], "only_candidate");
+  EXPECT_EQ(records[1]["candidates"][0]["ineligible_because"], "unhealthy");
+  EXPECT_FALSE(records[1]["request_id"].get<std::string>().empty());
+}
+
+}  // namespace
+}  // namespace kvgate::testing

@@ -32,6 +32,7 @@ class Gateway {
   bool start();
   void wait_for_signal();
   void reload();
+  bool open_decision_log(const config::Options& options);
   void begin_drain();
   void finish();
 

@@ -4,7 +4,11 @@
 // read at the end for the access log and metrics.
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
+
+#include "kvgate/policy/policy.hpp"
 
 namespace kvgate::proxy {
 
@@ -16,8 +20,14 @@ struct Exchange {
   std::string model;
   std::string worker;
   std::string route_reason;
+  // Filled when the request went through the policy (decision log).
+  bool routed = false;
+  std::optional<std::string> session;
+  std::string policy;
+  std::vector<policy::Candidate> candidates;  // of the first decision
   int status = 0;
   double first_byte_seconds = -1;  // < 0: no upstream response
+  double total_seconds = 0;        // set when the exchange ends
   std::uint32_t retries = 0;
   std::uint64_t response_bytes = 0;
   bool keep_alive = true;    // may the client connection serve another request

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 
+#include "kvgate/obs/decision_log.hpp"
 #include "kvgate/obs/metrics.hpp"
 #include "kvgate/proxy/routing_table.hpp"
 
@@ -21,6 +22,11 @@ class GatewayContext {
   void publish(std::shared_ptr<const RoutingTable> table) { table_.store(std::move(table), std::memory_order_release); }
 
   obs::Metrics& metrics() { return metrics_; }
+
+  // Empty when no decision_log is configured. Replaced on reload (which
+  // reopens the file, so log rotation works with SIGHUP).
+  [[nodiscard]] std::shared_ptr<obs::DecisionLog> decision_log() const { return decision_log_.load(); }
+  void publish(std::shared_ptr<obs::DecisionLog> log) { decision_log_.store(std::move(log)); }
 
   std::uint64_t next_decision_sequence() { return decision_sequence_.fetch_add(1, std::memory_order_relaxed); }
 
@@ -38,6 +44,7 @@ class GatewayContext {
  private:
   obs::Metrics& metrics_;
   std::atomic<std::shared_ptr<const RoutingTable>> table_;
+  std::atomic<std::shared_ptr<obs::DecisionLog>> decision_log_;
   std::atomic<std::uint64_t> decision_sequence_{0};
   std::atomic<bool> draining_{false};
   std::atomic<std::uint32_t> open_connections_{0};

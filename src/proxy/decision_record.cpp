@@ -1,0 +1,60 @@
+#include "kvgate/proxy/decision_record.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace kvgate::proxy {
+
+using nlohmann::json;
+
+namespace {
+
+json candidate_json(const policy::Candidate& candidate) {
+  return {
+      {"worker", candidate.worker},
+      {"eligible", candidate.eligible},
+      {"ineligible_because", candidate.ineligible_because.empty() ? json(nullptr) : json(candidate.ineligible_because)},
+      {"in_flight", candidate.in_flight},
+      {"score", candidate.score},
+      {"cached_tokens", nullptr},
+      {"queue_delay_ms", nullptr},
+      {"prefill_ms", nullptr},
+      {"expected_ttft_ms", nullptr}};
+}
+
+json optional_number(double value) {
+  return value < 0 ? json(nullptr) : json(value);
+}
+
+}  // namespace
+
+std::string decision_record(const Exchange& exchange, double unix_seconds) {
+  json candidates = json::array();
+  for (const auto& candidate : exchange.candidates) {
+    candidates.push_back(candidate_json(candidate));
+  }
+  const double ttft_ms = exchange.first_byte_seconds < 0 ? -1 : exchange.first_byte_seconds * 1000;
+  const double decode_ms =
+      exchange.first_byte_seconds < 0 ? -1 : (exchange.total_seconds - exchange.first_byte_seconds) * 1000;
+  json record = {
+      {"ts", unix_seconds},
+      {"request_id", exchange.request_id},
+      {"session", exchange.session ? json(*exchange.session) : json(nullptr)},
+      {"model", exchange.model},
+      {"worker", exchange.worker.empty() ? json(nullptr) : json(exchange.worker)},
+      {"policy", exchange.policy},
+      {"reason", exchange.route_reason},
+      {"input_tokens", nullptr},
+      {"predicted_cached_tokens", nullptr},
+      {"candidates", std::move(candidates)},
+      {"status", exchange.status},
+      {"cached_tokens", nullptr},
+      {"ttft_ms", optional_number(ttft_ms)},
+      {"decode_ms", optional_number(decode_ms)},
+      {"output_tokens", nullptr},
+      {"retries", exchange.retries},
+      {"client_gone", exchange.client_gone},
+  };
+  return record.dump();
+}
+
+}  // namespace kvgate::proxy
