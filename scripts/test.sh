@@ -18,6 +18,9 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$jobs"
 (cd build && ctest --output-on-failure -j"$jobs" --timeout 180)
 
+echo "== clang-tidy (pure modules)"
+bash scripts/lint.sh
+
 echo "== ASan+UBSan build"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKVGATE_SANITIZE=ON -DKVGATE_BUILD_BENCH=ON >/dev/null
 cmake --build build-asan -j"$jobs"

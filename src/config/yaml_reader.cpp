@@ -23,7 +23,11 @@ bool YamlReader::check_mapping(const YAML::Node& node, const std::string& path,
   std::set<std::string> seen;
   for (const auto& entry : node) {
     const auto& key = entry.first.Scalar();
-    auto key_path = path.empty() ? key : path + "." + key;
+    std::string key_path = path;
+    if (!key_path.empty()) {
+      key_path += '.';
+    }
+    key_path += key;
     if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
       std::string known;
       for (auto name : allowed) {
