@@ -7,22 +7,7 @@ namespace kvgate::admin {
 using namespace kvgate::http;
 
 Result<tcp::endpoint, std::string> AdminServer::bind(const tcp::endpoint& endpoint) {
-  error_code error;
-  acceptor_.open(endpoint.protocol(), error);
-  if (!error) {
-    acceptor_.set_option(asio::socket_base::reuse_address(true), error);
-  }
-  if (!error) {
-    acceptor_.bind(endpoint, error);
-  }
-  if (!error) {
-    acceptor_.listen(asio::socket_base::max_listen_connections, error);
-  }
-  if (error) {
-    return unexpected("cannot listen on " + endpoint.address().to_string() + ":" + std::to_string(endpoint.port()) +
-                      " (admin): " + error.message());
-  }
-  return acceptor_.local_endpoint();
+  return open_listener(acceptor_, endpoint, /*reuse_port=*/false);
 }
 
 void AdminServer::start() {

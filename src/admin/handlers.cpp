@@ -2,6 +2,7 @@
 
 #include "kvgate/admin/admin_server.hpp"
 #include "kvgate/openai/request.hpp"
+#include "kvgate/proxy/decision_record.hpp"
 
 namespace kvgate::admin {
 
@@ -89,27 +90,13 @@ AdminResponse debug_route(proxy::GatewayContext& context, std::string_view body,
     session_key = *summary->session_key;
   }
   auto decision = table->policy->decide({model->name, session_key, 0, {}}, views);
-  json candidates = json::array();
-  for (const auto& candidate : decision.candidates) {
-    candidates.push_back({{"worker", candidate.worker},
-                          {"eligible", candidate.eligible},
-                          {"ineligible_because",
-                           candidate.ineligible_because.empty() ? json(nullptr) : json(candidate.ineligible_because)},
-                          {"in_flight", candidate.in_flight},
-                          {"score", candidate.score},
-                          // Filled in once prefix-cache routing lands.
-                          {"cached_tokens", nullptr},
-                          {"queue_delay_ms", nullptr},
-                          {"prefill_ms", nullptr},
-                          {"expected_ttft_ms", nullptr}});
-  }
   json worker = decision.worker_index ? json(model->workers[*decision.worker_index]->id()) : json(nullptr);
   return json_response(200, {{"worker", std::move(worker)},
                              {"reason", decision.reason},
                              {"policy", table->policy->name()},
                              {"session", session_key ? json(*session_key) : json(nullptr)},
                              {"input_tokens", nullptr},
-                             {"candidates", std::move(candidates)}});
+                             {"candidates", proxy::candidates_json(decision.candidates)}});
 }
 
 }  // namespace

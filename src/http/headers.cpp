@@ -34,4 +34,28 @@ std::string media_type(const bhttp::fields& fields) {
   return type;
 }
 
+Result<tcp::endpoint, std::string> open_listener(tcp::acceptor& acceptor, const tcp::endpoint& endpoint,
+                                                 bool reuse_port) {
+  using reuse_port_option = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
+  error_code error;
+  acceptor.open(endpoint.protocol(), error);
+  if (!error) {
+    acceptor.set_option(asio::socket_base::reuse_address(true), error);
+  }
+  if (!error && reuse_port) {
+    acceptor.set_option(reuse_port_option(true), error);
+  }
+  if (!error) {
+    acceptor.bind(endpoint, error);
+  }
+  if (!error) {
+    acceptor.listen(asio::socket_base::max_listen_connections, error);
+  }
+  if (error) {
+    return unexpected("cannot listen on " + endpoint.address().to_string() + ":" + std::to_string(endpoint.port()) +
+                      ": " + error.message());
+  }
+  return acceptor.local_endpoint();
+}
+
 }  // namespace kvgate::http

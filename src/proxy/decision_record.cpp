@@ -27,11 +27,15 @@ json optional_number(double value) {
 
 }  // namespace
 
-std::string decision_record(const Exchange& exchange, double unix_seconds) {
-  json candidates = json::array();
-  for (const auto& candidate : exchange.candidates) {
-    candidates.push_back(candidate_json(candidate));
+json candidates_json(const std::vector<policy::Candidate>& candidates) {
+  json result = json::array();
+  for (const auto& candidate : candidates) {
+    result.push_back(candidate_json(candidate));
   }
+  return result;
+}
+
+std::string decision_record(const Exchange& exchange, double unix_seconds) {
   const double ttft_ms = exchange.first_byte_seconds < 0 ? -1 : exchange.first_byte_seconds * 1000;
   const double decode_ms =
       exchange.first_byte_seconds < 0 ? -1 : (exchange.total_seconds - exchange.first_byte_seconds) * 1000;
@@ -45,7 +49,7 @@ std::string decision_record(const Exchange& exchange, double unix_seconds) {
       {"reason", exchange.route_reason},
       {"input_tokens", nullptr},
       {"predicted_cached_tokens", nullptr},
-      {"candidates", std::move(candidates)},
+      {"candidates", candidates_json(exchange.candidates)},
       {"status", exchange.status},
       {"cached_tokens", nullptr},
       {"ttft_ms", optional_number(ttft_ms)},

@@ -13,11 +13,6 @@ using namespace kvgate::http;
 
 namespace {
 
-// Linux's SO_REUSEPORT: every I/O thread listens on the same port and the
-// kernel spreads new connections across them, so no thread hands sockets to
-// another and no accept lock exists.
-using reuse_port = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
-
 // Exceptions never cross the coroutine boundary by design (use_nothrow
 // everywhere); this logs the impossible case instead of terminating.
 void log_if_failed(const std::exception_ptr& failure, const char* what) {
@@ -39,25 +34,10 @@ IoThread::IoThread(GatewayContext& context, const config::Options& options)
       metrics_(context.metrics()) {}
 
 Result<tcp::endpoint, std::string> IoThread::bind(const tcp::endpoint& endpoint) {
-  error_code error;
-  acceptor_.open(endpoint.protocol(), error);
-  if (!error) {
-    acceptor_.set_option(asio::socket_base::reuse_address(true), error);
-  }
-  if (!error) {
-    acceptor_.set_option(reuse_port(true), error);
-  }
-  if (!error) {
-    acceptor_.bind(endpoint, error);
-  }
-  if (!error) {
-    acceptor_.listen(asio::socket_base::max_listen_connections, error);
-  }
-  if (error) {
-    return unexpected("cannot listen on " + endpoint.address().to_string() + ":" + std::to_string(endpoint.port()) +
-                      ": " + error.message());
-  }
-  return acceptor_.local_endpoint();
+  // SO_REUSEPORT: every I/O thread listens on the same port and the kernel
+  // spreads new connections across them, so no thread hands sockets to
+  // another and no accept lock exists.
+  return open_listener(acceptor_, endpoint, /*reuse_port=*/true);
 }
 
 void IoThread::start_accepting() {

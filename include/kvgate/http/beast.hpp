@@ -11,6 +11,9 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <string>
+
+#include "kvgate/core/result.hpp"
 
 namespace kvgate::http {
 
@@ -28,6 +31,12 @@ inline constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 // Removes the hop-by-hop headers of RFC 9110 section 7.6.1, including any
 // header named in Connection; they describe one connection, not the message.
 void strip_hop_by_hop(bhttp::fields& fields);
+
+// Opens, binds and listens; with `reuse_port`, several acceptors (one per
+// I/O thread) can share the port. Returns the bound endpoint (the real port
+// when `endpoint` asked for port 0) or a message naming the address.
+Result<tcp::endpoint, std::string> open_listener(tcp::acceptor& acceptor, const tcp::endpoint& endpoint,
+                                                 bool reuse_port);
 
 // Lower-cased, parameter-free media type: "text/event-stream".
 std::string media_type(const bhttp::fields& fields);

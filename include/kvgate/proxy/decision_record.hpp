@@ -2,12 +2,17 @@
 // One decision-log line (JSON) for a finished exchange, in the contract's
 // vocabulary. Fields that later capabilities fill (token counts, predicted
 // and engine-reported cached tokens) are null until then.
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "kvgate/proxy/exchange.hpp"
 
 namespace kvgate::proxy {
 
 std::string decision_record(const Exchange& exchange, double unix_seconds);
+
+// The candidates array shared by the decision log and /debug/route.
+nlohmann::json candidates_json(const std::vector<policy::Candidate>& candidates);
 
 }  // namespace kvgate::proxy
