@@ -299,5 +299,25 @@ TEST_F(ProxyTest, KeepAliveConnectionsServeManyRequests) {
   EXPECT_EQ(answer.find("0\r\n\r\n0\r\n\r\n"), std::string::npos) << answer;
 }
 
+TEST_F(ProxyTest, PooledConnectionsToARestartedWorkerAreReplacedTransparently) {
+  harness.start_upstream("u0");
+  harness.start_gateway("upstream: {retries: 0}\nhealth_check: {interval: 1h}\n", harness.models_for_upstreams());
+  // Several connections end up pooled on each I/O thread.
+  for (int index = 0; index < 6; ++index) {
+    ASSERT_EQ(chat().status, 200);
+  }
+  harness.restart_upstream("u0");
+  // Every pooled connection is now dead; with no retries allowed, each
+  // request still succeeds because stale connections are detected and
+  // replaced on the same worker.
+  for (int index = 0; index < 6; ++index) {
+    auto response = chat();
+    EXPECT_EQ(response.status, 200) << response.body;
+  }
+  auto metrics = get(harness.admin_port(), "/metrics").body;
+  EXPECT_EQ(metrics.find("kvgate_upstream_errors_total"), metrics.find("# HELP kvgate_upstream_errors_total"));
+  EXPECT_EQ(metrics.find("kvgate_upstream_errors_total{"), std::string::npos) << metrics;
+}
+
 }  // namespace
 }  // namespace kvgate::testing

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -53,15 +54,24 @@ Harness::~Harness() {
   std::filesystem::remove_all(folder_, ignored);
 }
 
-UpstreamProcess& Harness::start_upstream(const std::string& id) {
+UpstreamProcess& Harness::start_upstream(const std::string& id, int port) {
   UpstreamProcess upstream;
   upstream.id = id;
-  upstream.process = std::make_unique<ChildProcess>(
-      std::vector<std::string>{KVGATE_TEST_UPSTREAM_BINARY, "--id", id, "--model", "test-model"},
-      folder_ + "/" + id + ".stderr");
+  upstream.process =
+      std::make_unique<ChildProcess>(std::vector<std::string>{KVGATE_TEST_UPSTREAM_BINARY, "--id", id, "--model",
+                                                              "test-model", "--port", std::to_string(port)},
+                                     folder_ + "/" + id + ".stderr");
   upstream.port = port_from_listening_line(upstream.process->wait_for_line("listening", 10s));
-  upstream_order_.push_back(id);
+  if (std::find(upstream_order_.begin(), upstream_order_.end(), id) == upstream_order_.end()) {
+    upstream_order_.push_back(id);
+  }
   return upstreams_[id] = std::move(upstream);
+}
+
+void Harness::restart_upstream(const std::string& id) {
+  auto port = upstreams_.at(id).port;
+  upstreams_.at(id).process->stop();
+  start_upstream(id, port);
 }
 
 std::string Harness::models_yaml(const std::vector<std::pair<std::string, std::string>>& workers,

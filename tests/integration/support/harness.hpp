@@ -24,7 +24,10 @@ class Harness {
   Harness();
   ~Harness();
 
-  UpstreamProcess& start_upstream(const std::string& id);
+  // port 0: the kernel picks one.
+  UpstreamProcess& start_upstream(const std::string& id, int port = 0);
+  // Stops the upstream's process (SIGTERM) and starts a new one on its port.
+  void restart_upstream(const std::string& id);
 
   // A models: section with one model "test-model" served by the given
   // workers (id -> URL), in order.
