@@ -1,0 +1,68 @@
+// Google Benchmark for the pure parts of the request path: body inspection,
+// the routing decision and error rendering. Run:
+//   build/bench/micro/kvgate-micro-bench --benchmark_min_time=1
+#include <benchmark/benchmark.h>
+
+#include <string>
+#include <vector>
+
+#include "kvgate/openai/errors.hpp"
+#include "kvgate/openai/request.hpp"
+#include "kvgate/policy/policy.hpp"
+
+namespace {
+
+std::string chat_body(int turns) {
+  std::string messages = R"({"role":"system","content":"You are a helpful assistant that answers briefly."})";
+  for (int turn = 0; turn < turns; ++turn) {
+    messages += R"(,{"role":"user","content":"Question number )" + std::to_string(turn) +
+                R"( about the weather in a city far away, with some detail."})";
+    messages += R"(,{"role":"assistant","content":"An answer of moderate length that repeats the question."})";
+  }
+  return R"({"model":"qwen3","stream":true,"stream_options":{"include_usage":true},"max_tokens":256,)"
+         R"("user":"user-42","messages":[)" +
+         messages + "]}";
+}
+
+void inspect_chat(benchmark::State& state) {
+  auto body = chat_body(static_cast<int>(state.range(0)));
+  for (auto _ : state) {
+    auto summary = kvgate::openai::inspect_request(body, kvgate::openai::Endpoint::chat_completions, "");
+    benchmark::DoNotOptimize(summary);
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * body.size()));
+}
+BENCHMARK(inspect_chat)->Arg(1)->Arg(10)->Arg(100);
+
+template <std::unique_ptr<kvgate::policy::Policy> (*Make)()>
+void decide(benchmark::State& state) {
+  auto policy = Make();
+  std::vector<std::string> names;
+  std::vector<kvgate::policy::WorkerView> workers;
+  for (int index = 0; index < state.range(0); ++index) {
+    names.push_back("worker-" + std::to_string(index));
+  }
+  for (int index = 0; index < state.range(0); ++index) {
+    workers.push_back({names[static_cast<std::size_t>(index)], index % 7 != 3, static_cast<std::uint32_t>(index % 5)});
+  }
+  std::uint64_t sequence = 0;
+  for (auto _ : state) {
+    auto decision = policy->decide({"qwen3", "session-1", sequence++, {}}, workers);
+    benchmark::DoNotOptimize(decision);
+  }
+}
+BENCHMARK(decide<kvgate::policy::make_round_robin>)->Arg(4)->Arg(16)->Arg(64);
+BENCHMARK(decide<kvgate::policy::make_least_load>)->Arg(4)->Arg(16)->Arg(64);
+
+void error_body(benchmark::State& state) {
+  auto error = kvgate::openai::model_not_found("some-model");
+  for (auto _ : state) {
+    auto body = kvgate::openai::error_body(error);
+    benchmark::DoNotOptimize(body);
+  }
+}
+BENCHMARK(error_body);
+
+}  // namespace
+
+BENCHMARK_MAIN();
