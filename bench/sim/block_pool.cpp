@@ -1,0 +1,138 @@
+#include "block_pool.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <utility>
+
+namespace kvgate::sim {
+
+BlockPool::BlockPool(std::uint32_t num_blocks, std::uint32_t block_size)
+    : block_size_(block_size), blocks_(num_blocks) {
+  for (BlockId block = 0; block < num_blocks; ++block) {
+    push_free_tail(block);
+  }
+}
+
+std::vector<BlockId> BlockPool::find_cached_prefix(std::span<const BlockHash> hashes) const {
+  std::vector<BlockId> found;
+  for (auto hash : hashes) {
+    auto cached = cached_.find(hash);
+    if (cached == cached_.end()) {
+      break;
+    }
+    found.push_back(cached->second.front());
+  }
+  return found;
+}
+
+void BlockPool::touch(std::span<const BlockId> blocks) {
+  for (auto block : blocks) {
+    if (blocks_[block].ref_count == 0) {
+      unlink_free(block);
+    }
+    ++blocks_[block].ref_count;
+  }
+}
+
+std::optional<std::vector<BlockId>> BlockPool::allocate(std::uint32_t count) {
+  if (count > free_count_) {
+    return std::nullopt;
+  }
+  std::vector<BlockId> allocated;
+  allocated.reserve(count);
+  for (std::uint32_t index = 0; index < count; ++index) {
+    auto block = free_head_;
+    unlink_free(block);
+    evict_hash(block);
+    blocks_[block].ref_count = 1;
+    allocated.push_back(block);
+  }
+  return allocated;
+}
+
+void BlockPool::cache_blocks(std::span<const BlockId> blocks, std::span<const BlockHash> hashes,
+                             std::optional<BlockHash> parent, std::span<const TokenId> token_ids) {
+  assert(blocks.size() == hashes.size());
+  assert(token_ids.size() == blocks.size() * block_size_);
+  if (blocks.empty()) {
+    return;
+  }
+  for (std::size_t index = 0; index < blocks.size(); ++index) {
+    blocks_[blocks[index]].hash = hashes[index];
+    cached_[hashes[index]].push_back(blocks[index]);
+  }
+  events_.emplace_back(BlockStored{std::vector<BlockHash>(hashes.begin(), hashes.end()), parent,
+                                   std::vector<TokenId>(token_ids.begin(), token_ids.end()), block_size_});
+}
+
+void BlockPool::release(std::span<const BlockId> blocks) {
+  for (auto block : blocks) {
+    assert(blocks_[block].ref_count > 0);
+    if (--blocks_[block].ref_count == 0) {
+      push_free_tail(block);
+    }
+  }
+}
+
+bool BlockPool::reset() {
+  if (free_count_ != blocks_.size()) {
+    return false;
+  }
+  for (auto& block : blocks_) {
+    block.hash.reset();
+  }
+  cached_.clear();
+  events_.emplace_back(AllBlocksCleared{});
+  return true;
+}
+
+double BlockPool::usage() const {
+  return blocks_.empty() ? 0.0 : 1.0 - static_cast<double>(free_count_) / static_cast<double>(blocks_.size());
+}
+
+std::vector<CacheEvent> BlockPool::take_events() {
+  return std::exchange(events_, {});
+}
+
+void BlockPool::push_free_tail(BlockId block) {
+  auto& entry = blocks_[block];
+  entry.previous = free_tail_;
+  entry.next = kNone;
+  entry.free = true;
+  if (free_tail_ != kNone) {
+    blocks_[free_tail_].next = block;
+  } else {
+    free_head_ = block;
+  }
+  free_tail_ = block;
+  ++free_count_;
+}
+
+void BlockPool::unlink_free(BlockId block) {
+  auto& entry = blocks_[block];
+  assert(entry.free);
+  (entry.previous != kNone ? blocks_[entry.previous].next : free_head_) = entry.next;
+  (entry.next != kNone ? blocks_[entry.next].previous : free_tail_) = entry.previous;
+  entry.previous = entry.next = kNone;
+  entry.free = false;
+  --free_count_;
+}
+
+void BlockPool::evict_hash(BlockId block) {
+  auto& entry = blocks_[block];
+  if (!entry.hash) {
+    return;
+  }
+  auto hash = *entry.hash;
+  entry.hash.reset();
+  auto holders = cached_.find(hash);
+  if (holders != cached_.end()) {
+    std::erase(holders->second, block);
+    if (holders->second.empty()) {
+      cached_.erase(holders);
+    }
+  }
+  events_.emplace_back(BlockRemoved{{hash}});
+}
+
+}  // namespace kvgate::sim

@@ -1,0 +1,104 @@
+#pragma once
+// The simulated GPU's paged KV cache with prefix caching, mirroring vLLM v1
+// (vllm/v1/core/block_pool.py, kv_cache_utils.py):
+// - blocks are handed out from the head of a free queue; freed blocks go to
+//   its tail and keep their hash, so they stay matchable until reallocated
+//   (eviction = least recently freed first; callers free a request's blocks
+//   in reverse, so its tail blocks go first, as vLLM's KVCacheManager does);
+// - a block's hash is set when it becomes full (cache_blocks) and dropped
+//   when the block is reallocated, which is when BlockRemoved is emitted;
+// - one hash may be held by several blocks (two requests computed the same
+//   prefix concurrently); each store and each eviction is its own event.
+// Pure: no clocks, no I/O. Every state change that vLLM publishes as a KV
+// event is queued and returned by take_events().
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "kvgate/prefix/block_hash.hpp"
+
+namespace kvgate::sim {
+
+using BlockId = std::uint32_t;
+using prefix::BlockHash;
+using prefix::TokenId;
+
+struct BlockStored {
+  std::vector<BlockHash> block_hashes;
+  std::optional<BlockHash> parent_block_hash;
+  std::vector<TokenId> token_ids;
+  std::uint32_t block_size = 0;
+};
+struct BlockRemoved {
+  std::vector<BlockHash> block_hashes;
+};
+struct AllBlocksCleared {};
+using CacheEvent = std::variant<BlockStored, BlockRemoved, AllBlocksCleared>;
+
+class BlockPool {
+ public:
+  BlockPool(std::uint32_t num_blocks, std::uint32_t block_size);
+
+  // The longest run of leading hashes that are cached, as blocks holding
+  // them. Changes nothing.
+  [[nodiscard]] std::vector<BlockId> find_cached_prefix(std::span<const BlockHash> hashes) const;
+
+  // Takes a reference on each block; a free block leaves the free queue.
+  void touch(std::span<const BlockId> blocks);
+
+  // `count` blocks from the head of the free queue, each with one
+  // reference; a block that still held a cached hash is evicted (event).
+  // Nothing happens when fewer than `count` blocks are free.
+  std::optional<std::vector<BlockId>> allocate(std::uint32_t count);
+
+  // Marks newly full blocks as cached: blocks[i] holds hashes[i] and the
+  // tokens token_ids[i*block_size, (i+1)*block_size). `parent` is the hash
+  // of the block before blocks[0] (none for a prompt's first block).
+  void cache_blocks(std::span<const BlockId> blocks, std::span<const BlockHash> hashes, std::optional<BlockHash> parent,
+                    std::span<const TokenId> token_ids);
+
+  // Drops one reference on each block, in the order given; blocks that
+  // reach zero join the tail of the free queue in that order.
+  void release(std::span<const BlockId> blocks);
+
+  // Forgets every cached hash (vLLM's reset_prefix_cache). Refused (false)
+  // while any block is in use.
+  bool reset();
+
+  [[nodiscard]] std::uint32_t num_blocks() const { return static_cast<std::uint32_t>(blocks_.size()); }
+  [[nodiscard]] std::uint32_t block_size() const { return block_size_; }
+  [[nodiscard]] std::uint32_t free_blocks() const { return free_count_; }
+  // vllm:kv_cache_usage_perc: share of blocks in use (cached free blocks count as free).
+  [[nodiscard]] double usage() const;
+  [[nodiscard]] bool is_cached(BlockHash hash) const { return cached_.contains(hash); }
+  [[nodiscard]] std::uint32_t ref_count(BlockId block) const { return blocks_[block].ref_count; }
+
+  std::vector<CacheEvent> take_events();
+
+ private:
+  static constexpr BlockId kNone = UINT32_MAX;
+  struct Block {
+    std::optional<BlockHash> hash;
+    std::uint32_t ref_count = 0;
+    BlockId previous = kNone;  // free-queue links, valid while free
+    BlockId next = kNone;
+    bool free = false;
+  };
+
+  void push_free_tail(BlockId block);
+  void unlink_free(BlockId block);
+  void evict_hash(BlockId block);
+
+  std::uint32_t block_size_;
+  std::vector<Block> blocks_;
+  BlockId free_head_ = kNone;
+  BlockId free_tail_ = kNone;
+  std::uint32_t free_count_ = 0;
+  std::unordered_map<BlockHash, std::vector<BlockId>> cached_;
+  std::vector<CacheEvent> events_;
+};
+
+}  // namespace kvgate::sim
