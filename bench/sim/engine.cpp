@@ -1,0 +1,229 @@
+#include "engine.hpp"
+
+#include <algorithm>
+#include <cassert>
+
+namespace kvgate::sim {
+namespace {
+
+std::uint32_t blocks_for(std::uint64_t tokens, std::uint32_t block_size) {
+  return static_cast<std::uint32_t>((tokens + block_size - 1) / block_size);
+}
+
+}  // namespace
+
+TokenId filler_token(std::uint32_t output_index) {
+  return 100 + output_index % 1000;
+}
+
+Engine::Engine(std::uint32_t num_blocks, std::uint32_t block_size, EngineLimits limits, StepCost cost)
+    : pool_(num_blocks, block_size), limits_(limits), cost_(cost) {}
+
+RequestHandle Engine::add(NewRequest spec) {
+  assert(!spec.prompt.empty());
+  auto request = std::make_unique<Request>();
+  request->handle = next_handle_++;
+  request->prompt_length = static_cast<std::uint32_t>(spec.prompt.size());
+  request->tokens = std::move(spec.prompt);
+  request->max_tokens = std::max<std::uint32_t>(1, spec.max_tokens);
+  request->hash_seed = spec.hash_seed;
+  auto handle = request->handle;
+  waiting_.push_back(request.get());
+  requests_.emplace(handle, std::move(request));
+  return handle;
+}
+
+void Engine::abort(RequestHandle handle) {
+  auto found = requests_.find(handle);
+  if (found == requests_.end()) {
+    return;
+  }
+  auto* request = found->second.get();
+  release_blocks(*request);
+  std::erase(running_, request);
+  std::erase(waiting_, request);
+  requests_.erase(found);
+}
+
+StepReport Engine::step() {
+  StepReport report;
+  std::uint32_t budget = limits_.max_num_batched_tokens;
+  std::vector<Scheduled> scheduled;
+  schedule_running(budget, scheduled, report);
+  if (report.preemptions == 0) {
+    admit_waiting(budget, scheduled);
+  }
+  for (const auto& [request, tokens] : scheduled) {
+    if (request->computed < request->prompt_length) {
+      report.prefill_tokens += tokens;
+    } else {
+      ++report.decode_sequences;
+    }
+    report.context_tokens += request->computed + tokens;
+  }
+  report.duration_ms = cost_.overhead_ms + cost_.prefill_ms_per_token * report.prefill_tokens +
+                       cost_.decode_ms_per_sequence * report.decode_sequences +
+                       cost_.attention_ms_per_context_token * static_cast<double>(report.context_tokens);
+  if (scheduled.empty()) {
+    report.duration_ms = 0;
+  }
+  for (const auto& [request, tokens] : scheduled) {
+    report.progress.push_back(advance(*request, tokens));
+  }
+  for (const auto& progress : report.progress) {
+    if (progress.finished) {
+      finish(*requests_.at(progress.request));
+    }
+  }
+  return report;
+}
+
+void Engine::schedule_running(std::uint32_t& budget, std::vector<Scheduled>& scheduled, StepReport& report) {
+  for (std::size_t index = 0; index < running_.size() && budget > 0;) {
+    auto& request = *running_[index];
+    auto wanted = std::min<std::uint32_t>(static_cast<std::uint32_t>(request.tokens.size()) - request.computed, budget);
+    bool preempted_itself = false;
+    while (!grow_blocks(request, request.computed + wanted)) {
+      auto* victim = running_.back();  // the most recently admitted
+      preempt(*victim);
+      ++report.preemptions;
+      if (victim == &request) {
+        preempted_itself = true;
+        break;
+      }
+    }
+    if (preempted_itself) {
+      break;
+    }
+    scheduled.push_back({&request, wanted});
+    budget -= wanted;
+    ++index;
+  }
+}
+
+void Engine::admit_waiting(std::uint32_t& budget, std::vector<Scheduled>& scheduled) {
+  while (!waiting_.empty() && running_.size() < limits_.max_num_seqs && budget > 0) {
+    auto& request = *waiting_.front();
+    std::uint32_t tokens = 0;
+    if (!try_admit(request, budget, tokens)) {
+      break;  // FCFS: nobody overtakes the head of the queue
+    }
+    waiting_.pop_front();
+    running_.push_back(&request);
+    scheduled.push_back({&request, tokens});
+    budget -= tokens;
+  }
+}
+
+bool Engine::try_admit(Request& request, std::uint32_t budget, std::uint32_t& tokens) {
+  const auto block_size = pool_.block_size();
+  const auto total = static_cast<std::uint32_t>(request.tokens.size());
+  auto hashes = prompt_hashes(request);
+  // At least the last known token is always computed (its logits are needed).
+  auto reusable = std::min<std::size_t>(hashes.size(), (total - 1) / block_size);
+  auto hit = pool_.find_cached_prefix(std::span(hashes).first(reusable));
+  auto computed = static_cast<std::uint32_t>(hit.size()) * block_size;
+  tokens = std::min(total - computed, budget);
+  auto new_blocks = blocks_for(computed + tokens, block_size) - static_cast<std::uint32_t>(hit.size());
+  auto hits_in_free_queue = static_cast<std::uint32_t>(
+      std::count_if(hit.begin(), hit.end(), [&](BlockId block) { return pool_.ref_count(block) == 0; }));
+  if (new_blocks > pool_.free_blocks() - hits_in_free_queue) {
+    return false;
+  }
+  pool_.touch(hit);
+  auto allocated = pool_.allocate(new_blocks);
+  assert(allocated);
+  request.blocks = std::move(hit);
+  request.blocks.insert(request.blocks.end(), allocated->begin(), allocated->end());
+  request.cached_blocks = static_cast<std::uint32_t>(request.blocks.size() - allocated->size());
+  request.hashes.assign(hashes.begin(), hashes.begin() + request.cached_blocks);
+  request.computed = computed;
+  counters_.prefix_queries_tokens += total;
+  counters_.prefix_hit_tokens += computed;
+  if (!request.cached_tokens) {
+    request.cached_tokens = computed;
+    counters_.prompt_tokens += request.prompt_length;
+  }
+  return true;
+}
+
+bool Engine::grow_blocks(Request& request, std::uint32_t total_tokens) {
+  auto needed = blocks_for(total_tokens, pool_.block_size());
+  if (needed <= request.blocks.size()) {
+    return true;
+  }
+  auto allocated = pool_.allocate(needed - static_cast<std::uint32_t>(request.blocks.size()));
+  if (!allocated) {
+    return false;
+  }
+  request.blocks.insert(request.blocks.end(), allocated->begin(), allocated->end());
+  return true;
+}
+
+void Engine::preempt(Request& request) {
+  release_blocks(request);
+  request.computed = 0;
+  request.cached_blocks = 0;
+  request.hashes.clear();
+  std::erase(running_, &request);
+  waiting_.push_front(&request);
+  ++counters_.preemptions;
+}
+
+Progress Engine::advance(Request& request, std::uint32_t tokens) {
+  request.computed += tokens;
+  cache_full_blocks(request);
+  Progress progress;
+  progress.request = request.handle;
+  progress.cached_tokens = request.cached_tokens.value_or(0);
+  if (request.computed == request.tokens.size()) {
+    request.tokens.push_back(filler_token(request.output_tokens));
+    ++request.output_tokens;
+    ++counters_.generation_tokens;
+    progress.new_output_tokens = 1;
+    progress.first_token = request.output_tokens == 1;
+    progress.finished = request.output_tokens >= request.max_tokens;
+  }
+  return progress;
+}
+
+void Engine::cache_full_blocks(Request& request) {
+  const auto block_size = pool_.block_size();
+  const auto full = request.computed / block_size;
+  if (full <= request.cached_blocks) {
+    return;
+  }
+  std::optional<BlockHash> parent;
+  if (request.cached_blocks > 0) {
+    parent = request.hashes.back();
+  }
+  auto chain = parent.value_or(request.hash_seed);
+  const auto first = request.cached_blocks;
+  for (auto block = first; block < full; ++block) {
+    chain = prefix::hash_block(chain, std::span(request.tokens).subspan(block * block_size, block_size));
+    request.hashes.push_back(chain);
+  }
+  pool_.cache_blocks(std::span(request.blocks).subspan(first, full - first),
+                     std::span(request.hashes).subspan(first, full - first), parent,
+                     std::span(request.tokens).subspan(first * block_size, (full - first) * block_size));
+  request.cached_blocks = full;
+}
+
+void Engine::finish(Request& request) {
+  release_blocks(request);
+  std::erase(running_, &request);
+  requests_.erase(request.handle);
+}
+
+void Engine::release_blocks(Request& request) {
+  // Reverse order: the request's tail blocks are evicted first (vLLM).
+  std::vector<BlockId> reversed(request.blocks.rbegin(), request.blocks.rend());
+  pool_.release(reversed);
+  request.blocks.clear();
+}
+
+std::vector<BlockHash> Engine::prompt_hashes(const Request& request) const {
+  return prefix::hash_blocks(request.tokens, pool_.block_size(), request.hash_seed);
+}
+
+}  // namespace kvgate::sim

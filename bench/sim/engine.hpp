@@ -1,0 +1,132 @@
+#pragma once
+// The simulated engine: vLLM v1's continuous-batching scheduler over the
+// paged prefix cache, one step at a time (vllm/v1/core/sched/scheduler.py,
+// kv_cache_manager.py). Pure: the shell calls step(), sleeps for the step's
+// modelled duration (divided by --time-scale) and delivers the tokens.
+//
+// Per step: running requests first, in admission order, each getting the
+// tokens it still needs (the rest of its prompt, chunked, or one decode
+// token) within the step's token budget; when blocks run out the most
+// recently admitted running request is preempted (blocks freed, recomputed
+// later). Then, if nothing was preempted, waiting requests are admitted
+// FCFS while max_num_seqs, the budget and free blocks allow, each starting
+// from its longest cached prefix, capped so the last prompt token is always
+// computed. A request whose known tokens are all computed samples one token.
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "block_pool.hpp"
+
+namespace kvgate::sim {
+
+using RequestHandle = std::uint64_t;
+
+struct EngineLimits {
+  std::uint32_t max_num_seqs = 256;
+  std::uint32_t max_num_batched_tokens = 8192;
+};
+
+// Modelled duration of one step, in milliseconds of GPU time.
+struct StepCost {
+  double overhead_ms = 0;                     // fixed per step (weights read, launch)
+  double prefill_ms_per_token = 0;            // each prompt token computed
+  double decode_ms_per_sequence = 0;          // each sequence decoding one token
+  double attention_ms_per_context_token = 0;  // each token of context read by a scheduled sequence
+};
+
+struct NewRequest {
+  std::vector<TokenId> prompt;
+  std::uint32_t max_tokens = 1;
+  BlockHash hash_seed = 0;  // partition seed (per-process seed, cache_salt)
+};
+
+struct Progress {
+  RequestHandle request = 0;
+  std::uint32_t new_output_tokens = 0;  // 0 or 1 per step
+  bool first_token = false;             // this step produced the first output token
+  bool finished = false;                // reached max_tokens; blocks already freed
+  std::uint32_t cached_tokens = 0;      // prompt tokens served from the cache at first admission
+};
+
+struct StepReport {
+  double duration_ms = 0;
+  std::uint32_t prefill_tokens = 0;
+  std::uint32_t decode_sequences = 0;
+  std::uint64_t context_tokens = 0;
+  std::uint32_t preemptions = 0;
+  std::vector<Progress> progress;  // one entry per scheduled request
+};
+
+struct EngineCounters {
+  std::uint64_t prefix_queries_tokens = 0;  // vllm:prefix_cache_queries_total
+  std::uint64_t prefix_hit_tokens = 0;      // vllm:prefix_cache_hits_total
+  std::uint64_t prompt_tokens = 0;          // vllm:prompt_tokens_total
+  std::uint64_t generation_tokens = 0;      // vllm:generation_tokens_total
+  std::uint64_t preemptions = 0;            // vllm:num_preemptions_total
+};
+
+class Engine {
+ public:
+  Engine(std::uint32_t num_blocks, std::uint32_t block_size, EngineLimits limits, StepCost cost);
+
+  RequestHandle add(NewRequest request);
+  // Drops a request wherever it is; its blocks are freed (still cached).
+  void abort(RequestHandle request);
+  StepReport step();
+
+  [[nodiscard]] bool idle() const { return running_.empty() && waiting_.empty(); }
+  [[nodiscard]] std::size_t running() const { return running_.size(); }
+  [[nodiscard]] std::size_t waiting() const { return waiting_.size(); }
+  [[nodiscard]] const EngineCounters& counters() const { return counters_; }
+  BlockPool& pool() { return pool_; }
+  [[nodiscard]] const BlockPool& pool() const { return pool_; }
+
+ private:
+  struct Request {
+    RequestHandle handle = 0;
+    std::vector<TokenId> tokens;  // prompt, then generated tokens
+    std::uint32_t prompt_length = 0;
+    std::uint32_t max_tokens = 1;
+    std::uint32_t output_tokens = 0;
+    std::uint32_t computed = 0;       // tokens whose KV is in the cache
+    std::vector<BlockId> blocks;      // in token order
+    std::vector<BlockHash> hashes;    // of blocks[0..cached_blocks)
+    std::uint32_t cached_blocks = 0;  // blocks registered in the prefix cache
+    BlockHash hash_seed = 0;
+    std::optional<std::uint32_t> cached_tokens;  // set at first admission
+  };
+  struct Scheduled {
+    Request* request;
+    std::uint32_t tokens;
+  };
+
+  bool grow_blocks(Request& request, std::uint32_t total_tokens);
+  void preempt(Request& request);
+  void schedule_running(std::uint32_t& budget, std::vector<Scheduled>& scheduled, StepReport& report);
+  void admit_waiting(std::uint32_t& budget, std::vector<Scheduled>& scheduled);
+  bool try_admit(Request& request, std::uint32_t budget, std::uint32_t& tokens);
+  void cache_full_blocks(Request& request);
+  void finish(Request& request);
+  void release_blocks(Request& request);
+  [[nodiscard]] std::vector<BlockHash> prompt_hashes(const Request& request) const;
+  Progress advance(Request& request, std::uint32_t tokens);
+
+  BlockPool pool_;
+  EngineLimits limits_;
+  StepCost cost_;
+  RequestHandle next_handle_ = 1;
+  std::unordered_map<RequestHandle, std::unique_ptr<Request>> requests_;
+  std::vector<Request*> running_;  // admission order
+  std::deque<Request*> waiting_;   // FCFS; preempted requests go to the front
+  EngineCounters counters_;
+};
+
+// Generated tokens are deterministic filler: the i-th output token of any
+// request has this id.
+TokenId filler_token(std::uint32_t output_index);
+
+}  // namespace kvgate::sim

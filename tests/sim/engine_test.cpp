@@ -1,0 +1,185 @@
+#include "engine.hpp"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+namespace kvgate::sim {
+namespace {
+
+constexpr std::uint32_t kBlockSize = 4;
+
+std::vector<TokenId> prompt(std::size_t length, TokenId first = 1) {
+  std::vector<TokenId> tokens(length);
+  std::iota(tokens.begin(), tokens.end(), first);
+  return tokens;
+}
+
+Engine make_engine(std::uint32_t blocks = 64, EngineLimits limits = {}, StepCost cost = {}) {
+  return Engine(blocks, kBlockSize, limits, cost);
+}
+
+// Steps until the request finishes; returns the reports.
+std::vector<StepReport> run_until_idle(Engine& engine, int limit = 1000) {
+  std::vector<StepReport> reports;
+  while (!engine.idle() && limit-- > 0) {
+    reports.push_back(engine.step());
+  }
+  return reports;
+}
+
+TEST(Engine, PrefillsThenDecodesOneTokenPerStep) {
+  auto engine = make_engine();
+  auto handle = engine.add({prompt(10), 3, 7});
+  auto first = engine.step();
+  ASSERT_EQ(first.progress.size(), 1u);
+  EXPECT_EQ(first.progress[0].request, handle);
+  EXPECT_EQ(first.prefill_tokens, 10u);
+  EXPECT_TRUE(first.progress[0].first_token);
+  EXPECT_EQ(first.progress[0].cached_tokens, 0u);
+  auto second = engine.step();
+  EXPECT_EQ(second.decode_sequences, 1u);
+  EXPECT_FALSE(second.progress[0].finished);
+  auto third = engine.step();
+  EXPECT_TRUE(third.progress[0].finished);
+  EXPECT_TRUE(engine.idle());
+  EXPECT_EQ(engine.counters().generation_tokens, 3u);
+  EXPECT_EQ(engine.counters().prompt_tokens, 10u);
+  EXPECT_EQ(engine.pool().free_blocks(), 64u);
+}
+
+TEST(Engine, RepeatedPromptReusesFullBlocksButComputesTheLastToken) {
+  auto engine = make_engine();
+  engine.add({prompt(12), 1, 7});
+  run_until_idle(engine);
+  engine.add({prompt(12), 1, 7});
+  auto report = engine.step();
+  // 3 full blocks cached, but at most (12 - 1) / 4 = 2 may be reused.
+  EXPECT_EQ(report.progress[0].cached_tokens, 8u);
+  EXPECT_EQ(report.prefill_tokens, 4u);
+  run_until_idle(engine);
+  engine.add({prompt(17), 1, 7});
+  EXPECT_EQ(engine.step().progress[0].cached_tokens, 12u);
+  EXPECT_EQ(engine.counters().prefix_hit_tokens, 20u);
+  EXPECT_EQ(engine.counters().prefix_queries_tokens, 12u + 12u + 17u);
+}
+
+TEST(Engine, GeneratedTokensAreCachedToo) {
+  auto engine = make_engine();
+  // 6 prompt tokens + 5 outputs: KV computed for 6 + 4 = 10 tokens, 2 full blocks.
+  engine.add({prompt(6), 5, 7});
+  run_until_idle(engine);
+  std::vector<TokenId> follow_up = prompt(6);
+  for (std::uint32_t index = 0; index < 4; ++index) {
+    follow_up.push_back(filler_token(index));
+  }
+  follow_up.push_back(9999);
+  engine.add({follow_up, 1, 7});
+  EXPECT_EQ(engine.step().progress[0].cached_tokens, 8u);
+}
+
+TEST(Engine, DifferentHashSeedsShareNothing) {
+  auto engine = make_engine();
+  engine.add({prompt(12), 1, 7});
+  run_until_idle(engine);
+  engine.add({prompt(12), 1, 8});  // e.g. another cache_salt
+  EXPECT_EQ(engine.step().progress[0].cached_tokens, 0u);
+}
+
+TEST(Engine, ChunkedPrefillStaysWithinTheTokenBudget) {
+  auto engine = make_engine(64, {256, 8});
+  engine.add({prompt(20), 1, 7});
+  EXPECT_EQ(engine.step().prefill_tokens, 8u);
+  EXPECT_EQ(engine.step().prefill_tokens, 8u);
+  auto last = engine.step();
+  EXPECT_EQ(last.prefill_tokens, 4u);
+  EXPECT_TRUE(last.progress[0].first_token);
+}
+
+TEST(Engine, RunningRequestsComeBeforeNewOnes) {
+  auto engine = make_engine(64, {256, 8});
+  engine.add({prompt(4), 5, 7});
+  engine.step();  // prefill of the first
+  engine.add({prompt(20, 500), 1, 7});
+  auto report = engine.step();
+  ASSERT_EQ(report.progress.size(), 2u);
+  EXPECT_EQ(report.decode_sequences, 1u);
+  EXPECT_EQ(report.prefill_tokens, 7u);  // the budget left after one decode token
+}
+
+TEST(Engine, MaxNumSeqsBoundsTheBatch) {
+  auto engine = make_engine(64, {2, 8192});
+  for (int index = 0; index < 3; ++index) {
+    engine.add({prompt(4, static_cast<TokenId>(index * 100)), 4, 7});
+  }
+  auto report = engine.step();
+  EXPECT_EQ(report.progress.size(), 2u);
+  EXPECT_EQ(engine.running(), 2u);
+  EXPECT_EQ(engine.waiting(), 1u);
+}
+
+TEST(Engine, HeadOfQueueThatDoesNotFitBlocksTheQueue) {
+  auto engine = make_engine(4);
+  engine.add({prompt(8), 8, 7});  // holds 2 blocks, grows to 4
+  engine.step();
+  engine.add({prompt(12, 100), 1, 7});  // needs 3 blocks: does not fit
+  engine.add({prompt(2, 200), 1, 7});   // would fit, but FCFS
+  auto report = engine.step();
+  EXPECT_EQ(report.progress.size(), 1u);
+  EXPECT_EQ(engine.waiting(), 2u);
+}
+
+TEST(Engine, OutOfBlocksPreemptsTheMostRecentlyAdmitted) {
+  auto engine = make_engine(4);
+  auto older = engine.add({prompt(7), 8, 7});  // 2 blocks, needs a third at 9 tokens
+  auto newer = engine.add({prompt(7, 100), 8, 7});
+  engine.step();                // both prefilled: 4 blocks in use
+  engine.step();                // both at 8 tokens of KV
+  auto report = engine.step();  // older needs block 3: newer is preempted
+  EXPECT_EQ(report.preemptions, 1u);
+  ASSERT_EQ(report.progress.size(), 1u);
+  EXPECT_EQ(report.progress[0].request, older);
+  EXPECT_EQ(engine.waiting(), 1u);
+  EXPECT_EQ(engine.counters().preemptions, 1u);
+  // Everything still completes; the preempted request recomputes.
+  auto reports = run_until_idle(engine);
+  bool newer_finished = false;
+  for (const auto& step : reports) {
+    for (const auto& progress : step.progress) {
+      newer_finished = newer_finished || (progress.request == newer && progress.finished);
+    }
+  }
+  EXPECT_TRUE(newer_finished);
+  EXPECT_EQ(engine.pool().free_blocks(), 4u);
+}
+
+TEST(Engine, StepDurationFollowsTheCostModel) {
+  StepCost cost{5.0, 0.1, 0.5, 0.01};
+  auto engine = make_engine(64, {}, cost);
+  engine.add({prompt(20), 2, 7});
+  auto prefill = engine.step();
+  EXPECT_DOUBLE_EQ(prefill.duration_ms, 5.0 + 20 * 0.1 + 20 * 0.01);
+  auto decode = engine.step();
+  EXPECT_DOUBLE_EQ(decode.duration_ms, 5.0 + 0.5 + 21 * 0.01);
+  // A cached prompt prefills less, so its first token comes sooner.
+  engine.add({prompt(20), 1, 7});
+  auto cached = engine.step();
+  EXPECT_LT(cached.duration_ms, prefill.duration_ms);
+  EXPECT_DOUBLE_EQ(engine.step().duration_ms, 0.0);  // idle
+}
+
+TEST(Engine, AbortFreesBlocksButKeepsThemCached) {
+  auto engine = make_engine(8);
+  auto handle = engine.add({prompt(12), 100, 7});
+  engine.step();
+  EXPECT_LT(engine.pool().free_blocks(), 8u);
+  engine.abort(handle);
+  EXPECT_TRUE(engine.idle());
+  EXPECT_EQ(engine.pool().free_blocks(), 8u);
+  engine.add({prompt(13), 1, 7});
+  EXPECT_EQ(engine.step().progress[0].cached_tokens, 12u);
+  engine.abort(424242);  // unknown handles are ignored
+}
+
+}  // namespace
+}  // namespace kvgate::sim
