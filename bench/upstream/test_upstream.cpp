@@ -3,8 +3,6 @@
 // completions (streaming or not) with canned filler tokens, misbehaves on
 // request (fault.hpp), and exposes what it saw under /control/*.
 // Single-threaded: one io_context, one coroutine per connection.
-#include <sys/socket.h>
-
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <chrono>
@@ -51,25 +49,16 @@ struct Upstream {
   }
 };
 
-// True when the peer closed (EOF/reset) rather than sent more bytes.
-bool peer_closed(tcp::socket& socket) {
-  char byte = 0;
-  auto peeked = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  return peeked == 0 || (peeked < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
-}
-
+// True when the peer closed; a peer that sends more bytes is still there, so
+// this then waits until the other branch of a || completes and cancels it.
 awaitable<bool> wait_for_close(tcp::socket& socket) {
-  for (;;) {
-    auto [error] = co_await socket.async_wait(tcp::socket::wait_read, use_nothrow);
-    if (error == asio::error::operation_aborted) {
-      co_return false;
-    }
-    if (error || peer_closed(socket)) {
-      co_return true;
-    }
-    asio::steady_timer pause(co_await asio::this_coro::executor, std::chrono::milliseconds(5));
-    co_await pause.async_wait(use_nothrow);
+  const bool closed = co_await wait_until_peer_closes(socket);
+  if (closed) {
+    co_return true;
   }
+  asio::steady_timer forever(socket.get_executor(), std::chrono::steady_clock::time_point::max());
+  co_await forever.async_wait(use_nothrow);
+  co_return false;
 }
 
 awaitable<void> wait_timer(asio::steady_timer& timer) {
@@ -256,9 +245,12 @@ class Connection {
       co_return co_await send(std::move(response));
     }
     if (!completion.stream) {
-      if (fault.delay_ms > 0 && co_await pause_or_abort(stream_, nullptr, fault.delay_ms)) {
-        finished(true);
-        co_return false;
+      if (fault.delay_ms > 0) {
+        const bool aborted = co_await pause_or_abort(stream_, nullptr, fault.delay_ms);
+        if (aborted) {
+          finished(true);
+          co_return false;
+        }
       }
       finished(false);
       auto response = json_response(200, whole_json(completion, upstream_.id), request.keep_alive());
@@ -282,7 +274,11 @@ class Connection {
     header.keep_alive(request.keep_alive());
     bhttp::response_serializer<bhttp::empty_body> serializer(header);
     auto [header_error, header_bytes] = co_await bhttp::async_write_header(stream_, serializer, use_nothrow);
-    if (header_error || !co_await write_event(event_json(completion, -1, false).dump())) {
+    bool role_sent = false;
+    if (!header_error) {
+      role_sent = co_await write_event(event_json(completion, -1, false).dump());
+    }
+    if (!role_sent) {
       finished(true);
       co_return false;
     }
@@ -292,11 +288,14 @@ class Connection {
         finished(true);
         co_return false;
       }
-      if (fault.hold_after && index == *fault.hold_after && co_await pause_or_abort(stream_, &upstream_.release, 0)) {
-        finished(true);
-        co_return false;
+      bool aborted = false;
+      if (fault.hold_after && index == *fault.hold_after) {
+        aborted = co_await pause_or_abort(stream_, &upstream_.release, 0);
       }
-      if (fault.delay_ms > 0 && co_await pause_or_abort(stream_, nullptr, fault.delay_ms)) {
+      if (!aborted && fault.delay_ms > 0) {
+        aborted = co_await pause_or_abort(stream_, nullptr, fault.delay_ms);
+      }
+      if (aborted) {
         finished(true);
         co_return false;
       }

@@ -1,5 +1,8 @@
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <string>
 #include <vector>
 
@@ -56,6 +59,26 @@ Result<tcp::endpoint, std::string> open_listener(tcp::acceptor& acceptor, const 
                       ": " + error.message());
   }
   return acceptor.local_endpoint();
+}
+
+awaitable<bool> wait_until_peer_closes(tcp::socket& socket) {
+  for (;;) {
+    auto [error] = co_await socket.async_wait(tcp::socket::wait_read, use_nothrow);
+    if (error == asio::error::operation_aborted) {
+      co_return false;
+    }
+    if (error) {
+      co_return true;
+    }
+    char byte = 0;
+    auto peeked = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (peeked > 0) {
+      co_return false;
+    }
+    if (peeked == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+      co_return true;
+    }
+  }
 }
 
 }  // namespace kvgate::http

@@ -1,11 +1,8 @@
 #include "kvgate/proxy/forwarder.hpp"
 
-#include <sys/socket.h>
-
 #include <spdlog/spdlog.h>
 #include <array>
 #include <boost/asio/experimental/awaitable_operators.hpp>
-#include <cerrno>
 
 #include "kvgate/proxy/relay.hpp"
 
@@ -40,24 +37,11 @@ UpstreamRequest make_upstream_request(const ClientRequest& request, const Exchan
 // forwarded; then shuts the upstream connection so the engine aborts the
 // generation at once. Ends when the forward finishes (it cancels the wait).
 awaitable<void> watch_client(tcp::socket& client, CancelLink& link) {
-  for (;;) {
-    auto [error] = co_await client.async_wait(tcp::socket::wait_read, use_nothrow);
-    if (link.forward_done) {
-      co_return;
-    }
-    if (!error) {
-      char byte = 0;
-      auto peeked = ::recv(client.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (peeked > 0) {
-        co_return;  // a pipelined next request: the client is still there
-      }
-      if (peeked < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        continue;
-      }
-    }
+  // Awaited on its own statement: g++ 12 miscompiles co_await inside &&.
+  const bool closed = co_await wait_until_peer_closes(client);
+  if (closed && !link.forward_done) {
     link.client_gone = true;
     link.close_upstream();
-    co_return;
   }
 }
 

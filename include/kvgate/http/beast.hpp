@@ -38,6 +38,11 @@ void strip_hop_by_hop(bhttp::fields& fields);
 Result<tcp::endpoint, std::string> open_listener(tcp::acceptor& acceptor, const tcp::endpoint& endpoint,
                                                  bool reuse_port);
 
+// Waits until the peer closes the connection (true) without consuming any
+// byte; returns false when the wait is cancelled or the peer sends data
+// (a pipelined request: the peer is still there).
+awaitable<bool> wait_until_peer_closes(tcp::socket& socket);
+
 // Lower-cased, parameter-free media type: "text/event-stream".
 std::string media_type(const bhttp::fields& fields);
 
