@@ -1,0 +1,93 @@
+#include "sim_options.hpp"
+
+#include <charconv>
+#include <functional>
+#include <map>
+
+namespace kvgate::sim {
+namespace {
+
+template <class Number>
+bool parse_number(const std::string& text, Number& out) {
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return error == std::errc{} && end == text.data() + text.size();
+}
+
+using Setter = std::function<bool(const std::string&)>;
+
+template <class Number>
+Setter number(Number& target, Number min) {
+  return [&target, min](const std::string& text) { return parse_number(text, target) && target >= min; };
+}
+
+Setter text(std::string& target) {
+  return [&target](const std::string& value) {
+    target = value;
+    return !value.empty();
+  };
+}
+
+}  // namespace
+
+std::string sim_usage() {
+  return "usage: kvgate-sim --model NAME [--port P] [--host 127.0.0.1] [--block-size 16] [--num-gpu-blocks N]\n"
+         "         [--max-model-len N] [--max-num-seqs N] [--max-num-batched-tokens N]\n"
+         "         [--kv-events-endpoint tcp://127.0.0.1:5557] [--kv-events-replay-endpoint tcp://127.0.0.1:5558]\n"
+         "         [--kv-events-format map|array] [--hash-seed N] [--time-scale X] [--default-max-tokens N]\n"
+         "         [--step-overhead-ms X] [--prefill-ms-per-token X] [--decode-ms-per-seq X]\n"
+         "         [--attention-ms-per-context-token X]\n";
+}
+
+std::optional<std::string> parse_sim_options(const std::vector<std::string>& args, SimOptions& options) {
+  std::string format = "map";
+  std::uint64_t seed = 0;
+  bool seed_given = false;
+  std::map<std::string, Setter> flags{
+      {"--host", text(options.host)},
+      {"--port", number(options.port, std::uint16_t{0})},
+      {"--model", text(options.model)},
+      {"--block-size", number(options.block_size, 1u)},
+      {"--num-gpu-blocks", number(options.num_gpu_blocks, 1u)},
+      {"--max-model-len", number(options.max_model_len, 1u)},
+      {"--max-num-seqs", number(options.limits.max_num_seqs, 1u)},
+      {"--max-num-batched-tokens", number(options.limits.max_num_batched_tokens, 1u)},
+      {"--kv-events-endpoint", text(options.kv_events_endpoint)},
+      {"--kv-events-replay-endpoint", text(options.kv_events_replay_endpoint)},
+      {"--kv-events-format", text(format)},
+      {"--hash-seed", [&](const std::string& value) { return seed_given = parse_number(value, seed); }},
+      {"--time-scale", number(options.time_scale, 0.000001)},
+      {"--default-max-tokens", number(options.default_max_tokens, 1u)},
+      {"--step-overhead-ms", number(options.cost.overhead_ms, 0.0)},
+      {"--prefill-ms-per-token", number(options.cost.prefill_ms_per_token, 0.0)},
+      {"--decode-ms-per-seq", number(options.cost.decode_ms_per_sequence, 0.0)},
+      {"--attention-ms-per-context-token", number(options.cost.attention_ms_per_context_token, 0.0)},
+  };
+  for (std::size_t index = 0; index < args.size(); index += 2) {
+    if (args[index] == "--tokenizer") {
+      return std::string("--tokenizer is not supported yet: prompts use the approximate tokenisation");
+    }
+    auto flag = flags.find(args[index]);
+    if (flag == flags.end()) {
+      return "unknown flag '" + args[index] + "'";
+    }
+    if (index + 1 >= args.size() || !flag->second(args[index + 1])) {
+      return "invalid or missing value for " + args[index];
+    }
+  }
+  if (options.model.empty()) {
+    return std::string("--model is required");
+  }
+  if (format != "map" && format != "array") {
+    return "--kv-events-format must be map or array, not '" + format + "'";
+  }
+  options.kv_events_format = format == "map" ? EventFormat::map : EventFormat::array;
+  if (seed_given) {
+    options.hash_seed = seed;
+  }
+  if (static_cast<std::uint64_t>(options.num_gpu_blocks) * options.block_size < options.max_model_len) {
+    return std::string("--num-gpu-blocks x --block-size must hold at least --max-model-len tokens");
+  }
+  return std::nullopt;
+}
+
+}  // namespace kvgate::sim

@@ -1,0 +1,41 @@
+#pragma once
+// kvgate-sim's command line (contract: ../shared/docs/contract.md).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine.hpp"
+#include "kv_event_encoder.hpp"
+
+namespace kvgate::sim {
+
+struct SimOptions {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 0;
+  std::string model;
+  std::uint32_t block_size = 16;
+  std::uint32_t num_gpu_blocks = 8192;
+  std::uint32_t max_model_len = 32768;
+  EngineLimits limits;
+  // Per-step cost of Llama-3-8B in BF16 on one H100 SXM, derived from the
+  // spec sheet (989 TFLOP/s dense, 3.35 TB/s HBM3) and the model's shapes:
+  // a step reads the 16 GB of weights (~5 ms) plus launch overhead; a
+  // prompt token costs 2 x 8e9 FLOP at ~60% utilisation; a context token's
+  // KV (128 KiB with 8 KV heads x 128 dims x 32 layers, BF16) is read once
+  // per step by its sequence. See bench/sim/README.md.
+  StepCost cost{6.0, 0.027, 0.05, 0.00004};
+  double time_scale = 1.0;  // >1 runs faster than real time
+  std::string kv_events_endpoint;
+  std::string kv_events_replay_endpoint;
+  EventFormat kv_events_format = EventFormat::map;
+  std::uint32_t replay_buffer_batches = 10'000;
+  std::optional<std::uint64_t> hash_seed;  // random when absent
+  std::uint32_t default_max_tokens = 16;
+};
+
+// Parses argv; on error returns the message (the caller prints usage).
+std::optional<std::string> parse_sim_options(const std::vector<std::string>& args, SimOptions& options);
+std::string sim_usage();
+
+}  // namespace kvgate::sim

@@ -1,0 +1,198 @@
+#include "sim_server.hpp"
+
+#include <random>
+#include <sstream>
+
+namespace kvgate::sim {
+
+using namespace kvgate::http;
+
+namespace {
+
+// vLLM's TTFT and e2e buckets (a subset), in seconds.
+std::vector<double> latency_bounds() {
+  return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
+}
+
+std::uint64_t random_seed() {
+  std::random_device device;
+  return (static_cast<std::uint64_t>(device()) << 32) ^ device();
+}
+
+}  // namespace
+
+void SimServer::Histogram::observe(double value) {
+  std::size_t bucket = 0;
+  while (bucket < bounds.size() && value > bounds[bucket]) {
+    ++bucket;
+  }
+  ++counts[bucket];
+  sum += value;
+  ++count;
+}
+
+SimServer::SimServer(asio::io_context& io, SimOptions options)
+    : io_(io),
+      options_(std::move(options)),
+      engine_(options_.num_gpu_blocks, options_.block_size, options_.limits, options_.cost),
+      base_seed_(options_.hash_seed.value_or(random_seed())) {
+  for (auto* histogram : {&ttft_, &e2e_}) {
+    histogram->bounds = latency_bounds();
+    histogram->counts.assign(histogram->bounds.size() + 1, 0);
+  }
+  if (!options_.kv_events_endpoint.empty()) {
+    publisher_ = std::make_unique<KvPublisher>(options_.kv_events_endpoint, options_.replay_buffer_batches);
+  }
+  wake_.expires_at(std::chrono::steady_clock::time_point::max());
+}
+
+Result<tcp::endpoint, std::string> SimServer::bind() {
+  error_code error;
+  auto address = asio::ip::make_address(options_.host, error);
+  if (error) {
+    return unexpected("--host must be an IP address");
+  }
+  return open_listener(acceptor_, tcp::endpoint(address, options_.port), false);
+}
+
+void SimServer::start() {
+  asio::co_spawn(io_, accept_loop(), [](const std::exception_ptr&) {});
+  asio::co_spawn(io_, engine_loop(), [](const std::exception_ptr&) {});
+}
+
+awaitable<void> SimServer::accept_loop() {
+  for (;;) {
+    auto [error, socket] = co_await acceptor_.async_accept(use_nothrow);
+    if (error == asio::error::operation_aborted) {
+      co_return;
+    }
+    if (!error) {
+      asio::co_spawn(io_, serve_sim_connection(*this, std::move(socket)), [](const std::exception_ptr&) {});
+    }
+  }
+}
+
+BlockHash SimServer::hash_seed_for(std::string_view cache_salt) const {
+  // The per-process seed keeps these hashes private to this replica, as
+  // vLLM's are: nothing downstream can recompute them.
+  return prefix::partition_seed({options_.model, std::to_string(base_seed_), cache_salt});
+}
+
+RequestHandle SimServer::submit(NewRequest request, ActiveRequest& state) {
+  auto handle = engine_.add(std::move(request));
+  active_[handle] = &state;
+  wake_.cancel();
+  return handle;
+}
+
+void SimServer::cancel(RequestHandle handle) {
+  active_.erase(handle);
+  engine_.abort(handle);
+}
+
+void SimServer::record_latency(double ttft_seconds, double e2e_seconds) {
+  ttft_.observe(ttft_seconds);
+  e2e_.observe(e2e_seconds);
+}
+
+double SimServer::model_seconds(std::chrono::steady_clock::duration real) const {
+  return std::chrono::duration<double>(real).count() * options_.time_scale;
+}
+
+bool SimServer::reset_prefix_cache() {
+  if (!engine_.pool().reset()) {
+    return false;
+  }
+  publish_events();
+  return true;
+}
+
+awaitable<void> SimServer::engine_loop() {
+  asio::steady_timer step_timer(io_);
+  for (;;) {
+    if (engine_.idle()) {
+      wake_.expires_at(std::chrono::steady_clock::time_point::max());
+      co_await wake_.async_wait(use_nothrow);
+      continue;
+    }
+    auto report = engine_.step();
+    // The step's tokens exist only once its modelled GPU time has passed.
+    auto real_ms = report.duration_ms / options_.time_scale;
+    step_timer.expires_after(std::chrono::microseconds(static_cast<std::int64_t>(real_ms * 1000)));
+    co_await step_timer.async_wait(use_nothrow);
+    publish_events();
+    auto now = std::chrono::steady_clock::now();
+    for (const auto& progress : report.progress) {
+      auto found = active_.find(progress.request);
+      if (found == active_.end()) {
+        continue;  // aborted while the step ran
+      }
+      auto& state = *found->second;
+      state.generated += progress.new_output_tokens;
+      state.cached_tokens = progress.cached_tokens;
+      if (progress.first_token) {
+        state.first_token_at = now;
+      }
+      if (progress.finished) {
+        state.finished = true;
+        active_.erase(found);
+      }
+      state.signal.cancel();
+    }
+  }
+}
+
+void SimServer::publish_events() {
+  auto events = engine_.pool().take_events();
+  if (!publisher_ || events.empty()) {
+    return;
+  }
+  auto now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  publisher_->publish(encode_event_batch(events, now, 0, options_.kv_events_format));
+}
+
+std::string SimServer::metrics_text() {
+  std::ostringstream out;
+  const auto labels = "model_name=\"" + options_.model + "\",engine=\"0\"";
+  auto gauge = [&](const char* name, const char* help, double value) {
+    out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << " gauge\n"
+        << name << '{' << labels << "} " << value << '\n';
+  };
+  auto counter = [&](const char* name, const char* help, std::uint64_t value) {
+    out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << " counter\n"
+        << name << '{' << labels << "} " << value << '\n';
+  };
+  auto histogram = [&](const char* name, const char* help, const Histogram& values) {
+    out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << " histogram\n";
+    std::uint64_t cumulative = 0;
+    for (std::size_t bucket = 0; bucket < values.bounds.size(); ++bucket) {
+      cumulative += values.counts[bucket];
+      out << name << "_bucket{" << labels << ",le=\"" << values.bounds[bucket] << "\"} " << cumulative << '\n';
+    }
+    out << name << "_bucket{" << labels << ",le=\"+Inf\"} " << values.count << '\n';
+    out << name << "_sum{" << labels << "} " << values.sum << '\n';
+    out << name << "_count{" << labels << "} " << values.count << '\n';
+  };
+  const auto& counters = engine_.counters();
+  gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
+        static_cast<double>(engine_.running()));
+  gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
+        static_cast<double>(engine_.waiting()));
+  gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", engine_.pool().usage());
+  counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.",
+          counters.prefix_queries_tokens);
+  counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.",
+          counters.prefix_hit_tokens);
+  counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", counters.prompt_tokens);
+  counter("vllm:generation_tokens_total", "Number of generation tokens processed.", counters.generation_tokens);
+  counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", counters.preemptions);
+  histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttft_);
+  histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", e2e_);
+  out << "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
+      << "# TYPE vllm:cache_config_info gauge\n"
+      << "vllm:cache_config_info{block_size=\"" << options_.block_size << "\",enable_prefix_caching=\"True\","
+      << "engine=\"0\",num_gpu_blocks=\"" << options_.num_gpu_blocks << "\"} 1.0\n";
+  return out.str();
+}
+
+}  // namespace kvgate::sim

@@ -1,0 +1,82 @@
+#pragma once
+// kvgate-sim's I/O shell: the HTTP front (OpenAI API, /health, /metrics,
+// /reset_prefix_cache), the engine loop that runs Engine::step() and sleeps
+// each step's modelled duration / --time-scale, and KV-event publishing.
+// One thread, one io_context: the engine, the sessions and the ZMQ socket
+// are touched only from it.
+#include <chrono>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "engine.hpp"
+#include "kv_publisher.hpp"
+#include "kvgate/http/beast.hpp"
+#include "sim_options.hpp"
+
+namespace kvgate::sim {
+
+// A request in flight, owned by its HTTP session; the engine loop updates it
+// and wakes the session.
+struct ActiveRequest {
+  explicit ActiveRequest(http::asio::any_io_executor executor) : signal(std::move(executor)) {
+    signal.expires_at(std::chrono::steady_clock::time_point::max());
+  }
+  std::uint32_t generated = 0;
+  bool finished = false;
+  std::uint32_t cached_tokens = 0;
+  std::chrono::steady_clock::time_point first_token_at;
+  http::asio::steady_timer signal;  // cancelled on progress
+};
+
+class SimServer {
+ public:
+  SimServer(http::asio::io_context& io, SimOptions options);
+
+  Result<http::tcp::endpoint, std::string> bind();
+  void start();
+
+  // Used by request handling (sim_completion.cpp).
+  const SimOptions& options() const { return options_; }
+  Engine& engine() { return engine_; }
+  BlockHash hash_seed_for(std::string_view cache_salt) const;
+  RequestHandle submit(NewRequest request, ActiveRequest& state);
+  void cancel(RequestHandle handle);
+  void record_latency(double ttft_seconds, double e2e_seconds);
+  // Model time: real time multiplied by the time scale.
+  double model_seconds(std::chrono::steady_clock::duration real) const;
+  bool reset_prefix_cache();
+  std::string metrics_text();
+  std::uint64_t next_completion_number() { return ++completions_; }
+  // The KV-event publisher's bound address, empty when events are off.
+  std::string kv_events_endpoint() const { return publisher_ ? publisher_->endpoint() : std::string(); }
+
+ private:
+  http::awaitable<void> accept_loop();
+  http::awaitable<void> engine_loop();
+  void publish_events();
+
+  http::asio::io_context& io_;
+  SimOptions options_;
+  Engine engine_;
+  BlockHash base_seed_;
+  std::unique_ptr<KvPublisher> publisher_;
+  http::tcp::acceptor acceptor_{io_};
+  http::asio::steady_timer wake_{io_};
+  std::unordered_map<RequestHandle, ActiveRequest*> active_;
+  std::uint64_t completions_ = 0;
+  struct Histogram {
+    std::vector<double> bounds;
+    std::vector<std::uint64_t> counts;  // per bucket, not cumulative
+    double sum = 0;
+    std::uint64_t count = 0;
+    void observe(double value);
+  };
+  Histogram ttft_;
+  Histogram e2e_;
+};
+
+// Serves one HTTP connection (sim_completion.cpp).
+http::awaitable<void> serve_sim_connection(SimServer& server, http::tcp::socket socket);
+
+}  // namespace kvgate::sim

@@ -1,0 +1,208 @@
+// kvgate-sim as a real process: OpenAI answers with vLLM's cached_tokens
+// accounting, KV events on a real ZMQ SUB socket, metrics, errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "kvgate/tokenizer/approximate.hpp"
+#include "support/harness.hpp"
+
+namespace kvgate::testing {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+class SimProcess {
+ public:
+  explicit SimProcess(Harness& harness, std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv{
+        KVGATE_SIM_BINARY, "--model", "sim-model", "--block-size", "16", "--time-scale", "100", "--hash-seed", "42"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    process_ = std::make_unique<ChildProcess>(argv, harness.folder() + "/sim.stderr");
+    port_ = port_from_listening_line(process_->wait_for_line("listening", 10s));
+    if (std::find(extra.begin(), extra.end(), "--kv-events-endpoint") != extra.end()) {
+      events_endpoint_ = process_->wait_for_line("kv-events", 10s).substr(10);
+    }
+  }
+  [[nodiscard]] int port() const { return port_; }
+  [[nodiscard]] const std::string& events_endpoint() const { return events_endpoint_; }
+
+  json chat(const std::string& user_text, int max_tokens = 2) {
+    json body = {
+        {"model", "sim-model"},
+        {"max_tokens", max_tokens},
+        {"messages", {{{"role", "system"}, {"content", kSystem}}, {{"role", "user"}, {"content", user_text}}}}};
+    auto response = post_json(port_, "/v1/chat/completions", body.dump());
+    EXPECT_EQ(response.status, 200) << response.body;
+    return json::parse(response.body);
+  }
+
+  static std::vector<prefix::TokenId> prompt_tokens(const std::string& user_text) {
+    return tokenizer::approximate_tokens(
+        tokenizer::render_approximate_chat({{"system", kSystem}, {"user", user_text}}, true));
+  }
+
+  static constexpr const char* kSystem =
+      "You are a careful assistant. Answer with detail, cite sources and keep the tone friendly and precise.";
+
+ private:
+  std::unique_ptr<ChildProcess> process_;
+  int port_ = 0;
+  std::string events_endpoint_;
+};
+
+std::uint64_t metric(int port, const std::string& name) {
+  auto text = get(port, "/metrics").body;
+  auto at = text.find("\n" + name + "{");
+  if (at == std::string::npos) {
+    return 0;
+  }
+  auto value = text.find("} ", at);
+  return std::stoull(text.substr(value + 2));
+}
+
+TEST(Sim, SecondRequestReportsTheReusableFullBlocksAsCached) {
+  Harness harness;
+  SimProcess sim(harness);
+  auto first = sim.chat("What is a KV cache?");
+  EXPECT_EQ(first["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  auto prompt_tokens = SimProcess::prompt_tokens("What is a KV cache?").size();
+  EXPECT_EQ(first["usage"]["prompt_tokens"], prompt_tokens);
+  auto second = sim.chat("What is a KV cache?");
+  EXPECT_EQ(second["usage"]["prompt_tokens_details"]["cached_tokens"], (prompt_tokens - 1) / 16 * 16);
+  EXPECT_EQ(metric(sim.port(), "vllm:prefix_cache_hits_total"), (prompt_tokens - 1) / 16 * 16);
+  EXPECT_EQ(metric(sim.port(), "vllm:generation_tokens_total"), 4u);
+}
+
+TEST(Sim, RejectsUnknownModelsAndOverlongRequestsLikeVllm) {
+  Harness harness;
+  SimProcess sim(harness, {"--max-model-len", "64"});
+  auto unknown =
+      post_json(sim.port(), "/v1/chat/completions", R"({"model":"other","messages":[{"role":"user","content":"x"}]})");
+  EXPECT_EQ(unknown.status, 404);
+  auto too_long =
+      post_json(sim.port(), "/v1/completions", R"({"model":"sim-model","prompt":"hello","max_tokens":100})");
+  EXPECT_EQ(too_long.status, 400);
+  EXPECT_NE(too_long.body.find("maximum context length is 64 tokens"), std::string::npos);
+  EXPECT_EQ(get(sim.port(), "/health").status, 200);
+}
+
+class EventSubscriber {
+ public:
+  explicit EventSubscriber(const std::string& endpoint) : socket_(context_, zmq::socket_type::sub) {
+    socket_.set(zmq::sockopt::subscribe, "");
+    socket_.set(zmq::sockopt::rcvtimeo, 200);
+    socket_.connect(endpoint);
+  }
+  // One batch: sequence number and decoded payload.
+  std::optional<std::pair<std::uint64_t, json>> receive() {
+    std::vector<zmq::message_t> frames;
+    zmq::message_t frame;
+    do {
+      if (!socket_.recv(frame)) {
+        return std::nullopt;
+      }
+      frames.emplace_back(std::move(frame));
+    } while (frames.back().more());
+    EXPECT_EQ(frames.size(), 3u);
+    std::uint64_t sequence = 0;
+    for (auto byte : std::string(frames[1].to_string())) {
+      sequence = (sequence << 8) | static_cast<unsigned char>(byte);
+    }
+    auto payload = frames[2].to_string();
+    return std::make_pair(sequence, json::from_msgpack(payload));
+  }
+
+ private:
+  zmq::context_t context_{1};
+  zmq::socket_t socket_;
+};
+
+TEST(Sim, PublishesTheStoredBlocksWithTheirTokenIds) {
+  Harness harness;
+  SimProcess sim(harness, {"--kv-events-endpoint", "tcp://127.0.0.1:*", "--kv-events-format", "map"});
+  EventSubscriber subscriber(sim.events_endpoint());
+  // ZMQ subscriptions take a moment to reach the publisher: probe until the
+  // first batch arrives (each probe is a real request).
+  std::optional<std::pair<std::uint64_t, json>> batch;
+  for (int attempt = 0; attempt < 25 && !batch; ++attempt) {
+    sim.chat("probe " + std::to_string(attempt), 1);
+    batch = subscriber.receive();
+  }
+  ASSERT_TRUE(batch) << "no KV events received";
+  while (subscriber.receive()) {
+  }
+  sim.chat("Explain paged attention in depth.");
+  auto stored = subscriber.receive();
+  ASSERT_TRUE(stored);
+  const auto& events = stored->second[1];
+  ASSERT_GE(events.size(), 1u);
+  EXPECT_EQ(events[0]["type"], "BlockStored");
+  EXPECT_EQ(events[0]["block_size"], 16);
+  EXPECT_EQ(events[0]["medium"], "GPU");
+  auto expected_tokens = SimProcess::prompt_tokens("Explain paged attention in depth.");
+  auto full = expected_tokens.size() / 16 * 16;
+  // The system prompt's blocks were stored by the probes already; this batch
+  // carries the blocks after the longest shared prefix, with their tokens.
+  auto tokens = events[0]["token_ids"].get<std::vector<prefix::TokenId>>();
+  ASSERT_FALSE(tokens.empty());
+  ASSERT_LE(tokens.size(), full);
+  EXPECT_TRUE(std::equal(tokens.begin(), tokens.end(), expected_tokens.begin() + (full - tokens.size())));
+  EXPECT_EQ(events[0]["block_hashes"].size() * 16, tokens.size());
+  EXPECT_GT(stored->first, batch->first);
+}
+
+TEST(Sim, EvictionAndResetArePublished) {
+  Harness harness;
+  // 4 blocks of 16 tokens: every new prompt evicts the previous one's blocks.
+  SimProcess sim(harness, {"--kv-events-endpoint", "tcp://127.0.0.1:*", "--kv-events-format", "array",
+                           "--num-gpu-blocks", "4", "--max-model-len", "64"});
+  EventSubscriber subscriber(sim.events_endpoint());
+  std::optional<std::pair<std::uint64_t, json>> batch;
+  for (int attempt = 0; attempt < 25 && !batch; ++attempt) {
+    post_json(sim.port(), "/v1/completions",
+              json{{"model", "sim-model"}, {"prompt", std::string(100, 'a' + attempt % 26)}, {"max_tokens", 1}}.dump());
+    batch = subscriber.receive();
+  }
+  ASSERT_TRUE(batch);
+  bool removed = false;
+  for (int round = 0; round < 4 && !removed; ++round) {
+    post_json(sim.port(), "/v1/completions",
+              json{{"model", "sim-model"}, {"prompt", std::string(100, 'A' + round)}, {"max_tokens", 1}}.dump());
+    while (auto next = subscriber.receive()) {
+      for (const auto& event : next->second[1]) {
+        removed = removed || event[0] == "BlockRemoved";
+      }
+    }
+  }
+  EXPECT_TRUE(removed);
+  EXPECT_EQ(post_json(sim.port(), "/reset_prefix_cache", "").status, 200);
+  auto cleared = subscriber.receive();
+  ASSERT_TRUE(cleared);
+  EXPECT_EQ(cleared->second[1][0], json::array({"AllBlocksCleared"}));
+}
+
+TEST(Sim, ClientDisconnectAbortsTheRequest) {
+  Harness harness;
+  SimProcess sim(harness, {"--time-scale", "1"});
+  {
+    EventStream stream(sim.port(), "/v1/completions",
+                       R"({"model":"sim-model","prompt":"long story","max_tokens":30000,"stream":true})");
+    ASSERT_TRUE(stream.next_event());
+    EXPECT_EQ(metric(sim.port(), "vllm:num_requests_running"), 1u);
+    stream.close();
+  }
+  bool stopped = false;
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!stopped && std::chrono::steady_clock::now() < deadline) {
+    stopped = metric(sim.port(), "vllm:num_requests_running") == 0;
+  }
+  EXPECT_TRUE(stopped);
+}
+
+}  // namespace
+}  // namespace kvgate::testing
