@@ -122,20 +122,27 @@ class EventSubscriber {
   zmq::socket_t socket_;
 };
 
+// ZMQ subscriptions take a moment to reach the publisher: send requests with
+// fresh prompts (each stores new blocks) until a batch arrives, then drain.
+std::optional<std::pair<std::uint64_t, json>> probe_until_subscribed(SimProcess& sim, EventSubscriber& subscriber) {
+  std::optional<std::pair<std::uint64_t, json>> batch;
+  for (int attempt = 0; attempt < 25 && !batch; ++attempt) {
+    auto prompt = "probe " + std::to_string(attempt) + std::string(100, static_cast<char>('a' + attempt % 26));
+    post_json(sim.port(), "/v1/completions",
+              json{{"model", "sim-model"}, {"prompt", prompt}, {"max_tokens", 1}}.dump());
+    batch = subscriber.receive();
+  }
+  while (subscriber.receive()) {
+  }
+  return batch;
+}
+
 TEST(Sim, PublishesTheStoredBlocksWithTheirTokenIds) {
   Harness harness;
   SimProcess sim(harness, {"--kv-events-endpoint", "tcp://127.0.0.1:*", "--kv-events-format", "map"});
   EventSubscriber subscriber(sim.events_endpoint());
-  // ZMQ subscriptions take a moment to reach the publisher: probe until the
-  // first batch arrives (each probe is a real request).
-  std::optional<std::pair<std::uint64_t, json>> batch;
-  for (int attempt = 0; attempt < 25 && !batch; ++attempt) {
-    sim.chat("probe " + std::to_string(attempt), 1);
-    batch = subscriber.receive();
-  }
+  auto batch = probe_until_subscribed(sim, subscriber);
   ASSERT_TRUE(batch) << "no KV events received";
-  while (subscriber.receive()) {
-  }
   sim.chat("Explain paged attention in depth.");
   auto stored = subscriber.receive();
   ASSERT_TRUE(stored);
@@ -146,8 +153,8 @@ TEST(Sim, PublishesTheStoredBlocksWithTheirTokenIds) {
   EXPECT_EQ(events[0]["medium"], "GPU");
   auto expected_tokens = SimProcess::prompt_tokens("Explain paged attention in depth.");
   auto full = expected_tokens.size() / 16 * 16;
-  // The system prompt's blocks were stored by the probes already; this batch
-  // carries the blocks after the longest shared prefix, with their tokens.
+  // Blocks already cached are not stored again: this batch carries the
+  // blocks after the longest cached prefix, with their tokens.
   auto tokens = events[0]["token_ids"].get<std::vector<prefix::TokenId>>();
   ASSERT_FALSE(tokens.empty());
   ASSERT_LE(tokens.size(), full);
@@ -162,13 +169,7 @@ TEST(Sim, EvictionAndResetArePublished) {
   SimProcess sim(harness, {"--kv-events-endpoint", "tcp://127.0.0.1:*", "--kv-events-format", "array",
                            "--num-gpu-blocks", "4", "--max-model-len", "64"});
   EventSubscriber subscriber(sim.events_endpoint());
-  std::optional<std::pair<std::uint64_t, json>> batch;
-  for (int attempt = 0; attempt < 25 && !batch; ++attempt) {
-    post_json(sim.port(), "/v1/completions",
-              json{{"model", "sim-model"}, {"prompt", std::string(100, 'a' + attempt % 26)}, {"max_tokens", 1}}.dump());
-    batch = subscriber.receive();
-  }
-  ASSERT_TRUE(batch);
+  ASSERT_TRUE(probe_until_subscribed(sim, subscriber));
   bool removed = false;
   for (int round = 0; round < 4 && !removed; ++round) {
     post_json(sim.port(), "/v1/completions",
