@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The main job on an embedded default: builds kvgate, starts three
-# replicas and the gateway in front of them on 127.0.0.1, drives a sample
+# The main job on an embedded default: builds kvgate and kvgate-sim, starts
+# three simulated vLLM replicas (8B model on one H100 each, 20x faster than
+# real time) and the gateway in front of them on 127.0.0.1, drives a sample
 # workload of multi-turn chat sessions (streaming and not) through it, and
-# prints where the requests went and how they fared.
-# Until kvgate-sim lands, the replicas are kvgate-test-upstream processes.
+# prints where the requests went, how they fared and how much prompt each
+# replica served from its prefix cache.
 # Usage: scripts/demo.sh [REQUESTS] [CONCURRENCY]
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,7 +14,7 @@ concurrency=${2:-8}
 
 bash scripts/setup.sh build
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j"${KVGATE_JOBS:-2}" --target kvgate kvgate-test-upstream
+cmake --build build -j"${KVGATE_JOBS:-2}" --target kvgate kvgate-sim
 
 work=$(mktemp -d /tmp/kvgate-demo-XXXXXX)
 pids=()
@@ -42,9 +43,12 @@ start_server() {
 }
 
 workers_yaml=""
+replicas=()
 for id in r0 r1 r2; do
-  line=$(start_server "$id" build/bench/upstream/kvgate-test-upstream --id "$id" --model demo-model)
+  line=$(start_server "$id" build/bench/sim/kvgate-sim --model demo-model --block-size 16 \
+    --num-gpu-blocks 160 --max-model-len 2048 --time-scale 20)
   workers_yaml+="      - {id: $id, url: \"http://${line#listening }\"}"$'\n'
+  replicas+=("${line#listening }")
 done
 
 cat >"$work/kvgate.yaml" <<YAML
@@ -64,22 +68,29 @@ YAML
 line=$(start_server kvgate build/src/kvgate --config "$work/kvgate.yaml")
 api=$(sed -E 's/.*api=([^ ]+).*/\1/' <<<"$line")
 admin=$(sed -E 's/.*admin=([^ ]+).*/\1/' <<<"$line")
-echo "kvgate: api http://$api  admin http://$admin  (config: policy least_load, 3 replicas)"
+echo "kvgate: api http://$api  admin http://$admin  (policy least_load, 3 kvgate-sim replicas)"
 
-# One request of session S, turn T: the conversation grows each turn, every
-# third request streams, a few carry a fault to show error handling.
+# One request of session S, turn T: a shared system prompt, then the
+# conversation so far (it grows each turn); every third request streams.
+system_prompt="You are the support assistant of a large online shop. Answer politely, cite the order number, \
+never invent tracking data, and keep every answer under one hundred words unless the customer asks for detail."
+export system_prompt
 send() {
-  local n=$1 session=$((n % 12)) turn=$((n / 12)) stream=false fault=""
+  local n=$1 session=$((n % 12)) turn=$((n / 12)) stream=false
   ((n % 3 == 0)) && stream=true
-  ((n % 40 == 7)) && fault="status:500"
-  local history="" i
+  # Each session pastes its own order history (~600 bytes) in the first turn,
+  # so sessions differ early and a replica's 160 blocks hold only a few.
+  local document="" i
+  for ((i = 0; i < 12; i++)); do document+="order $((1000 + session))-$i shipped $((session * 7 + i)) items; "; done
+  local history="{\"role\":\"system\",\"content\":\"$system_prompt\"},"
+  history+="{\"role\":\"user\",\"content\":\"My orders: $document\"},{\"role\":\"assistant\",\"content\":\"Noted.\"},"
   for ((i = 0; i <= turn; i++)); do
-    history+="{\"role\":\"user\",\"content\":\"session $session question $i\"},"
+    history+="{\"role\":\"user\",\"content\":\"Customer $session asks question $i about order $((1000 + session)).\"},"
     history+="{\"role\":\"assistant\",\"content\":\"answer $i\"},"
   done
   local body="{\"model\":\"demo-model\",\"stream\":$stream,\"max_tokens\":16,\"messages\":[${history}{\"role\":\"user\",\"content\":\"next\"}]}"
   curl -s -o /dev/null -w '%{http_code} %{time_starttransfer} %{time_total}\n' \
-    -H "x-session-id: demo-$session" ${fault:+-H "x-test-fault: $fault"} \
+    -H "x-session-id: demo-$session" \
     -H 'content-type: application/json' -d "$body" "http://$api/v1/chat/completions"
 }
 export -f send
@@ -100,6 +111,16 @@ awk '{ count[$1]++ } END { for (code in count) printf "  HTTP %s: %d\n", code, c
 echo
 echo "== gateway view (kvgate_requests_total by worker and status)"
 curl -s "http://$admin/metrics" | grep '^kvgate_requests_total' | sed 's/^kvgate_requests_total/  /'
+echo
+echo "== replicas' view (vLLM metrics: prompt tokens served from the prefix cache)"
+for replica in "${replicas[@]}"; do
+  curl -s "http://$replica/metrics" | awk -v r="$replica" '
+    /^vllm:prefix_cache_queries_total/ { queries = $NF }
+    /^vllm:prefix_cache_hits_total/ { hits = $NF }
+    /^vllm:num_preemptions_total/ { preemptions = $NF }
+    END { printf "  %s: %d of %d prompt tokens cached (%.1f%%), %d preemptions\n", r, hits, queries,
+          (queries > 0 ? 100 * hits / queries : 0), preemptions }'
+done
 echo
 echo "== a dry-run routing decision (POST /debug/route)"
 curl -s -H 'x-session-id: demo-1' -d '{"model":"demo-model","messages":[{"role":"user","content":"hi"}]}' \
