@@ -86,6 +86,12 @@ bool BlockPool::reset() {
   return true;
 }
 
+void BlockPool::evict_free_blocks() {
+  for (auto block = free_head_; block != kNone; block = blocks_[block].next) {
+    evict_hash(block);
+  }
+}
+
 double BlockPool::usage() const {
   return blocks_.empty() ? 0.0 : 1.0 - static_cast<double>(free_count_) / static_cast<double>(blocks_.size());
 }

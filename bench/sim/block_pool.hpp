@@ -68,6 +68,10 @@ class BlockPool {
   // while any block is in use.
   bool reset();
 
+  // Evicts the hash of every free cached block, one BlockRemoved each, as
+  // if memory pressure had reallocated them all (fault injection).
+  void evict_free_blocks();
+
   [[nodiscard]] std::uint32_t num_blocks() const { return static_cast<std::uint32_t>(blocks_.size()); }
   [[nodiscard]] std::uint32_t block_size() const { return block_size_; }
   [[nodiscard]] std::uint32_t free_blocks() const { return free_count_; }

@@ -38,6 +38,9 @@ int main(int argc, char** argv) {
   if (auto events = server->kv_events_endpoint(); !events.empty()) {
     std::cout << "kv-events " << events << std::endl;  // the real port when the flag said ":*"
   }
+  if (auto replay = server->kv_events_replay_endpoint(); !replay.empty()) {
+    std::cout << "kv-events-replay " << replay << std::endl;
+  }
   io.run();
   return 0;
 }

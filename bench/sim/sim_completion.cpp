@@ -209,7 +209,7 @@ class CompletionRun {
   awaitable<bool> answer_whole(bool keep_alive) {
     while (!state_.finished) {
       const bool present = co_await wait_progress();
-      if (!present) {
+      if (!present || state_.failed) {
         co_return false;
       }
     }
@@ -236,10 +236,16 @@ class CompletionRun {
       co_return false;
     }
     std::uint32_t sent = 0;
+    const auto drop_after = server_.fault().drop_after_tokens;
     while (sent < completion_.max_tokens) {
+      if (drop_after && sent >= *drop_after) {
+        // Reset, like an engine process that died mid-stream.
+        stream_.socket().set_option(asio::socket_base::linger(true, 0));
+        co_return false;
+      }
       if (sent == state_.generated && !state_.finished) {
         const bool present = co_await wait_progress();
-        if (!present) {
+        if (!present || state_.failed) {
           co_return false;
         }
         continue;
@@ -250,7 +256,7 @@ class CompletionRun {
           co_return false;
         }
       }
-      for (; sent < state_.generated; ++sent) {
+      for (; sent < state_.generated && !(drop_after && sent >= *drop_after); ++sent) {
         auto last = sent + 1 == completion_.max_tokens;
         const bool ok = co_await write_data(chunk_json(completion_, server_.options().model, sent, last).dump());
         if (!ok) {
@@ -352,6 +358,31 @@ awaitable<void> serve_sim_connection(SimServer& server, tcp::socket socket) {
     auto request = parser.release();
     auto target = std::string(request.target());
     auto path = target.substr(0, target.find('?'));
+    if (path == "/sim/fault" && request.method() == bhttp::verb::post) {
+      auto problem = server.apply_fault(request.body());
+      auto response = problem ? json_response(400, error_json(*problem, "BadRequestError", 400), request.keep_alive())
+                              : json_response(200, {{"ok", true}}, request.keep_alive());
+      auto [error, written] = co_await bhttp::async_write(stream, response, use_nothrow);
+      if (error || !response.keep_alive()) {
+        co_return;
+      }
+      continue;
+    }
+    if (path != "/metrics" && server.fault().hang) {
+      co_await wait_until_peer_closes(stream.socket());
+      co_return;
+    }
+    if (path != "/metrics" && server.fault().status) {
+      auto status = *server.fault().status;
+      auto response =
+          json_response(status, error_json("injected failure", "ServiceUnavailableError", static_cast<int>(status)),
+                        request.keep_alive());
+      auto [error, written] = co_await bhttp::async_write(stream, response, use_nothrow);
+      if (error || !response.keep_alive()) {
+        co_return;
+      }
+      continue;
+    }
     const bool chat = path == "/v1/chat/completions";
     if ((chat || path == "/v1/completions") && request.method() == bhttp::verb::post) {
       Completion completion;

@@ -74,8 +74,8 @@ std::optional<std::string> parse_sim_options(const std::vector<std::string>& arg
       return "invalid or missing value for " + args[index];
     }
   }
-  if (!options.kv_events_replay_endpoint.empty()) {
-    return std::string("--kv-events-replay-endpoint is not supported yet (the replay socket is not implemented)");
+  if (!options.kv_events_replay_endpoint.empty() && options.kv_events_endpoint.empty()) {
+    return std::string("--kv-events-replay-endpoint needs --kv-events-endpoint");
   }
   if (options.model.empty()) {
     return std::string("--model is required");

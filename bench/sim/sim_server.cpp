@@ -1,5 +1,7 @@
 #include "sim_server.hpp"
 
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 
@@ -41,7 +43,9 @@ SimServer::SimServer(asio::io_context& io, SimOptions options)
     histogram->counts.assign(histogram->bounds.size() + 1, 0);
   }
   if (!options_.kv_events_endpoint.empty()) {
-    publisher_ = std::make_unique<KvPublisher>(options_.kv_events_endpoint, options_.replay_buffer_batches);
+    publisher_ = std::make_unique<KvPublisher>(
+        PublisherOptions{options_.kv_events_endpoint, options_.kv_events_replay_endpoint,
+                         options_.replay_buffer_batches, options_.kv_events_format == EventFormat::map});
   }
   wake_.expires_at(std::chrono::steady_clock::time_point::max());
 }
@@ -58,6 +62,22 @@ Result<tcp::endpoint, std::string> SimServer::bind() {
 void SimServer::start() {
   asio::co_spawn(io_, accept_loop(), [](const std::exception_ptr&) {});
   asio::co_spawn(io_, engine_loop(), [](const std::exception_ptr&) {});
+  if (publisher_ && publisher_->replay_fd() >= 0) {
+    asio::co_spawn(io_, replay_loop(), [](const std::exception_ptr&) {});
+  }
+}
+
+// Waits on the replay socket's ZMQ_FD and answers requests on this thread.
+awaitable<void> SimServer::replay_loop() {
+  asio::posix::stream_descriptor descriptor(io_, publisher_->replay_fd());
+  for (;;) {
+    publisher_->serve_replay();
+    auto [error] = co_await descriptor.async_wait(asio::posix::stream_descriptor::wait_read, use_nothrow);
+    if (error) {
+      break;
+    }
+  }
+  descriptor.release();  // the fd belongs to ZMQ
 }
 
 awaitable<void> SimServer::accept_loop() {
@@ -117,7 +137,7 @@ awaitable<void> SimServer::engine_loop() {
     }
     auto report = engine_.step();
     // The step's tokens exist only once its modelled GPU time has passed.
-    auto real_ms = report.duration_ms / options_.time_scale;
+    auto real_ms = report.duration_ms * fault_.slow_factor / options_.time_scale;
     step_timer.expires_after(std::chrono::microseconds(static_cast<std::int64_t>(real_ms * 1000)));
     co_await step_timer.async_wait(use_nothrow);
     publish_events();
@@ -149,6 +169,59 @@ void SimServer::publish_events() {
   }
   auto now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   publisher_->publish(encode_event_batch(events, now, 0, options_.kv_events_format));
+}
+
+std::optional<std::string> SimServer::apply_fault(const std::string& body) {
+  auto request = nlohmann::json::parse(body, nullptr, false);
+  if (!request.is_object() || !request.contains("mode") || !request["mode"].is_string()) {
+    return std::string(R"(expected {"mode": "none|status|hang|slow|drop_after|evict_all|drop_batches|restart", ...})");
+  }
+  auto mode = request["mode"].get<std::string>();
+  auto number = [&](const char* key, double fallback) {
+    return request.contains(key) && request[key].is_number() ? request[key].get<double>() : fallback;
+  };
+  if (mode == "none") {
+    fault_ = FaultState{};
+  } else if (mode == "status") {
+    auto status = static_cast<unsigned>(number("status", 500));
+    if (status < 400 || status > 599) {
+      return std::string("status must be 4xx or 5xx");
+    }
+    fault_.status = status;
+  } else if (mode == "hang") {
+    fault_.hang = true;
+  } else if (mode == "slow") {
+    fault_.slow_factor = std::max(1.0, number("factor", 10));
+  } else if (mode == "drop_after") {
+    fault_.drop_after_tokens = static_cast<std::uint32_t>(number("tokens", 1));
+  } else if (mode == "evict_all") {
+    engine_.pool().evict_free_blocks();
+    publish_events();
+  } else if (mode == "drop_batches") {
+    if (publisher_) {
+      publisher_->drop_next(static_cast<std::uint32_t>(number("count", 1)));
+    }
+  } else if (mode == "restart") {
+    restart();
+  } else {
+    return "unknown mode '" + mode + "'";
+  }
+  return std::nullopt;
+}
+
+// As a crashed and restarted engine: requests in flight fail, the cache is
+// empty without any event, and event sequence numbers start again at 0.
+void SimServer::restart() {
+  for (auto& [handle, state] : active_) {
+    state->failed = true;
+    state->signal.cancel();
+  }
+  active_.clear();
+  engine_ = Engine(options_.num_gpu_blocks, options_.block_size, options_.limits, options_.cost);
+  if (publisher_) {
+    publisher_->restart();
+  }
+  fault_ = FaultState{};
 }
 
 std::string SimServer::metrics_text() {

@@ -6,6 +6,7 @@
 // are touched only from it.
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -24,9 +25,19 @@ struct ActiveRequest {
   }
   std::uint32_t generated = 0;
   bool finished = false;
+  bool failed = false;  // the simulated engine restarted under this request
   std::uint32_t cached_tokens = 0;
   std::chrono::steady_clock::time_point first_token_at;
   http::asio::steady_timer signal;  // cancelled on progress
+};
+
+// Injected misbehaviour (POST /sim/fault). Persistent modes last until
+// {"mode": "none"}; evict_all, drop_batches and restart act once.
+struct FaultState {
+  std::optional<unsigned> status;                  // answer every API call with it
+  bool hang = false;                               // read requests, never answer
+  double slow_factor = 1.0;                        // multiply step durations
+  std::optional<std::uint32_t> drop_after_tokens;  // reset streams after N tokens
 };
 
 class SimServer {
@@ -46,14 +57,19 @@ class SimServer {
   // Model time: real time multiplied by the time scale.
   double model_seconds(std::chrono::steady_clock::duration real) const;
   bool reset_prefix_cache();
+  // Applies a POST /sim/fault body; returns an error message for a bad one.
+  std::optional<std::string> apply_fault(const std::string& body);
+  const FaultState& fault() const { return fault_; }
   std::string metrics_text();
   std::uint64_t next_completion_number() { return ++completions_; }
   // The KV-event publisher's bound address, empty when events are off.
   std::string kv_events_endpoint() const { return publisher_ ? publisher_->endpoint() : std::string(); }
+  std::string kv_events_replay_endpoint() const { return publisher_ ? publisher_->replay_endpoint() : std::string(); }
 
  private:
   http::awaitable<void> accept_loop();
   http::awaitable<void> engine_loop();
+  http::awaitable<void> replay_loop();
   void publish_events();
 
   http::asio::io_context& io_;
@@ -65,6 +81,8 @@ class SimServer {
   http::asio::steady_timer wake_{io_};
   std::unordered_map<RequestHandle, ActiveRequest*> active_;
   std::uint64_t completions_ = 0;
+  FaultState fault_;
+  void restart();
   struct Histogram {
     std::vector<double> bounds;
     std::vector<std::uint64_t> counts;  // per bucket, not cumulative

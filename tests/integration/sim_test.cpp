@@ -25,11 +25,23 @@ class SimProcess {
     process_ = std::make_unique<ChildProcess>(argv, harness.folder() + "/sim.stderr");
     port_ = port_from_listening_line(process_->wait_for_line("listening", 10s));
     if (std::find(extra.begin(), extra.end(), "--kv-events-endpoint") != extra.end()) {
-      events_endpoint_ = process_->wait_for_line("kv-events", 10s).substr(10);
+      events_endpoint_ = process_->wait_for_line("kv-events ", 10s).substr(10);
+    }
+    if (std::find(extra.begin(), extra.end(), "--kv-events-replay-endpoint") != extra.end()) {
+      replay_endpoint_ = process_->wait_for_line("kv-events-replay ", 10s).substr(17);
     }
   }
   [[nodiscard]] int port() const { return port_; }
   [[nodiscard]] const std::string& events_endpoint() const { return events_endpoint_; }
+  [[nodiscard]] const std::string& replay_endpoint() const { return replay_endpoint_; }
+  void fault(const json& body) { ASSERT_EQ(post_json(port_, "/sim/fault", body.dump()).status, 200); }
+  // A completion whose prompt shares nothing with earlier ones (new blocks).
+  json fresh_completion(int number, int max_tokens = 1) {
+    auto prompt = "fresh prompt " + std::to_string(number) + std::string(80, static_cast<char>('k' + number % 10));
+    auto response = post_json(port_, "/v1/completions",
+                              json{{"model", "sim-model"}, {"prompt", prompt}, {"max_tokens", max_tokens}}.dump());
+    return json::parse(response.body);
+  }
 
   json chat(const std::string& user_text, int max_tokens = 2) {
     json body = {
@@ -53,6 +65,7 @@ class SimProcess {
   std::unique_ptr<ChildProcess> process_;
   int port_ = 0;
   std::string events_endpoint_;
+  std::string replay_endpoint_;
 };
 
 std::uint64_t metric(int port, const std::string& name) {
@@ -203,6 +216,130 @@ TEST(Sim, ClientDisconnectAbortsTheRequest) {
     stopped = metric(sim.port(), "vllm:num_requests_running") == 0;
   }
   EXPECT_TRUE(stopped);
+}
+
+std::string big_endian(std::uint64_t value) {
+  std::string bytes(8, '\0');
+  for (int byte = 0; byte < 8; ++byte) {
+    bytes[static_cast<std::size_t>(byte)] = static_cast<char>((value >> ((7 - byte) * 8)) & 0xff);
+  }
+  return bytes;
+}
+
+TEST(Sim, ReplayReturnsTheBatchesASubscriberMissed) {
+  Harness harness;
+  SimProcess sim(harness, {"--kv-events-endpoint", "tcp://127.0.0.1:*", "--kv-events-replay-endpoint",
+                           "tcp://127.0.0.1:*", "--kv-events-format", "map"});
+  EventSubscriber subscriber(sim.events_endpoint());
+  auto last = probe_until_subscribed(sim, subscriber);
+  ASSERT_TRUE(last);
+  std::uint64_t last_seen = last->first;
+  while (auto more = subscriber.receive()) {
+    last_seen = more->first;
+  }
+  sim.fault({{"mode", "drop_batches"}, {"count", 2}});
+  sim.fresh_completion(1);
+  sim.fresh_completion(2);
+  sim.fresh_completion(3);
+  auto after_gap = subscriber.receive();
+  ASSERT_TRUE(after_gap);
+  ASSERT_GT(after_gap->first, last_seen + 1) << "no gap: the dropped batches arrived";
+
+  zmq::context_t context(1);
+  zmq::socket_t dealer(context, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::rcvtimeo, 5000);
+  dealer.connect(sim.replay_endpoint());
+  auto start = big_endian(last_seen + 1);
+  dealer.send(zmq::const_buffer("", 0), zmq::send_flags::sndmore);
+  dealer.send(zmq::buffer(start), zmq::send_flags::none);
+  std::vector<std::uint64_t> replayed;
+  for (;;) {
+    std::vector<zmq::message_t> frames;
+    zmq::message_t frame;
+    do {
+      ASSERT_TRUE(dealer.recv(frame)) << "replay answer timed out";
+      frames.emplace_back(std::move(frame));
+    } while (frames.back().more());
+    ASSERT_EQ(frames.size(), 4u);  // newer vLLM's layout: "", topic, seq, payload
+    std::uint64_t sequence = 0;
+    for (auto byte : frames[2].to_string_view()) {
+      sequence = (sequence << 8) | static_cast<unsigned char>(byte);
+    }
+    if (sequence == UINT64_MAX) {
+      EXPECT_EQ(frames[3].size(), 0u);
+      break;
+    }
+    EXPECT_EQ(json::from_msgpack(frames[3].to_string())[1][0]["type"], "BlockStored");
+    replayed.push_back(sequence);
+  }
+  ASSERT_GE(replayed.size(), 3u);
+  EXPECT_EQ(replayed[0], last_seen + 1);
+  EXPECT_EQ(replayed[1], last_seen + 2);
+  EXPECT_EQ(replayed[2], after_gap->first);
+}
+
+TEST(Sim, FaultsFailHangAndRecover) {
+  Harness harness;
+  SimProcess sim(harness);
+  sim.fault({{"mode", "status"}, {"status", 503}});
+  EXPECT_EQ(get(sim.port(), "/health").status, 503);
+  EXPECT_EQ(post_json(sim.port(), "/v1/completions", R"({"model":"sim-model","prompt":"x"})").status, 503);
+  sim.fault({{"mode", "hang"}});
+  auto body = std::string(R"({"model":"sim-model","prompt":"x"})");
+  auto answer = raw_exchange(
+      sim.port(),
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body,
+      300ms);
+  EXPECT_EQ(answer, "");
+  sim.fault({{"mode", "none"}});
+  EXPECT_EQ(get(sim.port(), "/health").status, 200);
+  EXPECT_EQ(post_json(sim.port(), "/sim/fault", R"({"mode":"explode"})").status, 400);
+}
+
+TEST(Sim, DropAfterResetsTheStreamMidway) {
+  Harness harness;
+  SimProcess sim(harness);
+  sim.fault({{"mode", "drop_after"}, {"tokens", 2}});
+  EventStream stream(sim.port(), "/v1/completions",
+                     R"({"model":"sim-model","prompt":"tell me","max_tokens":10,"stream":true})");
+  std::vector<std::string> events;
+  EXPECT_THROW(
+      {
+        while (auto event = stream.next_event()) {
+          events.push_back(*event);
+        }
+      },
+      std::runtime_error);
+  EXPECT_EQ(events.size(), 3u);  // the role event and two tokens
+}
+
+TEST(Sim, EvictAllAndRestartForgetTheCache) {
+  Harness harness;
+  SimProcess sim(harness, {"--kv-events-endpoint", "tcp://127.0.0.1:*"});
+  EventSubscriber subscriber(sim.events_endpoint());
+  ASSERT_TRUE(probe_until_subscribed(sim, subscriber));
+  sim.fresh_completion(7);
+  EXPECT_GT(sim.fresh_completion(7)["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  while (subscriber.receive()) {
+  }
+  sim.fault({{"mode", "evict_all"}});
+  auto removed = subscriber.receive();
+  ASSERT_TRUE(removed);
+  EXPECT_EQ(removed->second[1][0]["type"], "BlockRemoved");
+  EXPECT_EQ(sim.fresh_completion(7)["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  while (subscriber.receive()) {
+  }
+
+  sim.fault({{"mode", "restart"}});
+  EXPECT_EQ(sim.fresh_completion(7)["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  std::optional<std::pair<std::uint64_t, json>> first_after_restart;
+  while (auto batch = subscriber.receive()) {
+    if (!first_after_restart) {
+      first_after_restart = batch;
+    }
+  }
+  ASSERT_TRUE(first_after_restart);
+  EXPECT_EQ(first_after_restart->first, 0u);  // sequence numbers start again
 }
 
 }  // namespace
