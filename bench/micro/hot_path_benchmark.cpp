@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "kv_event_encoder.hpp"
+#include "kvgate/kv_events/decoder.hpp"
 #include "kvgate/openai/errors.hpp"
 #include "kvgate/openai/request.hpp"
 #include "kvgate/policy/policy.hpp"
@@ -62,6 +64,32 @@ void error_body(benchmark::State& state) {
   }
 }
 BENCHMARK(error_body);
+
+// A vLLM batch as a busy engine publishes it: BlockStored events of 4 blocks
+// of 16 tokens each.
+void decode_kv_events(benchmark::State& state) {
+  std::vector<kvgate::sim::CacheEvent> events;
+  const auto count = static_cast<std::uint32_t>(state.range(0));
+  for (std::uint32_t event = 0; event < count; ++event) {
+    std::vector<kvgate::sim::BlockHash> hashes;
+    std::vector<kvgate::sim::TokenId> tokens;
+    for (std::uint32_t block = 0; block < 4; ++block) {
+      hashes.push_back(0x9e3779b97f4a7c15ULL * (event * 4 + block + 1));
+      for (std::uint32_t token = 0; token < 16; ++token) {
+        tokens.push_back(1000 + (event * 64 + block * 16 + token) % 150000);
+      }
+    }
+    events.emplace_back(kvgate::sim::BlockStored{hashes, hashes[0] ^ 1, tokens, 16});
+  }
+  auto payload = kvgate::sim::encode_event_batch(events, 1700000000.0, 0, kvgate::sim::EventFormat::map);
+  for (auto _ : state) {
+    auto batch = kvgate::kv_events::decode_batch(payload);
+    benchmark::DoNotOptimize(batch);
+  }
+  state.counters["blocks_per_second"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * count * 4), benchmark::Counter::kIsRate);
+}
+BENCHMARK(decode_kv_events)->Arg(16)->Arg(256);
 
 }  // namespace
 

@@ -1,0 +1,107 @@
+#include "kvgate/kv_events/decoder.hpp"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "kv_event_encoder.hpp"
+
+namespace kvgate::kv_events {
+namespace {
+
+using nlohmann::json;
+
+std::string msgpack(const json& value) {
+  auto bytes = json::to_msgpack(value);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+TEST(KvEventDecoder, ReadsTheSimulatorsMapAndArrayFormsAlike) {
+  std::vector<sim::CacheEvent> events{sim::BlockStored{{0x8000000000000001ULL, 5}, 99, {1, 2, 3, 4}, 2},
+                                      sim::BlockRemoved{{5}}, sim::AllBlocksCleared{}};
+  for (auto format : {sim::EventFormat::map, sim::EventFormat::array}) {
+    auto batch = decode_batch(sim::encode_event_batch(events, 12.5, 0, format));
+    ASSERT_TRUE(batch) << batch.error().message;
+    EXPECT_DOUBLE_EQ(batch->timestamp, 12.5);
+    EXPECT_EQ(batch->data_parallel_rank, 0);
+    ASSERT_EQ(batch->events.size(), 3u);
+    const auto& stored = std::get<BlockStored>(batch->events[0]);
+    EXPECT_EQ(stored.block_hashes, (std::vector<EngineHash>{0x8000000000000001ULL, 5}));
+    EXPECT_EQ(stored.parent_block_hash, 99u);
+    EXPECT_EQ(stored.token_ids, (std::vector<std::uint32_t>{1, 2, 3, 4}));
+    EXPECT_EQ(stored.block_size, 2u);
+    EXPECT_EQ(stored.medium, "GPU");
+    EXPECT_EQ(std::get<BlockRemoved>(batch->events[1]).block_hashes, std::vector<EngineHash>{5});
+    EXPECT_TRUE(std::holds_alternative<AllBlocksCleared>(batch->events[2]));
+  }
+}
+
+TEST(KvEventDecoder, SignedAndUnsignedFormsOfAHashAgree) {
+  auto batch =
+      decode_batch(msgpack(json::array({1.0, json::array({json::array({"BlockRemoved", json::array({-2})})})})));
+  ASSERT_TRUE(batch);
+  EXPECT_EQ(std::get<BlockRemoved>(batch->events[0]).block_hashes[0], 0xFFFFFFFFFFFFFFFEULL);
+  EXPECT_FALSE(batch->data_parallel_rank);  // the oldest two-element batches
+}
+
+TEST(KvEventDecoder, ByteHashesAreNormalisedConsistently) {
+  auto bytes = json::binary({0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  json stored = {{"type", "BlockStored"},
+                 {"block_hashes", json::array({bytes})},
+                 {"parent_block_hash", nullptr},
+                 {"token_ids", json::array({7})},
+                 {"block_size", 1}};
+  json removed = {{"type", "BlockRemoved"}, {"block_hashes", json::array({bytes})}};
+  auto batch = decode_batch(msgpack(json::array({1.0, json::array({stored, removed}), 0})));
+  ASSERT_TRUE(batch);
+  EXPECT_EQ(std::get<BlockStored>(batch->events[0]).block_hashes[0],
+            std::get<BlockRemoved>(batch->events[1]).block_hashes[0]);
+}
+
+TEST(KvEventDecoder, MapBatchesAndSglangFieldsAreAccepted) {
+  json stored = json::array({"BlockStored", json::array({1}), nullptr, json::array({5, 6}), 2, nullptr, "GPU",
+                             json{{"cache_salt", "tenant-a"}}});
+  auto batch = decode_batch(msgpack(json{{"ts", 3.0}, {"events", json::array({stored})}, {"attn_dp_rank", 1}}));
+  ASSERT_TRUE(batch) << batch.error().message;
+  EXPECT_EQ(batch->data_parallel_rank, 1);
+  EXPECT_EQ(std::get<BlockStored>(batch->events[0]).cache_salt, "tenant-a");
+  json map_form = {{"type", "BlockStored"}, {"block_hashes", json::array({1})}, {"token_ids", json::array({5})},
+                   {"block_size", 1},       {"cache_salt", "tenant-b"},         {"medium", "CPU"},
+                   {"future_field", 42}};
+  auto map_batch = decode_batch(msgpack(json::array({1.0, json::array({map_form})})));
+  ASSERT_TRUE(map_batch);
+  const auto& event = std::get<BlockStored>(map_batch->events[0]);
+  EXPECT_EQ(event.cache_salt, "tenant-b");
+  EXPECT_EQ(event.medium, "CPU");
+  EXPECT_FALSE(event.parent_block_hash);  // omitted = default (none)
+}
+
+TEST(KvEventDecoder, UnknownTypesAreSkippedMalformedOnesCounted) {
+  json events = json::array({json::array({"BlockMoved", 1, 2}),
+                             json{{"type", "BlockStored"},
+                                  {"block_hashes", json::array({1})},
+                                  {"token_ids", json::array({1, 2, 3})},
+                                  {"block_size", 2}},  // 3 tokens, 1 block of 2
+                             json::array({"BlockRemoved", "not a list"}), 17, json::array({"AllBlocksCleared"})});
+  auto batch = decode_batch(msgpack(json::array({1.0, events})));
+  ASSERT_TRUE(batch);
+  EXPECT_EQ(batch->unknown_events, 1u);
+  EXPECT_EQ(batch->malformed_events, 3u);
+  ASSERT_EQ(batch->events.size(), 1u);
+  EXPECT_TRUE(std::holds_alternative<AllBlocksCleared>(batch->events[0]));
+}
+
+TEST(KvEventDecoder, GarbageAndTruncationAreErrorsNotCrashes) {
+  std::vector<sim::CacheEvent> events{sim::BlockStored{{1}, std::nullopt, {1, 2}, 2}};
+  auto good = sim::encode_event_batch(events, 1.0, 0, sim::EventFormat::map);
+  for (std::size_t cut = 0; cut < good.size(); ++cut) {
+    EXPECT_FALSE(decode_batch(std::string_view(good).substr(0, cut))) << "cut at " << cut;
+  }
+  EXPECT_FALSE(decode_batch("\xc1"));  // a byte MessagePack never uses
+  EXPECT_FALSE(decode_batch(msgpack(json("a string"))));
+  EXPECT_FALSE(decode_batch(msgpack(json::array({"ts", json::array()}))));
+  EXPECT_FALSE(decode_batch(msgpack(json::array({1.0, 5}))));
+}
+
+}  // namespace
+}  // namespace kvgate::kv_events
