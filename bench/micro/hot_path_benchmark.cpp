@@ -3,10 +3,13 @@
 //   build/bench/micro/kvgate-micro-bench --benchmark_min_time=1
 #include <benchmark/benchmark.h>
 
+#include <unistd.h>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "kv_event_encoder.hpp"
+#include "kvgate/index/prefix_index.hpp"
 #include "kvgate/kv_events/decoder.hpp"
 #include "kvgate/openai/errors.hpp"
 #include "kvgate/openai/request.hpp"
@@ -90,6 +93,57 @@ void decode_kv_events(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(state.iterations() * count * 4), benchmark::Counter::kIsRate);
 }
 BENCHMARK(decode_kv_events)->Arg(16)->Arg(256);
+
+// A 32k-token prompt (2,048 blocks of 16) against 16 workers that hold
+// leading runs of it of different lengths (worker w holds the first
+// 128 * (w + 1) blocks): the lookup walks all 2,048 blocks.
+void index_lookup(benchmark::State& state) {
+  kvgate::index::PrefixIndex index(1u << 30);
+  std::vector<kvgate::prefix::BlockHash> prompt(2048);
+  for (std::size_t block = 0; block < prompt.size(); ++block) {
+    prompt[block] = 0x9e3779b97f4a7c15ULL * (block + 1);
+  }
+  for (kvgate::index::WorkerSlot worker = 0; worker < 16; ++worker) {
+    auto held = std::min<std::size_t>(prompt.size(), 128 * (worker + 1u));
+    index.insert(worker, std::span(prompt).first(held), kvgate::index::Tier::gpu, worker);
+  }
+  for (auto _ : state) {
+    auto match = index.longest_prefix(prompt);
+    benchmark::DoNotOptimize(match);
+  }
+}
+BENCHMARK(index_lookup);
+
+std::size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::size_t pages = 0;
+  std::size_t resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+}
+
+// Resident memory per (block, worker) entry with 10 million entries: 5
+// million blocks, each held by 2 of 16 workers.
+void index_memory(benchmark::State& state) {
+  for (auto _ : state) {
+    auto before = resident_bytes();
+    kvgate::index::PrefixIndex index(1u << 30);
+    std::vector<kvgate::prefix::BlockHash> run(1000);
+    for (std::uint64_t chunk = 0; chunk < 5000; ++chunk) {
+      for (std::size_t block = 0; block < run.size(); ++block) {
+        run[block] = 0x9e3779b97f4a7c15ULL * (chunk * 1000 + block + 1);
+      }
+      auto worker = static_cast<kvgate::index::WorkerSlot>(chunk % 16);
+      index.insert(worker, run, kvgate::index::Tier::gpu, chunk);
+      index.insert(static_cast<kvgate::index::WorkerSlot>((worker + 1) % 16), run, kvgate::index::Tier::gpu, chunk);
+    }
+    auto after = resident_bytes();
+    state.counters["entries"] = static_cast<double>(index.entries());
+    state.counters["bytes_per_entry"] = static_cast<double>(after - before) / static_cast<double>(index.entries());
+    state.counters["resident_MiB"] = static_cast<double>(after - before) / (1024.0 * 1024.0);
+  }
+}
+BENCHMARK(index_memory)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
