@@ -1,0 +1,45 @@
+#pragma once
+// Parsing of engines' Prometheus text exposition (GET /metrics) and the
+// extraction of the load signals routing needs, for vLLM, SGLang and
+// llama.cpp names (../shared/docs/engines.md section 2). Pure and total:
+// malformed lines are skipped and counted, never fatal.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kvgate::workers {
+
+struct MetricSample {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> labels;
+  double value = 0;
+
+  [[nodiscard]] std::optional<std::string_view> label(std::string_view key) const;
+};
+
+struct ParsedMetrics {
+  std::vector<MetricSample> samples;
+  std::uint32_t malformed_lines = 0;
+};
+
+ParsedMetrics parse_prometheus_text(std::string_view text);
+
+// What an engine's metrics say about its load. Absent fields: the engine did
+// not export that signal. With several engine processes behind one endpoint
+// (label engine="0", "1", ...), counts add up and KV usage is the highest.
+struct EngineLoad {
+  std::optional<double> running;
+  std::optional<double> waiting;
+  std::optional<double> kv_usage;  // 0..1
+  std::optional<double> prefix_queries_tokens;
+  std::optional<double> prefix_hit_tokens;
+  std::optional<std::uint32_t> block_size;
+  std::optional<std::uint64_t> num_gpu_blocks;
+};
+
+EngineLoad extract_engine_load(const ParsedMetrics& metrics);
+
+}  // namespace kvgate::workers

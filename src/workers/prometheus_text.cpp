@@ -1,0 +1,189 @@
+#include "kvgate/workers/prometheus_text.hpp"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+namespace kvgate::workers {
+namespace {
+
+bool is_name_char(char character, bool first) {
+  return (character >= 'a' && character <= 'z') || (character >= 'A' && character <= 'Z') || character == '_' ||
+         character == ':' || (!first && character >= '0' && character <= '9');
+}
+
+std::optional<double> parse_value(std::string_view text) {
+  if (text == "NaN") {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  if (text == "+Inf" || text == "Inf") {
+    return std::numeric_limits<double>::infinity();
+  }
+  if (text == "-Inf") {
+    return -std::numeric_limits<double>::infinity();
+  }
+  double value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc{} || end != text.data() + text.size()) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+// Label value with the exposition format's escapes (\\, \", \n); `at` is
+// just past the opening quote and ends just past the closing one.
+std::optional<std::string> parse_label_value(std::string_view line, std::size_t& at) {
+  std::string value;
+  while (at < line.size()) {
+    char character = line[at++];
+    if (character == '"') {
+      return value;
+    }
+    if (character == '\\') {
+      if (at >= line.size()) {
+        return std::nullopt;
+      }
+      char escaped = line[at++];
+      value.push_back(escaped == 'n' ? '\n' : escaped);
+    } else {
+      value.push_back(character);
+    }
+  }
+  return std::nullopt;
+}
+
+bool parse_labels(std::string_view line, std::size_t& at, MetricSample& sample) {
+  ++at;  // '{'
+  while (at < line.size() && line[at] != '}') {
+    auto start = at;
+    while (at < line.size() && is_name_char(line[at], at == start)) {
+      ++at;
+    }
+    if (at == start || at + 1 >= line.size() || line[at] != '=' || line[at + 1] != '"') {
+      return false;
+    }
+    std::string key(line.substr(start, at - start));
+    at += 2;
+    auto value = parse_label_value(line, at);
+    if (!value) {
+      return false;
+    }
+    sample.labels.emplace_back(std::move(key), std::move(*value));
+    if (at < line.size() && line[at] == ',') {
+      ++at;
+    }
+  }
+  if (at >= line.size()) {
+    return false;
+  }
+  ++at;  // '}'
+  return true;
+}
+
+std::optional<MetricSample> parse_sample(std::string_view line) {
+  MetricSample sample;
+  std::size_t at = 0;
+  while (at < line.size() && is_name_char(line[at], at == 0)) {
+    ++at;
+  }
+  if (at == 0) {
+    return std::nullopt;
+  }
+  sample.name = std::string(line.substr(0, at));
+  if (at < line.size() && line[at] == '{' && !parse_labels(line, at, sample)) {
+    return std::nullopt;
+  }
+  auto rest = line.substr(at);
+  auto value_start = rest.find_first_not_of(" \t");
+  if (value_start == std::string_view::npos) {
+    return std::nullopt;
+  }
+  rest = rest.substr(value_start);
+  auto value_end = rest.find_first_of(" \t");  // an optional timestamp may follow
+  auto value = parse_value(rest.substr(0, value_end));
+  if (!value) {
+    return std::nullopt;
+  }
+  sample.value = *value;
+  return sample;
+}
+
+void add(std::optional<double>& total, double value) {
+  total = total.value_or(0) + value;
+}
+
+}  // namespace
+
+std::optional<std::string_view> MetricSample::label(std::string_view key) const {
+  for (const auto& [name, value] : labels) {
+    if (name == key) {
+      return value;
+    }
+  }
+  return std::nullopt;
+}
+
+ParsedMetrics parse_prometheus_text(std::string_view text) {
+  ParsedMetrics parsed;
+  while (!text.empty()) {
+    auto end = text.find('\n');
+    auto line = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view{} : text.substr(end + 1);
+    if (!line.empty() && line.back() == '\r') {
+      line.remove_suffix(1);
+    }
+    auto first = line.find_first_not_of(" \t");
+    if (first == std::string_view::npos || line[first] == '#') {
+      continue;
+    }
+    if (auto sample = parse_sample(line.substr(first))) {
+      parsed.samples.push_back(std::move(*sample));
+    } else {
+      ++parsed.malformed_lines;
+    }
+  }
+  return parsed;
+}
+
+EngineLoad extract_engine_load(const ParsedMetrics& metrics) {
+  EngineLoad load;
+  for (const auto& sample : metrics.samples) {
+    const auto& name = sample.name;
+    if (!std::isfinite(sample.value)) {
+      continue;
+    }
+    if (name == "vllm:num_requests_running" || name == "sglang:num_running_reqs" ||
+        name == "llamacpp:requests_processing") {
+      add(load.running, sample.value);
+    } else if (name == "vllm:num_requests_waiting" || name == "sglang:num_queue_reqs" ||
+               name == "llamacpp:requests_deferred") {
+      add(load.waiting, sample.value);
+    } else if (name == "vllm:kv_cache_usage_perc" || name == "vllm:gpu_cache_usage_perc" ||
+               name == "sglang:token_usage") {
+      load.kv_usage = std::max(load.kv_usage.value_or(0), std::clamp(sample.value, 0.0, 1.0));
+    } else if (name == "vllm:prefix_cache_queries_total") {
+      add(load.prefix_queries_tokens, sample.value);
+    } else if (name == "vllm:prefix_cache_hits_total" || name == "sglang:cached_tokens_total" ||
+               name == "llamacpp:prompt_tokens_cached_total") {
+      add(load.prefix_hit_tokens, sample.value);
+    } else if (name == "vllm:cache_config_info") {
+      std::uint64_t number = 0;
+      auto block_size = sample.label("block_size");
+      if (block_size &&
+          std::from_chars(block_size->data(), block_size->data() + block_size->size(), number).ec == std::errc{} &&
+          number > 0 && number <= 1u << 20) {
+        load.block_size = static_cast<std::uint32_t>(number);
+      }
+      auto blocks = sample.label("num_gpu_blocks");
+      if (blocks && std::from_chars(blocks->data(), blocks->data() + blocks->size(), number).ec == std::errc{}) {
+        load.num_gpu_blocks = number;
+      }
+    }
+  }
+  return load;
+}
+
+}  // namespace kvgate::workers
