@@ -213,6 +213,11 @@ TEST(Operations, DecisionLogRecordsEveryRoutedRequest) {
   ASSERT_EQ(post_json(harness.api_port(), "/v1/chat/completions", "{oops").status, 400);
   std::vector<json> records;
   ASSERT_TRUE(eventually([&] { return (records = read_json_lines(log_path)).size() == 2; }));
+  // Lines are written as requests end, on whichever I/O thread served them,
+  // so the two may come in either order.
+  if (records[0]["session"] != "s-7") {
+    std::swap(records[0], records[1]);
+  }
   // Sequence 0 picks "dead" (refused), the retry goes to u0.
   const auto& retried = records[0];
   EXPECT_EQ(retried["session"], "s-7");
