@@ -16,37 +16,15 @@ bash scripts/setup.sh build
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"${KVGATE_JOBS:-2}" --target kvgate kvgate-sim
 
-work=$(mktemp -d /tmp/kvgate-demo-XXXXXX)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-# Starts a server whose first stdout line announces its address; prints it.
-start_server() {
-  local name=$1
-  shift
-  mkfifo "$work/$name.fifo"
-  "$@" >"$work/$name.fifo" 2>"$work/$name.log" &
-  pids+=($!)
-  exec {fd}<"$work/$name.fifo"
-  local line
-  if ! read -r -t 10 -u "$fd" line; then
-    echo "demo: $name did not start:" >&2
-    cat "$work/$name.log" >&2
-    exit 1
-  fi
-  echo "$line"
-}
+source scripts/lib.sh
+begin_run demo
 
 workers_yaml=""
 replicas=()
 for id in r0 r1 r2; do
-  line=$(start_server "$id" build/bench/sim/kvgate-sim --model demo-model --block-size 16 \
-    --num-gpu-blocks 160 --max-model-len 2048 --time-scale 20)
+  start_server "$id" build/bench/sim/kvgate-sim --model demo-model --block-size 16 \
+    --num-gpu-blocks 160 --max-model-len 2048 --time-scale 20
+  line=$started
   workers_yaml+="      - {id: $id, url: \"http://${line#listening }\"}"$'\n'
   replicas+=("${line#listening }")
 done
@@ -65,7 +43,8 @@ models:
     workers:
 $workers_yaml
 YAML
-line=$(start_server kvgate build/src/kvgate --config "$work/kvgate.yaml")
+start_server kvgate build/src/kvgate --config "$work/kvgate.yaml"
+line=$started
 api=$(sed -E 's/.*api=([^ ]+).*/\1/' <<<"$line")
 admin=$(sed -E 's/.*admin=([^ ]+).*/\1/' <<<"$line")
 echo "kvgate: api http://$api  admin http://$admin  (policy least_load, 3 kvgate-sim replicas)"

@@ -13,8 +13,9 @@ build_packages=(
 # Tests: clang for the libFuzzer targets and the format check, promtool to
 # validate /metrics, curl for scripts.
 test_packages=(clang clang-format clang-tidy libclang-rt-14-dev prometheus curl)
-# Benchmarks: wrk as the load generator, nginx as the reference proxy.
-bench_packages=(wrk nginx-light)
+# Benchmarks: wrk as the load generator, nginx as the reference proxy,
+# python3 to find free ports for nginx.
+bench_packages=(wrk nginx-light python3)
 
 want=("${build_packages[@]}")
 case "${1:-build}" in

@@ -84,7 +84,7 @@ class Relay {
   workers::InFlightRequest& in_flight_;
   http::beast::flat_buffer upstream_buffer_;
   http::bhttp::response_parser<http::bhttp::buffer_body> parser_;
-  std::array<char, kRelayBufferBytes> chunk_{};
+  std::array<char, kRelayBufferBytes> chunk_;  // not zeroed: only read after a read filled it
   bool event_stream_ = false;
   bool reusable_ = false;
 };
