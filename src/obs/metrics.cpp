@@ -96,16 +96,6 @@ Metrics::RequestSeries Metrics::request_series(std::string_view model, std::stri
   return series;
 }
 
-void Metrics::request_finished(std::string_view model, std::string_view worker, int status, double duration_seconds,
-                               double first_byte_seconds) {
-  auto series = request_series(model, worker, status);
-  series.count->Increment();
-  series.duration->Observe(duration_seconds);
-  if (first_byte_seconds >= 0) {
-    series.first_byte->Observe(first_byte_seconds);
-  }
-}
-
 void ThreadMetrics::request_finished(std::string_view model, std::string_view worker, int status,
                                      double duration_seconds, double first_byte_seconds) {
   key_.clear();

@@ -72,10 +72,6 @@ ApiError upstream_stream_interrupted(std::string_view detail) {
               {}, "upstream_stream_interrupted");
 }
 
-ApiError shutting_down() {
-  return make(503, "The gateway is shutting down.", "server_error", {}, "shutting_down");
-}
-
 std::string error_body(const ApiError& error) {
   return error_json(error).dump();
 }

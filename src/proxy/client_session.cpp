@@ -59,6 +59,7 @@ awaitable<bool> ClientSession::serve_one(bool first_request) {
   auto [header_error, ignored_bytes] = co_await bhttp::async_read_header(stream_, buffer_, parser, use_nothrow);
   idle_ = false;
   Exchange exchange;
+  exchange.table = table;
   exchange.started = std::chrono::steady_clock::now();
   if (header_error) {
     // A connection that closes or idles out between requests is normal;
@@ -126,7 +127,7 @@ awaitable<void> ClientSession::respond(Exchange& exchange, unsigned status, std:
   response.prepare_payload();
   exchange.status = static_cast<int>(status);
   exchange.response_bytes += response.body().size();
-  stream_.expires_after(context().table()->options->timeouts.client_write);
+  stream_.expires_after(exchange.table->options->timeouts.client_write);
   auto [error, written] = co_await bhttp::async_write(stream_, response, use_nothrow);
   stream_.expires_never();
   if (error) {
@@ -143,15 +144,13 @@ awaitable<void> ClientSession::respond_error(Exchange& exchange, const openai::A
 void ClientSession::finish(Exchange& exchange) {
   auto elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange.started).count();
   exchange.total_seconds = elapsed;
-  if (exchange.routed) {
-    if (auto log = context().decision_log()) {
-      auto now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-      log->write(decision_record(exchange, now));
-    }
+  if (exchange.decision_log) {
+    auto now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    exchange.decision_log->write(decision_record(exchange, now));
   }
   thread_.metrics().request_finished(exchange.model, exchange.worker, exchange.status, elapsed,
                                      exchange.first_byte_seconds);
-  if (!context().table()->options->access_log) {
+  if (!exchange.table->options->access_log) {
     return;
   }
   // No prompt text here, by design: the request id links this line to the

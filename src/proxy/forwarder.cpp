@@ -48,11 +48,7 @@ awaitable<void> watch_client(tcp::socket& client, CancelLink& link) {
 class Attempts {
  public:
   Attempts(ClientSession& session, Exchange& exchange, const ForwardTarget& target, CancelLink& link)
-      : session_(session),
-        exchange_(exchange),
-        target_(target),
-        link_(link),
-        record_candidates_(session.context().decision_log() != nullptr) {}
+      : session_(session), exchange_(exchange), target_(target), link_(link) {}
 
   awaitable<void> run(const ClientRequest& request) {
     auto upstream_request = make_upstream_request(request, exchange_);
@@ -115,7 +111,8 @@ class Attempts {
       if (target_.session_key) {
         exchange_.session = std::string(*target_.session_key);
       }
-      if (record_candidates_) {
+      exchange_.decision_log = session_.context().decision_log();
+      if (exchange_.decision_log) {
         exchange_.candidates = std::move(decision.candidates);
       }
     }
@@ -174,7 +171,6 @@ class Attempts {
   Exchange& exchange_;
   const ForwardTarget& target_;
   CancelLink& link_;
-  bool record_candidates_;
 };
 
 awaitable<void> run_attempts(ClientSession& session, const ClientRequest& request, Exchange& exchange,

@@ -103,7 +103,7 @@ std::string make_request_id() {
 }
 
 awaitable<void> handle_request(ClientSession& session, ClientRequest& request, Exchange& exchange) {
-  auto table = session.context().table();
+  const auto& table = exchange.table;
   auto target = request.target();
   exchange.path = std::string(target.substr(0, target.find('?')));
   exchange.method = std::string(request.method_string());

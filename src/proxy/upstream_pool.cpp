@@ -76,12 +76,4 @@ void UpstreamPool::release(const workers::WorkerState& worker, UpstreamStream st
   connections.push_back(Idle{std::move(stream), std::chrono::steady_clock::now()});
 }
 
-std::size_t UpstreamPool::idle_count() const {
-  std::size_t count = 0;
-  for (const auto& [url, connections] : idle_) {
-    count += connections.size();
-  }
-  return count;
-}
-
 }  // namespace kvgate::proxy

@@ -28,8 +28,6 @@ class Metrics {
   };
   RequestSeries request_series(std::string_view model, std::string_view worker, int status);
 
-  void request_finished(std::string_view model, std::string_view worker, int status, double duration_seconds,
-                        double first_byte_seconds);
   void upstream_error(std::string_view worker, std::string_view kind);
   void retry(std::string_view model);
   void client_error(int status, std::string_view code);

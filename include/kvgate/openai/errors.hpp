@@ -27,7 +27,6 @@ ApiError no_healthy_worker(std::string_view model);
 ApiError upstream_failure(std::string_view detail);
 ApiError upstream_timeout(std::string_view detail);
 ApiError upstream_stream_interrupted(std::string_view detail);
-ApiError shutting_down();
 
 // The JSON body for a response.
 std::string error_body(const ApiError& error);

@@ -8,11 +8,16 @@
 #include <string>
 #include <vector>
 
+#include "kvgate/obs/decision_log.hpp"
 #include "kvgate/policy/policy.hpp"
+#include "kvgate/proxy/routing_table.hpp"
 
 namespace kvgate::proxy {
 
 struct Exchange {
+  // The configuration this exchange runs under, loaded once when it starts
+  // (a reload mid-request does not change it).
+  std::shared_ptr<const RoutingTable> table;
   std::string request_id;
   std::string method;
   std::string path;
@@ -24,7 +29,8 @@ struct Exchange {
   bool routed = false;
   std::optional<std::string> session;
   std::string policy;
-  std::vector<policy::Candidate> candidates;  // of the first decision
+  std::vector<policy::Candidate> candidates;       // of the first decision
+  std::shared_ptr<obs::DecisionLog> decision_log;  // set when routed and the log is on
   int status = 0;
   double first_byte_seconds = -1;  // < 0: no upstream response
   double total_seconds = 0;        // set when the exchange ends

@@ -43,8 +43,6 @@ class UpstreamPool {
     max_idle_per_worker_ = max_idle_per_worker;
     idle_timeout_ = idle_timeout;
   }
-  void clear() { idle_.clear(); }
-  [[nodiscard]] std::size_t idle_count() const;
 
  private:
   struct Idle {
