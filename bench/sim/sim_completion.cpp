@@ -343,68 +343,60 @@ Response simple_answer(SimServer& server, const Request& request, const std::str
   return json_response(404, error_json("Not found: " + path, "NotFoundError", 404), keep_alive);
 }
 
+// Writes a response; true when the connection may serve another request.
+awaitable<bool> send(beast::tcp_stream& stream, Response response) {
+  auto [error, written] = co_await bhttp::async_write(stream, response, use_nothrow);
+  co_return !error && response.keep_alive();
+}
+
+// One request; true when the connection may serve another.
+awaitable<bool> handle_sim_request(SimServer& server, beast::tcp_stream& stream, const Request& request) {
+  auto target = std::string(request.target());
+  auto path = target.substr(0, target.find('?'));
+  const bool keep_alive = request.keep_alive();
+  if (path == "/sim/fault" && request.method() == bhttp::verb::post) {
+    auto problem = server.apply_fault(request.body());
+    auto response = problem ? json_response(400, error_json(*problem, "BadRequestError", 400), keep_alive)
+                            : json_response(200, {{"ok", true}}, keep_alive);
+    co_return co_await send(stream, std::move(response));
+  }
+  if (path != "/metrics" && server.fault().hang) {
+    co_await wait_until_peer_closes(stream.socket());
+    co_return false;
+  }
+  if (path != "/metrics" && server.fault().status) {
+    auto status = *server.fault().status;
+    auto response = json_response(
+        status, error_json("injected failure", "ServiceUnavailableError", static_cast<int>(status)), keep_alive);
+    co_return co_await send(stream, std::move(response));
+  }
+  const bool chat = path == "/v1/chat/completions";
+  if ((chat || path == "/v1/completions") && request.method() == bhttp::verb::post) {
+    Completion completion;
+    completion.id = "cmpl-sim-" + std::to_string(server.next_completion_number());
+    auto rejection = validate_completion(server, request, chat, completion);
+    if (rejection) {
+      co_return co_await send(stream, std::move(*rejection));
+    }
+    CompletionRun run(server, stream, std::move(completion));
+    const bool served = co_await run.run(keep_alive);
+    co_return served&& keep_alive;
+  }
+  co_return co_await send(stream, simple_answer(server, request, path));
+}
+
 }  // namespace
 
 awaitable<void> serve_sim_connection(SimServer& server, tcp::socket socket) {
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
   for (;;) {
-    bhttp::request_parser<bhttp::string_body> parser;
-    parser.body_limit(64 * 1024 * 1024);
-    auto [read_error, read] = co_await bhttp::async_read(stream, buffer, parser, use_nothrow);
-    if (read_error) {
+    auto request = co_await read_request(stream, buffer, 64 * 1024 * 1024);
+    if (!request) {
       co_return;
     }
-    auto request = parser.release();
-    auto target = std::string(request.target());
-    auto path = target.substr(0, target.find('?'));
-    if (path == "/sim/fault" && request.method() == bhttp::verb::post) {
-      auto problem = server.apply_fault(request.body());
-      auto response = problem ? json_response(400, error_json(*problem, "BadRequestError", 400), request.keep_alive())
-                              : json_response(200, {{"ok", true}}, request.keep_alive());
-      auto [error, written] = co_await bhttp::async_write(stream, response, use_nothrow);
-      if (error || !response.keep_alive()) {
-        co_return;
-      }
-      continue;
-    }
-    if (path != "/metrics" && server.fault().hang) {
-      co_await wait_until_peer_closes(stream.socket());
-      co_return;
-    }
-    if (path != "/metrics" && server.fault().status) {
-      auto status = *server.fault().status;
-      auto response =
-          json_response(status, error_json("injected failure", "ServiceUnavailableError", static_cast<int>(status)),
-                        request.keep_alive());
-      auto [error, written] = co_await bhttp::async_write(stream, response, use_nothrow);
-      if (error || !response.keep_alive()) {
-        co_return;
-      }
-      continue;
-    }
-    const bool chat = path == "/v1/chat/completions";
-    if ((chat || path == "/v1/completions") && request.method() == bhttp::verb::post) {
-      Completion completion;
-      completion.id = "cmpl-sim-" + std::to_string(server.next_completion_number());
-      auto rejection = validate_completion(server, request, chat, completion);
-      if (rejection) {
-        auto [error, written] = co_await bhttp::async_write(stream, *rejection, use_nothrow);
-        if (error || !request.keep_alive()) {
-          co_return;
-        }
-        continue;
-      }
-      CompletionRun run(server, stream, std::move(completion));
-      const bool served = co_await run.run(request.keep_alive());
-      if (!served || !request.keep_alive()) {
-        co_return;
-      }
-      continue;
-    }
-    auto response = simple_answer(server, request, path);
-    auto [error, written] = co_await bhttp::async_write(stream, response, use_nothrow);
-    if (error || !response.keep_alive()) {
+    const bool keep_going = co_await handle_sim_request(server, stream, *request);
+    if (!keep_going) {
       co_return;
     }
   }

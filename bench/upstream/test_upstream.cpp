@@ -157,14 +157,12 @@ class Connection {
 
   awaitable<void> serve() {
     for (;;) {
-      bhttp::request_parser<bhttp::string_body> parser;
-      parser.body_limit(64 * 1024 * 1024);
-      auto [error, read] = co_await bhttp::async_read(stream_, buffer_, parser, use_nothrow);
-      if (error) {
+      auto request = co_await read_request(stream_, buffer_, 64 * 1024 * 1024);
+      if (!request) {
         co_return;
       }
-      auto request = parser.release();
-      if (!co_await handle(request)) {
+      const bool keep_going = co_await handle(*request);
+      if (!keep_going) {
         co_return;
       }
     }

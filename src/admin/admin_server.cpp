@@ -35,14 +35,12 @@ awaitable<void> AdminServer::serve(tcp::socket socket) {
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
   for (;;) {
-    bhttp::request_parser<bhttp::string_body> parser;
-    parser.body_limit(4 * 1024 * 1024);
     stream.expires_after(std::chrono::seconds(30));
-    auto [read_error, read] = co_await bhttp::async_read(stream, buffer, parser, use_nothrow);
-    if (read_error) {
+    auto read = co_await read_request(stream, buffer, 4 * 1024 * 1024);
+    if (!read) {
       co_return;
     }
-    auto& request = parser.get();
+    auto& request = *read;
     auto target = request.target();
     auto reply = handle_admin_request(context_, request.method(), target.substr(0, target.find('?')), request.body(),
                                       request["x-session-id"]);

@@ -61,6 +61,17 @@ Result<tcp::endpoint, std::string> open_listener(tcp::acceptor& acceptor, const 
   return acceptor.local_endpoint();
 }
 
+awaitable<std::optional<StringRequest>> read_request(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+                                                     std::uint64_t body_limit) {
+  bhttp::request_parser<bhttp::string_body> parser;
+  parser.body_limit(body_limit);
+  auto [error, read] = co_await bhttp::async_read(stream, buffer, parser, use_nothrow);
+  if (error) {
+    co_return std::nullopt;
+  }
+  co_return parser.release();
+}
+
 awaitable<bool> wait_until_peer_closes(tcp::socket& socket) {
   for (;;) {
     auto [error] = co_await socket.async_wait(tcp::socket::wait_read, use_nothrow);

@@ -11,6 +11,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <optional>
 #include <string>
 
 #include "kvgate/core/result.hpp"
@@ -37,6 +38,15 @@ void strip_hop_by_hop(bhttp::fields& fields);
 // when `endpoint` asked for port 0) or a message naming the address.
 Result<tcp::endpoint, std::string> open_listener(tcp::acceptor& acceptor, const tcp::endpoint& endpoint,
                                                  bool reuse_port);
+
+using StringRequest = bhttp::request<bhttp::string_body>;
+
+// Reads one whole request with a body of at most `body_limit` bytes; empty
+// when the peer closed, timed out or sent something unreadable. For the
+// simple servers (admin, simulator, test upstream); the data plane reads in
+// stages to answer each failure precisely.
+awaitable<std::optional<StringRequest>> read_request(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+                                                     std::uint64_t body_limit);
 
 // Waits until the peer closes the connection (true) without consuming any
 // byte; returns false when the wait is cancelled or the peer sends data
