@@ -51,7 +51,8 @@ std::optional<std::vector<BlockId>> BlockPool::allocate(std::uint32_t count) {
 }
 
 void BlockPool::cache_blocks(std::span<const BlockId> blocks, std::span<const BlockHash> hashes,
-                             std::optional<BlockHash> parent, std::span<const TokenId> token_ids) {
+                             std::optional<BlockHash> parent, std::span<const TokenId> token_ids,
+                             std::string_view cache_salt) {
   assert(blocks.size() == hashes.size());
   assert(token_ids.size() == blocks.size() * block_size_);
   if (blocks.empty()) {
@@ -62,7 +63,8 @@ void BlockPool::cache_blocks(std::span<const BlockId> blocks, std::span<const Bl
     cached_[hashes[index]].push_back(blocks[index]);
   }
   events_.emplace_back(BlockStored{std::vector<BlockHash>(hashes.begin(), hashes.end()), parent,
-                                   std::vector<TokenId>(token_ids.begin(), token_ids.end()), block_size_});
+                                   std::vector<TokenId>(token_ids.begin(), token_ids.end()), block_size_,
+                                   parent ? std::string() : std::string(cache_salt)});
 }
 
 void BlockPool::release(std::span<const BlockId> blocks) {

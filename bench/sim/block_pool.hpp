@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
+#include <string_view>
 #include <unordered_map>
 #include <variant>
 #include <vector>
@@ -31,6 +33,9 @@ struct BlockStored {
   std::optional<BlockHash> parent_block_hash;
   std::vector<TokenId> token_ids;
   std::uint32_t block_size = 0;
+  // The request's cache_salt when the blocks start at the root: vLLM sends
+  // it in extra_keys of the first block (it is part of that block's hash).
+  std::string root_cache_salt;
 };
 struct BlockRemoved {
   std::vector<BlockHash> block_hashes;
@@ -58,7 +63,7 @@ class BlockPool {
   // tokens token_ids[i*block_size, (i+1)*block_size). `parent` is the hash
   // of the block before blocks[0] (none for a prompt's first block).
   void cache_blocks(std::span<const BlockId> blocks, std::span<const BlockHash> hashes, std::optional<BlockHash> parent,
-                    std::span<const TokenId> token_ids);
+                    std::span<const TokenId> token_ids, std::string_view cache_salt = {});
 
   // Drops one reference on each block, in the order given; blocks that
   // reach zero join the tail of the free queue in that order.

@@ -42,6 +42,7 @@ struct NewRequest {
   std::vector<TokenId> prompt;
   std::uint32_t max_tokens = 1;
   BlockHash hash_seed = 0;  // partition seed (per-process seed, cache_salt)
+  std::string cache_salt;   // reported in the root block's KV event
 };
 
 struct Progress {
@@ -97,6 +98,7 @@ class Engine {
     std::vector<BlockHash> hashes;    // of blocks[0..cached_blocks)
     std::uint32_t cached_blocks = 0;  // blocks registered in the prefix cache
     BlockHash hash_seed = 0;
+    std::string cache_salt;
     std::optional<std::uint32_t> cached_tokens;  // set at first admission
   };
   struct Scheduled {

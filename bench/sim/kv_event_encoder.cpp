@@ -27,10 +27,25 @@ void write_parent(MsgpackWriter& writer, const std::optional<BlockHash>& parent)
   }
 }
 
+// vLLM's extra_keys: one entry per block, the salt in the first block's
+// tuple, nil for the others.
+void write_extra_keys(MsgpackWriter& writer, const BlockStored& event) {
+  writer.array_header(static_cast<std::uint32_t>(event.block_hashes.size()));
+  for (std::size_t block = 0; block < event.block_hashes.size(); ++block) {
+    if (block == 0) {
+      writer.array_header(1);
+      writer.string(event.root_cache_salt);
+    } else {
+      writer.nil();
+    }
+  }
+}
+
 void write_stored(MsgpackWriter& writer, const BlockStored& event, EventFormat format) {
   auto tokens = [&] { write_array(writer, event.token_ids, [&](TokenId id) { writer.unsigned_integer(id); }); };
+  const bool salted = !event.root_cache_salt.empty();
   if (format == EventFormat::array) {
-    writer.array_header(7);
+    writer.array_header(salted ? 9 : 7);
     writer.string("BlockStored");
     write_hashes(writer, event.block_hashes);
     write_parent(writer, event.parent_block_hash);
@@ -38,9 +53,13 @@ void write_stored(MsgpackWriter& writer, const BlockStored& event, EventFormat f
     writer.unsigned_integer(event.block_size);
     writer.nil();  // lora_id
     writer.string(kMedium);
+    if (salted) {
+      writer.nil();  // lora_name
+      write_extra_keys(writer, event);
+    }
     return;
   }
-  writer.map_header(7);
+  writer.map_header(salted ? 8 : 7);
   writer.string("type");
   writer.string("BlockStored");
   writer.string("block_hashes");
@@ -55,6 +74,10 @@ void write_stored(MsgpackWriter& writer, const BlockStored& event, EventFormat f
   writer.nil();
   writer.string("medium");
   writer.string(kMedium);
+  if (salted) {
+    writer.string("extra_keys");
+    write_extra_keys(writer, event);
+  }
 }
 
 void write_removed(MsgpackWriter& writer, const BlockRemoved& event, EventFormat format) {

@@ -45,6 +45,9 @@ class KvPublisher {
   // with an empty buffer, as a restarted engine does.
   void drop_next(std::uint32_t count) { drop_remaining_ = count; }
   void restart();
+  // The sequence number the next batch gets (batches dropped by the fault
+  // count too): tests wait for a subscriber to reach next_sequence() - 1.
+  [[nodiscard]] std::uint64_t next_sequence() const { return next_sequence_; }
 
  private:
   void answer_replay(const std::string& identity, std::uint64_t start);

@@ -4,6 +4,7 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <nlohmann/json.hpp>
 
+#include "kvgate/openai/prompt.hpp"
 #include "kvgate/tokenizer/approximate.hpp"
 #include "sim_server.hpp"
 
@@ -41,52 +42,23 @@ struct Completion {
   std::string id;
 };
 
-std::string content_text(const json& content) {
-  if (content.is_string()) {
-    return content.get<std::string>();
-  }
-  std::string text;
-  if (content.is_array()) {
-    for (const auto& part : content) {
-      if (part.is_object() && part.value("type", "") == "text" && part.contains("text") && part["text"].is_string()) {
-        text += text.empty() ? "" : "\n";
-        text += part["text"].get<std::string>();
-      }
-    }
-  }
-  return text;
-}
-
-// The prompt's token ids, or an error message (400).
+// The prompt's token ids, or an error message (400). The prompt is read
+// exactly as the gateway reads it (openai::extract_prompt).
 std::optional<std::string> read_prompt(const json& body, Completion& completion) {
   if (completion.chat) {
     if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
       return "messages must be a non-empty list";
     }
-    std::vector<tokenizer::ApproximateMessage> messages;
-    for (const auto& message : body["messages"]) {
-      if (!message.is_object()) {
-        return "each message must be an object";
-      }
-      messages.push_back({message.value("role", "user"), content_text(message.value("content", json("")))});
-    }
-    auto rendered = tokenizer::render_approximate_chat(messages, body.value("add_generation_prompt", true));
-    completion.prompt = tokenizer::approximate_tokens(rendered);
-    return std::nullopt;
+  } else if (!body.contains("prompt")) {
+    return "prompt is required";
   }
-  const auto& prompt = body.contains("prompt") ? body["prompt"] : json();
-  if (prompt.is_string()) {
-    completion.prompt = tokenizer::approximate_tokens(prompt.get<std::string>());
-  } else if (prompt.is_array() && !prompt.empty() && prompt[0].is_number_integer()) {
-    for (const auto& token : prompt) {
-      if (!token.is_number_unsigned() && !(token.is_number_integer() && token.get<std::int64_t>() >= 0)) {
-        return "prompt token ids must be non-negative integers";
-      }
-      completion.prompt.push_back(token.get<TokenId>());
-    }
-  } else {
-    return "prompt must be a string or a list of token ids (batched prompts are not simulated)";
+  auto prompt = openai::extract_prompt(
+      body, completion.chat ? openai::Endpoint::chat_completions : openai::Endpoint::completions);
+  if (std::holds_alternative<std::monostate>(prompt)) {
+    return completion.chat ? "each message must be an object"
+                           : "prompt must be a string or a list of token ids (batched prompts are not simulated)";
   }
+  completion.prompt = tokenizer::approximate_prompt_tokens(prompt);
   return std::nullopt;
 }
 
@@ -173,7 +145,8 @@ class CompletionRun {
   // False when the client left (the request was aborted in the engine).
   awaitable<bool> run(bool keep_alive) {
     started_ = std::chrono::steady_clock::now();
-    NewRequest request{completion_.prompt, completion_.max_tokens, server_.hash_seed_for(completion_.cache_salt)};
+    NewRequest request{completion_.prompt, completion_.max_tokens, server_.hash_seed_for(completion_.cache_salt),
+                       completion_.cache_salt};
     handle_ = server_.submit(std::move(request), state_);
     bool ok = false;
     if (completion_.stream) {

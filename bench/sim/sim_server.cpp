@@ -265,6 +265,11 @@ std::string SimServer::metrics_text() {
       << "# TYPE vllm:cache_config_info gauge\n"
       << "vllm:cache_config_info{block_size=\"" << options_.block_size << "\",enable_prefix_caching=\"True\","
       << "engine=\"0\",num_gpu_blocks=\"" << options_.num_gpu_blocks << "\"} 1.0\n";
+  if (publisher_) {
+    // Not a vLLM metric: lets tests and tools see how far a subscriber must get.
+    gauge("kvgate_sim_kv_event_next_sequence", "Sequence number of the next KV-event batch the simulator publishes.",
+          static_cast<double>(publisher_->next_sequence()));
+  }
   return out.str();
 }
 

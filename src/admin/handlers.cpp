@@ -3,6 +3,7 @@
 #include "kvgate/admin/admin_server.hpp"
 #include "kvgate/openai/request.hpp"
 #include "kvgate/proxy/decision_record.hpp"
+#include "kvgate/proxy/prefix_lookup.hpp"
 
 namespace kvgate::admin {
 
@@ -37,8 +38,15 @@ AdminResponse readiness(proxy::GatewayContext& context) {
 
 AdminResponse metrics(proxy::GatewayContext& context) {
   auto table = context.table();
-  for (const auto& worker : table->all_workers()) {
-    context.metrics().set_worker_state(worker->id(), worker->healthy(), worker->in_flight());
+  for (const auto& model : table->models) {
+    for (std::size_t index = 0; index < model.workers.size(); ++index) {
+      const auto& worker = *model.workers[index];
+      const auto& stream = worker.event_stream();
+      context.metrics().set_worker_state(worker.id(), worker.healthy(), worker.in_flight());
+      context.metrics().set_event_stream_state(worker.id(),
+                                               {stream.configured, stream.connected, stream.stale, stream.silent,
+                                                model.cache->index.entries_of(model.slots[index])});
+    }
   }
   return {200, "text/plain; version=0.0.4; charset=utf-8", context.metrics().serialize()};
 }
@@ -52,13 +60,41 @@ AdminResponse debug_workers(proxy::GatewayContext& context) {
     for (std::size_t index = 0; index < model.workers.size(); ++index) {
       const auto& worker = *model.workers[index];
       const auto& worker_options = model_options.workers[index];
+      const auto& stream = worker.event_stream();
+      json events = nullptr;
+      if (stream.configured) {
+        events = {
+            {"endpoint", worker_options.kv_events},
+            {"replay_endpoint",
+             worker_options.kv_events_replay.empty() ? json(nullptr) : json(worker_options.kv_events_replay)},
+            {"connected", stream.connected.load()},
+            {"last_sequence", stream.last_sequence.load() < 0 ? json(nullptr) : json(stream.last_sequence.load())},
+            {"batches", stream.batches.load()},
+            {"gaps", stream.gaps.load()},
+            {"replays", stream.replays.load()},
+            {"failed_replays", stream.failed_replays.load()},
+            {"resets", stream.resets.load()},
+            {"decode_errors", stream.decode_errors.load()},
+            {"stale", stream.stale.load()},
+            {"silent", stream.silent.load()},
+            {"last_event_unix_ms",
+             stream.last_event_unix_ms.load() == 0 ? json(nullptr) : json(stream.last_event_unix_ms.load())}};
+      }
       workers.push_back({
           {"id", worker.id()},
           {"model", model.name},
           {"url", worker.url()},
           {"healthy", worker.healthy()},
           {"in_flight", worker.in_flight()},
-          {"kv_events", worker_options.kv_events.empty() ? json(nullptr) : json(worker_options.kv_events)},
+          {"pending_prefill_tokens", worker.pending_prefill_tokens()},
+          {"mode", !stream.configured ? "approximate"
+                   : stream.stale     ? "stale"
+                                      : "events"},
+          {"kv_events", std::move(events)},
+          {"index",
+           {{"blocks", model.cache->index.entries_of(model.slots[index])},
+            {"engine_blocks", stream.engine_blocks.load()},
+            {"assumed_blocks", stream.assumed_blocks.load()}}},
       });
     }
   }
@@ -81,21 +117,26 @@ AdminResponse debug_route(proxy::GatewayContext& context, std::string_view body,
   if (model == nullptr) {
     return error_response(openai::model_not_found(summary->model));
   }
+  auto prompt = proxy::prompt_blocks(*model, *summary);
+  auto cached = proxy::predicted_cached_tokens(*model, prompt);
   std::vector<policy::WorkerView> views;
-  for (const auto& worker : model->workers) {
-    views.push_back({worker->id(), worker->healthy(), worker->in_flight()});
+  for (std::size_t index = 0; index < model->workers.size(); ++index) {
+    const auto& worker = *model->workers[index];
+    views.push_back(
+        {worker.id(), worker.healthy(), worker.in_flight(), worker.pending_prefill_tokens(), cached[index]});
   }
   std::optional<std::string_view> session_key;
   if (summary->session_key) {
     session_key = *summary->session_key;
   }
-  auto decision = table->policy->decide({model->name, session_key, 0, {}}, views);
+  auto decision = table->policy->decide({model->name, session_key, 0, {}, prompt.input_tokens}, views);
   json worker = decision.worker_index ? json(model->workers[*decision.worker_index]->id()) : json(nullptr);
   return json_response(200, {{"worker", std::move(worker)},
                              {"reason", decision.reason},
                              {"policy", table->policy->name()},
                              {"session", session_key ? json(*session_key) : json(nullptr)},
-                             {"input_tokens", nullptr},
+                             {"input_tokens", prompt.input_tokens == 0 ? json(nullptr) : json(prompt.input_tokens)},
+                             {"blocks", prompt.blocks.size()},
                              {"candidates", proxy::candidates_json(decision.candidates)}});
 }
 

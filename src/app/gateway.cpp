@@ -54,7 +54,15 @@ int Gateway::run() {
 }
 
 bool Gateway::start() {
-  context_.publish(proxy::build_routing_table(options_, nullptr, unix_now()));
+  auto initial = proxy::build_routing_table(options_, nullptr, unix_now(), registry_);
+  if (!initial) {
+    spdlog::critical("{}", initial.error());
+    return false;
+  }
+  context_.publish(*initial);
+  ingestion_ = std::make_unique<kv_events::Ingestion>(metrics_, options_->index, options_->kv_events);
+  ingestion_->configure(proxy::worker_feeds(**initial), options_->index, options_->kv_events);
+  context_.set_ingestion(ingestion_.get());
   if (!open_decision_log(*options_)) {
     return false;
   }
@@ -138,7 +146,13 @@ void Gateway::reload() {
     return;
   }
   auto previous = context_.table();
-  auto table = proxy::build_routing_table(options, previous.get(), unix_now());
+  auto built = proxy::build_routing_table(options, previous.get(), unix_now(), registry_);
+  if (!built) {
+    spdlog::error("config reload rejected, keeping the running configuration: {}", built.error());
+    metrics_.config_reload(false);
+    return;
+  }
+  const auto& table = *built;
   auto current_workers = table->all_workers();
   for (const auto& old : previous->all_workers()) {
     bool kept = std::any_of(current_workers.begin(), current_workers.end(),
@@ -148,6 +162,7 @@ void Gateway::reload() {
     }
   }
   context_.publish(table);
+  ingestion_->configure(proxy::worker_feeds(*table), options->index, options->kv_events);
   options_ = options;
   health_.watch(table->all_workers(), options->health_check, table->thresholds);
   for (auto& thread : threads_) {
@@ -209,6 +224,7 @@ void Gateway::finish() {
     thread->io().stop();
   }
   runners_.clear();  // joins
+  ingestion_.reset();
   control_.stop();
 }
 

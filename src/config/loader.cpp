@@ -102,8 +102,23 @@ void read_health_check(YamlReader& reader, const YAML::Node& node, HealthCheckOp
                   [&](auto& value, auto path) { reader.read(value, path, out.passive_failures, 0, 1000); });
 }
 
+void read_cache_aware(YamlReader& reader, const YAML::Node& node, CacheAwareOptions& out) {
+  const std::string base = "routing.cache_aware";
+  if (!reader.check_mapping(node, base,
+                            {"prefill_ms_per_token", "queue_ms_per_pending_token", "queue_ms_per_request"})) {
+    return;
+  }
+  reader.optional(node, base, "prefill_ms_per_token",
+                  [&](auto& value, auto path) { reader.read(value, path, out.prefill_ms_per_token, 0.0, 1000.0); });
+  reader.optional(node, base, "queue_ms_per_pending_token", [&](auto& value, auto path) {
+    reader.read(value, path, out.queue_ms_per_pending_token, 0.0, 1000.0);
+  });
+  reader.optional(node, base, "queue_ms_per_request",
+                  [&](auto& value, auto path) { reader.read(value, path, out.queue_ms_per_request, 0.0, 1e6); });
+}
+
 void read_routing(YamlReader& reader, const YAML::Node& node, RoutingOptions& out) {
-  if (!reader.check_mapping(node, "routing", {"policy"})) {
+  if (!reader.check_mapping(node, "routing", {"policy", "cache_aware"})) {
     return;
   }
   reader.optional(node, "routing", "policy", [&](auto& value, auto path) {
@@ -113,17 +128,53 @@ void read_routing(YamlReader& reader, const YAML::Node& node, RoutingOptions& ou
       out.policy = PolicyKind::round_robin;
     } else if (name == "least_load") {
       out.policy = PolicyKind::least_load;
-    } else if (name == "session_hash" || name == "prefix_hash" || name == "cache_aware") {
+    } else if (name == "cache_aware") {
+      out.policy = PolicyKind::cache_aware;
+    } else if (name == "session_hash" || name == "prefix_hash") {
       reader.problem(value, path,
-                     "policy '" + name + "' is not available in this version (use round_robin or least_load)");
+                     "policy '" + name +
+                         "' is not available in this version (use cache_aware, least_load or "
+                         "round_robin)");
     } else if (value.IsScalar()) {
-      reader.problem(value, path, "unknown policy '" + name + "' (round_robin, least_load)");
+      reader.problem(value, path, "unknown policy '" + name + "' (cache_aware, least_load, round_robin)");
     }
+  });
+  reader.optional(node, "routing", "cache_aware",
+                  [&](auto& value, auto) { read_cache_aware(reader, value, out.cache_aware); });
+}
+
+void read_index(YamlReader& reader, const YAML::Node& node, IndexOptions& out) {
+  if (!reader.check_mapping(node, "index",
+                            {"max_entries", "speculative_ttl", "approximate_ttl", "default_kv_capacity_blocks"})) {
+    return;
+  }
+  reader.optional(node, "index", "max_entries",
+                  [&](auto& value, auto path) { reader.read(value, path, out.max_entries, 1'000, 2'000'000'000); });
+  reader.optional(node, "index", "speculative_ttl", [&](auto& value, auto path) {
+    reader.read_duration(value, path, out.speculative_ttl, Milliseconds(1));
+  });
+  reader.optional(node, "index", "approximate_ttl", [&](auto& value, auto path) {
+    reader.read_duration(value, path, out.approximate_ttl, Milliseconds(1));
+  });
+  reader.optional(node, "index", "default_kv_capacity_blocks", [&](auto& value, auto path) {
+    reader.read(value, path, out.default_kv_capacity_blocks, 1, 1'000'000'000);
+  });
+}
+
+void read_kv_events(YamlReader& reader, const YAML::Node& node, KvEventOptions& out) {
+  if (!reader.check_mapping(node, "kv_events", {"replay_timeout", "silence_after"})) {
+    return;
+  }
+  reader.optional(node, "kv_events", "replay_timeout", [&](auto& value, auto path) {
+    reader.read_duration(value, path, out.replay_timeout, Milliseconds(10));
+  });
+  reader.optional(node, "kv_events", "silence_after", [&](auto& value, auto path) {
+    reader.read_duration(value, path, out.silence_after, Milliseconds(100));
   });
 }
 
 void read_worker(YamlReader& reader, const YAML::Node& node, const std::string& path, WorkerOptions& out) {
-  if (!reader.check_mapping(node, path, {"id", "url", "kv_events", "kv_events_replay"})) {
+  if (!reader.check_mapping(node, path, {"id", "url", "kv_events", "kv_events_replay", "kv_capacity_blocks"})) {
     return;
   }
   if (!node["id"]) {
@@ -149,6 +200,9 @@ void read_worker(YamlReader& reader, const YAML::Node& node, const std::string& 
     } else {
       out.endpoint = *url;
     }
+  });
+  reader.optional(node, path, "kv_capacity_blocks", [&](auto& value, auto key_path) {
+    reader.read(value, key_path, out.kv_capacity_blocks, 1, 1'000'000'000);
   });
   for (const char* key : {"kv_events", "kv_events_replay"}) {
     reader.optional(node, path, key, [&](auto& value, auto key_path) {
@@ -228,9 +282,10 @@ void check_unique_names(YamlReader& reader, const YAML::Node& root, const Option
 }
 
 void read_root(YamlReader& reader, const YAML::Node& root, Options& out) {
-  if (!reader.check_mapping(root, "",
-                            {"listen", "admin_listen", "threads", "log_level", "access_log", "api_keys", "limits",
-                             "timeouts", "upstream", "health_check", "models", "routing", "decision_log"})) {
+  if (!reader.check_mapping(
+          root, "",
+          {"listen", "admin_listen", "threads", "log_level", "access_log", "api_keys", "limits", "timeouts", "upstream",
+           "health_check", "models", "routing", "index", "kv_events", "decision_log"})) {
     return;
   }
   reader.optional(root, "", "listen", [&](auto& value, auto path) { read_address(reader, value, path, out.listen); });
@@ -258,6 +313,8 @@ void read_root(YamlReader& reader, const YAML::Node& root, Options& out) {
   reader.optional(root, "", "health_check",
                   [&](auto& value, auto) { read_health_check(reader, value, out.health_check); });
   reader.optional(root, "", "routing", [&](auto& value, auto) { read_routing(reader, value, out.routing); });
+  reader.optional(root, "", "index", [&](auto& value, auto) { read_index(reader, value, out.index); });
+  reader.optional(root, "", "kv_events", [&](auto& value, auto) { read_kv_events(reader, value, out.kv_events); });
   reader.optional(root, "", "decision_log",
                   [&](auto& value, auto path) { reader.read(value, path, out.decision_log); });
   if (auto models = root["models"]; models) {
@@ -320,6 +377,8 @@ std::string_view to_string(PolicyKind policy) {
       return "round_robin";
     case PolicyKind::least_load:
       return "least_load";
+    case PolicyKind::cache_aware:
+      return "cache_aware";
   }
   return "unknown";
 }

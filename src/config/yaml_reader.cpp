@@ -2,9 +2,20 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <set>
+#include <sstream>
 
 namespace kvgate::config::detail {
+namespace {
+
+std::string format_number(double value) {
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
+
+}  // namespace
 
 void YamlReader::problem(const YAML::Node& node, const std::string& path, std::string message) {
   problem_at_line(node.Mark().line + 1, path, std::move(message));
@@ -87,6 +98,22 @@ void YamlReader::read(const YAML::Node& node, const std::string& path, std::uint
     problem(node, path, "must be between " + std::to_string(min) + " and " + std::to_string(max));
   } else {
     out = static_cast<std::uint32_t>(value);
+  }
+}
+
+void YamlReader::read(const YAML::Node& node, const std::string& path, double& out, double min, double max) {
+  if (!expect_scalar(node, path, "a number")) {
+    return;
+  }
+  const auto& text = node.Scalar();
+  double value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || error != std::errc{} || end != text.data() + text.size() || !std::isfinite(value)) {
+    problem(node, path, "expected a number, got '" + text + "'");
+  } else if (value < min || value > max) {
+    problem(node, path, "must be between " + format_number(min) + " and " + format_number(max));
+  } else {
+    out = value;
   }
 }
 

@@ -30,6 +30,7 @@ class YamlReader {
   void read(const YAML::Node& node, const std::string& path, std::string& out);
   void read(const YAML::Node& node, const std::string& path, bool& out);
   void read(const YAML::Node& node, const std::string& path, std::uint32_t& out, std::uint32_t min, std::uint32_t max);
+  void read(const YAML::Node& node, const std::string& path, double& out, double min, double max);
   void read_duration(const YAML::Node& node, const std::string& path, Milliseconds& out, Milliseconds min);
   void read_byte_size(const YAML::Node& node, const std::string& path, std::uint64_t& out, std::uint64_t min,
                       std::uint64_t max);

@@ -1,28 +1,98 @@
 #include "kvgate/index/prefix_index.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cassert>
+#include <mutex>
+#include <utility>
 
 namespace kvgate::index {
 namespace {
+
+constexpr std::uint64_t kMinimumCapacity = 1024;
+// Key 0 marks an empty slot; a block whose hash is 0 is stored under this
+// stand-in instead (one in 2^64 blocks, and both sides map it the same way).
+constexpr std::uint64_t kZeroHashKey = 0x9E3779B97F4A7C15ULL;
 
 std::uint64_t bit(WorkerSlot worker) {
   return std::uint64_t{1} << worker;
 }
 
+__extension__ using Uint128 = unsigned __int128;  // GCC and Clang; multiply-shift needs the high half
+
+std::uint64_t key_of(BlockHash hash) {
+  return hash == 0 ? kZeroHashKey : hash;
+}
+
 }  // namespace
 
-std::uint64_t PrefixIndex::insert(WorkerSlot worker, std::span<const BlockHash> blocks, Tier tier, std::uint64_t now) {
+struct PrefixIndex::Table {
+  struct Slot {
+    std::atomic<std::uint64_t> key{0};
+    std::atomic<std::uint64_t> gpu{0};        // workers with a GPU copy
+    std::atomic<std::uint64_t> offloaded{0};  // workers with another tier's copy
+  };
+  struct Recency {  // writer-only
+    std::uint32_t touched = 0;
+    std::uint32_t older = kNone;  // towards the oldest
+    std::uint32_t newer = kNone;
+  };
+
+  explicit Table(std::uint64_t slot_count) : capacity(slot_count), slots(new Slot[slot_count]), recency(slot_count) {}
+
+  // Home slot by multiply-shift, so the capacity need not be a power of two
+  // (tables grow by 1.6x, which keeps memory per block near 64 bytes).
+  [[nodiscard]] std::uint64_t home(std::uint64_t key) const {
+    return static_cast<std::uint64_t>((static_cast<Uint128>(key) * capacity) >> 64);
+  }
+  [[nodiscard]] std::uint64_t next(std::uint64_t slot) const { return slot + 1 == capacity ? 0 : slot + 1; }
+
+  // Reader-safe probe: the slot holding `key`, or capacity when absent.
+  [[nodiscard]] std::uint64_t find(std::uint64_t key) const {
+    for (auto slot = home(key);; slot = next(slot)) {
+      auto stored = slots[slot].key.load(std::memory_order_acquire);
+      if (stored == key) {
+        return slot;
+      }
+      if (stored == 0) {
+        return capacity;
+      }
+    }
+  }
+
+  std::uint64_t capacity;
+  std::unique_ptr<Slot[]> slots;
+  std::vector<Recency> recency;
+  std::uint64_t keyed = 0;  // slots with a key (live blocks and tombstones)
+};
+
+PrefixIndex::PrefixIndex(std::uint64_t max_entries)
+    : table_(std::make_unique<Table>(kMinimumCapacity)), max_entries_(max_entries) {}
+
+PrefixIndex::~PrefixIndex() = default;
+
+std::uint64_t PrefixIndex::capacity_slots() const {
+  std::shared_lock lock(swap_mutex_);
+  return table_->capacity;
+}
+
+std::uint64_t PrefixIndex::insert(WorkerSlot worker, std::span<const BlockHash> blocks, Tier tier, std::uint32_t now) {
   assert(worker < kMaxWorkers);
   for (auto hash : blocks) {
-    auto slot = find_or_add(hash);
-    auto& block = slots_[slot];
-    auto gpu = block.gpu;
-    auto offloaded = block.offloaded;
+    auto slot = find_or_claim(key_of(hash));
+    auto& entry = table_->slots[slot];
+    auto gpu = entry.gpu.load(std::memory_order_relaxed);
+    auto offloaded = entry.offloaded.load(std::memory_order_relaxed);
     (tier == Tier::gpu ? gpu : offloaded) |= bit(worker);
-    set_bits(block, gpu, offloaded);
-    block.touched = now;
-    unlink(slot);
+    const bool was_live =
+        (entry.gpu.load(std::memory_order_relaxed) | entry.offloaded.load(std::memory_order_relaxed)) != 0;
+    set_bits(slot, gpu, offloaded);
+    if (was_live) {
+      unlink(slot);
+    } else {
+      live_blocks_.fetch_add(1, std::memory_order_relaxed);
+    }
+    table_->recency[slot].touched = now;
     push_newest(slot);
   }
   return evict_over_cap();
@@ -30,117 +100,144 @@ std::uint64_t PrefixIndex::insert(WorkerSlot worker, std::span<const BlockHash> 
 
 void PrefixIndex::remove(WorkerSlot worker, std::span<const BlockHash> blocks, Tier tier) {
   for (auto hash : blocks) {
-    auto found = by_hash_.find(hash);
-    if (found == by_hash_.end()) {
+    auto slot = table_->find(key_of(hash));
+    if (slot == table_->capacity) {
       continue;
     }
-    auto& block = slots_[found->second];
-    auto gpu = block.gpu;
-    auto offloaded = block.offloaded;
+    auto& entry = table_->slots[slot];
+    auto gpu = entry.gpu.load(std::memory_order_relaxed);
+    auto offloaded = entry.offloaded.load(std::memory_order_relaxed);
+    if (((gpu | offloaded) & bit(worker)) == 0) {
+      continue;
+    }
     (tier == Tier::gpu ? gpu : offloaded) &= ~bit(worker);
-    set_bits(block, gpu, offloaded);
-    if ((block.gpu | block.offloaded) == 0) {
-      release(found->second);
-      by_hash_.erase(found);
+    set_bits(slot, gpu, offloaded);
+    if ((gpu | offloaded) == 0) {
+      retire(static_cast<std::uint32_t>(slot));
     }
   }
 }
 
 void PrefixIndex::drop_worker(WorkerSlot worker) {
-  for (auto it = by_hash_.begin(); it != by_hash_.end();) {
-    auto& block = slots_[it->second];
-    set_bits(block, block.gpu & ~bit(worker), block.offloaded & ~bit(worker));
-    if ((block.gpu | block.offloaded) == 0) {
-      release(it->second);
-      it = by_hash_.erase(it);
-    } else {
-      ++it;
+  for (auto slot = oldest_; slot != kNone;) {
+    auto newer = table_->recency[slot].newer;
+    auto& entry = table_->slots[slot];
+    auto gpu = entry.gpu.load(std::memory_order_relaxed) & ~bit(worker);
+    auto offloaded = entry.offloaded.load(std::memory_order_relaxed) & ~bit(worker);
+    set_bits(slot, gpu, offloaded);
+    if ((gpu | offloaded) == 0) {
+      retire(slot);
     }
+    slot = newer;
   }
+}
+
+std::uint32_t PrefixIndex::touched(BlockHash block) const {
+  auto slot = table_->find(key_of(block));
+  return slot == table_->capacity ? 0 : table_->recency[slot].touched;
 }
 
 PrefixMatch PrefixIndex::longest_prefix(std::span<const BlockHash> blocks) const {
   PrefixMatch match;
+  std::shared_lock lock(swap_mutex_);
+  const auto& table = *table_;
   std::uint64_t any = ~std::uint64_t{0};
   std::uint64_t gpu = ~std::uint64_t{0};
-  for (std::uint32_t position = 0; position < blocks.size(); ++position) {
-    auto found = by_hash_.find(blocks[position]);
-    if (found == by_hash_.end()) {
-      break;
+  std::uint32_t position = 0;
+  // A worker's run ends where its bit leaves the running mask: record the
+  // position once per worker instead of incrementing per block.
+  auto record = [&](std::uint64_t leaving_any, std::uint64_t leaving_gpu) {
+    for (; leaving_any != 0; leaving_any &= leaving_any - 1) {
+      match.blocks[static_cast<std::size_t>(std::countr_zero(leaving_any))] = position;
     }
-    const auto& block = slots_[found->second];
-    any &= block.gpu | block.offloaded;
-    gpu &= block.gpu;
-    if (any == 0) {
-      break;
+    for (; leaving_gpu != 0; leaving_gpu &= leaving_gpu - 1) {
+      match.gpu_blocks[static_cast<std::size_t>(std::countr_zero(leaving_gpu))] = position;
     }
-    for (auto holders = any; holders != 0; holders &= holders - 1) {
-      match.blocks[static_cast<std::size_t>(std::countr_zero(holders))] = position + 1;
+  };
+  for (; position < blocks.size() && any != 0; ++position) {
+    auto slot = table.find(key_of(blocks[position]));
+    std::uint64_t block_gpu = 0;
+    std::uint64_t block_offloaded = 0;
+    if (slot != table.capacity) {
+      block_gpu = table.slots[slot].gpu.load(std::memory_order_relaxed);
+      block_offloaded = table.slots[slot].offloaded.load(std::memory_order_relaxed);
     }
-    for (auto holders = gpu; holders != 0; holders &= holders - 1) {
-      match.gpu_blocks[static_cast<std::size_t>(std::countr_zero(holders))] = position + 1;
-    }
+    auto next_any = any & (block_gpu | block_offloaded);
+    auto next_gpu = gpu & block_gpu;
+    record(any & ~next_any, gpu & ~next_gpu);
+    any = next_any;
+    gpu = next_gpu;
   }
+  record(any, gpu);
   return match;
 }
 
-bool PrefixIndex::holds(WorkerSlot worker, BlockHash hash) const {
-  auto found = by_hash_.find(hash);
-  return found != by_hash_.end() && ((slots_[found->second].gpu | slots_[found->second].offloaded) & bit(worker));
+bool PrefixIndex::holds(WorkerSlot worker, BlockHash block) const {
+  std::shared_lock lock(swap_mutex_);
+  auto slot = table_->find(key_of(block));
+  if (slot == table_->capacity) {
+    return false;
+  }
+  const auto& entry = table_->slots[slot];
+  return ((entry.gpu.load(std::memory_order_relaxed) | entry.offloaded.load(std::memory_order_relaxed)) &
+          bit(worker)) != 0;
 }
 
-std::uint32_t PrefixIndex::find_or_add(BlockHash hash) {
-  auto [it, added] = by_hash_.try_emplace(hash, kNone);
-  if (!added) {
-    return it->second;
+std::uint32_t PrefixIndex::find_or_claim(std::uint64_t key) {
+  auto found = table_->find(key);
+  if (found != table_->capacity) {
+    return static_cast<std::uint32_t>(found);
   }
-  std::uint32_t slot;
-  if (!free_.empty()) {
-    slot = free_.back();
-    free_.pop_back();
-    slots_[slot] = Block{};
-  } else {
-    slot = static_cast<std::uint32_t>(slots_.size());
-    slots_.emplace_back();
+  // Keep keyed slots under 80%: rebuild from the live blocks so that they
+  // fill half of the new table (tombstones are dropped on the way).
+  if ((table_->keyed + 1) * 5 > table_->capacity * 4) {
+    auto live = live_blocks_.load(std::memory_order_relaxed) + 1;
+    rebuild(std::max(kMinimumCapacity, live * 2));
   }
-  slots_[slot].hash = hash;
-  it->second = slot;
-  push_newest(slot);
-  return slot;
+  auto slot = table_->home(key);
+  while (table_->slots[slot].key.load(std::memory_order_relaxed) != 0) {
+    slot = table_->next(slot);
+  }
+  table_->slots[slot].key.store(key, std::memory_order_release);
+  ++table_->keyed;
+  return static_cast<std::uint32_t>(slot);
 }
 
 // Keeps the entry counts in step with the masks: a (block, worker) pair
 // counts once whatever tiers hold it.
-void PrefixIndex::set_bits(Block& block, std::uint64_t gpu, std::uint64_t offloaded) {
-  auto before = block.gpu | block.offloaded;
+void PrefixIndex::set_bits(std::uint32_t slot, std::uint64_t gpu, std::uint64_t offloaded) {
+  auto& entry = table_->slots[slot];
+  auto before = entry.gpu.load(std::memory_order_relaxed) | entry.offloaded.load(std::memory_order_relaxed);
   auto after = gpu | offloaded;
   for (auto added = after & ~before; added != 0; added &= added - 1) {
-    ++per_worker_[static_cast<std::size_t>(std::countr_zero(added))];
-    ++entries_;
+    per_worker_[static_cast<std::size_t>(std::countr_zero(added))].fetch_add(1, std::memory_order_relaxed);
+    entries_.fetch_add(1, std::memory_order_relaxed);
   }
   for (auto gone = before & ~after; gone != 0; gone &= gone - 1) {
-    --per_worker_[static_cast<std::size_t>(std::countr_zero(gone))];
-    --entries_;
+    per_worker_[static_cast<std::size_t>(std::countr_zero(gone))].fetch_sub(1, std::memory_order_relaxed);
+    entries_.fetch_sub(1, std::memory_order_relaxed);
   }
-  block.gpu = gpu;
-  block.offloaded = offloaded;
+  entry.gpu.store(gpu, std::memory_order_relaxed);
+  entry.offloaded.store(offloaded, std::memory_order_relaxed);
 }
 
-void PrefixIndex::release(std::uint32_t slot) {
-  set_bits(slots_[slot], 0, 0);
+// The block has no holder left: it leaves the LRU and stays as a tombstone.
+void PrefixIndex::retire(std::uint32_t slot) {
+  set_bits(slot, 0, 0);
   unlink(slot);
-  free_.push_back(slot);
+  live_blocks_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void PrefixIndex::unlink(std::uint32_t slot) {
-  auto& block = slots_[slot];
+  auto& links = table_->recency;
+  auto& block = links[slot];
   if (block.newer != kNone) {
-    slots_[block.newer].older = block.older;
+    links[block.newer].older = block.older;
   } else if (newest_ == slot) {
     newest_ = block.older;
   }
   if (block.older != kNone) {
-    slots_[block.older].newer = block.newer;
+    links[block.older].newer = block.newer;
   } else if (oldest_ == slot) {
     oldest_ = block.newer;
   }
@@ -148,11 +245,11 @@ void PrefixIndex::unlink(std::uint32_t slot) {
 }
 
 void PrefixIndex::push_newest(std::uint32_t slot) {
-  auto& block = slots_[slot];
-  block.older = newest_;
-  block.newer = kNone;
+  auto& links = table_->recency;
+  links[slot].older = newest_;
+  links[slot].newer = kNone;
   if (newest_ != kNone) {
-    slots_[newest_].newer = slot;
+    links[newest_].newer = slot;
   }
   newest_ = slot;
   if (oldest_ == kNone) {
@@ -162,14 +259,52 @@ void PrefixIndex::push_newest(std::uint32_t slot) {
 
 std::uint64_t PrefixIndex::evict_over_cap() {
   std::uint64_t evicted = 0;
-  while (entries_ > max_entries_ && oldest_ != kNone) {
+  while (entries_.load(std::memory_order_relaxed) > max_entries_.load(std::memory_order_relaxed) && oldest_ != kNone) {
     auto slot = oldest_;
-    auto hash = slots_[slot].hash;
-    evicted += static_cast<std::uint64_t>(std::popcount(slots_[slot].gpu | slots_[slot].offloaded));
-    release(slot);
-    by_hash_.erase(hash);
+    const auto& entry = table_->slots[slot];
+    evicted += static_cast<std::uint64_t>(
+        std::popcount(entry.gpu.load(std::memory_order_relaxed) | entry.offloaded.load(std::memory_order_relaxed)));
+    retire(slot);
   }
   return evicted;
+}
+
+// Copies the live blocks, oldest first, into a fresh table; readers keep
+// using the old one until the pointer swap.
+void PrefixIndex::rebuild(std::uint64_t capacity) {
+  auto fresh = std::make_unique<Table>(capacity);
+  std::uint32_t fresh_newest = kNone;
+  std::uint32_t fresh_oldest = kNone;
+  for (auto slot = oldest_; slot != kNone; slot = table_->recency[slot].newer) {
+    const auto& entry = table_->slots[slot];
+    auto key = entry.key.load(std::memory_order_relaxed);
+    auto target = fresh->home(key);
+    while (fresh->slots[target].key.load(std::memory_order_relaxed) != 0) {
+      target = fresh->next(target);
+    }
+    auto& copy = fresh->slots[target];
+    copy.gpu.store(entry.gpu.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    copy.offloaded.store(entry.offloaded.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    copy.key.store(key, std::memory_order_relaxed);
+    ++fresh->keyed;
+    auto position = static_cast<std::uint32_t>(target);
+    fresh->recency[position] = {table_->recency[slot].touched, fresh_newest, kNone};
+    if (fresh_newest != kNone) {
+      fresh->recency[fresh_newest].newer = position;
+    } else {
+      fresh_oldest = position;
+    }
+    fresh_newest = position;
+  }
+  std::unique_ptr<Table> old;
+  {
+    // The unique_lock's release orders every store above before any reader
+    // that takes the shared lock afterwards.
+    std::unique_lock lock(swap_mutex_);
+    old = std::exchange(table_, std::move(fresh));
+  }
+  newest_ = fresh_newest;
+  oldest_ = fresh_oldest;
 }
 
 }  // namespace kvgate::index

@@ -90,6 +90,40 @@ void read_salt(const EventFields& fields, BlockStored& stored) {
   }
 }
 
+// vLLM's extra_keys: one entry per block, nil or a tuple of extra hash
+// inputs (LoRA name, multimodal hashes, and cache_salt on a request's first
+// block; vllm/v1/core/kv_cache_utils.py generate_block_hash_extra_keys). A
+// salt on the root block is understood; anything else makes the blocks'
+// identity depend on inputs the request path cannot see.
+void read_extra_keys(const json& extra, BlockStored& stored) {
+  for (std::size_t position = 0; position < extra.size(); ++position) {
+    const auto& keys = extra[position];
+    if (keys.is_null() || (keys.is_array() && keys.empty())) {
+      continue;
+    }
+    stored.has_extra_keys = true;
+    std::vector<std::string> strings;
+    bool only_strings = keys.is_array();
+    for (const auto& key : keys.is_array() ? keys : json::array()) {
+      if (!key.is_string()) {
+        only_strings = false;
+        break;
+      }
+      if (!stored.lora_name || key.get_ref<const std::string&>() != *stored.lora_name) {
+        strings.push_back(key.get<std::string>());
+      }
+    }
+    const bool root_block = position == 0 && !stored.parent_block_hash;
+    if (root_block && only_strings && strings.size() <= 1) {
+      if (strings.size() == 1 && !stored.cache_salt) {
+        stored.cache_salt = strings.front();
+      }
+      continue;
+    }
+    stored.unreproducible_extra_keys = true;
+  }
+}
+
 std::optional<BlockStored> read_stored(const EventFields& fields) {
   BlockStored stored;
   const auto* hashes = fields.get("block_hashes", kHashes);
@@ -117,9 +151,10 @@ std::optional<BlockStored> read_stored(const EventFields& fields) {
     stored.medium = *medium;
   }
   stored.lora_name = optional_string(fields.get("lora_name", kLoraName));
-  const auto* extra = fields.get("extra_keys", kExtraKeys);
-  stored.has_extra_keys = extra != nullptr && extra->is_array() && !extra->empty();
   read_salt(fields, stored);
+  if (const auto* extra = fields.get("extra_keys", kExtraKeys); extra != nullptr && extra->is_array()) {
+    read_extra_keys(*extra, stored);
+  }
   return stored;
 }
 

@@ -64,7 +64,63 @@ Metrics::Metrics()
       worker_in_flight_(BuildGauge()
                             .Name("kvgate_worker_in_flight_requests")
                             .Help("Requests dispatched to the worker and not yet finished")
-                            .Register(*registry_)) {
+                            .Register(*registry_)),
+      kv_events_(BuildCounter()
+                     .Name("kvgate_kv_events_total")
+                     .Help("KV-cache events received from the worker's engine, by event type (unknown and "
+                           "malformed events are counted and skipped)")
+                     .Register(*registry_)),
+      kv_event_gaps_(BuildCounter()
+                         .Name("kvgate_kv_event_gaps_total")
+                         .Help("Sequence gaps seen in the worker's KV-event stream")
+                         .Register(*registry_)),
+      kv_event_replays_(BuildCounter()
+                            .Name("kvgate_kv_event_replays_total")
+                            .Help("Replay requests sent after a gap, by outcome (closed, failed)")
+                            .Register(*registry_)),
+      kv_event_resets_(BuildCounter()
+                           .Name("kvgate_kv_event_resets_total")
+                           .Help("Engine restarts detected from the KV-event sequence; the worker's entries "
+                                 "were dropped")
+                           .Register(*registry_)),
+      kv_event_decode_errors_(BuildCounter()
+                                  .Name("kvgate_kv_event_decode_errors_total")
+                                  .Help("KV-event messages that could not be decoded (skipped)")
+                                  .Register(*registry_)),
+      index_unindexable_(BuildCounter()
+                             .Name("kvgate_index_unindexable_blocks_total")
+                             .Help("Stored blocks no request can match (unknown parent, other block size, "
+                                   "multimodal inputs): tracked for removal, not indexed")
+                             .Register(*registry_)),
+      kv_events_connected_(BuildGauge()
+                               .Name("kvgate_kv_events_connected")
+                               .Help("1 while the worker's KV-event publisher is connected")
+                               .Register(*registry_)),
+      kv_events_stale_(BuildGauge()
+                           .Name("kvgate_kv_events_stale")
+                           .Help("1 while the worker's events are known incomplete (unclosed gap); it is "
+                                 "routed in approximate mode meanwhile")
+                           .Register(*registry_)),
+      kv_events_silent_(BuildGauge()
+                            .Name("kvgate_kv_events_silent")
+                            .Help("1 when the worker got traffic but its configured event stream sent nothing")
+                            .Register(*registry_)),
+      index_blocks_(BuildGauge()
+                        .Name("kvgate_index_blocks")
+                        .Help("Blocks the prefix index credits to the worker")
+                        .Register(*registry_)),
+      cache_predictions_(BuildCounter()
+                             .Name("kvgate_cache_predictions_total")
+                             .Help("Routed requests whose engine reported cached tokens, by whether kvgate's "
+                                   "prediction was exact, high or low")
+                             .Register(*registry_)) {
+  index_evictions_ = &BuildCounter()
+                          .Name("kvgate_index_evictions_total")
+                          .Help(
+                              "(block, worker) entries dropped from the prefix index to stay under "
+                              "index.max_entries")
+                          .Register(*registry_)
+                          .Add({});
   connections_rejected_ = &BuildCounter()
                                .Name("kvgate_connections_rejected_total")
                                .Help("Client connections closed at accept because max_connections was reached")
@@ -142,9 +198,56 @@ void Metrics::set_worker_state(std::string_view worker, bool up, std::uint32_t i
   worker_in_flight_.Add({{"worker", std::string(worker)}}).Set(in_flight);
 }
 
+prometheus::Counter& Metrics::kv_events(std::string_view worker, std::string_view type) {
+  return kv_events_.Add({{"worker", std::string(worker)}, {"type", std::string(type)}});
+}
+
+void Metrics::kv_event_gap(std::string_view worker) {
+  kv_event_gaps_.Add({{"worker", std::string(worker)}}).Increment();
+}
+
+void Metrics::kv_event_replay(std::string_view worker, bool closed) {
+  kv_event_replays_.Add({{"worker", std::string(worker)}, {"outcome", closed ? "closed" : "failed"}}).Increment();
+}
+
+void Metrics::kv_event_reset(std::string_view worker) {
+  kv_event_resets_.Add({{"worker", std::string(worker)}}).Increment();
+}
+
+void Metrics::kv_event_decode_error(std::string_view worker) {
+  kv_event_decode_errors_.Add({{"worker", std::string(worker)}}).Increment();
+}
+
+void Metrics::index_evictions(std::uint64_t entries) {
+  index_evictions_->Increment(static_cast<double>(entries));
+}
+
+void Metrics::index_unindexable(std::string_view worker, std::uint64_t blocks) {
+  index_unindexable_.Add({{"worker", std::string(worker)}}).Increment(static_cast<double>(blocks));
+}
+
+void Metrics::set_event_stream_state(std::string_view worker, const EventStreamGauges& state) {
+  prometheus::Labels labels{{"worker", std::string(worker)}};
+  index_blocks_.Add(labels).Set(static_cast<double>(state.index_blocks));
+  if (state.configured) {
+    kv_events_connected_.Add(labels).Set(state.connected ? 1 : 0);
+    kv_events_silent_.Add(labels).Set(state.silent ? 1 : 0);
+    kv_events_stale_.Add(labels).Set(state.stale ? 1 : 0);
+  }
+}
+
+void Metrics::cache_prediction(std::string_view worker, std::string_view outcome) {
+  cache_predictions_.Add({{"worker", std::string(worker)}, {"outcome", std::string(outcome)}}).Increment();
+}
+
 void Metrics::forget_worker(std::string_view worker) {
   worker_up_.Remove(&worker_up_.Add({{"worker", std::string(worker)}}));
   worker_in_flight_.Remove(&worker_in_flight_.Add({{"worker", std::string(worker)}}));
+  for (auto* family : {&kv_events_connected_, &kv_events_stale_, &kv_events_silent_, &index_blocks_}) {
+    if (family->Has({{"worker", std::string(worker)}})) {
+      family->Remove(&family->Add({{"worker", std::string(worker)}}));
+    }
+  }
 }
 
 std::string Metrics::serialize() const {

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kvgate/openai/prompt.hpp"
+
 namespace kvgate::openai {
 namespace {
 
@@ -36,6 +38,18 @@ std::optional<ApiError> check_endpoint_fields(const json& body, Endpoint endpoin
     }
     if (messages->empty()) {
       return invalid_request("'messages' must contain at least one message.", "messages", "empty_array");
+    }
+    for (std::size_t index = 0; index < messages->size(); ++index) {
+      const auto& message = (*messages)[index];
+      auto field = "messages[" + std::to_string(index) + "]";
+      if (!message.is_object()) {
+        return wrong_type(field, "an object", message);
+      }
+      auto role = message.find("role");
+      if (role == message.end() || !role->is_string()) {
+        return invalid_request("'" + field + ".role' is required and must be a string.", field + ".role",
+                               "invalid_value");
+      }
     }
     return std::nullopt;
   }
@@ -95,7 +109,7 @@ Result<RequestSummary, ApiError> inspect_request(std::string_view body_text, End
   if (auto problem = check_endpoint_fields(body, endpoint)) {
     return unexpected(std::move(*problem));
   }
-  for (const char* field : {"user", "prompt_cache_key"}) {
+  for (const char* field : {"user", "prompt_cache_key", "cache_salt"}) {
     if (auto problem = check_optional_string(body, field)) {
       return unexpected(std::move(*problem));
     }
@@ -105,6 +119,8 @@ Result<RequestSummary, ApiError> inspect_request(std::string_view body_text, End
     return unexpected(stream.error());
   }
   summary.stream = *stream;
+  summary.prompt = extract_prompt(body, endpoint);
+  summary.cache_salt = extract_cache_salt(body);
   if (!session_header.empty()) {
     summary.session_key = std::string(session_header);
   } else {

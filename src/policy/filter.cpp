@@ -12,6 +12,7 @@ std::vector<Candidate> filter_candidates(const RouteRequest& request, std::span<
     Candidate candidate;
     candidate.worker = std::string(worker.id);
     candidate.in_flight = worker.in_flight;
+    candidate.cached_tokens = worker.cached_tokens;
     if (std::find(request.excluded.begin(), request.excluded.end(), index) != request.excluded.end()) {
       candidate.ineligible_because = "already_tried";
     } else if (!worker.healthy) {

@@ -8,6 +8,10 @@ using nlohmann::json;
 
 namespace {
 
+json optional_number(double value) {
+  return value < 0 ? json(nullptr) : json(value);
+}
+
 json candidate_json(const policy::Candidate& candidate) {
   return {
       {"worker", candidate.worker},
@@ -15,14 +19,10 @@ json candidate_json(const policy::Candidate& candidate) {
       {"ineligible_because", candidate.ineligible_because.empty() ? json(nullptr) : json(candidate.ineligible_because)},
       {"in_flight", candidate.in_flight},
       {"score", candidate.score},
-      {"cached_tokens", nullptr},
-      {"queue_delay_ms", nullptr},
-      {"prefill_ms", nullptr},
-      {"expected_ttft_ms", nullptr}};
-}
-
-json optional_number(double value) {
-  return value < 0 ? json(nullptr) : json(value);
+      {"cached_tokens", candidate.cached_tokens},
+      {"queue_delay_ms", optional_number(candidate.queue_delay_ms)},
+      {"prefill_ms", optional_number(candidate.prefill_ms)},
+      {"expected_ttft_ms", optional_number(candidate.expected_ttft_ms)}};
 }
 
 }  // namespace
@@ -47,8 +47,9 @@ std::string decision_record(const Exchange& exchange, double unix_seconds) {
       {"worker", exchange.worker.empty() ? json(nullptr) : json(exchange.worker)},
       {"policy", exchange.policy},
       {"reason", exchange.route_reason},
-      {"input_tokens", nullptr},
-      {"predicted_cached_tokens", nullptr},
+      {"input_tokens", exchange.input_tokens == 0 ? json(nullptr) : json(exchange.input_tokens)},
+      {"predicted_cached_tokens",
+       exchange.predicted_cached_tokens ? json(*exchange.predicted_cached_tokens) : json(nullptr)},
       {"candidates", candidates_json(exchange.candidates)},
       {"status", exchange.status},
       {"cached_tokens", nullptr},

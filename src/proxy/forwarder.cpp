@@ -66,7 +66,7 @@ class Attempts {
         session_.context().metrics().retry(target_.model.name);
       }
       auto& worker = *target_.model.workers[*chosen];
-      workers::InFlightRequest in_flight(worker);
+      workers::InFlightRequest in_flight(worker, uncached_tokens(*chosen));
       auto outcome = co_await try_worker(worker, upstream_request, in_flight);
       in_flight.finish();
       if (outcome.kind != AttemptOutcome::Kind::retryable) {
@@ -88,8 +88,19 @@ class Attempts {
   }
 
  private:
+  std::uint32_t uncached_tokens(std::size_t worker) const {
+    if (target_.prompt == nullptr || cached_.empty()) {
+      return 0;
+    }
+    return target_.prompt->input_tokens - std::min(cached_[worker], target_.prompt->input_tokens);
+  }
+
   std::optional<std::size_t> choose(const std::vector<std::size_t>& excluded) {
     const auto& workers = target_.model.workers;
+    // One index lookup per request; retries reuse it.
+    if (target_.prompt != nullptr && cached_.empty()) {
+      cached_ = predicted_cached_tokens(target_.model, *target_.prompt);
+    }
     std::array<policy::WorkerView, 64> inline_views;
     std::vector<policy::WorkerView> heap_views;
     std::span<policy::WorkerView> views;
@@ -100,10 +111,13 @@ class Attempts {
       views = heap_views;
     }
     for (std::size_t index = 0; index < workers.size(); ++index) {
-      views[index] = policy::WorkerView{workers[index]->id(), workers[index]->healthy(), workers[index]->in_flight()};
+      const auto& worker = *workers[index];
+      views[index] = policy::WorkerView{worker.id(), worker.healthy(), worker.in_flight(),
+                                        worker.pending_prefill_tokens(), cached_.empty() ? 0 : cached_[index]};
     }
+    const std::uint32_t input_tokens = target_.prompt != nullptr ? target_.prompt->input_tokens : 0;
     policy::RouteRequest route{target_.model.name, target_.session_key, session_.context().next_decision_sequence(),
-                               excluded};
+                               excluded, input_tokens};
     auto decision = target_.table.policy->decide(route, views);
     if (!exchange_.routed) {
       exchange_.routed = true;
@@ -112,12 +126,22 @@ class Attempts {
         exchange_.session = std::string(*target_.session_key);
       }
       exchange_.decision_log = session_.context().decision_log();
+      exchange_.input_tokens = input_tokens;
+      if (decision.worker_index && !cached_.empty()) {
+        exchange_.predicted_cached_tokens = cached_[*decision.worker_index];
+      }
       if (exchange_.decision_log) {
         exchange_.candidates = std::move(decision.candidates);
       }
     }
     if (!decision.worker_index) {
       return std::nullopt;
+    }
+    // The chosen worker will hold these blocks once it has run the prompt:
+    // the index learns it now, so that a burst sharing a new prefix follows
+    // the first request instead of scattering before the engine's events.
+    if (auto* ingestion = session_.context().ingestion(); ingestion != nullptr && target_.prompt != nullptr) {
+      ingestion->assume(target_.model.cache, target_.model.slots[*decision.worker_index], target_.prompt->blocks);
     }
     exchange_.worker = workers[*decision.worker_index]->id();
     exchange_.route_reason = decision.reason;
@@ -171,6 +195,7 @@ class Attempts {
   Exchange& exchange_;
   const ForwardTarget& target_;
   CancelLink& link_;
+  std::vector<std::uint32_t> cached_;  // per worker: predicted cached tokens
 };
 
 awaitable<void> run_attempts(ClientSession& session, const ClientRequest& request, Exchange& exchange,

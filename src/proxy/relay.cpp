@@ -37,6 +37,7 @@ awaitable<AttemptOutcome> Relay::send_and_read_header(UpstreamRequest& request, 
     write_error = read_error;
   }
   if (!write_error) {
+    in_flight_.answering();
     exchange_.first_byte_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange_.started).count();
     co_return AttemptOutcome{};

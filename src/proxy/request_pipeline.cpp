@@ -72,7 +72,8 @@ awaitable<void> handle_inference(ClientSession& session, ClientRequest& request,
   if (summary->session_key) {
     session_key = *summary->session_key;
   }
-  co_await forward(session, request, exchange, ForwardTarget{table, *model, session_key});
+  auto prompt = prompt_blocks(*model, *summary);
+  co_await forward(session, request, exchange, ForwardTarget{table, *model, session_key, &prompt});
 }
 
 awaitable<void> handle_passthrough(ClientSession& session, ClientRequest& request, Exchange& exchange,

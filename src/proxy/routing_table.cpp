@@ -21,21 +21,27 @@ std::vector<std::shared_ptr<workers::WorkerState>> RoutingTable::all_workers() c
   return result;
 }
 
-std::unique_ptr<policy::Policy> make_policy(config::PolicyKind kind) {
-  switch (kind) {
+std::unique_ptr<policy::Policy> make_policy(const config::RoutingOptions& routing) {
+  switch (routing.policy) {
     case config::PolicyKind::round_robin:
       return policy::make_round_robin();
     case config::PolicyKind::least_load:
       return policy::make_least_load();
+    case config::PolicyKind::cache_aware: {
+      const auto& cost = routing.cache_aware;
+      return policy::make_cache_aware(
+          {cost.prefill_ms_per_token, cost.queue_ms_per_pending_token, cost.queue_ms_per_request});
+    }
   }
   return policy::make_least_load();
 }
 
-std::shared_ptr<const RoutingTable> build_routing_table(std::shared_ptr<const config::Options> options,
-                                                        const RoutingTable* previous, long created_unix_seconds) {
+Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
+    std::shared_ptr<const config::Options> options, const RoutingTable* previous, long created_unix_seconds,
+    kv_events::CacheRegistry& registry) {
   auto table = std::make_shared<RoutingTable>();
   table->options = options;
-  table->policy = make_policy(options->routing.policy);
+  table->policy = make_policy(options->routing);
   const auto& health = options->health_check;
   // Without active checks nothing would ever mark a worker up again, so
   // passive marking is off too.
@@ -47,7 +53,11 @@ std::shared_ptr<const RoutingTable> build_routing_table(std::shared_ptr<const co
   }
   std::vector<std::string> names;
   for (const auto& model_options : options->models) {
-    ModelRoute model{model_options.name, model_options.block_size, {}};
+    auto assignment = registry.assign(model_options, options->index);
+    if (!assignment) {
+      return unexpected(assignment.error());
+    }
+    ModelRoute model{model_options.name, model_options.block_size, {}, assignment->cache, assignment->slots};
     for (const auto& worker : model_options.workers) {
       std::shared_ptr<workers::WorkerState> state;
       for (const auto& old : old_workers) {
@@ -64,7 +74,23 @@ std::shared_ptr<const RoutingTable> build_routing_table(std::shared_ptr<const co
     table->models.push_back(std::move(model));
   }
   table->models_body = openai::models_list(names, created_unix_seconds);
-  return table;
+  return std::shared_ptr<const RoutingTable>(std::move(table));
+}
+
+std::vector<kv_events::WorkerFeed> worker_feeds(const RoutingTable& table) {
+  std::vector<kv_events::WorkerFeed> feeds;
+  for (std::size_t model_index = 0; model_index < table.models.size(); ++model_index) {
+    const auto& model = table.models[model_index];
+    const auto& model_options = table.options->models[model_index];
+    for (std::size_t index = 0; index < model.workers.size(); ++index) {
+      const auto& worker_options = model_options.workers[index];
+      auto capacity = worker_options.kv_capacity_blocks != 0 ? worker_options.kv_capacity_blocks
+                                                             : table.options->index.default_kv_capacity_blocks;
+      feeds.push_back({model.workers[index], model.cache, model.slots[index], worker_options.kv_events,
+                       worker_options.kv_events_replay, capacity});
+    }
+  }
+  return feeds;
 }
 
 }  // namespace kvgate::proxy

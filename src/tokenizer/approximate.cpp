@@ -29,4 +29,17 @@ std::vector<prefix::TokenId> approximate_tokens(std::string_view text) {
   return tokens;
 }
 
+std::vector<prefix::TokenId> approximate_prompt_tokens(const PromptInput& prompt) {
+  if (const auto* chat = std::get_if<ChatPrompt>(&prompt)) {
+    return approximate_tokens(render_approximate_chat(chat->messages, chat->add_generation_prompt));
+  }
+  if (const auto* text = std::get_if<std::string>(&prompt)) {
+    return approximate_tokens(*text);
+  }
+  if (const auto* ids = std::get_if<std::vector<prefix::TokenId>>(&prompt)) {
+    return *ids;
+  }
+  return {};
+}
+
 }  // namespace kvgate::tokenizer

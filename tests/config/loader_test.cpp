@@ -20,7 +20,7 @@ TEST(ConfigLoader, MinimalFileGetsDocumentedDefaults) {
   ASSERT_TRUE(loaded);
   EXPECT_EQ(loaded->listen.to_string(), "127.0.0.1:8080");
   EXPECT_EQ(loaded->admin_listen.to_string(), "127.0.0.1:9090");
-  EXPECT_EQ(loaded->routing.policy, PolicyKind::least_load);
+  EXPECT_EQ(loaded->routing.policy, PolicyKind::cache_aware);
   EXPECT_EQ(loaded->limits.max_body_bytes, 16u * 1024 * 1024);
   EXPECT_EQ(loaded->timeouts.upstream_connect, Milliseconds(2000));
   EXPECT_EQ(loaded->upstream.retries, 1u);

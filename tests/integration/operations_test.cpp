@@ -163,7 +163,8 @@ TEST(Operations, DebugEndpointsExplainWorkersAndRoutes) {
   for (const auto* id : {"u0", "u1"}) {
     EXPECT_EQ(json::parse(get(harness.upstream(id).port, "/control/stats").body)["requests"], 0);
   }
-  auto bad = post_json(harness.admin_port(), "/debug/route", R"({"model":"nope","messages":[{}]})");
+  auto bad =
+      post_json(harness.admin_port(), "/debug/route", R"({"model":"nope","messages":[{"role":"user","content":"x"}]})");
   EXPECT_EQ(bad.status, 404);
   EXPECT_EQ(get(harness.admin_port(), "/healthz").status, 200);
   EXPECT_EQ(get(harness.admin_port(), "/readyz").status, 200);

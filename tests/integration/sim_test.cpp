@@ -8,65 +8,13 @@
 #include <zmq.hpp>
 
 #include "kvgate/tokenizer/approximate.hpp"
-#include "support/harness.hpp"
+#include "support/sim_process.hpp"
 
 namespace kvgate::testing {
 namespace {
 
 using nlohmann::json;
 using namespace std::chrono_literals;
-
-class SimProcess {
- public:
-  explicit SimProcess(Harness& harness, std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv{
-        KVGATE_SIM_BINARY, "--model", "sim-model", "--block-size", "16", "--time-scale", "100", "--hash-seed", "42"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    process_ = std::make_unique<ChildProcess>(argv, harness.folder() + "/sim.stderr");
-    port_ = port_from_listening_line(process_->wait_for_line("listening", 10s));
-    if (std::find(extra.begin(), extra.end(), "--kv-events-endpoint") != extra.end()) {
-      events_endpoint_ = process_->wait_for_line("kv-events ", 10s).substr(10);
-    }
-    if (std::find(extra.begin(), extra.end(), "--kv-events-replay-endpoint") != extra.end()) {
-      replay_endpoint_ = process_->wait_for_line("kv-events-replay ", 10s).substr(17);
-    }
-  }
-  [[nodiscard]] int port() const { return port_; }
-  [[nodiscard]] const std::string& events_endpoint() const { return events_endpoint_; }
-  [[nodiscard]] const std::string& replay_endpoint() const { return replay_endpoint_; }
-  void fault(const json& body) { ASSERT_EQ(post_json(port_, "/sim/fault", body.dump()).status, 200); }
-  // A completion whose prompt shares nothing with earlier ones (new blocks).
-  json fresh_completion(int number, int max_tokens = 1) {
-    auto prompt = "fresh prompt " + std::to_string(number) + std::string(80, static_cast<char>('k' + number % 10));
-    auto response = post_json(port_, "/v1/completions",
-                              json{{"model", "sim-model"}, {"prompt", prompt}, {"max_tokens", max_tokens}}.dump());
-    return json::parse(response.body);
-  }
-
-  json chat(const std::string& user_text, int max_tokens = 2) {
-    json body = {
-        {"model", "sim-model"},
-        {"max_tokens", max_tokens},
-        {"messages", {{{"role", "system"}, {"content", kSystem}}, {{"role", "user"}, {"content", user_text}}}}};
-    auto response = post_json(port_, "/v1/chat/completions", body.dump());
-    EXPECT_EQ(response.status, 200) << response.body;
-    return json::parse(response.body);
-  }
-
-  static std::vector<prefix::TokenId> prompt_tokens(const std::string& user_text) {
-    return tokenizer::approximate_tokens(
-        tokenizer::render_approximate_chat({{"system", kSystem}, {"user", user_text}}, true));
-  }
-
-  static constexpr const char* kSystem =
-      "You are a careful assistant. Answer with detail, cite sources and keep the tone friendly and precise.";
-
- private:
-  std::unique_ptr<ChildProcess> process_;
-  int port_ = 0;
-  std::string events_endpoint_;
-  std::string replay_endpoint_;
-};
 
 std::uint64_t metric(int port, const std::string& name) {
   auto text = get(port, "/metrics").body;

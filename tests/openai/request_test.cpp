@@ -20,12 +20,17 @@ TEST(InspectRequest, FindsModelStreamAndUsageFlag) {
 }
 
 TEST(InspectRequest, SessionKeyPrefersHeaderThenPromptCacheKeyThenUser) {
-  const char* body = R"({"model":"m","messages":[{}],"user":"u","prompt_cache_key":"p"})";
+  const char* body = R"({"model":"m","messages":[{"role":"user","content":"x"}],"user":"u","prompt_cache_key":"p"})";
   EXPECT_EQ(inspect_request(body, kChat, "h")->session_key, "h");
   EXPECT_EQ(inspect_request(body, kChat, "")->session_key, "p");
-  EXPECT_EQ(inspect_request(R"({"model":"m","messages":[{}],"user":"u"})", kChat, "")->session_key, "u");
-  EXPECT_EQ(inspect_request(R"({"model":"m","messages":[{}],"user":"","prompt_cache_key":""})", kChat, "")->session_key,
-            std::nullopt);
+  EXPECT_EQ(
+      inspect_request(R"({"model":"m","messages":[{"role":"user","content":"x"}],"user":"u"})", kChat, "")->session_key,
+      "u");
+  EXPECT_EQ(
+      inspect_request(R"({"model":"m","messages":[{"role":"user","content":"x"}],"user":"","prompt_cache_key":""})",
+                      kChat, "")
+          ->session_key,
+      std::nullopt);
 }
 
 TEST(InspectRequest, CompletionsNeedAPrompt) {
@@ -58,21 +63,45 @@ TEST_P(RejectedBodies, Answer400WithParamAndCode) {
 
 INSTANTIATE_TEST_SUITE_P(
     Inspect, RejectedBodies,
-    testing::Values(Rejected{"", "", "invalid_json"}, Rejected{"{\"model\":", "", "invalid_json"},
-                    Rejected{"{\"model\":\"m\",\"messages\":[]} trailing", "", "invalid_json"},
-                    Rejected{"{\"model\":\"\xff\xfe\",\"messages\":[{}]}", "", "invalid_json"},  // invalid UTF-8
-                    Rejected{"[1,2]", "", "invalid_type"},
-                    Rejected{"{\"messages\":[{}]}", "model", "missing_required_parameter"},
-                    Rejected{"{\"model\":7,\"messages\":[{}]}", "model", "invalid_type"},
-                    Rejected{"{\"model\":\"m\"}", "messages", "missing_required_parameter"},
-                    Rejected{"{\"model\":\"m\",\"messages\":\"hi\"}", "messages", "invalid_type"},
-                    Rejected{"{\"model\":\"m\",\"messages\":[]}", "messages", "empty_array"},
-                    Rejected{"{\"model\":\"m\",\"messages\":[{}],\"stream\":\"yes\"}", "stream", "invalid_type"},
-                    Rejected{"{\"model\":\"m\",\"messages\":[{}],\"stream_options\":1}", "stream_options",
-                             "invalid_type"},
-                    Rejected{"{\"model\":\"m\",\"messages\":[{}],\"stream_options\":{\"include_usage\":1}}",
-                             "stream_options.include_usage", "invalid_type"},
-                    Rejected{"{\"model\":\"m\",\"messages\":[{}],\"user\":5}", "user", "invalid_type"}));
+    testing::Values(
+        Rejected{"", "", "invalid_json"}, Rejected{"{\"model\":", "", "invalid_json"},
+        Rejected{"{\"model\":\"m\",\"messages\":[]} trailing", "", "invalid_json"},
+        Rejected{"{\"model\":\"\xff\xfe\",\"messages\":[{\"role\":\"user\"}]}", "", "invalid_json"},  // invalid UTF-8
+        Rejected{"[1,2]", "", "invalid_type"},
+        Rejected{"{\"messages\":[{\"role\":\"user\"}]}", "model", "missing_required_parameter"},
+        Rejected{"{\"model\":7,\"messages\":[{\"role\":\"user\"}]}", "model", "invalid_type"},
+        Rejected{"{\"model\":\"m\"}", "messages", "missing_required_parameter"},
+        Rejected{"{\"model\":\"m\",\"messages\":\"hi\"}", "messages", "invalid_type"},
+        Rejected{"{\"model\":\"m\",\"messages\":[]}", "messages", "empty_array"},
+        Rejected{"{\"model\":\"m\",\"messages\":[{\"role\":\"user\"}],\"stream\":\"yes\"}", "stream", "invalid_type"},
+        Rejected{"{\"model\":\"m\",\"messages\":[{\"role\":\"user\"}],\"stream_options\":1}", "stream_options",
+                 "invalid_type"},
+        Rejected{"{\"model\":\"m\",\"messages\":[{\"role\":\"user\"}],\"stream_options\":{\"include_usage\":1}}",
+                 "stream_options.include_usage", "invalid_type"},
+        Rejected{"{\"model\":\"m\",\"messages\":[{\"role\":\"user\"}],\"user\":5}", "user", "invalid_type"},
+        Rejected{"{\"model\":\"m\",\"messages\":[{\"role\":\"user\"}],\"cache_salt\":5}", "cache_salt", "invalid_type"},
+        Rejected{"{\"model\":\"m\",\"messages\":[\"hi\"]}", "messages[0]", "invalid_type"},
+        Rejected{"{\"model\":\"m\",\"messages\":[{\"content\":\"hi\"}]}", "messages[0].role", "invalid_value"}));
+
+TEST(InspectRequest, ReadsThePromptAndCacheSalt) {
+  auto chat = inspect_request(
+      R"({"model":"m","cache_salt":"tenant-a","add_generation_prompt":false,"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url"},{"type":"text","text":"b"}]}]})",
+      kChat, "");
+  ASSERT_TRUE(chat);
+  EXPECT_EQ(chat->cache_salt, "tenant-a");
+  const auto& prompt = std::get<tokenizer::ChatPrompt>(chat->prompt);
+  EXPECT_FALSE(prompt.add_generation_prompt);
+  ASSERT_EQ(prompt.messages.size(), 2u);
+  EXPECT_EQ(prompt.messages[1].role, "user");
+  EXPECT_EQ(prompt.messages[1].text, "a\nb");  // text parts joined, other parts skipped
+
+  auto ids = inspect_request(R"({"model":"m","prompt":[5,6,7]})", Endpoint::completions, "");
+  EXPECT_EQ(std::get<std::vector<prefix::TokenId>>(ids->prompt), (std::vector<prefix::TokenId>{5, 6, 7}));
+  // A batch of prompts is forwarded but cannot be routed by prefix.
+  auto batch = inspect_request(R"({"model":"m","prompt":["a","b"]})", Endpoint::completions, "");
+  EXPECT_TRUE(std::holds_alternative<std::monostate>(batch->prompt));
+  EXPECT_FALSE(batch->cache_salt);
+}
 
 TEST(ModelsList, HasOpenAiListShape) {
   auto body = nlohmann::json::parse(models_list({"a", "b"}, 123));

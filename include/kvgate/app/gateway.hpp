@@ -41,6 +41,8 @@ class Gateway {
   http::asio::io_context control_{1};
   obs::Metrics metrics_;
   proxy::GatewayContext context_{metrics_};
+  kv_events::CacheRegistry registry_;
+  std::unique_ptr<kv_events::Ingestion> ingestion_;  // outlives the I/O threads that feed it
   workers::HealthChecker health_{control_, metrics_};
   admin::AdminServer admin_{control_, context_};
   http::asio::signal_set signals_{control_};

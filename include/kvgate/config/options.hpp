@@ -12,14 +12,15 @@
 
 namespace kvgate::config {
 
-enum class PolicyKind { round_robin, least_load };
+enum class PolicyKind { round_robin, least_load, cache_aware };
 
 struct WorkerOptions {
   std::string id;
   std::string url;
   HttpUrl endpoint;
-  std::string kv_events;         // ZMQ publisher address, empty when absent
-  std::string kv_events_replay;  // ZMQ replay (ROUTER) address, empty when absent
+  std::string kv_events;                 // ZMQ publisher address, empty when absent
+  std::string kv_events_replay;          // ZMQ replay (ROUTER) address, empty when absent
+  std::uint32_t kv_capacity_blocks = 0;  // engine's GPU KV blocks; 0: index.default_kv_capacity_blocks
 };
 
 struct ModelOptions {
@@ -62,8 +63,34 @@ struct HealthCheckOptions {
   std::uint32_t passive_failures = 5;     // consecutive connect errors / 5xx on traffic to mark down
 };
 
+// cache_aware's cost model (policy.hpp CostModel), in milliseconds.
+struct CacheAwareOptions {
+  double prefill_ms_per_token = 0.1;
+  double queue_ms_per_pending_token = 0.1;
+  double queue_ms_per_request = 20;
+};
+
 struct RoutingOptions {
-  PolicyKind policy = PolicyKind::least_load;
+  PolicyKind policy = PolicyKind::cache_aware;
+  CacheAwareOptions cache_aware;
+};
+
+struct IndexOptions {
+  std::uint32_t max_entries = 10'000'000;  // (block, worker) pairs per model; LRU beyond
+  // Routing-time inserts for workers whose events are on: they bridge the
+  // time until the engine's BlockStored arrives.
+  Milliseconds speculative_ttl{2'000};
+  // Routing-time inserts for workers without events (or with a broken
+  // stream): how long the gateway assumes the engine keeps a prefix.
+  Milliseconds approximate_ttl{600'000};
+  std::uint32_t default_kv_capacity_blocks = 65'536;  // when a worker's capacity is unknown
+};
+
+struct KvEventOptions {
+  Milliseconds replay_timeout{1'000};  // a replay that has not ended by then failed
+  // A worker with events configured that got traffic but sent no event for
+  // this long is flagged as silent.
+  Milliseconds silence_after{10'000};
 };
 
 struct Options {
@@ -79,6 +106,8 @@ struct Options {
   HealthCheckOptions health_check;
   std::vector<ModelOptions> models;
   RoutingOptions routing;
+  IndexOptions index;
+  KvEventOptions kv_events;
   std::string decision_log;  // empty: off
 };
 

@@ -3,20 +3,26 @@
 // mask for GPU copies, one for offloaded copies), with an LRU over blocks
 // and a cap on (block, worker) entries.
 //
-// - Lookup walks a request's block hashes from the start, AND-ing masks, and
-//   stops as soon as no worker still matches: one hash-map probe per block
-//   that some worker holds, nothing per worker.
-// - Workers are slots 0..63 of one index (one index per model; a model with
-//   more than 64 workers needs several indexes, or a wider mask).
-// - The cap counts (block, worker) pairs; when an insert goes over it, the
-//   least recently inserted blocks are dropped whole, and the caller is told
-//   how many pairs went (a metric).
-// Pure and single-threaded: the shell decides how readers and the writer
-// share it (see src/index/README.md).
+// Concurrency: one writer thread, any number of reader threads, and readers
+// never wait behind the writer's updates.
+// - The table is open addressing with linear probing. A slot's key is
+//   written once (release) and never changes while the table lives; its two
+//   masks are atomics the writer updates in place. A reader that finds the
+//   key sees a current (or just previous) mask, never a torn one.
+// - A block whose masks drop to zero stays as a keyed tombstone (reused if
+//   the same block comes back). When keys fill 80% of the slots the writer
+//   builds a new table from the live blocks (sized so they fill half of it)
+//   without any lock, then swaps the table pointer under an exclusive lock;
+//   readers hold the shared side only for the length of one lookup, so the
+//   only time a reader can wait is during that pointer swap.
+// - Recency (the LRU links and last-touch time) is writer-only.
+// Workers are slots 0..63 of one index (one index per model).
 #include <array>
+#include <atomic>
 #include <cstdint>
+#include <memory>
+#include <shared_mutex>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 #include "kvgate/prefix/block_hash.hpp"
@@ -38,46 +44,53 @@ struct PrefixMatch {
 
 class PrefixIndex {
  public:
-  explicit PrefixIndex(std::uint64_t max_entries) : max_entries_(max_entries) {}
+  // `max_entries` caps (block, worker) pairs.
+  explicit PrefixIndex(std::uint64_t max_entries);
+  ~PrefixIndex();
+  PrefixIndex(const PrefixIndex&) = delete;
+  PrefixIndex& operator=(const PrefixIndex&) = delete;
 
-  // Records that `worker` holds these blocks; `now` orders eviction (any
-  // monotonic unit). Returns the (block, worker) pairs evicted to stay under
-  // the cap.
-  std::uint64_t insert(WorkerSlot worker, std::span<const BlockHash> blocks, Tier tier, std::uint64_t now);
+  // --- Writer thread only. ---
+  // Records that `worker` holds these blocks; `now` is the last-touch time
+  // (the caller's unit, e.g. seconds). Returns the (block, worker) pairs
+  // evicted to stay under the cap.
+  std::uint64_t insert(WorkerSlot worker, std::span<const BlockHash> blocks, Tier tier, std::uint32_t now);
   void remove(WorkerSlot worker, std::span<const BlockHash> blocks, Tier tier);
   void drop_worker(WorkerSlot worker);
+  // Any thread (a reload); applies from the writer's next insert.
+  void set_max_entries(std::uint64_t max_entries) { max_entries_.store(max_entries, std::memory_order_relaxed); }
+  // Last-touch time of a block (0 when absent).
+  [[nodiscard]] std::uint32_t touched(BlockHash block) const;
 
+  // --- Any thread. ---
   [[nodiscard]] PrefixMatch longest_prefix(std::span<const BlockHash> blocks) const;
   [[nodiscard]] bool holds(WorkerSlot worker, BlockHash block) const;
-
-  [[nodiscard]] std::uint64_t entries() const { return entries_; }  // (block, worker) pairs
-  [[nodiscard]] std::size_t blocks() const { return slots_.size() - free_.size(); }
-  [[nodiscard]] std::uint64_t entries_of(WorkerSlot worker) const { return per_worker_[worker]; }
+  // (block, worker) pairs, blocks with at least one holder, pairs of a worker.
+  [[nodiscard]] std::uint64_t entries() const { return entries_.load(std::memory_order_relaxed); }
+  [[nodiscard]] std::uint64_t blocks() const { return live_blocks_.load(std::memory_order_relaxed); }
+  [[nodiscard]] std::uint64_t entries_of(WorkerSlot worker) const {
+    return per_worker_[worker].load(std::memory_order_relaxed);
+  }
+  [[nodiscard]] std::uint64_t capacity_slots() const;
 
  private:
+  struct Table;
   static constexpr std::uint32_t kNone = UINT32_MAX;
-  struct Block {
-    BlockHash hash = 0;
-    std::uint64_t gpu = 0;        // workers with a GPU copy
-    std::uint64_t offloaded = 0;  // workers with another tier's copy
-    std::uint64_t touched = 0;
-    std::uint32_t older = kNone;  // LRU links (towards the tail = oldest)
-    std::uint32_t newer = kNone;
-  };
 
-  std::uint32_t find_or_add(BlockHash hash);
-  void set_bits(Block& block, std::uint64_t gpu, std::uint64_t offloaded);
-  void release(std::uint32_t slot);
+  std::uint32_t find_or_claim(BlockHash key);
+  void set_bits(std::uint32_t slot, std::uint64_t gpu, std::uint64_t offloaded);
   void unlink(std::uint32_t slot);
   void push_newest(std::uint32_t slot);
+  void retire(std::uint32_t slot);
   std::uint64_t evict_over_cap();
+  void rebuild(std::uint64_t capacity);
 
-  std::uint64_t max_entries_;
-  std::uint64_t entries_ = 0;
-  std::array<std::uint64_t, kMaxWorkers> per_worker_{};
-  std::unordered_map<BlockHash, std::uint32_t> by_hash_;
-  std::vector<Block> slots_;
-  std::vector<std::uint32_t> free_;
+  std::unique_ptr<Table> table_;
+  mutable std::shared_mutex swap_mutex_;  // exclusive only for the table pointer swap
+  std::atomic<std::uint64_t> max_entries_;
+  std::atomic<std::uint64_t> entries_{0};
+  std::atomic<std::uint64_t> live_blocks_{0};
+  std::array<std::atomic<std::uint64_t>, kMaxWorkers> per_worker_{};
   std::uint32_t newest_ = kNone;
   std::uint32_t oldest_ = kNone;
 };

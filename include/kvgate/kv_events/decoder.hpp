@@ -33,6 +33,9 @@ struct BlockStored {
   std::optional<std::string> lora_name;
   std::optional<std::string> cache_salt;  // SGLang's field or metadata entry
   bool has_extra_keys = false;            // vLLM's per-block extra hash inputs were present
+  // Extra inputs other than a root block's salt (multimodal hashes, ...):
+  // the blocks cannot be reproduced from token ids alone.
+  bool unreproducible_extra_keys = false;
 };
 
 struct BlockRemoved {

@@ -35,6 +35,27 @@ class Metrics {
   void health_check(std::string_view worker, bool success);
   void config_reload(bool success);
 
+  // KV-event ingestion (the index writer thread).
+  prometheus::Counter& kv_events(std::string_view worker, std::string_view type);
+  void kv_event_gap(std::string_view worker);
+  void kv_event_replay(std::string_view worker, bool closed);
+  void kv_event_reset(std::string_view worker);
+  void kv_event_decode_error(std::string_view worker);
+  void index_evictions(std::uint64_t entries);
+  void index_unindexable(std::string_view worker, std::uint64_t blocks);
+  // Gauges refreshed when /metrics is scraped.
+  struct EventStreamGauges {
+    bool configured = false;
+    bool connected = false;
+    bool stale = false;
+    bool silent = false;
+    std::uint64_t index_blocks = 0;
+  };
+  void set_event_stream_state(std::string_view worker, const EventStreamGauges& state);
+  // Routed requests whose engine-reported cached tokens were known, by
+  // whether kvgate's prediction was exact, too high or too low.
+  void cache_prediction(std::string_view worker, std::string_view outcome);
+
   prometheus::Gauge& in_flight_requests() { return *in_flight_requests_; }
   prometheus::Gauge& open_connections() { return *open_connections_; }
   void set_worker_state(std::string_view worker, bool up, std::uint32_t in_flight);
@@ -55,6 +76,18 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& config_reloads_;
   prometheus::Family<prometheus::Gauge>& worker_up_;
   prometheus::Family<prometheus::Gauge>& worker_in_flight_;
+  prometheus::Family<prometheus::Counter>& kv_events_;
+  prometheus::Family<prometheus::Counter>& kv_event_gaps_;
+  prometheus::Family<prometheus::Counter>& kv_event_replays_;
+  prometheus::Family<prometheus::Counter>& kv_event_resets_;
+  prometheus::Family<prometheus::Counter>& kv_event_decode_errors_;
+  prometheus::Family<prometheus::Counter>& index_unindexable_;
+  prometheus::Family<prometheus::Gauge>& kv_events_connected_;
+  prometheus::Family<prometheus::Gauge>& kv_events_stale_;
+  prometheus::Family<prometheus::Gauge>& kv_events_silent_;
+  prometheus::Family<prometheus::Gauge>& index_blocks_;
+  prometheus::Family<prometheus::Counter>& cache_predictions_;
+  prometheus::Counter* index_evictions_;
   prometheus::Counter* connections_rejected_;
   prometheus::Gauge* in_flight_requests_;
   prometheus::Gauge* open_connections_;

@@ -9,6 +9,7 @@
 
 #include "kvgate/core/result.hpp"
 #include "kvgate/openai/errors.hpp"
+#include "kvgate/tokenizer/prompt.hpp"
 
 namespace kvgate::openai {
 
@@ -19,6 +20,8 @@ struct RequestSummary {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   std::optional<std::string> session_key;
+  tokenizer::PromptInput prompt;          // what the engine will read (see prompt.hpp)
+  std::optional<std::string> cache_salt;  // partitions the engine's prefix cache
 };
 
 // Session key, first present wins: header x-session-id, body

@@ -20,6 +20,12 @@ struct WorkerView {
   std::string_view id;
   bool healthy = true;
   std::uint32_t in_flight = 0;  // requests the gateway dispatched and has not finished
+  // Prompt tokens dispatched here whose prefill has not started answering
+  // yet: the load the engine's own metrics cannot show yet.
+  std::uint64_t pending_prefill_tokens = 0;
+  // Leading prompt tokens the prefix index says this worker holds, already
+  // capped as the engine caps a hit (never the last prompt token).
+  std::uint32_t cached_tokens = 0;
 };
 
 struct RouteRequest {
@@ -30,6 +36,8 @@ struct RouteRequest {
   std::uint64_t sequence = 0;
   // Indices into the worker span already tried for this request (retries).
   std::span<const std::size_t> excluded;
+  // Prompt length in tokens; 0 when kvgate could not tokenise the prompt.
+  std::uint32_t input_tokens = 0;
 };
 
 struct Candidate {
@@ -37,6 +45,11 @@ struct Candidate {
   bool eligible = false;
   std::string ineligible_because;  // "unhealthy", "already_tried"; empty when eligible
   std::uint32_t in_flight = 0;
+  std::uint32_t cached_tokens = 0;
+  // The cost model's parts (cache_aware); negative: not computed.
+  double queue_delay_ms = -1;
+  double prefill_ms = -1;
+  double expected_ttft_ms = -1;
   double score = 0;  // lower is better; policy-specific
 };
 
@@ -53,8 +66,17 @@ class Policy {
   [[nodiscard]] virtual Decision decide(const RouteRequest& request, std::span<const WorkerView> workers) const = 0;
 };
 
+// Expected time to first token (cache_aware): the prefill a worker still
+// has to do for this prompt, plus the queue in front of it.
+struct CostModel {
+  double prefill_ms_per_token = 0.1;        // uncached prompt tokens
+  double queue_ms_per_pending_token = 0.1;  // prompt tokens already dispatched there, not yet answered
+  double queue_ms_per_request = 20;         // each request in flight (decode steps it adds)
+};
+
 std::unique_ptr<Policy> make_round_robin();
 std::unique_ptr<Policy> make_least_load();
+std::unique_ptr<Policy> make_cache_aware(CostModel cost);
 
 // Shared first stage of every policy: one Candidate per worker, eligible when
 // healthy and not yet tried for this request.

@@ -29,7 +29,9 @@ struct Exchange {
   bool routed = false;
   std::optional<std::string> session;
   std::string policy;
-  std::vector<policy::Candidate> candidates;       // of the first decision
+  std::vector<policy::Candidate> candidates;  // of the first decision
+  std::uint32_t input_tokens = 0;             // 0: not tokenised
+  std::optional<std::uint32_t> predicted_cached_tokens;
   std::shared_ptr<obs::DecisionLog> decision_log;  // set when routed and the log is on
   int status = 0;
   double first_byte_seconds = -1;  // < 0: no upstream response

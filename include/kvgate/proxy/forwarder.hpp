@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "kvgate/proxy/client_session.hpp"
+#include "kvgate/proxy/prefix_lookup.hpp"
 #include "kvgate/proxy/routing_table.hpp"
 
 namespace kvgate::proxy {
@@ -15,6 +16,7 @@ struct ForwardTarget {
   const RoutingTable& table;
   const ModelRoute& model;
   std::optional<std::string_view> session_key;
+  const PromptBlocks* prompt = nullptr;  // null: routed without prefix information
 };
 
 http::awaitable<void> forward(ClientSession& session, ClientRequest& request, Exchange& exchange,

@@ -23,6 +23,10 @@ class GatewayContext {
 
   obs::Metrics& metrics() { return metrics_; }
 
+  // The index writer; set once before any I/O thread starts.
+  void set_ingestion(kv_events::Ingestion* ingestion) { ingestion_ = ingestion; }
+  [[nodiscard]] kv_events::Ingestion* ingestion() const { return ingestion_; }
+
   // Empty when no decision_log is configured. Replaced on reload (which
   // reopens the file, so log rotation works with SIGHUP).
   [[nodiscard]] std::shared_ptr<obs::DecisionLog> decision_log() const { return decision_log_.load(); }
@@ -43,6 +47,7 @@ class GatewayContext {
 
  private:
   obs::Metrics& metrics_;
+  kv_events::Ingestion* ingestion_ = nullptr;
   std::atomic<std::shared_ptr<const RoutingTable>> table_;
   std::atomic<std::shared_ptr<obs::DecisionLog>> decision_log_;
   std::atomic<std::uint64_t> decision_sequence_{0};

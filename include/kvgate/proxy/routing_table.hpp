@@ -9,6 +9,9 @@
 #include <vector>
 
 #include "kvgate/config/options.hpp"
+#include "kvgate/core/result.hpp"
+#include "kvgate/kv_events/ingestion.hpp"
+#include "kvgate/kv_events/model_cache.hpp"
 #include "kvgate/policy/policy.hpp"
 #include "kvgate/workers/worker_state.hpp"
 
@@ -18,6 +21,8 @@ struct ModelRoute {
   std::string name;
   std::uint32_t block_size = 16;
   std::vector<std::shared_ptr<workers::WorkerState>> workers;
+  std::shared_ptr<kv_events::ModelCache> cache;  // the model's prefix index
+  std::vector<index::WorkerSlot> slots;          // each worker's slot in it
 };
 
 struct RoutingTable {
@@ -32,11 +37,16 @@ struct RoutingTable {
   [[nodiscard]] std::vector<std::shared_ptr<workers::WorkerState>> all_workers() const;
 };
 
-std::unique_ptr<policy::Policy> make_policy(config::PolicyKind kind);
+std::unique_ptr<policy::Policy> make_policy(const config::RoutingOptions& routing);
 
 // Reuses the WorkerState of `previous` for every worker whose id and URL are
-// unchanged, so health and in-flight counts survive a reload.
-std::shared_ptr<const RoutingTable> build_routing_table(std::shared_ptr<const config::Options> options,
-                                                        const RoutingTable* previous, long created_unix_seconds);
+// unchanged, so health and in-flight counts survive a reload; indexes and
+// worker slots come from the registry (kept across reloads).
+Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
+    std::shared_ptr<const config::Options> options, const RoutingTable* previous, long created_unix_seconds,
+    kv_events::CacheRegistry& registry);
+
+// What the ingestion thread follows for this table.
+std::vector<kv_events::WorkerFeed> worker_feeds(const RoutingTable& table);
 
 }  // namespace kvgate::proxy

@@ -17,17 +17,18 @@
 #include <vector>
 
 #include "kvgate/prefix/block_hash.hpp"
+#include "kvgate/tokenizer/prompt.hpp"
 
 namespace kvgate::tokenizer {
 
-struct ApproximateMessage {
-  std::string role;
-  std::string text;
-};
+using ApproximateMessage = ChatMessage;
 
 inline constexpr std::size_t kApproximateBytesPerToken = 4;
 
 std::string render_approximate_chat(const std::vector<ApproximateMessage>& messages, bool add_generation_prompt);
 std::vector<prefix::TokenId> approximate_tokens(std::string_view text);
+// A whole prompt: chats rendered as above, text cut into pieces, token ids
+// as given; monostate gives no tokens.
+std::vector<prefix::TokenId> approximate_prompt_tokens(const PromptInput& prompt);
 
 }  // namespace kvgate::tokenizer

@@ -21,6 +21,26 @@ struct HealthThresholds {
 
 enum class HealthChange { none, went_down, went_up };
 
+// The state of a worker's KV-event stream, written by the ingestion thread
+// and read by /debug/workers and /metrics. Each field is an independent
+// atomic: a reader may see one field newer than another, never a torn one.
+struct EventStreamStatus {
+  std::atomic<bool> configured{false};  // kv_events set for this worker
+  std::atomic<bool> connected{false};   // the SUB socket has a live connection
+  std::atomic<bool> stale{false};       // a gap replay could not close; approximate mode meanwhile
+  std::atomic<bool> silent{false};      // traffic but no events for kv_events.silence_after
+  std::atomic<std::int64_t> last_sequence{-1};
+  std::atomic<std::uint64_t> batches{0};
+  std::atomic<std::uint64_t> gaps{0};
+  std::atomic<std::uint64_t> replays{0};
+  std::atomic<std::uint64_t> failed_replays{0};
+  std::atomic<std::uint64_t> resets{0};
+  std::atomic<std::uint64_t> decode_errors{0};
+  std::atomic<std::uint64_t> last_event_unix_ms{0};
+  std::atomic<std::uint64_t> engine_blocks{0};   // blocks the engine reported holding
+  std::atomic<std::uint64_t> assumed_blocks{0};  // routing-time inserts still alive
+};
+
 class WorkerState {
  public:
   WorkerState(std::string id, std::string url, HttpUrl endpoint)
@@ -33,8 +53,17 @@ class WorkerState {
   [[nodiscard]] bool healthy() const { return healthy_.load(std::memory_order_relaxed); }
   [[nodiscard]] std::uint32_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
 
+  EventStreamStatus& event_stream() { return event_stream_; }
+  [[nodiscard]] const EventStreamStatus& event_stream() const { return event_stream_; }
+
+  [[nodiscard]] std::uint64_t pending_prefill_tokens() const {
+    return pending_prefill_tokens_.load(std::memory_order_relaxed);
+  }
+
   void request_started() { in_flight_.fetch_add(1, std::memory_order_relaxed); }
   void request_finished() { in_flight_.fetch_sub(1, std::memory_order_relaxed); }
+  void prefill_added(std::uint64_t tokens) { pending_prefill_tokens_.fetch_add(tokens, std::memory_order_relaxed); }
+  void prefill_answered(std::uint64_t tokens) { pending_prefill_tokens_.fetch_sub(tokens, std::memory_order_relaxed); }
 
   // Active checks (control thread only).
   HealthChange record_check(bool success, const HealthThresholds& thresholds);
@@ -50,22 +79,38 @@ class WorkerState {
   // (the same default as Envoy for hosts without a completed check).
   std::atomic<bool> healthy_{true};
   std::atomic<std::uint32_t> in_flight_{0};
+  std::atomic<std::uint64_t> pending_prefill_tokens_{0};
   std::atomic<std::uint32_t> passive_failure_streak_{0};
+  EventStreamStatus event_stream_;
   std::uint32_t check_failure_streak_ = 0;
   std::uint32_t check_success_streak_ = 0;
 };
 
 // Counts one request in the worker's in-flight total from construction
-// until finish() or destruction, whichever comes first (exactly once).
+// until finish() or destruction, whichever comes first (exactly once), and
+// its uncached prompt tokens as pending prefill until the worker starts
+// answering (the response header) or the request ends.
 class InFlightRequest {
  public:
-  explicit InFlightRequest(WorkerState& worker) : worker_(&worker) { worker.request_started(); }
+  explicit InFlightRequest(WorkerState& worker, std::uint64_t prefill_tokens = 0)
+      : worker_(&worker), prefill_tokens_(prefill_tokens) {
+    worker.request_started();
+    worker.prefill_added(prefill_tokens);
+  }
   InFlightRequest(const InFlightRequest&) = delete;
   InFlightRequest& operator=(const InFlightRequest&) = delete;
   ~InFlightRequest() { finish(); }
 
+  void answering() {
+    if (worker_ != nullptr && prefill_tokens_ != 0) {
+      worker_->prefill_answered(prefill_tokens_);
+      prefill_tokens_ = 0;
+    }
+  }
+
   void finish() {
     if (worker_ != nullptr) {
+      answering();
       worker_->request_finished();
       worker_ = nullptr;
     }
@@ -73,6 +118,7 @@ class InFlightRequest {
 
  private:
   WorkerState* worker_;
+  std::uint64_t prefill_tokens_;
 };
 
 }  // namespace kvgate::workers

@@ -1,0 +1,75 @@
+#pragma once
+// The index writer: one dedicated thread that owns every ZMQ socket (a SUB
+// and, when configured, a replay DEALER per worker) and is the only thread
+// that writes the prefix indexes. I/O threads hand it routing-time inserts
+// through a short mutex-guarded queue and an eventfd wake-up; they never
+// wait for it (lookups read the index directly, see prefix_index.hpp).
+//
+// Per worker it tracks the publisher's sequence numbers:
+// - next in line: applied;
+// - a gap: the live batches are held back, the missing ones are asked from
+//   the replay socket (vLLM's protocol), applied in order, then the held
+//   ones. If the replay cannot close the gap (no replay socket, buffer too
+//   short, timeout) the events the worker reported are forgotten, the worker
+//   is marked stale and runs in approximate mode for index.approximate_ttl;
+// - lower than the last one, or anything but the next one after the
+//   connection dropped: the engine restarted, its cache is empty, so its
+//   entries are dropped.
+// The first batch after start-up with a sequence above 0 triggers a replay
+// from 0 (what the engine stored before kvgate connected), without marking
+// the worker stale when it cannot be closed (missing stores only make the
+// index under-report, never claim blocks that are gone).
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kvgate/config/options.hpp"
+#include "kvgate/kv_events/model_cache.hpp"
+#include "kvgate/obs/metrics.hpp"
+#include "kvgate/workers/worker_state.hpp"
+
+namespace kvgate::kv_events {
+
+struct WorkerFeed {
+  std::shared_ptr<workers::WorkerState> worker;
+  std::shared_ptr<ModelCache> cache;
+  WorkerSlot slot = 0;
+  std::string events_endpoint;  // empty: approximate mode
+  std::string replay_endpoint;  // empty: gaps cannot be replayed
+  std::uint64_t capacity_blocks = 0;
+};
+
+class Ingestion {
+ public:
+  Ingestion(obs::Metrics& metrics, config::IndexOptions index_options, config::KvEventOptions event_options);
+  ~Ingestion();  // stops and joins the thread
+  Ingestion(const Ingestion&) = delete;
+  Ingestion& operator=(const Ingestion&) = delete;
+
+  // Control thread: the set of workers to follow (start-up and reloads).
+  // Workers no longer present have their entries dropped.
+  void configure(std::vector<WorkerFeed> feeds, config::IndexOptions index_options,
+                 config::KvEventOptions event_options);
+  // I/O threads: the request with these blocks was routed to `slot`.
+  void assume(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::span<const BlockHash> blocks);
+  // Blocks until the thread has handled everything queued before the call
+  // (tests and the dry-run endpoint use it to observe a settled index).
+  void flush();
+
+ private:
+  struct Commands;
+  class Loop;
+  void wake();
+
+  std::unique_ptr<Commands> commands_;
+  std::unique_ptr<Loop> loop_;
+  int wake_fd_ = -1;
+  std::jthread thread_;
+};
+
+}  // namespace kvgate::kv_events

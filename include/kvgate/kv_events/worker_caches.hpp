@@ -1,0 +1,114 @@
+#pragma once
+// The writer side of one model's prefix index: turns the engines' KV events
+// and the gateway's own routing decisions into index updates, and keeps what
+// it needs to undo them later.
+//
+// Per worker it keeps
+// - engine blocks: engine hash -> (kvgate hash, copies), per tier. vLLM may
+//   hold the same hash in several physical blocks and sends one
+//   BlockStored / BlockRemoved per physical block, hence the copy count;
+// - confirmed blocks: kvgate hash -> engine blocks that map to it, per tier;
+// - assumed blocks: kvgate hashes inserted at routing time (approximate mode,
+//   or speculative until events arrive), bounded by the worker's KV capacity
+//   in blocks and expiring after a TTL.
+// A worker's bit for a block is set in the index exactly while the block is
+// confirmed on that tier or (GPU tier) assumed. A BlockStored that confirms
+// an assumed block ends the assumption: from then on only the events say
+// whether the engine still holds it.
+//
+// Pure and single-threaded (the index writer thread calls it); time comes
+// in as milliseconds on any monotonic clock.
+#include <cstdint>
+#include <list>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kvgate/index/prefix_index.hpp"
+#include "kvgate/kv_events/decoder.hpp"
+
+namespace kvgate::kv_events {
+
+using index::BlockHash;
+using index::WorkerSlot;
+
+struct ApplyStats {
+  std::uint64_t stored_blocks = 0;
+  std::uint64_t removed_blocks = 0;
+  std::uint64_t cleared = 0;
+  // Stored blocks that cannot be matched by requests (unknown parent, other
+  // block size, multimodal extra keys): tracked for removal, not indexed.
+  std::uint64_t unindexable_blocks = 0;
+  std::uint64_t unknown_removals = 0;  // BlockRemoved for a hash never stored
+  std::uint64_t evicted_entries = 0;   // index cap evictions caused
+  bool over_limit = false;             // the worker went over max_engine_blocks and was reset
+};
+
+struct CacheLimits {
+  std::uint32_t block_size = 16;  // the model's configured block size
+  // A fence against a broken publisher: a real engine never holds more.
+  std::uint64_t max_engine_blocks = 4'000'000;
+};
+
+class WorkerCaches {
+ public:
+  WorkerCaches(index::PrefixIndex& index, std::string model, CacheLimits limits)
+      : index_(index), model_(std::move(model)), limits_(limits) {}
+
+  ApplyStats apply(WorkerSlot worker, const EventBatch& batch, std::uint64_t now_ms);
+
+  // Routing-time insert for the GPU tier.
+  struct AssumeResult {
+    std::uint64_t evicted_entries = 0;  // index cap evictions caused
+    std::uint64_t new_blocks = 0;       // blocks the worker was not known to hold: the engine will store them
+  };
+  AssumeResult assume(WorkerSlot worker, std::span<const BlockHash> blocks, std::uint64_t now_ms, std::uint64_t ttl_ms,
+                      std::uint64_t capacity_blocks);
+  // Drops assumptions whose TTL has passed.
+  void expire(std::uint64_t now_ms);
+
+  // What the events told (after a gap that replay could not close): the
+  // worker's confirmed blocks go; assumptions stay.
+  void forget_confirmed(WorkerSlot worker);
+  // Everything (engine restart, cache reset, worker removed).
+  void drop_worker(WorkerSlot worker);
+
+  [[nodiscard]] std::uint64_t engine_blocks(WorkerSlot worker) const;
+  [[nodiscard]] std::uint64_t assumed_blocks(WorkerSlot worker) const;
+  [[nodiscard]] index::PrefixIndex& index() { return index_; }
+
+ private:
+  struct EngineBlock {
+    BlockHash kvgate_hash = 0;
+    std::uint32_t copies = 0;
+    bool indexed = false;
+  };
+  struct Assumed {
+    std::uint64_t expires_ms = 0;
+    std::list<BlockHash>::iterator position;
+  };
+  struct Worker {
+    std::unordered_map<EngineHash, EngineBlock> engine[2];      // by tier
+    std::unordered_map<BlockHash, std::uint32_t> confirmed[2];  // by tier
+    std::unordered_map<BlockHash, Assumed> assumed;
+    std::list<BlockHash> assumed_order;  // least recently assumed first
+  };
+
+  Worker& worker(WorkerSlot slot);
+  void store(WorkerSlot slot, const BlockStored& event, std::uint64_t now_ms, ApplyStats& stats);
+  void remove(WorkerSlot slot, const BlockRemoved& event, ApplyStats& stats);
+  void unassume(WorkerSlot slot, Worker& state, BlockHash block);
+  static void forget_assumption(Worker& state, BlockHash block);
+  const EngineBlock* find_parent(const Worker& state, EngineHash parent, index::Tier tier) const;
+
+  index::PrefixIndex& index_;
+  std::string model_;
+  CacheLimits limits_;
+  std::unordered_map<WorkerSlot, Worker> workers_;
+  std::vector<BlockHash> scratch_;
+};
+
+index::Tier tier_of(const std::string& medium);
+
+}  // namespace kvgate::kv_events

@@ -1,0 +1,28 @@
+#pragma once
+// From a request's prompt to what the policy needs: its token count, its
+// block hashes (kvgate's chained hash, partitioned like the engine's cache)
+// and, per worker, the leading tokens the prefix index says it holds.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kvgate/openai/request.hpp"
+#include "kvgate/proxy/routing_table.hpp"
+
+namespace kvgate::proxy {
+
+struct PromptBlocks {
+  std::uint32_t input_tokens = 0;  // 0: the prompt could not be tokenised
+  std::vector<index::BlockHash> blocks;
+};
+
+// Approximate tokenisation for now (models with a tokenizer folder use it
+// too until exact tokenisation lands; src/tokenizer/README.md).
+PromptBlocks prompt_blocks(const ModelRoute& model, const openai::RequestSummary& request);
+
+// Per worker of `model` (configuration order): cached tokens as the engine
+// would count them. vLLM never serves the last prompt token from the cache,
+// so at most floor((input_tokens - 1) / block_size) blocks count.
+std::vector<std::uint32_t> predicted_cached_tokens(const ModelRoute& model, const PromptBlocks& prompt);
+
+}  // namespace kvgate::proxy

@@ -1,0 +1,411 @@
+#include "feed.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+
+namespace kvgate::kv_events {
+namespace {
+
+// Bounds on one feed's work per wake-up and on live batches held back while
+// a replay runs (beyond that the replay is abandoned as failed).
+constexpr int kMaxMessagesPerReceive = 4096;
+constexpr std::size_t kMaxHeldBatches = 100'000;
+constexpr std::uint64_t kEndOfReplay = UINT64_MAX;  // vLLM's end marker: eight 0xFF bytes
+
+std::optional<std::uint64_t> read_sequence(const zmq::message_t& frame) {
+  if (frame.size() != 8) {
+    return std::nullopt;
+  }
+  const auto* bytes = static_cast<const unsigned char*>(frame.data());
+  std::uint64_t value = 0;
+  for (int index = 0; index < 8; ++index) {
+    value = (value << 8) | bytes[index];
+  }
+  return value;
+}
+
+std::string sequence_bytes(std::uint64_t value) {
+  std::string bytes(8, '\0');
+  for (int index = 7; index >= 0; --index) {
+    bytes[static_cast<std::size_t>(index)] = static_cast<char>(value & 0xFF);
+    value >>= 8;
+  }
+  return bytes;
+}
+
+// Reads one multipart message without blocking; empty when none is waiting.
+std::optional<std::vector<zmq::message_t>> receive_multipart(zmq::socket_t& socket) {
+  std::vector<zmq::message_t> frames;
+  zmq::message_t frame;
+  if (!socket.recv(frame, zmq::recv_flags::dontwait)) {
+    return std::nullopt;
+  }
+  frames.push_back(std::move(frame));
+  while (socket.get(zmq::sockopt::rcvmore) != 0) {
+    zmq::message_t more;
+    (void)socket.recv(more, zmq::recv_flags::none);  // the rest of a multipart message is already here
+    frames.push_back(std::move(more));
+  }
+  return frames;
+}
+
+void configure_reconnect(zmq::socket_t& socket) {
+  socket.set(zmq::sockopt::linger, 0);
+  socket.set(zmq::sockopt::reconnect_ivl, 100);       // ms; first retry
+  socket.set(zmq::sockopt::reconnect_ivl_max, 5000);  // ms; exponential back-off up to this
+}
+
+std::uint64_t unix_ms() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+}
+
+}  // namespace
+
+Feed::Feed(zmq::context_t& context, obs::Metrics& metrics, WorkerFeed config, FeedSettings settings,
+           std::uint64_t now_ms)
+    : context_(context),
+      metrics_(metrics),
+      config_(std::move(config)),
+      settings_(settings),
+      status_(config_.worker->event_stream()),
+      worker_id_(config_.worker->id()),
+      stored_events_(&metrics.kv_events(worker_id_, "BlockStored")),
+      removed_events_(&metrics.kv_events(worker_id_, "BlockRemoved")),
+      cleared_events_(&metrics.kv_events(worker_id_, "AllBlocksCleared")),
+      unknown_events_(&metrics.kv_events(worker_id_, "unknown")),
+      malformed_events_(&metrics.kv_events(worker_id_, "malformed")) {
+  status_.configured = events_on();
+  status_.connected = false;
+  status_.stale = false;
+  status_.silent = false;
+  status_.last_sequence = -1;
+  last_event_ms_ = now_ms;
+  if (!events_on()) {
+    return;
+  }
+  static std::atomic<std::uint64_t> monitor_number{0};
+  subscriber_.emplace(context_, zmq::socket_type::sub);
+  configure_reconnect(*subscriber_);
+  subscriber_->set(zmq::sockopt::subscribe, "");
+  auto monitor_address = "inproc://kvgate-kv-monitor-" + std::to_string(monitor_number++);
+  zmq_socket_monitor(subscriber_->handle(), monitor_address.c_str(), ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED);
+  monitor_.emplace(context_, zmq::socket_type::pair);
+  monitor_->set(zmq::sockopt::linger, 0);
+  monitor_->connect(monitor_address);
+  subscriber_->connect(config_.events_endpoint);
+  open_replay_socket();
+  spdlog::info("kv events: worker {} subscribing to {}{}", worker_id_, config_.events_endpoint,
+               config_.replay_endpoint.empty() ? "" : " (replay " + config_.replay_endpoint + ")");
+}
+
+Feed::~Feed() {
+  if (subscriber_) {
+    zmq_socket_monitor(subscriber_->handle(), nullptr, 0);
+  }
+}
+
+void Feed::open_replay_socket() {
+  replay_.reset();
+  if (config_.replay_endpoint.empty()) {
+    return;
+  }
+  replay_.emplace(context_, zmq::socket_type::dealer);
+  configure_reconnect(*replay_);
+  replay_->connect(config_.replay_endpoint);
+}
+
+bool Feed::same_source(const WorkerFeed& other) const {
+  return other.worker == config_.worker && other.events_endpoint == config_.events_endpoint &&
+         other.replay_endpoint == config_.replay_endpoint;
+}
+
+void Feed::update(const WorkerFeed& other, FeedSettings settings) {
+  config_.capacity_blocks = other.capacity_blocks;
+  settings_ = settings;
+}
+
+void Feed::add_poll_items(std::vector<zmq::pollitem_t>& items) {
+  for (auto* socket :
+       {subscriber_ ? &*subscriber_ : nullptr, monitor_ ? &*monitor_ : nullptr, replay_ ? &*replay_ : nullptr}) {
+    if (socket != nullptr) {
+      items.push_back({socket->handle(), 0, ZMQ_POLLIN, 0});
+    }
+  }
+}
+
+void Feed::receive(std::uint64_t now_ms) {
+  if (!events_on()) {
+    return;
+  }
+  receive_monitor();
+  receive_replay(now_ms);
+  receive_live(now_ms);
+}
+
+void Feed::receive_monitor() {
+  while (auto frames = receive_multipart(*monitor_)) {
+    if (frames->empty() || (*frames)[0].size() < 2) {
+      continue;
+    }
+    std::uint16_t event = 0;
+    std::memcpy(&event, (*frames)[0].data(), sizeof event);
+    if (event == ZMQ_EVENT_CONNECTED) {
+      status_.connected = true;
+      spdlog::info("kv events: worker {} connected to {}", worker_id_, config_.events_endpoint);
+    } else if (event == ZMQ_EVENT_DISCONNECTED) {
+      status_.connected = false;
+      disconnected_since_last_ = true;
+      spdlog::warn("kv events: worker {} lost its publisher {}; reconnecting", worker_id_, config_.events_endpoint);
+    }
+  }
+}
+
+void Feed::receive_live(std::uint64_t now_ms) {
+  for (int count = 0; count < kMaxMessagesPerReceive; ++count) {
+    auto frames = receive_multipart(*subscriber_);
+    if (!frames) {
+      return;
+    }
+    // [topic, sequence (8 bytes, big-endian), payload]
+    auto sequence = frames->size() == 3 ? read_sequence((*frames)[1]) : std::nullopt;
+    if (!sequence) {
+      ++status_.decode_errors;
+      metrics_.kv_event_decode_error(worker_id_);
+      continue;
+    }
+    on_live({*sequence, (*frames)[2].to_string()}, now_ms);
+  }
+}
+
+void Feed::on_live(Message message, std::uint64_t now_ms) {
+  if (replaying_) {
+    held_.push_back(std::move(message));
+    if (held_.size() > kMaxHeldBatches) {
+      finish_replay(false, now_ms);
+    }
+    return;
+  }
+  auto sequence = message.sequence;
+  if (last_sequence_ &&
+      (sequence <= *last_sequence_ || (disconnected_since_last_ && sequence != *last_sequence_ + 1))) {
+    engine_restarted();
+  }
+  disconnected_since_last_ = false;
+  if (!last_sequence_) {
+    if (sequence > 0 && replay_) {
+      held_.push_back(std::move(message));
+      start_replay(0, /*late_join=*/true, now_ms);
+      return;
+    }
+    apply(message, now_ms);
+    return;
+  }
+  if (sequence == *last_sequence_ + 1) {
+    apply(message, now_ms);
+    return;
+  }
+  ++status_.gaps;
+  metrics_.kv_event_gap(worker_id_);
+  spdlog::warn("kv events: worker {} sequence gap: expected {}, got {}", worker_id_, *last_sequence_ + 1, sequence);
+  if (replay_) {
+    auto from = *last_sequence_ + 1;
+    held_.push_back(std::move(message));
+    start_replay(from, /*late_join=*/false, now_ms);
+    return;
+  }
+  mark_stale(now_ms);
+  apply(message, now_ms);
+}
+
+void Feed::start_replay(std::uint64_t from, bool late_join, std::uint64_t now_ms) {
+  replaying_ = true;
+  replay_late_join_ = late_join;
+  replay_missed_ = false;
+  replay_next_ = from;
+  replay_deadline_ms_ = now_ms + static_cast<std::uint64_t>(settings_.replay_timeout_ms);
+  ++status_.replays;
+  auto start = sequence_bytes(from);
+  replay_->send(zmq::const_buffer("", 0), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+  replay_->send(zmq::buffer(start), zmq::send_flags::dontwait);
+}
+
+void Feed::receive_replay(std::uint64_t now_ms) {
+  if (!replay_) {
+    return;
+  }
+  for (int count = 0; count < kMaxMessagesPerReceive; ++count) {
+    auto frames = receive_multipart(*replay_);
+    if (!frames) {
+      return;
+    }
+    if (!replaying_) {
+      continue;  // a late answer to a replay already given up
+    }
+    // ["", topic, seq, payload] (newer vLLM) or ["", seq, payload] (older
+    // vLLM, SGLang).
+    std::optional<std::uint64_t> sequence;
+    if (frames->size() == 4 || frames->size() == 3) {
+      sequence = read_sequence((*frames)[frames->size() - 2]);
+    }
+    if (!sequence) {
+      ++status_.decode_errors;
+      metrics_.kv_event_decode_error(worker_id_);
+      continue;
+    }
+    if (*sequence == kEndOfReplay) {
+      finish_replay(true, now_ms);
+      continue;
+    }
+    Message message{*sequence, frames->back().to_string()};
+    if (message.sequence < replay_next_) {
+      continue;
+    }
+    if (message.sequence > replay_next_) {
+      replay_missed_ = true;  // the buffer no longer reaches back far enough
+    }
+    apply(message, now_ms);
+    replay_next_ = message.sequence + 1;
+  }
+}
+
+// The replay ended (or timed out, or held too much): apply the held live
+// batches in order; anything still missing is lost for good.
+void Feed::finish_replay(bool ended, std::uint64_t now_ms) {
+  replaying_ = false;
+  bool missed = replay_missed_ || !ended;
+  for (auto& message : held_) {
+    if (message.sequence < replay_next_) {
+      continue;
+    }
+    missed = missed || message.sequence > replay_next_;
+    apply(message, now_ms);
+    replay_next_ = message.sequence + 1;
+  }
+  held_.clear();
+  if (!ended) {
+    open_replay_socket();  // drop whatever a slow engine still sends for this one
+  }
+  metrics_.kv_event_replay(worker_id_, !missed);
+  if (!missed) {
+    spdlog::info("kv events: worker {} replay closed the gap", worker_id_);
+    return;
+  }
+  ++status_.failed_replays;
+  if (replay_late_join_) {
+    spdlog::info("kv events: worker {} joined late; blocks stored before the replay buffer are unknown", worker_id_);
+    return;
+  }
+  spdlog::warn("kv events: worker {} replay could not close the gap", worker_id_);
+  mark_stale(now_ms);
+}
+
+void Feed::apply(const Message& message, std::uint64_t now_ms) {
+  last_sequence_ = message.sequence;
+  status_.last_sequence = static_cast<std::int64_t>(message.sequence);
+  ++status_.batches;
+  auto batch = decode_batch(message.payload);
+  if (!batch) {
+    ++status_.decode_errors;
+    metrics_.kv_event_decode_error(worker_id_);
+    spdlog::warn("kv events: worker {} batch {} undecodable: {}", worker_id_, message.sequence, batch.error().message);
+    return;
+  }
+  for (const auto& event : batch->events) {
+    (std::holds_alternative<BlockStored>(event)    ? stored_events_
+     : std::holds_alternative<BlockRemoved>(event) ? removed_events_
+                                                   : cleared_events_)
+        ->Increment();
+  }
+  unknown_events_->Increment(batch->unknown_events);
+  malformed_events_->Increment(batch->malformed_events);
+  auto stats = config_.cache->caches.apply(config_.slot, *batch, now_ms);
+  if (stats.evicted_entries > 0) {
+    metrics_.index_evictions(stats.evicted_entries);
+  }
+  if (stats.unindexable_blocks > 0) {
+    metrics_.index_unindexable(worker_id_, stats.unindexable_blocks);
+  }
+  if (stats.over_limit) {
+    spdlog::error("kv events: worker {} reported more blocks than any engine holds; its entries were reset",
+                  worker_id_);
+  }
+  last_event_ms_ = now_ms;
+  status_.last_event_unix_ms = unix_ms();
+  unreported_blocks_ = 0;
+  if (status_.silent.exchange(false)) {
+    spdlog::info("kv events: worker {} is sending events again", worker_id_);
+  }
+}
+
+void Feed::engine_restarted() {
+  ++status_.resets;
+  metrics_.kv_event_reset(worker_id_);
+  spdlog::warn("kv events: worker {} restarted (sequence went back); its index entries were dropped", worker_id_);
+  config_.cache->caches.drop_worker(config_.slot);
+  last_sequence_.reset();
+  status_.last_sequence = -1;
+}
+
+void Feed::mark_stale(std::uint64_t now_ms) {
+  config_.cache->caches.forget_confirmed(config_.slot);
+  stale_until_ms_ = now_ms + static_cast<std::uint64_t>(settings_.approximate_ttl_ms);
+  if (!status_.stale.exchange(true)) {
+    spdlog::warn("kv events: worker {} is stale; approximate routing until its events rebuild the index", worker_id_);
+  }
+}
+
+void Feed::assume(std::span<const BlockHash> blocks, std::uint64_t now_ms) {
+  const bool approximate = !events_on() || status_.stale;
+  auto ttl = approximate ? settings_.approximate_ttl_ms : settings_.speculative_ttl_ms;
+  auto result = config_.cache->caches.assume(config_.slot, blocks, now_ms, static_cast<std::uint64_t>(ttl),
+                                             config_.capacity_blocks);
+  if (result.evicted_entries > 0) {
+    metrics_.index_evictions(result.evicted_entries);
+  }
+  if (events_on() && result.new_blocks > 0) {
+    if (unreported_blocks_ == 0) {
+      unreported_since_ms_ = now_ms;
+    }
+    unreported_blocks_ += result.new_blocks;
+  }
+}
+
+void Feed::tick(std::uint64_t now_ms) {
+  if (replaying_ && now_ms >= replay_deadline_ms_) {
+    spdlog::warn("kv events: worker {} replay timed out", worker_id_);
+    finish_replay(false, now_ms);
+  }
+  if (status_.stale && now_ms >= stale_until_ms_) {
+    status_.stale = false;
+    spdlog::info("kv events: worker {} is no longer stale", worker_id_);
+  }
+  // New blocks were routed here but no event came for silence_after: the
+  // engine is probably not publishing (kv-events-config missing, wrong
+  // address, a firewall).
+  if (events_on() && unreported_blocks_ > 0 &&
+      now_ms - std::max(unreported_since_ms_, last_event_ms_) >=
+          static_cast<std::uint64_t>(settings_.silence_after_ms) &&
+      !status_.silent.exchange(true)) {
+    spdlog::error(
+        "kv events: worker {} got traffic but sent no KV event for {} ms; check the engine's "
+        "--kv-events-config and {}",
+        worker_id_, settings_.silence_after_ms, config_.events_endpoint);
+  }
+  publish_counts();
+}
+
+void Feed::publish_counts() {
+  status_.engine_blocks = config_.cache->caches.engine_blocks(config_.slot);
+  status_.assumed_blocks = config_.cache->caches.assumed_blocks(config_.slot);
+}
+
+void Feed::drop_entries() {
+  config_.cache->caches.drop_worker(config_.slot);
+  publish_counts();
+}
+
+}  // namespace kvgate::kv_events

@@ -1,0 +1,223 @@
+#include "kvgate/kv_events/ingestion.hpp"
+
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <zmq.hpp>
+
+#include "feed.hpp"
+
+namespace kvgate::kv_events {
+
+struct Ingestion::Commands {
+  struct Assume {
+    std::shared_ptr<ModelCache> cache;
+    WorkerSlot slot = 0;
+    std::vector<BlockHash> blocks;
+  };
+  struct Configure {
+    std::vector<WorkerFeed> feeds;
+    config::IndexOptions index_options;
+    config::KvEventOptions event_options;
+  };
+  std::mutex mutex;
+  std::condition_variable flushed;
+  std::vector<Assume> assumes;
+  std::optional<Configure> configure;
+  std::uint64_t flush_requested = 0;
+  std::uint64_t flush_done = 0;
+  bool stop = false;
+};
+
+// Everything the ingestion thread owns. Only that thread touches it.
+class Ingestion::Loop {
+ public:
+  Loop(obs::Metrics& metrics, config::IndexOptions index_options, config::KvEventOptions event_options)
+      : context_(1), metrics_(metrics), index_options_(index_options), event_options_(event_options) {}
+
+  void run(Commands& commands, int wake_fd) {
+    auto next_tick = Clock::now();
+    while (true) {
+      std::vector<zmq::pollitem_t> items;
+      items.push_back({nullptr, wake_fd, ZMQ_POLLIN, 0});
+      for (auto& [key, feed] : feeds_) {
+        feed->add_poll_items(items);
+      }
+      auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - Clock::now());
+      zmq::poll(items.data(), items.size(), std::max(wait, std::chrono::milliseconds(0)));
+      if ((items[0].revents & ZMQ_POLLIN) != 0) {
+        std::uint64_t count = 0;
+        [[maybe_unused]] auto bytes = ::read(wake_fd, &count, sizeof count);
+      }
+      if (!drain(commands)) {
+        return;
+      }
+      for (auto& [key, feed] : feeds_) {
+        feed->receive(now_ms());
+      }
+      if (Clock::now() >= next_tick) {
+        tick();
+        next_tick = Clock::now() + kTick;
+      }
+    }
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  static constexpr auto kTick = std::chrono::milliseconds(100);
+  using FeedKey = std::pair<ModelCache*, WorkerSlot>;
+
+  std::uint64_t now_ms() const {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started_).count());
+  }
+
+  // Applies queued commands; false when asked to stop.
+  bool drain(Commands& commands) {
+    std::vector<Commands::Assume> assumes;
+    std::optional<Commands::Configure> configure;
+    std::uint64_t flush = 0;
+    bool stop = false;
+    {
+      std::lock_guard lock(commands.mutex);
+      assumes.swap(commands.assumes);
+      configure.swap(commands.configure);
+      flush = commands.flush_requested;
+      stop = commands.stop;
+    }
+    if (configure) {
+      reconfigure(std::move(*configure));
+    }
+    for (auto& assume : assumes) {
+      auto found = feeds_.find(FeedKey{assume.cache.get(), assume.slot});
+      if (found != feeds_.end()) {
+        found->second->assume(assume.blocks, now_ms());
+      }
+    }
+    if (flush != flushed_) {
+      // Events already delivered to the sockets count as queued too.
+      for (auto& [key, feed] : feeds_) {
+        feed->receive(now_ms());
+      }
+      flushed_ = flush;
+      std::lock_guard lock(commands.mutex);
+      commands.flush_done = flush;
+      commands.flushed.notify_all();
+    }
+    return !stop;
+  }
+
+  void reconfigure(Commands::Configure configure) {
+    index_options_ = configure.index_options;
+    event_options_ = configure.event_options;
+    std::map<FeedKey, std::unique_ptr<Feed>> next;
+    for (auto& worker_feed : configure.feeds) {
+      FeedKey key{worker_feed.cache.get(), worker_feed.slot};
+      auto found = feeds_.find(key);
+      if (found != feeds_.end() && found->second->same_source(worker_feed)) {
+        found->second->update(worker_feed, settings());
+        next.emplace(key, std::move(found->second));
+        feeds_.erase(found);
+        continue;
+      }
+      if (found != feeds_.end()) {
+        found->second->drop_entries();  // other endpoints: what we knew is about another process
+        feeds_.erase(found);
+      }
+      next.emplace(key, std::make_unique<Feed>(context_, metrics_, std::move(worker_feed), settings(), now_ms()));
+    }
+    for (auto& [key, feed] : feeds_) {
+      feed->drop_entries();  // removed from the config
+    }
+    feeds_ = std::move(next);
+  }
+
+  FeedSettings settings() const {
+    return {index_options_.speculative_ttl.count(), index_options_.approximate_ttl.count(),
+            event_options_.replay_timeout.count(), event_options_.silence_after.count()};
+  }
+
+  void tick() {
+    auto now = now_ms();
+    std::map<ModelCache*, bool> expired;
+    for (auto& [key, feed] : feeds_) {
+      auto* cache = key.first;
+      if (!expired[cache]) {
+        cache->caches.expire(now);
+        expired[cache] = true;
+      }
+    }
+    for (auto& [key, feed] : feeds_) {
+      feed->tick(now);
+    }
+  }
+
+  zmq::context_t context_;
+  obs::Metrics& metrics_;
+  config::IndexOptions index_options_;
+  config::KvEventOptions event_options_;
+  std::map<FeedKey, std::unique_ptr<Feed>> feeds_;
+  std::uint64_t flushed_ = 0;
+  const Clock::time_point started_ = Clock::now();
+};
+
+Ingestion::Ingestion(obs::Metrics& metrics, config::IndexOptions index_options, config::KvEventOptions event_options)
+    : commands_(std::make_unique<Commands>()),
+      loop_(std::make_unique<Loop>(metrics, index_options, event_options)),
+      wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+  if (wake_fd_ < 0) {
+    throw std::runtime_error("eventfd failed");
+  }
+  thread_ = std::jthread([this] { loop_->run(*commands_, wake_fd_); });
+}
+
+Ingestion::~Ingestion() {
+  {
+    std::lock_guard lock(commands_->mutex);
+    commands_->stop = true;
+  }
+  wake();
+  thread_.join();
+  ::close(wake_fd_);
+}
+
+void Ingestion::wake() {
+  std::uint64_t one = 1;
+  [[maybe_unused]] auto bytes = ::write(wake_fd_, &one, sizeof one);
+}
+
+void Ingestion::configure(std::vector<WorkerFeed> feeds, config::IndexOptions index_options,
+                          config::KvEventOptions event_options) {
+  {
+    std::lock_guard lock(commands_->mutex);
+    commands_->configure = Commands::Configure{std::move(feeds), index_options, event_options};
+  }
+  wake();
+}
+
+void Ingestion::assume(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::span<const BlockHash> blocks) {
+  if (blocks.empty()) {
+    return;
+  }
+  Commands::Assume command{cache, slot, {blocks.begin(), blocks.end()}};
+  {
+    std::lock_guard lock(commands_->mutex);
+    commands_->assumes.push_back(std::move(command));
+  }
+  wake();
+}
+
+void Ingestion::flush() {
+  std::unique_lock lock(commands_->mutex);
+  auto ticket = ++commands_->flush_requested;
+  lock.unlock();
+  wake();
+  lock.lock();
+  commands_->flushed.wait(lock, [&] { return commands_->flush_done >= ticket || commands_->stop; });
+}
+
+}  // namespace kvgate::kv_events

@@ -1,0 +1,229 @@
+#include "kvgate/kv_events/worker_caches.hpp"
+
+#include "kvgate/prefix/block_hash.hpp"
+
+namespace kvgate::kv_events {
+namespace {
+
+using index::Tier;
+
+std::size_t tier_number(Tier tier) {
+  return tier == Tier::gpu ? 0 : 1;
+}
+
+std::uint32_t seconds(std::uint64_t now_ms) {
+  return static_cast<std::uint32_t>(now_ms / 1000);
+}
+
+}  // namespace
+
+// vLLM's GPU tier is "GPU"; its offloading connectors and SGLang's host
+// cache report other names ("CPU", "cpu_tier", ...): all count as offloaded.
+Tier tier_of(const std::string& medium) {
+  return medium == "GPU" || medium == "gpu" ? Tier::gpu : Tier::offloaded;
+}
+
+WorkerCaches::Worker& WorkerCaches::worker(WorkerSlot slot) {
+  return workers_[slot];
+}
+
+ApplyStats WorkerCaches::apply(WorkerSlot slot, const EventBatch& batch, std::uint64_t now_ms) {
+  ApplyStats stats;
+  for (const auto& event : batch.events) {
+    if (const auto* stored = std::get_if<BlockStored>(&event)) {
+      store(slot, *stored, now_ms, stats);
+    } else if (const auto* removed = std::get_if<BlockRemoved>(&event)) {
+      remove(slot, *removed, stats);
+    } else {
+      // AllBlocksCleared: the engine reset its prefix cache, so neither what
+      // it reported nor what the gateway assumed is there any more.
+      ++stats.cleared;
+      drop_worker(slot);
+    }
+    if (stats.over_limit) {
+      break;
+    }
+  }
+  return stats;
+}
+
+const WorkerCaches::EngineBlock* WorkerCaches::find_parent(const Worker& state, EngineHash parent, Tier tier) const {
+  // The parent normally sits on the same tier; an offloaded copy may chain
+  // from a GPU parent (or the reverse), so the other tier is tried too.
+  for (auto number : {tier_number(tier), 1 - tier_number(tier)}) {
+    auto found = state.engine[number].find(parent);
+    if (found != state.engine[number].end()) {
+      return &found->second;
+    }
+  }
+  return nullptr;
+}
+
+void WorkerCaches::store(WorkerSlot slot, const BlockStored& event, std::uint64_t now_ms, ApplyStats& stats) {
+  auto& state = worker(slot);
+  const auto tier = tier_of(event.medium);
+  const auto number = tier_number(tier);
+  // Whether these blocks can be matched by a request, and the hash chain
+  // they continue.
+  bool indexable = event.block_size == limits_.block_size && !event.unreproducible_extra_keys;
+  BlockHash chain = 0;
+  if (event.parent_block_hash) {
+    const auto* parent = find_parent(state, *event.parent_block_hash, tier);
+    indexable = indexable && parent != nullptr && parent->indexed;
+    chain = parent != nullptr ? parent->kvgate_hash : 0;
+  } else {
+    chain = prefix::partition_seed({model_, event.lora_name.value_or(""), event.cache_salt.value_or("")});
+  }
+  scratch_.clear();
+  for (std::size_t block = 0; block < event.block_hashes.size(); ++block) {
+    if (indexable) {
+      chain = prefix::hash_block(chain, std::span(event.token_ids).subspan(block * event.block_size, event.block_size));
+    }
+    auto [entry, added] = state.engine[number].try_emplace(event.block_hashes[block]);
+    if (!added && entry->second.indexed != indexable) {
+      // The same engine hash now means something else to us: keep the
+      // newer meaning only once the older copies are gone.
+      continue;
+    }
+    entry->second.kvgate_hash = chain;
+    entry->second.indexed = indexable;
+    ++entry->second.copies;
+    ++stats.stored_blocks;
+    if (!indexable) {
+      ++stats.unindexable_blocks;
+      continue;
+    }
+    // confirmed counts distinct engine hashes (copies are counted above);
+    // the index insert also refreshes blocks the cap may have dropped.
+    if (added) {
+      ++state.confirmed[number][chain];
+    }
+    if (tier == Tier::gpu) {
+      forget_assumption(state, chain);  // confirmed: from now on the events decide
+    }
+    scratch_.push_back(chain);
+  }
+  stats.evicted_entries += index_.insert(slot, scratch_, tier, seconds(now_ms));
+  if (state.engine[number].size() > limits_.max_engine_blocks) {
+    stats.over_limit = true;
+    drop_worker(slot);
+  }
+}
+
+void WorkerCaches::remove(WorkerSlot slot, const BlockRemoved& event, ApplyStats& stats) {
+  auto& state = worker(slot);
+  const auto tier = tier_of(event.medium);
+  const auto number = tier_number(tier);
+  for (auto engine_hash : event.block_hashes) {
+    auto found = state.engine[number].find(engine_hash);
+    if (found == state.engine[number].end()) {
+      ++stats.unknown_removals;
+      continue;
+    }
+    ++stats.removed_blocks;
+    auto block = found->second;
+    if (--found->second.copies > 0) {
+      continue;
+    }
+    state.engine[number].erase(found);
+    if (!block.indexed) {
+      continue;
+    }
+    auto confirmed = state.confirmed[number].find(block.kvgate_hash);
+    if (confirmed == state.confirmed[number].end() || --confirmed->second > 0) {
+      continue;
+    }
+    state.confirmed[number].erase(confirmed);
+    const bool still_assumed = tier == Tier::gpu && state.assumed.contains(block.kvgate_hash);
+    if (!still_assumed) {
+      index_.remove(slot, std::span(&block.kvgate_hash, 1), tier);
+    }
+  }
+}
+
+WorkerCaches::AssumeResult WorkerCaches::assume(WorkerSlot slot, std::span<const BlockHash> blocks,
+                                                std::uint64_t now_ms, std::uint64_t ttl_ms,
+                                                std::uint64_t capacity_blocks) {
+  auto& state = worker(slot);
+  AssumeResult result;
+  const auto& confirmed = state.confirmed[tier_number(Tier::gpu)];
+  for (auto block : blocks) {
+    result.new_blocks += index_.holds(slot, block) ? 0 : 1;
+    if (confirmed.contains(block)) {
+      continue;  // the events already vouch for it, and will report its removal
+    }
+    auto [entry, added] = state.assumed.try_emplace(block);
+    if (!added) {
+      state.assumed_order.erase(entry->second.position);
+    }
+    state.assumed_order.push_back(block);
+    entry->second = {now_ms + ttl_ms, std::prev(state.assumed_order.end())};
+  }
+  // Refreshes recency of blocks already held too, so the cap keeps hot ones.
+  result.evicted_entries = index_.insert(slot, blocks, Tier::gpu, seconds(now_ms));
+  while (state.assumed.size() > capacity_blocks) {
+    unassume(slot, state, state.assumed_order.front());
+  }
+  return result;
+}
+
+void WorkerCaches::forget_assumption(Worker& state, BlockHash block) {
+  auto found = state.assumed.find(block);
+  if (found != state.assumed.end()) {
+    state.assumed_order.erase(found->second.position);
+    state.assumed.erase(found);
+  }
+}
+
+void WorkerCaches::unassume(WorkerSlot slot, Worker& state, BlockHash block) {
+  auto found = state.assumed.find(block);
+  state.assumed_order.erase(found->second.position);
+  state.assumed.erase(found);
+  if (!state.confirmed[tier_number(Tier::gpu)].contains(block)) {
+    index_.remove(slot, std::span(&block, 1), Tier::gpu);
+  }
+}
+
+// Assumptions are kept in order of their last refresh; with one TTL per
+// worker that is also the order of expiry. (When a worker's TTL changes, a
+// newer assumption may outlive its time until older ones expire.)
+void WorkerCaches::expire(std::uint64_t now_ms) {
+  for (auto& [slot, state] : workers_) {
+    while (!state.assumed_order.empty() &&
+           state.assumed.find(state.assumed_order.front())->second.expires_ms <= now_ms) {
+      unassume(slot, state, state.assumed_order.front());
+    }
+  }
+}
+
+void WorkerCaches::forget_confirmed(WorkerSlot slot) {
+  auto& state = worker(slot);
+  for (std::size_t number = 0; number < 2; ++number) {
+    scratch_.clear();
+    for (const auto& [block, copies] : state.confirmed[number]) {
+      if (number == 1 || !state.assumed.contains(block)) {
+        scratch_.push_back(block);
+      }
+    }
+    index_.remove(slot, scratch_, number == 0 ? Tier::gpu : Tier::offloaded);
+    state.confirmed[number].clear();
+    state.engine[number].clear();
+  }
+}
+
+void WorkerCaches::drop_worker(WorkerSlot slot) {
+  index_.drop_worker(slot);
+  workers_.erase(slot);
+}
+
+std::uint64_t WorkerCaches::engine_blocks(WorkerSlot slot) const {
+  auto found = workers_.find(slot);
+  return found == workers_.end() ? 0 : found->second.engine[0].size() + found->second.engine[1].size();
+}
+
+std::uint64_t WorkerCaches::assumed_blocks(WorkerSlot slot) const {
+  auto found = workers_.find(slot);
+  return found == workers_.end() ? 0 : found->second.assumed.size();
+}
+
+}  // namespace kvgate::kv_events

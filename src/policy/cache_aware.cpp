@@ -1,0 +1,79 @@
+#include "kvgate/policy/policy.hpp"
+
+namespace kvgate::policy {
+namespace {
+
+// Sends the request where its expected time to first token is lowest:
+//   expected_ttft = queue_delay + prefill
+//   prefill       = (input_tokens - cached_tokens) * prefill_ms_per_token
+//   queue_delay   = pending_prefill_tokens * queue_ms_per_pending_token
+//                 + in_flight * queue_ms_per_request
+// A worker that holds the conversation's earlier turns wins while its
+// saving outweighs its queue; when it is busy enough, another worker's
+// shorter queue wins even though it must prefill everything (affinity is
+// broken when it stops paying). Ties go to the worker with fewer requests
+// in flight, then rotate by sequence number.
+class CacheAware final : public Policy {
+ public:
+  explicit CacheAware(CostModel cost) : cost_(cost) {}
+
+  [[nodiscard]] std::string_view name() const override { return "cache_aware"; }
+
+  [[nodiscard]] Decision decide(const RouteRequest& request, std::span<const WorkerView> workers) const override {
+    Decision decision;
+    decision.candidates = filter_candidates(request, workers);
+    const auto count = decision.candidates.size();
+    std::optional<std::size_t> best;
+    std::size_t eligible = 0;
+    for (std::size_t offset = 0; offset < count; ++offset) {
+      auto index = (request.sequence + offset) % count;
+      auto& candidate = decision.candidates[index];
+      const auto& worker = workers[index];
+      score(request, worker, candidate);
+      if (!candidate.eligible) {
+        continue;
+      }
+      ++eligible;
+      if (!best || better(candidate, decision.candidates[*best])) {
+        best = index;
+      }
+    }
+    decision.worker_index = best;
+    if (!best) {
+      decision.reason = "no_eligible_worker";
+    } else if (eligible == 1) {
+      decision.reason = "only_candidate";
+    } else {
+      decision.reason = decision.candidates[*best].cached_tokens > 0 ? "best_cost" : "best_cost_no_cache";
+    }
+    return decision;
+  }
+
+ private:
+  void score(const RouteRequest& request, const WorkerView& worker, Candidate& candidate) const {
+    auto cached = std::min(worker.cached_tokens, request.input_tokens);
+    candidate.cached_tokens = cached;
+    candidate.prefill_ms = static_cast<double>(request.input_tokens - cached) * cost_.prefill_ms_per_token;
+    candidate.queue_delay_ms = static_cast<double>(worker.pending_prefill_tokens) * cost_.queue_ms_per_pending_token +
+                               static_cast<double>(worker.in_flight) * cost_.queue_ms_per_request;
+    candidate.expected_ttft_ms = candidate.queue_delay_ms + candidate.prefill_ms;
+    candidate.score = candidate.expected_ttft_ms;
+  }
+
+  static bool better(const Candidate& candidate, const Candidate& best) {
+    if (candidate.score != best.score) {
+      return candidate.score < best.score;
+    }
+    return candidate.in_flight < best.in_flight;
+  }
+
+  CostModel cost_;
+};
+
+}  // namespace
+
+std::unique_ptr<Policy> make_cache_aware(CostModel cost) {
+  return std::make_unique<CacheAware>(cost);
+}
+
+}  // namespace kvgate::policy

@@ -1,0 +1,34 @@
+#include "kvgate/proxy/prefix_lookup.hpp"
+
+#include <algorithm>
+
+#include "kvgate/tokenizer/approximate.hpp"
+
+namespace kvgate::proxy {
+
+PromptBlocks prompt_blocks(const ModelRoute& model, const openai::RequestSummary& request) {
+  PromptBlocks result;
+  auto tokens = tokenizer::approximate_prompt_tokens(request.prompt);
+  if (tokens.empty() || tokens.size() > UINT32_MAX) {
+    return result;
+  }
+  result.input_tokens = static_cast<std::uint32_t>(tokens.size());
+  auto seed = prefix::partition_seed({model.name, "", request.cache_salt.value_or("")});
+  result.blocks = prefix::hash_blocks(tokens, model.block_size, seed);
+  return result;
+}
+
+std::vector<std::uint32_t> predicted_cached_tokens(const ModelRoute& model, const PromptBlocks& prompt) {
+  std::vector<std::uint32_t> cached(model.workers.size(), 0);
+  if (prompt.input_tokens == 0 || prompt.blocks.empty() || !model.cache) {
+    return cached;
+  }
+  const std::uint32_t reusable_blocks = (prompt.input_tokens - 1) / model.block_size;
+  auto match = model.cache->index.longest_prefix(prompt.blocks);
+  for (std::size_t worker = 0; worker < cached.size(); ++worker) {
+    cached[worker] = std::min(match.blocks[model.slots[worker]], reusable_blocks) * model.block_size;
+  }
+  return cached;
+}
+
+}  // namespace kvgate::proxy

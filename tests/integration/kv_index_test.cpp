@@ -1,0 +1,349 @@
+// The prefix index end to end: kvgate in front of kvgate-sim replicas that
+// publish vLLM KV events over real ZMQ. The index must predict exactly the
+// cached tokens the engine then reports, and follow eviction, reset, gaps
+// (with replay), restarts and a publisher that dies and comes back.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "support/sim_process.hpp"
+
+namespace kvgate::testing {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr const char* kSystem =
+    "You are the support assistant of a large hardware store. Answer precisely, list the parts needed, and "
+    "say which aisle they are in. Never invent prices.";
+
+json chat_request(const json& messages, int max_tokens = 24) {
+  return {{"model", "sim-model"}, {"max_tokens", max_tokens}, {"messages", messages}};
+}
+
+json first_turn(const std::string& question) {
+  return json::array({{{"role", "system"}, {"content", kSystem}}, {{"role", "user"}, {"content", question}}});
+}
+
+class Fleet {
+ public:
+  // Each sim: its id and extra flags; events on unless "--no-events".
+  SimProcess& add_sim(const std::string& id, const std::string& format = "map", bool replay = true,
+                      std::vector<std::string> extra = {}) {
+    std::vector<std::string> flags{"--kv-events-endpoint", "tcp://127.0.0.1:0", "--kv-events-format", format};
+    if (replay) {
+      flags.insert(flags.end(), {"--kv-events-replay-endpoint", "tcp://127.0.0.1:0"});
+    }
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    sims_.emplace_back(id, std::make_unique<SimProcess>(harness, flags, id));
+    return *sims_.back().second;
+  }
+
+  SimProcess& sim(const std::string& id) {
+    for (auto& [sim_id, process] : sims_) {
+      if (sim_id == id) {
+        return *process;
+      }
+    }
+    throw std::runtime_error("no sim " + id);
+  }
+
+  // Stops a sim and starts a new process on the same HTTP and ZMQ ports.
+  void replace_sim(const std::string& id, const std::string& format = "map") {
+    for (auto& [sim_id, process] : sims_) {
+      if (sim_id != id) {
+        continue;
+      }
+      auto port = std::to_string(process->port());
+      auto events = process->events_endpoint();
+      auto replay = process->replay_endpoint();
+      process->stop();
+      process.reset();
+      process = std::make_unique<SimProcess>(
+          harness,
+          std::vector<std::string>{"--port", port, "--kv-events-endpoint", events, "--kv-events-format", format,
+                                   "--kv-events-replay-endpoint", replay},
+          id + "-again");
+    }
+  }
+
+  void start_gateway(const std::string& settings = "", const std::string& events_override = "") {
+    std::string models = "models:\n  - name: \"sim-model\"\n    block_size: 16\n    workers:\n";
+    for (auto& [id, process] : sims_) {
+      models += "      - id: \"" + id + "\"\n        url: \"" + process->url() + "\"\n";
+      auto events = events_override.empty() ? process->events_endpoint() : events_override;
+      models += "        kv_events: \"" + events + "\"\n";
+      if (!process->replay_endpoint().empty() && events_override.empty()) {
+        models += "        kv_events_replay: \"" + process->replay_endpoint() + "\"\n";
+      }
+    }
+    harness.start_gateway("routing: {policy: cache_aware}\nhealth_check: {interval: 200ms}\n" + settings, models);
+    if (events_override.empty()) {
+      for (auto& [id, process] : sims_) {
+        warm_up(id);
+      }
+    }
+  }
+
+  // A SUB socket misses what is published before its subscription reaches
+  // the publisher (ZMQ's "slow joiner"), which the gateway rightly treats as
+  // a late join. Tests need a known start: publish until the gateway has
+  // caught up with the simulator.
+  void warm_up(const std::string& id) {
+    wait_until(id, [](const json& worker) { return worker["kv_events"]["connected"] == true; });
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      post_json(sim(id).port(), "/v1/completions",
+                json{{"model", "sim-model"},
+                     {"prompt", "warm-up " + std::to_string(attempt) + std::string(64, 'w')},
+                     {"max_tokens", 1}}
+                    .dump());
+      auto deadline = std::chrono::steady_clock::now() + 200ms;
+      while (std::chrono::steady_clock::now() < deadline) {
+        if (synced(worker(id), id)) {
+          return;
+        }
+        std::this_thread::sleep_for(10ms);
+      }
+    }
+    FAIL() << "the gateway never caught up with " << id << "'s events";
+  }
+
+  bool synced(const json& worker, const std::string& id) {
+    auto last = worker["kv_events"]["last_sequence"];
+    auto next = sim(id).next_event_sequence();
+    return next == 0 ? last.is_null() : !last.is_null() && last.get<std::int64_t>() == next - 1;
+  }
+
+  json worker(const std::string& id) {
+    auto workers = json::parse(get(harness.admin_port(), "/debug/workers").body);
+    for (const auto& worker : workers["workers"]) {
+      if (worker["id"] == id) {
+        return worker;
+      }
+    }
+    throw std::runtime_error("no worker " + id);
+  }
+
+  // Waits until the gateway has taken in every batch the sim published.
+  void wait_synced(const std::string& id) {
+    wait_until(id, [&](const json& worker) { return synced(worker, id); });
+  }
+
+  template <class Condition>
+  void wait_until(const std::string& id, Condition condition) {
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    json last;
+    while (std::chrono::steady_clock::now() < deadline) {
+      last = worker(id);
+      if (condition(last)) {
+        return;
+      }
+      std::this_thread::sleep_for(20ms);  // polling an admin endpoint for a remote process's state
+    }
+    FAIL() << "worker " << id << " never reached the condition; last state: " << last.dump();
+  }
+
+  json route(const json& body) {
+    auto response = post_json(harness.admin_port(), "/debug/route", body.dump());
+    EXPECT_EQ(response.status, 200) << response.body;
+    return json::parse(response.body);
+  }
+
+  static std::uint32_t predicted(const json& route, const std::string& id) {
+    for (const auto& candidate : route["candidates"]) {
+      if (candidate["worker"] == id) {
+        return candidate["cached_tokens"].get<std::uint32_t>();
+      }
+    }
+    throw std::runtime_error("no candidate " + id);
+  }
+
+  // Sends the body straight to a sim and returns the engine's cached tokens.
+  std::uint32_t engine_cached(const std::string& id, const json& body) {
+    auto response = post_json(sim(id).port(), "/v1/chat/completions", body.dump());
+    EXPECT_EQ(response.status, 200) << response.body;
+    return json::parse(response.body)["usage"]["prompt_tokens_details"]["cached_tokens"].get<std::uint32_t>();
+  }
+
+  // One turn through the gateway; returns the worker and the assistant text.
+  std::pair<std::string, std::string> turn(const json& messages) {
+    auto response = post_json(harness.api_port(), "/v1/chat/completions", chat_request(messages).dump());
+    EXPECT_EQ(response.status, 200) << response.body;
+    auto body = json::parse(response.body);
+    return {response.header("x-kvgate-worker"), body["choices"][0]["message"]["content"].get<std::string>()};
+  }
+
+  Harness harness;
+
+ private:
+  std::vector<std::pair<std::string, std::unique_ptr<SimProcess>>> sims_;
+};
+
+json second_turn(const json& first, const std::string& answer, const std::string& question) {
+  auto messages = first;
+  messages.push_back({{"role", "assistant"}, {"content", answer}});
+  messages.push_back({{"role", "user"}, {"content", question}});
+  return messages;
+}
+
+TEST(KvIndex, DryRunPredictsExactlyTheCachedTokensTheEngineReports) {
+  Fleet fleet;
+  fleet.add_sim("map-worker", "map");
+  fleet.add_sim("array-worker", "array");
+  fleet.start_gateway();
+  auto first = first_turn("My kitchen tap drips after I close it. What do I need to fix it?");
+  auto [served_by, answer] = fleet.turn(first);
+  fleet.wait_synced("map-worker");
+  fleet.wait_synced("array-worker");
+  auto follow_up = chat_request(second_turn(first, answer, "And which wrench fits the nut under the sink?"));
+  auto route = fleet.route(follow_up);
+  EXPECT_EQ(route["worker"], served_by) << route.dump();
+  EXPECT_GT(Fleet::predicted(route, served_by), 0u);
+  for (const auto* id : {"map-worker", "array-worker"}) {
+    EXPECT_EQ(Fleet::predicted(route, id), fleet.engine_cached(id, follow_up)) << id << ": " << route.dump();
+  }
+  EXPECT_EQ(route["input_tokens"],
+            json::parse(post_json(fleet.sim(served_by).port(), "/v1/chat/completions", follow_up.dump())
+                            .body)["usage"]["prompt_tokens"]);
+}
+
+TEST(KvIndex, SaltedPromptsShareNothingWithUnsaltedOnes) {
+  Fleet fleet;
+  fleet.add_sim("a");
+  fleet.start_gateway();
+  auto messages = first_turn("How do I replace a broken hinge on a kitchen cupboard door?");
+  auto salted = chat_request(messages);
+  salted["cache_salt"] = "tenant-1";
+  ASSERT_EQ(post_json(fleet.harness.api_port(), "/v1/chat/completions", salted.dump()).status, 200);
+  fleet.wait_synced("a");
+  auto plain = chat_request(messages);
+  EXPECT_EQ(Fleet::predicted(fleet.route(plain), "a"), 0u);
+  EXPECT_EQ(fleet.engine_cached("a", plain), 0u);
+  auto prediction = Fleet::predicted(fleet.route(salted), "a");
+  EXPECT_GT(prediction, 0u);
+  EXPECT_EQ(prediction, fleet.engine_cached("a", salted));
+}
+
+TEST(KvIndex, EvictionAndCacheResetEmptyTheWorkersEntries) {
+  Fleet fleet;
+  fleet.add_sim("a");
+  fleet.start_gateway();
+  auto request = chat_request(first_turn("Which screws hold a 20 kg shelf on a plasterboard wall?"));
+  fleet.turn(request["messages"]);
+  fleet.wait_synced("a");
+  EXPECT_GT(Fleet::predicted(fleet.route(request), "a"), 0u);
+
+  fleet.sim("a").fault({{"mode", "evict_all"}});
+  fleet.wait_synced("a");
+  EXPECT_EQ(Fleet::predicted(fleet.route(request), "a"), 0u);
+  EXPECT_EQ(fleet.worker("a")["index"]["blocks"], 0);
+
+  fleet.turn(request["messages"]);
+  fleet.wait_synced("a");
+  EXPECT_GT(fleet.worker("a")["index"]["blocks"].get<int>(), 0);
+  ASSERT_EQ(post_json(fleet.sim("a").port(), "/reset_prefix_cache", "").status, 200);
+  fleet.wait_synced("a");
+  EXPECT_EQ(fleet.worker("a")["index"]["blocks"], 0);
+  auto after_reset = fleet.route(request);
+  EXPECT_EQ(Fleet::predicted(after_reset, "a"), fleet.engine_cached("a", request))
+      << after_reset.dump() << fleet.worker("a").dump();
+}
+
+TEST(KvIndex, AGapIsClosedByReplay) {
+  Fleet fleet;
+  fleet.add_sim("a");
+  fleet.start_gateway();
+  // Traffic first: a gap at the very start looks like a late join.
+  fleet.turn(first_turn("Which brush is best for gloss paint?"));
+  fleet.wait_synced("a");
+  auto first = first_turn("What grit of sandpaper should I use before painting a door?");
+  fleet.sim("a").fault({{"mode", "drop_batches"}, {"count", 2}});
+  auto [worker, answer] = fleet.turn(first);
+  fleet.turn(first_turn("A second question so that a batch after the dropped ones arrives."));
+  fleet.wait_synced("a");
+  auto state = fleet.worker("a");
+  EXPECT_EQ(state["kv_events"]["gaps"], 1) << state.dump();
+  EXPECT_EQ(state["kv_events"]["replays"], 1);
+  EXPECT_EQ(state["kv_events"]["failed_replays"], 0);
+  EXPECT_EQ(state["kv_events"]["stale"], false);
+  auto follow_up = chat_request(second_turn(first, answer, "And for varnish?"));
+  auto route = fleet.route(follow_up);
+  EXPECT_EQ(Fleet::predicted(route, "a"), fleet.engine_cached("a", follow_up)) << route.dump() << state.dump();
+  auto metrics = get(fleet.harness.admin_port(), "/metrics").body;
+  EXPECT_NE(metrics.find("kvgate_kv_event_gaps_total{worker=\"a\"} 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("kvgate_kv_event_replays_total{outcome=\"closed\",worker=\"a\"} 1"), std::string::npos);
+}
+
+TEST(KvIndex, AGapWithoutReplayMarksTheWorkerStale) {
+  Fleet fleet;
+  fleet.add_sim("a", "map", /*replay=*/false);
+  fleet.start_gateway();
+  fleet.turn(first_turn("Which glue holds oak best?"));
+  fleet.wait_synced("a");
+  fleet.sim("a").fault({{"mode", "drop_batches"}, {"count", 1}});
+  fleet.turn(first_turn("How long does wood glue need to dry?"));
+  fleet.turn(first_turn("Can I paint over it the same day?"));
+  fleet.wait_synced("a");
+  auto state = fleet.worker("a");
+  EXPECT_EQ(state["kv_events"]["gaps"], 1) << state.dump();
+  EXPECT_EQ(state["kv_events"]["stale"], true);
+  EXPECT_EQ(state["mode"], "stale");
+  EXPECT_NE(get(fleet.harness.admin_port(), "/metrics").body.find("kvgate_kv_events_stale{worker=\"a\"} 1"),
+            std::string::npos);
+}
+
+TEST(KvIndex, AnEngineRestartDropsTheWorkersEntries) {
+  Fleet fleet;
+  fleet.add_sim("a");
+  fleet.start_gateway();
+  auto request = chat_request(first_turn("Is a 10 mm masonry bit right for a wall plug of 8 mm?"));
+  fleet.turn(request["messages"]);
+  fleet.wait_synced("a");
+  EXPECT_GT(Fleet::predicted(fleet.route(request), "a"), 0u);
+  fleet.sim("a").fault({{"mode", "restart"}});
+  // The restarted engine's first batch (sequence 0) tells the gateway.
+  post_json(fleet.sim("a").port(), "/v1/completions",
+            json{{"model", "sim-model"}, {"prompt", std::string(100, 'z')}, {"max_tokens", 1}}.dump());
+  fleet.wait_until("a", [](const json& worker) { return worker["kv_events"]["resets"] == 1; });
+  fleet.wait_synced("a");
+  EXPECT_EQ(Fleet::predicted(fleet.route(request), "a"), 0u);
+  EXPECT_EQ(fleet.engine_cached("a", request), 0u);
+}
+
+TEST(KvIndex, APublisherThatDiesAndComesBackIsFollowedAgain) {
+  Fleet fleet;
+  fleet.add_sim("a", "array");
+  fleet.start_gateway();
+  auto request = chat_request(first_turn("What is the difference between a jigsaw and a circular saw?"));
+  fleet.turn(request["messages"]);
+  fleet.wait_synced("a");
+  fleet.replace_sim("a", "array");
+  fleet.warm_up("a");
+  fleet.turn(request["messages"]);
+  fleet.wait_synced("a");
+  auto state = fleet.worker("a");
+  EXPECT_EQ(state["kv_events"]["resets"], 1) << state.dump();
+  // The new process cached the prompt once; the index knows exactly that.
+  auto follow_up = chat_request(second_turn(request["messages"], "tok0", "Thanks!"));
+  auto route = fleet.route(follow_up);
+  EXPECT_EQ(Fleet::predicted(route, "a"), fleet.engine_cached("a", follow_up)) << route.dump() << state.dump();
+}
+
+TEST(KvIndex, AWorkerWhoseEventsNeverComeIsFlaggedSilent) {
+  Fleet fleet;
+  fleet.add_sim("a", "map", /*replay=*/false);
+  RefusingPort nobody;
+  fleet.start_gateway("kv_events: {silence_after: 300ms}\n", "tcp://127.0.0.1:" + std::to_string(nobody.port()));
+  fleet.turn(first_turn("Do I need a primer on bare plaster?"));
+  fleet.wait_until("a", [](const json& worker) { return worker["kv_events"]["silent"] == true; });
+  EXPECT_EQ(fleet.worker("a")["kv_events"]["connected"], false);
+  EXPECT_NE(get(fleet.harness.admin_port(), "/metrics").body.find("kvgate_kv_events_silent{worker=\"a\"} 1"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvgate::testing
