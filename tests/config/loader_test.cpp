@@ -132,6 +132,16 @@ INSTANTIATE_TEST_SUITE_P(
                   "invalid size"},
         BadConfig{"policy_unknown", with_models("routing:\n  policy: random\n"), 2, "routing.policy",
                   "unknown policy 'random'"},
+        BadConfig{"cost_not_number", with_models("routing:\n  cache_aware: {prefill_ms_per_token: fast}\n"), 2,
+                  "routing.cache_aware.prefill_ms_per_token", "expected a number"},
+        BadConfig{"cost_negative", with_models("routing:\n  cache_aware:\n    queue_ms_per_request: -1\n"), 3,
+                  "routing.cache_aware.queue_ms_per_request", "between 0 and"},
+        BadConfig{"index_ttl_bad", with_models("index:\n  speculative_ttl: soon\n"), 2, "index.speculative_ttl",
+                  "invalid duration"},
+        BadConfig{"kv_events_unknown", with_models("kv_events:\n  replay: 1s\n"), 2, "kv_events.replay", "unknown key"},
+        BadConfig{"capacity_zero",
+                  "models:\n  - name: m\n    workers:\n      - {id: a, url: 'http://a:1', kv_capacity_blocks: 0}\n", 4,
+                  "models[0].workers[0].kv_capacity_blocks", "between 1 and"},
         BadConfig{"log_level_unknown", with_models("log_level: loud\n"), 1, "log_level", "unknown log level"},
         BadConfig{"models_missing", "threads: 1\n", 1, "models", "missing"},
         BadConfig{"models_not_list", "models: {name: m}\n", 1, "models", "expected a list"},
@@ -168,6 +178,26 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"yaml_syntax", "models: [\n", 2, "", "YAML syntax error"},
         BadConfig{"empty_file", "", 0, "", "empty"}),
     [](const testing::TestParamInfo<BadConfig>& info) { return std::string(info.param.name); });
+
+TEST(ConfigLoader, ReadsTheIndexEventAndCostSettings) {
+  auto loaded = load_text(with_models("routing:\n  policy: cache_aware\n  cache_aware: {prefill_ms_per_token: 0.05, "
+                                      "queue_ms_per_pending_token: 0.2, queue_ms_per_request: 7.5}\n"
+                                      "index: {max_entries: 5000, speculative_ttl: 1s, approximate_ttl: 2m, "
+                                      "default_kv_capacity_blocks: 900}\n"
+                                      "kv_events: {replay_timeout: 250ms, silence_after: 3s}\n"),
+                          "costs.yaml");
+  ASSERT_TRUE(loaded) << loaded.error().front().to_string();
+  EXPECT_EQ(loaded->routing.policy, PolicyKind::cache_aware);
+  EXPECT_DOUBLE_EQ(loaded->routing.cache_aware.prefill_ms_per_token, 0.05);
+  EXPECT_DOUBLE_EQ(loaded->routing.cache_aware.queue_ms_per_pending_token, 0.2);
+  EXPECT_DOUBLE_EQ(loaded->routing.cache_aware.queue_ms_per_request, 7.5);
+  EXPECT_EQ(loaded->index.max_entries, 5000u);
+  EXPECT_EQ(loaded->index.speculative_ttl, Milliseconds(1000));
+  EXPECT_EQ(loaded->index.approximate_ttl, Milliseconds(120'000));
+  EXPECT_EQ(loaded->index.default_kv_capacity_blocks, 900u);
+  EXPECT_EQ(loaded->kv_events.replay_timeout, Milliseconds(250));
+  EXPECT_EQ(loaded->kv_events.silence_after, Milliseconds(3000));
+}
 
 TEST(ConfigLoader, ReportsEveryProblemAtOnce) {
   auto loaded = load_text(with_models("threads: x\naccess_log: maybe\ntimeouts: {body_read: soon}\n"), "many.yaml");

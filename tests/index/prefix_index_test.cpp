@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 namespace kvgate::index {
 namespace {
 
@@ -84,6 +87,73 @@ TEST(PrefixIndex, SlotsOfRemovedBlocksAreReused) {
   EXPECT_EQ(index.entries(), 0u);
   index.insert(5, hashes({kA}), Tier::gpu, 1000);
   EXPECT_EQ(index.longest_prefix(hashes({kA})).blocks[5], 1u);
+}
+
+}  // namespace
+}  // namespace kvgate::index
+
+namespace kvgate::index {
+namespace {
+
+TEST(PrefixIndexGrowth, RebuildsKeepEveryBlockAndTheEvictionOrder) {
+  PrefixIndex index(1'000'000);
+  const auto initial_slots = index.capacity_slots();
+  std::vector<BlockHash> blocks;
+  for (BlockHash block = 1; block <= 5'000; ++block) {
+    blocks.push_back(block * 0x9E3779B97F4A7C15ULL);
+  }
+  index.insert(0, blocks, Tier::gpu, 1);
+  EXPECT_GT(index.capacity_slots(), initial_slots);
+  EXPECT_EQ(index.longest_prefix(blocks).blocks[0], 5'000u);
+  EXPECT_EQ(index.touched(blocks[10]), 1u);
+  // The cap still evicts the oldest first after the table moved.
+  index.set_max_entries(4'000);
+  index.insert(1, std::span(blocks).first(1), Tier::gpu, 2);
+  EXPECT_FALSE(index.holds(0, blocks[1]));
+  EXPECT_TRUE(index.holds(0, blocks[0]));  // refreshed by worker 1's insert
+  EXPECT_TRUE(index.holds(0, blocks.back()));
+  EXPECT_EQ(index.entries(), 4'000u);
+}
+
+TEST(PrefixIndexGrowth, TombstonesAreReusedAndPurgedSoTheTableStaysBounded) {
+  PrefixIndex index(1'000'000);
+  for (BlockHash round = 0; round < 20'000; ++round) {
+    std::vector<BlockHash> block{round + 1};
+    index.insert(0, block, Tier::gpu, 0);
+    index.remove(0, block, Tier::gpu);
+  }
+  EXPECT_EQ(index.blocks(), 0u);
+  EXPECT_LE(index.capacity_slots(), 2'048u);
+}
+
+TEST(PrefixIndexConcurrency, ReadersSeeWholeRunsWhileTheWriterGrowsTheTable) {
+  PrefixIndex index(10'000'000);
+  std::vector<BlockHash> prompt;
+  for (BlockHash block = 1; block <= 64; ++block) {
+    prompt.push_back(block);
+  }
+  index.insert(0, prompt, Tier::gpu, 0);
+  std::atomic<bool> done{false};
+  std::atomic<std::uint64_t> wrong{0};
+  std::thread reader([&] {
+    while (!done.load()) {
+      // Worker 0's run never changes; the writer only adds other blocks.
+      if (index.longest_prefix(prompt).blocks[0] != 64) {
+        wrong.fetch_add(1);
+      }
+    }
+  });
+  for (BlockHash block = 1'000; block < 200'000; block += 100) {
+    std::vector<BlockHash> batch;
+    for (BlockHash offset = 0; offset < 100; ++offset) {
+      batch.push_back(block + offset);
+    }
+    index.insert(1, batch, Tier::gpu, 1);
+  }
+  done = true;
+  reader.join();
+  EXPECT_EQ(wrong.load(), 0u);
+  EXPECT_EQ(index.longest_prefix(prompt).blocks[0], 64u);
 }
 
 }  // namespace

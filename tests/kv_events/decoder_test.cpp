@@ -105,3 +105,42 @@ TEST(KvEventDecoder, GarbageAndTruncationAreErrorsNotCrashes) {
 
 }  // namespace
 }  // namespace kvgate::kv_events
+
+namespace kvgate::kv_events {
+namespace {
+
+TEST(KvEventDecoderExtraKeys, TheRootBlocksSaltIsReadFromVllmExtraKeys) {
+  std::vector<sim::CacheEvent> events{sim::BlockStored{{7, 8}, std::nullopt, {1, 2, 3, 4}, 2, "tenant-a"}};
+  for (auto format : {sim::EventFormat::map, sim::EventFormat::array}) {
+    auto batch = decode_batch(sim::encode_event_batch(events, 1, std::nullopt, format));
+    ASSERT_TRUE(batch) << batch.error().message;
+    const auto& stored = std::get<BlockStored>(batch->events.at(0));
+    EXPECT_EQ(stored.cache_salt, "tenant-a");
+    EXPECT_TRUE(stored.has_extra_keys);
+    EXPECT_FALSE(stored.unreproducible_extra_keys);
+  }
+}
+
+TEST(KvEventDecoderExtraKeys, OtherExtraKeysMakeTheBlocksUnreproducible) {
+  auto encode = [](const nlohmann::json& extra_keys, const nlohmann::json& parent) {
+    nlohmann::json event = {{"type", "BlockStored"},     {"block_hashes", {1, 2}}, {"parent_block_hash", parent},
+                            {"token_ids", {1, 2, 3, 4}}, {"block_size", 2},        {"lora_name", "adapter"},
+                            {"extra_keys", extra_keys}};
+    auto bytes = nlohmann::json::to_msgpack(nlohmann::json::array({1.0, {event}}));
+    return decode_batch(std::string(bytes.begin(), bytes.end()));
+  };
+  // The LoRA name next to the salt is recognised; a multimodal hash is not.
+  auto lora_and_salt = encode({{"adapter", "salt"}, nullptr}, nullptr);
+  ASSERT_TRUE(lora_and_salt);
+  EXPECT_EQ(std::get<BlockStored>(lora_and_salt->events[0]).cache_salt, "salt");
+  EXPECT_FALSE(std::get<BlockStored>(lora_and_salt->events[0]).unreproducible_extra_keys);
+  auto image = encode({nullptr, {"image-hash", 5}}, nullptr);
+  EXPECT_TRUE(std::get<BlockStored>(image->events[0]).unreproducible_extra_keys);
+  // A salt-looking key on a block that does not start at the root is no salt.
+  auto not_root = encode({{"x"}, nullptr}, 99);
+  EXPECT_TRUE(std::get<BlockStored>(not_root->events[0]).unreproducible_extra_keys);
+  EXPECT_FALSE(std::get<BlockStored>(not_root->events[0]).cache_salt);
+}
+
+}  // namespace
+}  // namespace kvgate::kv_events

@@ -98,3 +98,42 @@ TEST(Policies, SameInputsSameDecision) {
 
 }  // namespace
 }  // namespace kvgate::policy
+
+namespace kvgate::policy {
+namespace {
+
+TEST(CacheAware, PrefersTheWorkerHoldingThePromptWhileThatPays) {
+  auto policy = make_cache_aware({0.1, 0.1, 20});
+  std::vector<WorkerView> workers{{"a", true, 1, 0, 0}, {"b", true, 1, 0, 3'200}};
+  RouteRequest request{"m", std::nullopt, 0, {}, 4'000};
+  auto decision = policy->decide(request, workers);
+  EXPECT_EQ(decision.worker_index, 1u);
+  EXPECT_EQ(decision.reason, "best_cost");
+  EXPECT_DOUBLE_EQ(decision.candidates[1].prefill_ms, 80);   // 800 uncached tokens
+  EXPECT_DOUBLE_EQ(decision.candidates[0].prefill_ms, 400);  // all 4000
+  EXPECT_DOUBLE_EQ(decision.candidates[1].expected_ttft_ms, 100);
+  EXPECT_EQ(decision.candidates[1].cached_tokens, 3'200u);
+}
+
+TEST(CacheAware, BreaksAffinityWhenTheHoldersQueueCostsMoreThanTheSaving) {
+  auto policy = make_cache_aware({0.1, 0.1, 20});
+  // b saves 320 ms of prefill but has 5,000 prompt tokens (500 ms) queued.
+  std::vector<WorkerView> workers{{"a", true, 0, 0, 0}, {"b", true, 2, 5'000, 3'200}};
+  auto decision = policy->decide({"m", std::nullopt, 0, {}, 4'000}, workers);
+  EXPECT_EQ(decision.worker_index, 0u);
+  EXPECT_EQ(decision.reason, "best_cost_no_cache");
+}
+
+TEST(CacheAware, SkipsIneligibleWorkersAndSaysWhenOneIsLeft) {
+  auto policy = make_cache_aware({0.1, 0.1, 20});
+  std::vector<WorkerView> workers{{"a", true, 0, 0, 0}, {"b", false, 0, 0, 4'000}};
+  auto decision = policy->decide({"m", std::nullopt, 0, {}, 4'000}, workers);
+  EXPECT_EQ(decision.worker_index, 0u);
+  EXPECT_EQ(decision.reason, "only_candidate");
+  EXPECT_FALSE(decision.candidates[1].eligible);
+  std::vector<std::size_t> tried{0};
+  EXPECT_FALSE(policy->decide({"m", std::nullopt, 0, tried, 4'000}, workers).worker_index);
+}
+
+}  // namespace
+}  // namespace kvgate::policy

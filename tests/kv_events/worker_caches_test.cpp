@@ -1,0 +1,174 @@
+#include "kvgate/kv_events/worker_caches.hpp"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+namespace kvgate::kv_events {
+namespace {
+
+constexpr std::uint32_t kBlockSize = 4;
+
+std::vector<std::uint32_t> tokens(std::uint32_t first, std::size_t count) {
+  std::vector<std::uint32_t> result(count);
+  std::iota(result.begin(), result.end(), first);
+  return result;
+}
+
+// What the request path computes for a prompt.
+std::vector<BlockHash> request_blocks(const std::vector<std::uint32_t>& prompt, std::string_view salt = "") {
+  return prefix::hash_blocks(prompt, kBlockSize, prefix::partition_seed({"model", "", salt}));
+}
+
+EventBatch batch(std::vector<Event> events) {
+  EventBatch result;
+  result.events = std::move(events);
+  return result;
+}
+
+BlockStored stored(std::vector<EngineHash> hashes, std::optional<EngineHash> parent, std::vector<std::uint32_t> ids) {
+  BlockStored event;
+  event.block_hashes = std::move(hashes);
+  event.parent_block_hash = parent;
+  event.token_ids = std::move(ids);
+  event.block_size = kBlockSize;
+  return event;
+}
+
+class WorkerCachesTest : public ::testing::Test {
+ protected:
+  std::uint32_t held_blocks(WorkerSlot worker, const std::vector<std::uint32_t>& prompt, std::string_view salt = "") {
+    return index.longest_prefix(request_blocks(prompt, salt)).blocks[worker];
+  }
+
+  index::PrefixIndex index{1'000'000};
+  WorkerCaches caches{index, "model", CacheLimits{kBlockSize}};
+};
+
+TEST_F(WorkerCachesTest, StoredBlocksChainFromTheirParentAndMatchTheRequestPath) {
+  auto prompt = tokens(100, 12);
+  caches.apply(0, batch({stored({11, 12}, std::nullopt, tokens(100, 8))}), 0);
+  EXPECT_EQ(held_blocks(0, prompt), 2u);
+  // The third block arrives later, chained from engine hash 12.
+  auto stats = caches.apply(0, batch({stored({13}, 12, tokens(108, 4))}), 1);
+  EXPECT_EQ(stats.stored_blocks, 1u);
+  EXPECT_EQ(held_blocks(0, prompt), 3u);
+  EXPECT_EQ(held_blocks(1, prompt), 0u);
+}
+
+TEST_F(WorkerCachesTest, RemovalUndoesAStoreAndCopiesCountSeparately) {
+  auto prompt = tokens(100, 8);
+  // vLLM can hold one hash in two physical blocks: two stores, two removals.
+  caches.apply(0, batch({stored({21, 22}, std::nullopt, tokens(100, 8))}), 0);
+  caches.apply(0, batch({stored({22}, 21, tokens(104, 4))}), 0);
+  BlockRemoved removed;
+  removed.block_hashes = {22};
+  caches.apply(0, batch({removed}), 1);
+  EXPECT_EQ(held_blocks(0, prompt), 2u);
+  caches.apply(0, batch({removed}), 2);
+  EXPECT_EQ(held_blocks(0, prompt), 1u);
+  removed.block_hashes = {99};
+  EXPECT_EQ(caches.apply(0, batch({removed}), 3).unknown_removals, 1u);
+}
+
+TEST_F(WorkerCachesTest, BlocksThatCannotBeReproducedAreTrackedButNotIndexed) {
+  // Unknown parent: kvgate cannot know what came before.
+  auto stats = caches.apply(0, batch({stored({31}, 777, tokens(100, 4))}), 0);
+  EXPECT_EQ(stats.unindexable_blocks, 1u);
+  EXPECT_EQ(index.entries(), 0u);
+  // Its children are not indexable either, and removing them works.
+  stats = caches.apply(0, batch({stored({32}, 31, tokens(104, 4))}), 0);
+  EXPECT_EQ(stats.unindexable_blocks, 1u);
+  BlockRemoved removed;
+  removed.block_hashes = {31, 32};
+  EXPECT_EQ(caches.apply(0, batch({removed}), 1).removed_blocks, 2u);
+  EXPECT_EQ(caches.engine_blocks(0), 0u);
+  // Another block size, or multimodal extra keys.
+  auto other_size = stored({41}, std::nullopt, tokens(100, 8));
+  other_size.block_size = 8;
+  auto multimodal = stored({42}, std::nullopt, tokens(100, 4));
+  multimodal.unreproducible_extra_keys = true;
+  EXPECT_EQ(caches.apply(0, batch({other_size, multimodal}), 2).unindexable_blocks, 2u);
+  EXPECT_EQ(index.entries(), 0u);
+}
+
+TEST_F(WorkerCachesTest, ASaltedRootOnlyMatchesRequestsWithThatSalt) {
+  auto event = stored({51}, std::nullopt, tokens(100, 4));
+  event.cache_salt = "tenant-a";
+  caches.apply(0, batch({event}), 0);
+  auto prompt = tokens(100, 8);
+  EXPECT_EQ(held_blocks(0, prompt), 0u);
+  EXPECT_EQ(held_blocks(0, prompt, "tenant-b"), 0u);
+  EXPECT_EQ(held_blocks(0, prompt, "tenant-a"), 1u);
+}
+
+TEST_F(WorkerCachesTest, OffloadedCopiesAreSeparateFromGpuOnes) {
+  auto gpu = stored({61}, std::nullopt, tokens(100, 4));
+  auto cpu = gpu;
+  cpu.medium = "CPU";
+  caches.apply(0, batch({gpu, cpu}), 0);
+  auto match = index.longest_prefix(request_blocks(tokens(100, 4)));
+  EXPECT_EQ(match.gpu_blocks[0], 1u);
+  BlockRemoved removed;
+  removed.block_hashes = {61};  // medium GPU
+  caches.apply(0, batch({removed}), 1);
+  match = index.longest_prefix(request_blocks(tokens(100, 4)));
+  EXPECT_EQ(match.blocks[0], 1u);  // still offloaded
+  EXPECT_EQ(match.gpu_blocks[0], 0u);
+}
+
+TEST_F(WorkerCachesTest, AllBlocksClearedForgetsEventsAndAssumptions) {
+  caches.apply(0, batch({stored({71}, std::nullopt, tokens(100, 4))}), 0);
+  caches.assume(0, request_blocks(tokens(200, 8)), 0, 10'000, 100);
+  caches.apply(1, batch({stored({72}, std::nullopt, tokens(100, 4))}), 0);
+  EXPECT_EQ(caches.apply(0, batch({AllBlocksCleared{}}), 1).cleared, 1u);
+  EXPECT_EQ(index.entries_of(0), 0u);
+  EXPECT_EQ(caches.assumed_blocks(0), 0u);
+  EXPECT_EQ(index.entries_of(1), 1u);
+}
+
+TEST_F(WorkerCachesTest, AssumptionsExpireAndStayWithinTheWorkersCapacity) {
+  auto first = request_blocks(tokens(100, 12));
+  auto result = caches.assume(0, first, 1'000, 500, 4);
+  EXPECT_EQ(result.new_blocks, 3u);
+  EXPECT_EQ(caches.assume(0, first, 1'100, 500, 4).new_blocks, 0u);
+  // Capacity 4 blocks: two more push out the least recently assumed.
+  caches.assume(0, request_blocks(tokens(300, 8)), 1'200, 500, 4);
+  EXPECT_EQ(caches.assumed_blocks(0), 4u);
+  EXPECT_EQ(index.longest_prefix(first).blocks[0], 0u);  // its first block went first
+  caches.expire(1'650);                                  // the refresh at 1'100 keeps the rest of `first` until 1'600
+  EXPECT_EQ(caches.assumed_blocks(0), 2u);
+  caches.expire(1'700);
+  EXPECT_EQ(caches.assumed_blocks(0), 0u);
+  EXPECT_EQ(index.entries_of(0), 0u);
+}
+
+TEST_F(WorkerCachesTest, EventsConfirmAndThenRetractASpeculativeInsert) {
+  auto prompt = tokens(100, 4);
+  caches.assume(0, request_blocks(prompt), 0, 60'000, 100);
+  caches.apply(0, batch({stored({81}, std::nullopt, prompt)}), 10);
+  EXPECT_EQ(caches.assumed_blocks(0), 0u);  // the event took over
+  BlockRemoved removed;
+  removed.block_hashes = {81};
+  caches.apply(0, batch({removed}), 20);
+  EXPECT_EQ(held_blocks(0, prompt), 0u);  // gone at once, not after the TTL
+}
+
+TEST_F(WorkerCachesTest, ForgettingConfirmedBlocksKeepsAssumptions) {
+  caches.apply(0, batch({stored({91}, std::nullopt, tokens(100, 4))}), 0);
+  caches.assume(0, request_blocks(tokens(500, 4)), 0, 60'000, 100);
+  caches.forget_confirmed(0);
+  EXPECT_EQ(held_blocks(0, tokens(100, 4)), 0u);
+  EXPECT_EQ(held_blocks(0, tokens(500, 4)), 1u);
+  EXPECT_EQ(caches.engine_blocks(0), 0u);
+}
+
+TEST_F(WorkerCachesTest, APublisherClaimingMoreBlocksThanAnyEngineIsReset) {
+  WorkerCaches small{index, "model", CacheLimits{kBlockSize, 2}};
+  auto stats = small.apply(0, batch({stored({1, 2, 3}, std::nullopt, tokens(100, 12))}), 0);
+  EXPECT_TRUE(stats.over_limit);
+  EXPECT_EQ(index.entries_of(0), 0u);
+}
+
+}  // namespace
+}  // namespace kvgate::kv_events
