@@ -11,6 +11,7 @@
 #include "kv_event_encoder.hpp"
 #include "kvgate/index/prefix_index.hpp"
 #include "kvgate/kv_events/decoder.hpp"
+#include "kvgate/kv_events/worker_caches.hpp"
 #include "kvgate/openai/errors.hpp"
 #include "kvgate/openai/request.hpp"
 #include "kvgate/policy/policy.hpp"
@@ -122,28 +123,73 @@ std::size_t resident_bytes() {
   return resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 }
 
-// Resident memory per (block, worker) entry with 10 million entries: 5
-// million blocks, each held by 2 of 16 workers.
+// Resident memory per (block, worker) entry with 10 million entries, each
+// block held by Arg(0) of 16 workers (1: 10 M blocks, the worst case for
+// memory per entry; 2: 5 M blocks).
 void index_memory(benchmark::State& state) {
+  const auto holders = static_cast<std::uint64_t>(state.range(0));
   for (auto _ : state) {
     auto before = resident_bytes();
     kvgate::index::PrefixIndex index(1u << 30);
     std::vector<kvgate::prefix::BlockHash> run(1000);
-    for (std::uint64_t chunk = 0; chunk < 5000; ++chunk) {
+    for (std::uint64_t chunk = 0; chunk < 10'000 / holders; ++chunk) {
       for (std::size_t block = 0; block < run.size(); ++block) {
         run[block] = 0x9e3779b97f4a7c15ULL * (chunk * 1000 + block + 1);
       }
-      auto worker = static_cast<kvgate::index::WorkerSlot>(chunk % 16);
-      index.insert(worker, run, kvgate::index::Tier::gpu, chunk);
-      index.insert(static_cast<kvgate::index::WorkerSlot>((worker + 1) % 16), run, kvgate::index::Tier::gpu, chunk);
+      for (std::uint64_t holder = 0; holder < holders; ++holder) {
+        auto worker = static_cast<kvgate::index::WorkerSlot>((chunk + holder) % 16);
+        index.insert(worker, run, kvgate::index::Tier::gpu, static_cast<std::uint32_t>(chunk));
+      }
     }
     auto after = resident_bytes();
     state.counters["entries"] = static_cast<double>(index.entries());
+    state.counters["slots"] = static_cast<double>(index.capacity_slots());
     state.counters["bytes_per_entry"] = static_cast<double>(after - before) / static_cast<double>(index.entries());
     state.counters["resident_MiB"] = static_cast<double>(after - before) / (1024.0 * 1024.0);
   }
 }
-BENCHMARK(index_memory)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(index_memory)->Arg(1)->Arg(2)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// Decode + apply: vLLM-style batches (map form) of 16 BlockStored events of
+// 16 blocks of 16 tokens each, every event chained to the previous one, as
+// the ingestion thread applies them (decode, kvgate hashes, engine-hash
+// map, index insert). Throughput in stored blocks per second.
+void decode_and_apply(benchmark::State& state) {
+  constexpr std::uint32_t kBlockSize = 16;
+  constexpr std::size_t kBatches = 2048;
+  std::vector<std::string> payloads;
+  std::uint64_t engine_hash = 1;
+  std::uint32_t token = 0;
+  for (std::size_t batch = 0; batch < kBatches; ++batch) {
+    std::vector<kvgate::sim::CacheEvent> events;
+    for (int event = 0; event < 16; ++event) {
+      kvgate::sim::BlockStored stored;
+      for (int block = 0; block < 16; ++block) {
+        stored.block_hashes.push_back(0x9e3779b97f4a7c15ULL * engine_hash++);
+        for (std::uint32_t position = 0; position < kBlockSize; ++position) {
+          stored.token_ids.push_back(1000 + (token++ % 100'000));
+        }
+      }
+      stored.parent_block_hash =
+          event == 0 ? std::nullopt : std::optional<std::uint64_t>(0x9e3779b97f4a7c15ULL * (engine_hash - 17));
+      stored.block_size = kBlockSize;
+      events.emplace_back(std::move(stored));
+    }
+    payloads.push_back(kvgate::sim::encode_event_batch(events, 1.0, std::nullopt, kvgate::sim::EventFormat::map));
+  }
+  kvgate::index::PrefixIndex index(1u << 30);
+  kvgate::kv_events::WorkerCaches caches(index, "model", {kBlockSize});
+  std::size_t next = 0;
+  std::uint64_t blocks = 0;
+  for (auto _ : state) {
+    auto batch = kvgate::kv_events::decode_batch(payloads[next]);
+    auto stats = caches.apply(0, *batch, next);
+    blocks += stats.stored_blocks;
+    next = (next + 1) % kBatches;
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(blocks));
+}
+BENCHMARK(decode_and_apply);
 
 }  // namespace
 

@@ -61,8 +61,11 @@ AdminResponse debug_workers(proxy::GatewayContext& context) {
       const auto& worker = *model.workers[index];
       const auto& worker_options = model_options.workers[index];
       const auto& stream = worker.event_stream();
+      // From the configuration, not the stream status: the ingestion thread
+      // may not have taken a new configuration in yet.
+      const bool events_configured = !worker_options.kv_events.empty();
       json events = nullptr;
-      if (stream.configured) {
+      if (events_configured) {
         events = {
             {"endpoint", worker_options.kv_events},
             {"replay_endpoint",

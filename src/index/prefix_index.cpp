@@ -3,8 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cassert>
-#include <mutex>
-#include <utility>
+#include <thread>
 
 namespace kvgate::index {
 namespace {
@@ -40,10 +39,12 @@ struct PrefixIndex::Table {
 
   explicit Table(std::uint64_t slot_count) : capacity(slot_count), slots(new Slot[slot_count]), recency(slot_count) {}
 
-  // Home slot by multiply-shift, so the capacity need not be a power of two
-  // (tables grow by 1.6x, which keeps memory per block near 64 bytes).
+  // Home slot: Fibonacci hashing spreads keys that are not uniform (small
+  // integers in tests, engine hashes), then multiply-shift maps onto any
+  // capacity, so tables need not be powers of two.
   [[nodiscard]] std::uint64_t home(std::uint64_t key) const {
-    return static_cast<std::uint64_t>((static_cast<Uint128>(key) * capacity) >> 64);
+    const std::uint64_t mixed = key * 0x9E3779B97F4A7C15ULL;
+    return static_cast<std::uint64_t>((static_cast<Uint128>(mixed) * capacity) >> 64);
   }
   [[nodiscard]] std::uint64_t next(std::uint64_t slot) const { return slot + 1 == capacity ? 0 : slot + 1; }
 
@@ -64,16 +65,46 @@ struct PrefixIndex::Table {
   std::unique_ptr<Slot[]> slots;
   std::vector<Recency> recency;
   std::uint64_t keyed = 0;  // slots with a key (live blocks and tombstones)
+  mutable std::atomic<std::uint64_t> readers{0};
 };
 
-PrefixIndex::PrefixIndex(std::uint64_t max_entries)
-    : table_(std::make_unique<Table>(kMinimumCapacity)), max_entries_(max_entries) {}
+// A reader's hold on the published table: count in, then check the table is
+// still the published one (else count out and retry). The writer frees a
+// retired table's arrays only after its count is zero, and every reader that
+// counted in after that sees the new pointer on its re-check.
+class PrefixIndex::ReadGuard {
+ public:
+  explicit ReadGuard(const std::atomic<const Table*>& published) {
+    for (;;) {
+      table_ = published.load(std::memory_order_seq_cst);
+      table_->readers.fetch_add(1, std::memory_order_seq_cst);
+      if (published.load(std::memory_order_seq_cst) == table_) {
+        return;
+      }
+      table_->readers.fetch_sub(1, std::memory_order_seq_cst);
+    }
+  }
+  ~ReadGuard() { table_->readers.fetch_sub(1, std::memory_order_release); }
+  ReadGuard(const ReadGuard&) = delete;
+  ReadGuard& operator=(const ReadGuard&) = delete;
+  const Table& operator*() const { return *table_; }
+  const Table* operator->() const { return table_; }
+
+ private:
+  const Table* table_;
+};
+
+PrefixIndex::PrefixIndex(std::uint64_t max_entries) : max_entries_(max_entries) {
+  tables_.push_back(std::make_unique<Table>(kMinimumCapacity));
+  table_ = tables_.back().get();
+  published_.store(table_);
+}
 
 PrefixIndex::~PrefixIndex() = default;
 
 std::uint64_t PrefixIndex::capacity_slots() const {
-  std::shared_lock lock(swap_mutex_);
-  return table_->capacity;
+  ReadGuard table(published_);
+  return table->capacity;
 }
 
 std::uint64_t PrefixIndex::insert(WorkerSlot worker, std::span<const BlockHash> blocks, Tier tier, std::uint32_t now) {
@@ -139,8 +170,8 @@ std::uint32_t PrefixIndex::touched(BlockHash block) const {
 
 PrefixMatch PrefixIndex::longest_prefix(std::span<const BlockHash> blocks) const {
   PrefixMatch match;
-  std::shared_lock lock(swap_mutex_);
-  const auto& table = *table_;
+  ReadGuard guard(published_);
+  const auto& table = *guard;
   std::uint64_t any = ~std::uint64_t{0};
   std::uint64_t gpu = ~std::uint64_t{0};
   std::uint32_t position = 0;
@@ -173,12 +204,12 @@ PrefixMatch PrefixIndex::longest_prefix(std::span<const BlockHash> blocks) const
 }
 
 bool PrefixIndex::holds(WorkerSlot worker, BlockHash block) const {
-  std::shared_lock lock(swap_mutex_);
-  auto slot = table_->find(key_of(block));
-  if (slot == table_->capacity) {
+  ReadGuard table(published_);
+  auto slot = table->find(key_of(block));
+  if (slot == table->capacity) {
     return false;
   }
-  const auto& entry = table_->slots[slot];
+  const auto& entry = table->slots[slot];
   return ((entry.gpu.load(std::memory_order_relaxed) | entry.offloaded.load(std::memory_order_relaxed)) &
           bit(worker)) != 0;
 }
@@ -188,11 +219,13 @@ std::uint32_t PrefixIndex::find_or_claim(std::uint64_t key) {
   if (found != table_->capacity) {
     return static_cast<std::uint32_t>(found);
   }
-  // Keep keyed slots under 80%: rebuild from the live blocks so that they
-  // fill half of the new table (tombstones are dropped on the way).
-  if ((table_->keyed + 1) * 5 > table_->capacity * 4) {
+  // Keep keyed slots under 85% (linear probing degrades beyond): rebuild
+  // from the live blocks so that they fill 60% of the new table (tombstones
+  // are dropped on the way). 36 bytes per slot / 0.6 = 60 bytes per block at
+  // most right after a rebuild.
+  if ((table_->keyed + 1) * 20 > table_->capacity * 17) {
     auto live = live_blocks_.load(std::memory_order_relaxed) + 1;
-    rebuild(std::max(kMinimumCapacity, live * 2));
+    rebuild(std::max(kMinimumCapacity, live * 5 / 3));
   }
   auto slot = table_->home(key);
   while (table_->slots[slot].key.load(std::memory_order_relaxed) != 0) {
@@ -296,13 +329,17 @@ void PrefixIndex::rebuild(std::uint64_t capacity) {
     }
     fresh_newest = position;
   }
-  std::unique_ptr<Table> old;
-  {
-    // The unique_lock's release orders every store above before any reader
-    // that takes the shared lock afterwards.
-    std::unique_lock lock(swap_mutex_);
-    old = std::exchange(table_, std::move(fresh));
+  auto* retired = table_;
+  tables_.push_back(std::move(fresh));
+  table_ = tables_.back().get();
+  published_.store(table_, std::memory_order_seq_cst);
+  // Readers still inside the old table finish within one lookup; new ones
+  // find the new pointer. Then the old arrays can go.
+  while (retired->readers.load(std::memory_order_seq_cst) != 0) {
+    std::this_thread::yield();
   }
+  retired->slots.reset();
+  std::vector<Table::Recency>().swap(retired->recency);  // assigning {} would keep the capacity
   newest_ = fresh_newest;
   oldest_ = fresh_oldest;
 }

@@ -10,18 +10,18 @@
 //   masks are atomics the writer updates in place. A reader that finds the
 //   key sees a current (or just previous) mask, never a torn one.
 // - A block whose masks drop to zero stays as a keyed tombstone (reused if
-//   the same block comes back). When keys fill 80% of the slots the writer
-//   builds a new table from the live blocks (sized so they fill half of it)
-//   without any lock, then swaps the table pointer under an exclusive lock;
-//   readers hold the shared side only for the length of one lookup, so the
-//   only time a reader can wait is during that pointer swap.
+//   the same block comes back). When keys fill 85% of the slots the writer
+//   builds a new table from the live blocks (sized so they fill 60% of it),
+//   publishes it with one atomic pointer store, waits until no reader is
+//   still inside the old one, and frees the old arrays. Readers announce
+//   themselves with a per-table counter and re-check the pointer, so they
+//   never wait: no lock anywhere on the read side.
 // - Recency (the LRU links and last-touch time) is writer-only.
 // Workers are slots 0..63 of one index (one index per model).
 #include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <shared_mutex>
 #include <span>
 #include <vector>
 
@@ -75,6 +75,7 @@ class PrefixIndex {
 
  private:
   struct Table;
+  class ReadGuard;
   static constexpr std::uint32_t kNone = UINT32_MAX;
 
   std::uint32_t find_or_claim(BlockHash key);
@@ -85,8 +86,12 @@ class PrefixIndex {
   std::uint64_t evict_over_cap();
   void rebuild(std::uint64_t capacity);
 
-  std::unique_ptr<Table> table_;
-  mutable std::shared_mutex swap_mutex_;  // exclusive only for the table pointer swap
+  // Writer-owned: every table ever published (the last is current). Retired
+  // tables keep only their header (a few dozen bytes) so that a reader that
+  // loaded an old pointer can still touch its counter; their arrays are freed.
+  std::vector<std::unique_ptr<Table>> tables_;
+  Table* table_ = nullptr;                        // the writer's view: tables_.back()
+  std::atomic<const Table*> published_{nullptr};  // the readers' view
   std::atomic<std::uint64_t> max_entries_;
   std::atomic<std::uint64_t> entries_{0};
   std::atomic<std::uint64_t> live_blocks_{0};
