@@ -3,7 +3,8 @@
 # begin_run NAME: a work folder in $work and a list of started PIDs in
 # $pids, both cleaned up when the script exits.
 # start_server NAME COMMAND...: starts a server whose first stdout line
-# announces its address and puts that line in $started. Call it directly,
+# announces its address and puts that line in $started (later lines can be
+# read from file descriptor $started_fd). Call it directly,
 # not inside $(...): a subshell would lose the PID and leak the server.
 
 begin_run() {
@@ -32,4 +33,5 @@ start_server() {
     exit 1
   fi
   started=$line
+  started_fd=$fd  # the server's stdout, for any further announcement lines
 }
