@@ -38,13 +38,15 @@ AdminResponse readiness(proxy::GatewayContext& context) {
 
 AdminResponse metrics(proxy::GatewayContext& context) {
   auto table = context.table();
-  for (const auto& model : table->models) {
+  for (std::size_t model_index = 0; model_index < table->models.size(); ++model_index) {
+    const auto& model = table->models[model_index];
     for (std::size_t index = 0; index < model.workers.size(); ++index) {
       const auto& worker = *model.workers[index];
       const auto& stream = worker.event_stream();
+      const bool events_configured = !table->options->models[model_index].workers[index].kv_events.empty();
       context.metrics().set_worker_state(worker.id(), worker.healthy(), worker.in_flight());
       context.metrics().set_event_stream_state(worker.id(),
-                                               {stream.configured, stream.connected, stream.stale, stream.silent,
+                                               {events_configured, stream.connected, stream.stale, stream.silent,
                                                 model.cache->index.entries_of(model.slots[index])});
     }
   }
@@ -90,7 +92,7 @@ AdminResponse debug_workers(proxy::GatewayContext& context) {
           {"healthy", worker.healthy()},
           {"in_flight", worker.in_flight()},
           {"pending_prefill_tokens", worker.pending_prefill_tokens()},
-          {"mode", !stream.configured ? "approximate"
+          {"mode", !events_configured ? "approximate"
                    : stream.stale     ? "stale"
                                       : "events"},
           {"kv_events", std::move(events)},

@@ -78,7 +78,6 @@ Feed::Feed(zmq::context_t& context, obs::Metrics& metrics, WorkerFeed config, Fe
       cleared_events_(&metrics.kv_events(worker_id_, "AllBlocksCleared")),
       unknown_events_(&metrics.kv_events(worker_id_, "unknown")),
       malformed_events_(&metrics.kv_events(worker_id_, "malformed")) {
-  status_.configured = events_on();
   status_.connected = false;
   status_.stale = false;
   status_.silent = false;

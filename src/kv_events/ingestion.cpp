@@ -25,11 +25,8 @@ struct Ingestion::Commands {
     config::KvEventOptions event_options;
   };
   std::mutex mutex;
-  std::condition_variable flushed;
   std::vector<Assume> assumes;
   std::optional<Configure> configure;
-  std::uint64_t flush_requested = 0;
-  std::uint64_t flush_done = 0;
   bool stop = false;
 };
 
@@ -80,13 +77,11 @@ class Ingestion::Loop {
   bool drain(Commands& commands) {
     std::vector<Commands::Assume> assumes;
     std::optional<Commands::Configure> configure;
-    std::uint64_t flush = 0;
     bool stop = false;
     {
       std::lock_guard lock(commands.mutex);
       assumes.swap(commands.assumes);
       configure.swap(commands.configure);
-      flush = commands.flush_requested;
       stop = commands.stop;
     }
     if (configure) {
@@ -97,16 +92,6 @@ class Ingestion::Loop {
       if (found != feeds_.end()) {
         found->second->assume(assume.blocks, now_ms());
       }
-    }
-    if (flush != flushed_) {
-      // Events already delivered to the sockets count as queued too.
-      for (auto& [key, feed] : feeds_) {
-        feed->receive(now_ms());
-      }
-      flushed_ = flush;
-      std::lock_guard lock(commands.mutex);
-      commands.flush_done = flush;
-      commands.flushed.notify_all();
     }
     return !stop;
   }
@@ -161,7 +146,6 @@ class Ingestion::Loop {
   config::IndexOptions index_options_;
   config::KvEventOptions event_options_;
   std::map<FeedKey, std::unique_ptr<Feed>> feeds_;
-  std::uint64_t flushed_ = 0;
   const Clock::time_point started_ = Clock::now();
 };
 
@@ -209,15 +193,6 @@ void Ingestion::assume(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot
     commands_->assumes.push_back(std::move(command));
   }
   wake();
-}
-
-void Ingestion::flush() {
-  std::unique_lock lock(commands_->mutex);
-  auto ticket = ++commands_->flush_requested;
-  lock.unlock();
-  wake();
-  lock.lock();
-  commands_->flushed.wait(lock, [&] { return commands_->flush_done >= ticket || commands_->stop; });
 }
 
 }  // namespace kvgate::kv_events

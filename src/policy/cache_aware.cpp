@@ -12,7 +12,7 @@ namespace {
 // saving outweighs its queue; when it is busy enough, another worker's
 // shorter queue wins even though it must prefill everything (affinity is
 // broken when it stops paying). Ties go to the worker with fewer requests
-// in flight, then rotate by sequence number.
+// in flight, then rotate (pick_best).
 class CacheAware final : public Policy {
  public:
   explicit CacheAware(CostModel cost) : cost_(cost) {}
@@ -22,29 +22,17 @@ class CacheAware final : public Policy {
   [[nodiscard]] Decision decide(const RouteRequest& request, std::span<const WorkerView> workers) const override {
     Decision decision;
     decision.candidates = filter_candidates(request, workers);
-    const auto count = decision.candidates.size();
-    std::optional<std::size_t> best;
-    std::size_t eligible = 0;
-    for (std::size_t offset = 0; offset < count; ++offset) {
-      auto index = (request.sequence + offset) % count;
-      auto& candidate = decision.candidates[index];
-      const auto& worker = workers[index];
-      score(request, worker, candidate);
-      if (!candidate.eligible) {
-        continue;
-      }
-      ++eligible;
-      if (!best || better(candidate, decision.candidates[*best])) {
-        best = index;
-      }
+    for (std::size_t index = 0; index < workers.size(); ++index) {
+      score(request, workers[index], decision.candidates[index]);
     }
-    decision.worker_index = best;
-    if (!best) {
+    auto pick = pick_best(decision.candidates, request.sequence, better);
+    decision.worker_index = pick.index;
+    if (!pick.index) {
       decision.reason = "no_eligible_worker";
-    } else if (eligible == 1) {
+    } else if (pick.eligible == 1) {
       decision.reason = "only_candidate";
     } else {
-      decision.reason = decision.candidates[*best].cached_tokens > 0 ? "best_cost" : "best_cost_no_cache";
+      decision.reason = decision.candidates[*pick.index].cached_tokens > 0 ? "best_cost" : "best_cost_no_cache";
     }
     return decision;
   }

@@ -19,7 +19,6 @@
 // from 0 (what the engine stored before kvgate connected), without marking
 // the worker stale when it cannot be closed (missing stores only make the
 // index under-report, never claim blocks that are gone).
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -57,9 +56,6 @@ class Ingestion {
                  config::KvEventOptions event_options);
   // I/O threads: the request with these blocks was routed to `slot`.
   void assume(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::span<const BlockHash> blocks);
-  // Blocks until the thread has handled everything queued before the call
-  // (tests and the dry-run endpoint use it to observe a settled index).
-  void flush();
 
  private:
   struct Commands;

@@ -76,7 +76,6 @@ class WorkerCaches {
 
   [[nodiscard]] std::uint64_t engine_blocks(WorkerSlot worker) const;
   [[nodiscard]] std::uint64_t assumed_blocks(WorkerSlot worker) const;
-  [[nodiscard]] index::PrefixIndex& index() { return index_; }
 
  private:
   struct EngineBlock {

@@ -52,9 +52,6 @@ class Metrics {
     std::uint64_t index_blocks = 0;
   };
   void set_event_stream_state(std::string_view worker, const EventStreamGauges& state);
-  // Routed requests whose engine-reported cached tokens were known, by
-  // whether kvgate's prediction was exact, too high or too low.
-  void cache_prediction(std::string_view worker, std::string_view outcome);
 
   prometheus::Gauge& in_flight_requests() { return *in_flight_requests_; }
   prometheus::Gauge& open_connections() { return *open_connections_; }
@@ -86,7 +83,6 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& kv_events_stale_;
   prometheus::Family<prometheus::Gauge>& kv_events_silent_;
   prometheus::Family<prometheus::Gauge>& index_blocks_;
-  prometheus::Family<prometheus::Counter>& cache_predictions_;
   prometheus::Counter* index_evictions_;
   prometheus::Counter* connections_rejected_;
   prometheus::Gauge* in_flight_requests_;

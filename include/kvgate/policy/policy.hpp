@@ -82,4 +82,29 @@ std::unique_ptr<Policy> make_cache_aware(CostModel cost);
 // healthy and not yet tried for this request.
 std::vector<Candidate> filter_candidates(const RouteRequest& request, std::span<const WorkerView> workers);
 
+// Shared last stage: the eligible candidate that `better(a, b)` ranks first.
+// Candidates are visited from a start that rotates with the sequence number
+// and ties keep the first visited, so equal workers share the load instead
+// of the first one taking every tie.
+struct Pick {
+  std::optional<std::size_t> index;
+  std::size_t eligible = 0;
+};
+template <class Better>
+Pick pick_best(const std::vector<Candidate>& candidates, std::uint64_t sequence, Better better) {
+  Pick pick;
+  const auto count = candidates.size();
+  for (std::size_t offset = 0; offset < count; ++offset) {
+    auto index = static_cast<std::size_t>((sequence + offset) % count);
+    if (!candidates[index].eligible) {
+      continue;
+    }
+    ++pick.eligible;
+    if (!pick.index || better(candidates[index], candidates[*pick.index])) {
+      pick.index = index;
+    }
+  }
+  return pick;
+}
+
 }  // namespace kvgate::policy

@@ -25,10 +25,9 @@ enum class HealthChange { none, went_down, went_up };
 // and read by /debug/workers and /metrics. Each field is an independent
 // atomic: a reader may see one field newer than another, never a torn one.
 struct EventStreamStatus {
-  std::atomic<bool> configured{false};  // kv_events set for this worker
-  std::atomic<bool> connected{false};   // the SUB socket has a live connection
-  std::atomic<bool> stale{false};       // a gap replay could not close; approximate mode meanwhile
-  std::atomic<bool> silent{false};      // traffic but no events for kv_events.silence_after
+  std::atomic<bool> connected{false};  // the SUB socket has a live connection
+  std::atomic<bool> stale{false};      // a gap replay could not close; approximate mode meanwhile
+  std::atomic<bool> silent{false};     // traffic but no events for kv_events.silence_after
   std::atomic<std::int64_t> last_sequence{-1};
   std::atomic<std::uint64_t> batches{0};
   std::atomic<std::uint64_t> gaps{0};
