@@ -26,13 +26,13 @@ workers_yaml=""
 replicas=()
 for id in r0 r1 r2; do
   start_server "$id" build/bench/sim/kvgate-sim --model demo-model --block-size 16 \
-    --num-gpu-blocks 48 --max-model-len 700 --time-scale 20 \
+    --num-gpu-blocks 96 --max-model-len 700 --time-scale 20 \
     --kv-events-endpoint tcp://127.0.0.1:0 --kv-events-replay-endpoint tcp://127.0.0.1:0
   line=$started
   read -r -t 10 -u "$started_fd" events_line
   read -r -t 10 -u "$started_fd" replay_line
   workers_yaml+="      - {id: $id, url: \"http://${line#listening }\", kv_events: \"${events_line#kv-events }\","
-  workers_yaml+=" kv_events_replay: \"${replay_line#kv-events-replay }\", kv_capacity_blocks: 48}"$'\n'
+  workers_yaml+=" kv_events_replay: \"${replay_line#kv-events-replay }\", kv_capacity_blocks: 96}"$'\n'
   replicas+=("${line#listening }")
 done
 
@@ -66,10 +66,13 @@ system_prompt="You are the support assistant of a large online shop. Answer poli
 never invent tracking data, and keep every answer under one hundred words unless the customer asks for detail."
 export system_prompt
 send() {
-  local n=$1 session=$((n % 12)) turn=$((n / 12)) stream=false
+  # Separate statements: in one `local` line the arithmetic would be
+  # expanded before n is assigned, making every request session 0, turn 0.
+  local n=$1
+  local session=$((n % 12)) turn=$((n / 12)) stream=false
   ((n % 3 == 0)) && stream=true
   # Each session pastes its own order history (~600 bytes) in the first turn,
-  # so sessions differ early and a replica's 48 blocks hold only a few.
+  # so sessions differ early and a replica's 96 blocks hold about four sessions.
   local document="" i
   for ((i = 0; i < 12; i++)); do document+="order $((1000 + session))-$i shipped $((session * 7 + i)) items; "; done
   local history="{\"role\":\"system\",\"content\":\"$system_prompt\"},"
