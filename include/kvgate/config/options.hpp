@@ -63,11 +63,11 @@ struct HealthCheckOptions {
   std::uint32_t passive_failures = 5;     // consecutive connect errors / 5xx on traffic to mark down
 };
 
-// cache_aware's cost model (policy.hpp CostModel), in milliseconds.
+// cache_aware's cost model (policy.hpp CostModel explains the defaults).
 struct CacheAwareOptions {
-  double prefill_ms_per_token = 0.1;
-  double queue_ms_per_pending_token = 0.1;
-  double queue_ms_per_request = 20;
+  double prefill_ms_per_token = 0.027;
+  double queue_ms_per_pending_token = 0.027;
+  double queue_ms_per_request = 0.5;
 };
 
 struct RoutingOptions {

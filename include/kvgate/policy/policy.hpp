@@ -67,11 +67,18 @@ class Policy {
 };
 
 // Expected time to first token (cache_aware): the prefill a worker still
-// has to do for this prompt, plus the queue in front of it.
+// has to do for this prompt, plus the queue in front of it. Defaults: an 8B
+// model on one H100 (the figures kvgate-sim models, bench/sim/README.md):
+// prefill costs ~0.027 ms per token, and prompt tokens dispatched ahead of
+// this one are prefilled first (FCFS), so they cost the same per token. A
+// request that is already decoding does not make a new one wait for it
+// (continuous batching admits the newcomer at the next step); it only makes
+// each step a little longer, hence the small per-request term, which also
+// spreads new sessions over idle workers.
 struct CostModel {
-  double prefill_ms_per_token = 0.1;        // uncached prompt tokens
-  double queue_ms_per_pending_token = 0.1;  // prompt tokens already dispatched there, not yet answered
-  double queue_ms_per_request = 20;         // each request in flight (decode steps it adds)
+  double prefill_ms_per_token = 0.027;        // uncached prompt tokens
+  double queue_ms_per_pending_token = 0.027;  // prompt tokens already dispatched there, not yet answered
+  double queue_ms_per_request = 0.5;          // each request in flight
 };
 
 std::unique_ptr<Policy> make_round_robin();
