@@ -85,6 +85,19 @@ AdminResponse debug_workers(proxy::GatewayContext& context) {
             {"last_event_unix_ms",
              stream.last_event_unix_ms.load() == 0 ? json(nullptr) : json(stream.last_event_unix_ms.load())}};
       }
+      json engine = nullptr;
+      if (auto scraped = worker.engine_load()) {
+        auto optional = [](const auto& value) { return value ? json(*value) : json(nullptr); };
+        const auto& load = scraped->load;
+        engine = {{"running", optional(load.running)},
+                  {"waiting", optional(load.waiting)},
+                  {"kv_usage", optional(load.kv_usage)},
+                  {"prefix_cache_queries_tokens", optional(load.prefix_queries_tokens)},
+                  {"prefix_cache_hit_tokens", optional(load.prefix_hit_tokens)},
+                  {"block_size", optional(load.block_size)},
+                  {"num_gpu_blocks", optional(load.num_gpu_blocks)},
+                  {"scraped_unix_ms", scraped->unix_ms}};
+      }
       workers.push_back({
           {"id", worker.id()},
           {"model", model.name},
@@ -95,6 +108,7 @@ AdminResponse debug_workers(proxy::GatewayContext& context) {
           {"mode", !events_configured ? "approximate"
                    : stream.stale     ? "stale"
                                       : "events"},
+          {"engine", std::move(engine)},
           {"kv_events", std::move(events)},
           {"index",
            {{"blocks", model.cache->index.entries_of(model.slots[index])},
@@ -126,9 +140,7 @@ AdminResponse debug_route(proxy::GatewayContext& context, std::string_view body,
   auto cached = proxy::predicted_cached_tokens(*model, prompt);
   std::vector<policy::WorkerView> views;
   for (std::size_t index = 0; index < model->workers.size(); ++index) {
-    const auto& worker = *model->workers[index];
-    views.push_back(
-        {worker.id(), worker.healthy(), worker.in_flight(), worker.pending_prefill_tokens(), cached[index]});
+    views.push_back(proxy::worker_view(*model->workers[index], cached[index]));
   }
   std::optional<std::string_view> session_key;
   if (summary->session_key) {

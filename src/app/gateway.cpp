@@ -96,6 +96,7 @@ bool Gateway::start() {
   admin_.start();
   auto table = context_.table();
   health_.watch(table->all_workers(), options_->health_check, table->thresholds);
+  scraper_.watch(table->all_workers(), options_->metrics_scrape);
   signals_.add(SIGTERM);
   signals_.add(SIGINT);
   signals_.add(SIGHUP);
@@ -165,6 +166,7 @@ void Gateway::reload() {
   ingestion_->configure(proxy::worker_feeds(*table), options->index, options->kv_events);
   options_ = options;
   health_.watch(table->all_workers(), options->health_check, table->thresholds);
+  scraper_.watch(table->all_workers(), options->metrics_scrape);
   for (auto& thread : threads_) {
     thread->apply_pool_limits(options->upstream.max_idle_connections, options->upstream.idle_connection_timeout);
   }
@@ -216,6 +218,7 @@ void Gateway::finish() {
   }
   finished_ = true;
   health_.stop();
+  scraper_.stop();
   admin_.stop();
   error_code ignored;
   signals_.cancel(ignored);

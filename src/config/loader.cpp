@@ -102,10 +102,29 @@ void read_health_check(YamlReader& reader, const YAML::Node& node, HealthCheckOp
                   [&](auto& value, auto path) { reader.read(value, path, out.passive_failures, 0, 1000); });
 }
 
+void read_metrics_scrape(YamlReader& reader, const YAML::Node& node, MetricsScrapeOptions& out) {
+  const std::string base = "metrics_scrape";
+  if (!reader.check_mapping(node, base, {"enabled", "path", "interval", "timeout"})) {
+    return;
+  }
+  reader.optional(node, base, "enabled", [&](auto& value, auto path) { reader.read(value, path, out.enabled); });
+  reader.optional(node, base, "path", [&](auto& value, auto path) {
+    reader.read(value, path, out.path);
+    if (!out.path.starts_with('/')) {
+      reader.problem(value, path, "must start with '/'");
+    }
+  });
+  reader.optional(node, base, "interval",
+                  [&](auto& value, auto path) { reader.read_duration(value, path, out.interval, Milliseconds(100)); });
+  reader.optional(node, base, "timeout",
+                  [&](auto& value, auto path) { reader.read_duration(value, path, out.timeout, Milliseconds(1)); });
+}
+
 void read_cache_aware(YamlReader& reader, const YAML::Node& node, CacheAwareOptions& out) {
   const std::string base = "routing.cache_aware";
   if (!reader.check_mapping(node, base,
-                            {"prefill_ms_per_token", "queue_ms_per_pending_token", "queue_ms_per_request"})) {
+                            {"prefill_ms_per_token", "queue_ms_per_pending_token", "queue_ms_per_request",
+                             "queue_ms_per_waiting_request"})) {
     return;
   }
   reader.optional(node, base, "prefill_ms_per_token",
@@ -115,6 +134,9 @@ void read_cache_aware(YamlReader& reader, const YAML::Node& node, CacheAwareOpti
   });
   reader.optional(node, base, "queue_ms_per_request",
                   [&](auto& value, auto path) { reader.read(value, path, out.queue_ms_per_request, 0.0, 1e6); });
+  reader.optional(node, base, "queue_ms_per_waiting_request", [&](auto& value, auto path) {
+    reader.read(value, path, out.queue_ms_per_waiting_request, 0.0, 1e6);
+  });
 }
 
 void read_routing(YamlReader& reader, const YAML::Node& node, RoutingOptions& out) {
@@ -285,7 +307,7 @@ void read_root(YamlReader& reader, const YAML::Node& root, Options& out) {
   if (!reader.check_mapping(
           root, "",
           {"listen", "admin_listen", "threads", "log_level", "access_log", "api_keys", "limits", "timeouts", "upstream",
-           "health_check", "models", "routing", "index", "kv_events", "decision_log"})) {
+           "health_check", "metrics_scrape", "models", "routing", "index", "kv_events", "decision_log"})) {
     return;
   }
   reader.optional(root, "", "listen", [&](auto& value, auto path) { read_address(reader, value, path, out.listen); });
@@ -312,6 +334,8 @@ void read_root(YamlReader& reader, const YAML::Node& root, Options& out) {
   reader.optional(root, "", "upstream", [&](auto& value, auto) { read_upstream(reader, value, out.upstream); });
   reader.optional(root, "", "health_check",
                   [&](auto& value, auto) { read_health_check(reader, value, out.health_check); });
+  reader.optional(root, "", "metrics_scrape",
+                  [&](auto& value, auto) { read_metrics_scrape(reader, value, out.metrics_scrape); });
   reader.optional(root, "", "routing", [&](auto& value, auto) { read_routing(reader, value, out.routing); });
   reader.optional(root, "", "index", [&](auto& value, auto) { read_index(reader, value, out.index); });
   reader.optional(root, "", "kv_events", [&](auto& value, auto) { read_kv_events(reader, value, out.kv_events); });

@@ -123,7 +123,8 @@ bool Feed::same_source(const WorkerFeed& other) const {
 }
 
 void Feed::update(const WorkerFeed& other, FeedSettings settings) {
-  config_.capacity_blocks = other.capacity_blocks;
+  config_.configured_capacity_blocks = other.configured_capacity_blocks;
+  config_.default_capacity_blocks = other.default_capacity_blocks;
   settings_ = settings;
 }
 
@@ -360,8 +361,8 @@ void Feed::mark_stale(std::uint64_t now_ms) {
 void Feed::assume(std::span<const BlockHash> blocks, std::uint64_t now_ms) {
   const bool approximate = !events_on() || status_.stale;
   auto ttl = approximate ? settings_.approximate_ttl_ms : settings_.speculative_ttl_ms;
-  auto result = config_.cache->caches.assume(config_.slot, blocks, now_ms, static_cast<std::uint64_t>(ttl),
-                                             config_.capacity_blocks);
+  auto result =
+      config_.cache->caches.assume(config_.slot, blocks, now_ms, static_cast<std::uint64_t>(ttl), capacity_blocks());
   if (result.evicted_entries > 0) {
     metrics_.index_evictions(result.evicted_entries);
   }
@@ -371,6 +372,17 @@ void Feed::assume(std::span<const BlockHash> blocks, std::uint64_t now_ms) {
     }
     unreported_blocks_ += result.new_blocks;
   }
+}
+
+std::uint64_t Feed::capacity_blocks() const {
+  if (config_.configured_capacity_blocks != 0) {
+    return config_.configured_capacity_blocks;
+  }
+  auto scraped = config_.worker->engine_load();
+  if (scraped && scraped->load.num_gpu_blocks && *scraped->load.num_gpu_blocks > 0) {
+    return *scraped->load.num_gpu_blocks;
+  }
+  return config_.default_capacity_blocks;
 }
 
 void Feed::tick(std::uint64_t now_ms) {

@@ -57,6 +57,7 @@ class Feed {
   void mark_stale(std::uint64_t now_ms);
   void publish_counts();
   [[nodiscard]] bool events_on() const { return !config_.events_endpoint.empty(); }
+  [[nodiscard]] std::uint64_t capacity_blocks() const;
 
   zmq::context_t& context_;
   obs::Metrics& metrics_;

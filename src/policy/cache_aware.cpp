@@ -8,6 +8,7 @@ namespace {
 //   prefill       = (input_tokens - cached_tokens) * prefill_ms_per_token
 //   queue_delay   = pending_prefill_tokens * queue_ms_per_pending_token
 //                 + in_flight * queue_ms_per_request
+//                 + engine_waiting * queue_ms_per_waiting_request
 // A worker that holds the conversation's earlier turns wins while its
 // saving outweighs its queue; when it is busy enough, another worker's
 // shorter queue wins even though it must prefill everything (affinity is
@@ -43,7 +44,8 @@ class CacheAware final : public Policy {
     candidate.cached_tokens = cached;
     candidate.prefill_ms = static_cast<double>(request.input_tokens - cached) * cost_.prefill_ms_per_token;
     candidate.queue_delay_ms = static_cast<double>(worker.pending_prefill_tokens) * cost_.queue_ms_per_pending_token +
-                               static_cast<double>(worker.in_flight) * cost_.queue_ms_per_request;
+                               static_cast<double>(worker.in_flight) * cost_.queue_ms_per_request +
+                               static_cast<double>(worker.engine_waiting) * cost_.queue_ms_per_waiting_request;
     candidate.expected_ttft_ms = candidate.queue_delay_ms + candidate.prefill_ms;
     candidate.score = candidate.expected_ttft_ms;
   }

@@ -111,9 +111,7 @@ class Attempts {
       views = heap_views;
     }
     for (std::size_t index = 0; index < workers.size(); ++index) {
-      const auto& worker = *workers[index];
-      views[index] = policy::WorkerView{worker.id(), worker.healthy(), worker.in_flight(),
-                                        worker.pending_prefill_tokens(), cached_.empty() ? 0 : cached_[index]};
+      views[index] = worker_view(*workers[index], cached_.empty() ? 0 : cached_[index]);
     }
     const std::uint32_t input_tokens = target_.prompt != nullptr ? target_.prompt->input_tokens : 0;
     policy::RouteRequest route{target_.model.name, target_.session_key, session_.context().next_decision_sequence(),

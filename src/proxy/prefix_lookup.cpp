@@ -1,6 +1,7 @@
 #include "kvgate/proxy/prefix_lookup.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 #include "kvgate/tokenizer/approximate.hpp"
 
@@ -29,6 +30,23 @@ std::vector<std::uint32_t> predicted_cached_tokens(const ModelRoute& model, cons
     cached[worker] = std::min(match.blocks[model.slots[worker]], reusable_blocks) * model.block_size;
   }
   return cached;
+}
+
+policy::WorkerView worker_view(const workers::WorkerState& worker, std::uint32_t cached_tokens) {
+  // An engine that stopped answering scrapes is judged by kvgate's own
+  // counts only (several missed scrapes at the default 1 s interval).
+  constexpr std::uint64_t kScrapeMaxAgeMs = 5'000;
+  std::uint32_t engine_waiting = 0;
+  if (auto scraped = worker.engine_load(); scraped && scraped->load.waiting) {
+    auto now = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count());
+    if (now - scraped->unix_ms <= kScrapeMaxAgeMs) {
+      engine_waiting = static_cast<std::uint32_t>(std::max(0.0, *scraped->load.waiting));
+    }
+  }
+  return {worker.id(),   worker.healthy(), worker.in_flight(), worker.pending_prefill_tokens(),
+          cached_tokens, engine_waiting};
 }
 
 }  // namespace kvgate::proxy

@@ -29,8 +29,8 @@ std::unique_ptr<policy::Policy> make_policy(const config::RoutingOptions& routin
       return policy::make_least_load();
     case config::PolicyKind::cache_aware: {
       const auto& cost = routing.cache_aware;
-      return policy::make_cache_aware(
-          {cost.prefill_ms_per_token, cost.queue_ms_per_pending_token, cost.queue_ms_per_request});
+      return policy::make_cache_aware({cost.prefill_ms_per_token, cost.queue_ms_per_pending_token,
+                                       cost.queue_ms_per_request, cost.queue_ms_per_waiting_request});
     }
   }
   return policy::make_least_load();
@@ -84,10 +84,9 @@ std::vector<kv_events::WorkerFeed> worker_feeds(const RoutingTable& table) {
     const auto& model_options = table.options->models[model_index];
     for (std::size_t index = 0; index < model.workers.size(); ++index) {
       const auto& worker_options = model_options.workers[index];
-      auto capacity = worker_options.kv_capacity_blocks != 0 ? worker_options.kv_capacity_blocks
-                                                             : table.options->index.default_kv_capacity_blocks;
       feeds.push_back({model.workers[index], model.cache, model.slots[index], worker_options.kv_events,
-                       worker_options.kv_events_replay, capacity});
+                       worker_options.kv_events_replay, worker_options.kv_capacity_blocks,
+                       table.options->index.default_kv_capacity_blocks});
     }
   }
   return feeds;

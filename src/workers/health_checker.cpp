@@ -65,37 +65,42 @@ awaitable<void> HealthChecker::check(std::shared_ptr<Round> round, std::shared_p
   }
 }
 
-awaitable<bool> probe_http(asio::io_context& io, const HttpUrl& endpoint, const std::string& path,
-                           Milliseconds timeout) {
+awaitable<std::optional<FetchedPage>> fetch_http(asio::io_context& io, const HttpUrl& endpoint, const std::string& path,
+                                                 Milliseconds timeout, std::uint64_t body_limit) {
   beast::tcp_stream stream(io);
   stream.expires_after(timeout);
   tcp::resolver resolver(io);
   auto [resolve_error, results] =
       co_await resolver.async_resolve(endpoint.authority.host, std::to_string(endpoint.authority.port), use_nothrow);
   if (resolve_error) {
-    co_return false;
+    co_return std::nullopt;
   }
   auto [connect_error, connected] = co_await stream.async_connect(results, use_nothrow);
   if (connect_error) {
-    co_return false;
+    co_return std::nullopt;
   }
   bhttp::request<bhttp::empty_body> request{bhttp::verb::get, path, 11};
   request.set(bhttp::field::host, endpoint.host_header);
-  request.set(bhttp::field::user_agent, "kvgate-health-check");
+  request.set(bhttp::field::user_agent, "kvgate");
   request.keep_alive(false);
   auto [write_error, written] = co_await bhttp::async_write(stream, request, use_nothrow);
   if (write_error) {
-    co_return false;
+    co_return std::nullopt;
   }
   beast::flat_buffer buffer;
   bhttp::response_parser<bhttp::string_body> parser;
-  parser.body_limit(64 * 1024);
+  parser.body_limit(body_limit);
   auto [read_error, read] = co_await bhttp::async_read(stream, buffer, parser, use_nothrow);
   if (read_error) {
-    co_return false;
+    co_return std::nullopt;
   }
-  auto status = parser.get().result_int();
-  co_return status >= 200 && status < 300;
+  co_return FetchedPage{parser.get().result_int(), std::move(parser.get().body())};
+}
+
+awaitable<bool> probe_http(asio::io_context& io, const HttpUrl& endpoint, const std::string& path,
+                           Milliseconds timeout) {
+  auto page = co_await fetch_http(io, endpoint, path, timeout, 64 * 1024);
+  co_return page && page->status >= 200 && page->status < 300;
 }
 
 }  // namespace kvgate::workers

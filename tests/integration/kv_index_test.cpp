@@ -347,3 +347,45 @@ TEST(KvIndex, AWorkerWhoseEventsNeverComeIsFlaggedSilent) {
 
 }  // namespace
 }  // namespace kvgate::testing
+
+namespace kvgate::testing {
+namespace {
+
+// A worker without kv_events: the gateway's own routing history is its
+// model of the cache, bounded by the KV capacity the engine's metrics report.
+TEST(KvIndexApproximate, RoutingHistoryIsBoundedByTheScrapedCapacity) {
+  Harness harness;
+  SimProcess sim(harness, {"--num-gpu-blocks", "8", "--max-model-len", "128"});
+  harness.start_gateway("routing: {policy: cache_aware}\nmetrics_scrape: {interval: 100ms}\n",
+                        "models:\n  - name: \"sim-model\"\n    block_size: 16\n    workers:\n      - id: \"a\"\n"
+                        "        url: \"" +
+                            sim.url() + "\"\n");
+  auto worker = [&] { return json::parse(get(harness.admin_port(), "/debug/workers").body)["workers"][0]; };
+  for (int attempt = 0; attempt < 200 && worker()["engine"].is_null(); ++attempt) {
+    std::this_thread::sleep_for(20ms);  // polling for the first scrape
+  }
+  auto state = worker();
+  ASSERT_FALSE(state["engine"].is_null()) << state.dump();
+  EXPECT_EQ(state["engine"]["num_gpu_blocks"], 8);
+  EXPECT_EQ(state["engine"]["block_size"], 16);
+  EXPECT_EQ(state["mode"], "approximate");
+  EXPECT_TRUE(state["kv_events"].is_null());
+
+  // Three prompts of three full blocks each: nine blocks routed, eight kept.
+  for (int prompt = 0; prompt < 3; ++prompt) {
+    json body = {{"model", "sim-model"},
+                 {"max_tokens", 1},
+                 {"prompt", "prompt " + std::to_string(prompt) + std::string(200, static_cast<char>('a' + prompt))}};
+    ASSERT_EQ(post_json(harness.api_port(), "/v1/completions", body.dump()).status, 200);
+  }
+  for (int attempt = 0; attempt < 200 && worker()["index"]["assumed_blocks"] != 8; ++attempt) {
+    std::this_thread::sleep_for(20ms);  // the writer publishes its counts every 100 ms
+  }
+  EXPECT_EQ(worker()["index"]["assumed_blocks"], 8) << worker().dump();
+  EXPECT_EQ(worker()["index"]["blocks"], 8);
+  auto metrics = get(harness.admin_port(), "/metrics").body;
+  EXPECT_NE(metrics.find("kvgate_worker_scrapes_total{result=\"success\",worker=\"a\"}"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvgate::testing

@@ -124,6 +124,16 @@ TEST(CacheAware, BreaksAffinityWhenTheHoldersQueueCostsMoreThanTheSaving) {
   EXPECT_EQ(decision.reason, "best_cost_no_cache");
 }
 
+TEST(CacheAware, RequestsTheEngineReportsWaitingCountAsQueue) {
+  auto policy = make_cache_aware({0.1, 0.1, 20, 5});
+  // Same cache, same gateway load; b's engine has 10 requests waiting from
+  // elsewhere.
+  std::vector<WorkerView> workers{{"a", true, 0, 0, 0, 0}, {"b", true, 0, 0, 0, 10}};
+  auto decision = policy->decide({"m", std::nullopt, 1, {}, 100}, workers);
+  EXPECT_EQ(decision.worker_index, 0u);
+  EXPECT_DOUBLE_EQ(decision.candidates[1].queue_delay_ms, 50);
+}
+
 TEST(CacheAware, SkipsIneligibleWorkersAndSaysWhenOneIsLeft) {
   auto policy = make_cache_aware({0.1, 0.1, 20});
   std::vector<WorkerView> workers{{"a", true, 0, 0, 0}, {"b", false, 0, 0, 4'000}};

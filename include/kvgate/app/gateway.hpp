@@ -16,6 +16,7 @@
 #include "kvgate/proxy/gateway_context.hpp"
 #include "kvgate/proxy/io_thread.hpp"
 #include "kvgate/workers/health_checker.hpp"
+#include "kvgate/workers/metrics_scraper.hpp"
 
 namespace kvgate::app {
 
@@ -44,6 +45,7 @@ class Gateway {
   kv_events::CacheRegistry registry_;
   std::unique_ptr<kv_events::Ingestion> ingestion_;  // outlives the I/O threads that feed it
   workers::HealthChecker health_{control_, metrics_};
+  workers::MetricsScraper scraper_{control_, metrics_};
   admin::AdminServer admin_{control_, context_};
   http::asio::signal_set signals_{control_};
   http::asio::steady_timer grace_timer_{control_};

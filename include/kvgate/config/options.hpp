@@ -68,6 +68,15 @@ struct CacheAwareOptions {
   double prefill_ms_per_token = 0.027;
   double queue_ms_per_pending_token = 0.027;
   double queue_ms_per_request = 0.5;
+  double queue_ms_per_waiting_request = 5;
+};
+
+// Scraping each worker's Prometheus /metrics (engine load, KV capacity).
+struct MetricsScrapeOptions {
+  bool enabled = true;
+  std::string path = "/metrics";
+  Milliseconds interval{1'000};
+  Milliseconds timeout{1'000};
 };
 
 struct RoutingOptions {
@@ -104,6 +113,7 @@ struct Options {
   TimeoutOptions timeouts;
   UpstreamOptions upstream;
   HealthCheckOptions health_check;
+  MetricsScrapeOptions metrics_scrape;
   std::vector<ModelOptions> models;
   RoutingOptions routing;
   IndexOptions index;

@@ -40,7 +40,11 @@ struct WorkerFeed {
   WorkerSlot slot = 0;
   std::string events_endpoint;  // empty: approximate mode
   std::string replay_endpoint;  // empty: gaps cannot be replayed
-  std::uint64_t capacity_blocks = 0;
+  // The worker's KV capacity in blocks, for approximate mode: the
+  // configured one, else the engine's num_gpu_blocks (scraped), else the
+  // default.
+  std::uint64_t configured_capacity_blocks = 0;  // 0: not configured
+  std::uint64_t default_capacity_blocks = 65'536;
 };
 
 class Ingestion {

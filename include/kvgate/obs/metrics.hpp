@@ -33,6 +33,7 @@ class Metrics {
   void client_error(int status, std::string_view code);
   void connection_rejected();
   void health_check(std::string_view worker, bool success);
+  void metrics_scrape(std::string_view worker, bool success);
   void config_reload(bool success);
 
   // KV-event ingestion (the index writer thread).
@@ -70,6 +71,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& retries_;
   prometheus::Family<prometheus::Counter>& client_errors_;
   prometheus::Family<prometheus::Counter>& health_checks_;
+  prometheus::Family<prometheus::Counter>& metrics_scrapes_;
   prometheus::Family<prometheus::Counter>& config_reloads_;
   prometheus::Family<prometheus::Gauge>& worker_up_;
   prometheus::Family<prometheus::Gauge>& worker_in_flight_;

@@ -26,6 +26,9 @@ struct WorkerView {
   // Leading prompt tokens the prefix index says this worker holds, already
   // capped as the engine caps a hit (never the last prompt token).
   std::uint32_t cached_tokens = 0;
+  // Requests the engine itself reports waiting (its last scrape): load that
+  // other clients or gateways put there, which kvgate's own counts miss.
+  std::uint32_t engine_waiting = 0;
 };
 
 struct RouteRequest {
@@ -79,6 +82,9 @@ struct CostModel {
   double prefill_ms_per_token = 0.027;        // uncached prompt tokens
   double queue_ms_per_pending_token = 0.027;  // prompt tokens already dispatched there, not yet answered
   double queue_ms_per_request = 0.5;          // each request in flight
+  // Each request the engine reports waiting: it was not admitted yet (batch
+  // or KV limits), so its whole prefill is ahead; ~200 prompt tokens.
+  double queue_ms_per_waiting_request = 5;
 };
 
 std::unique_ptr<Policy> make_round_robin();

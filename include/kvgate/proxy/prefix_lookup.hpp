@@ -25,4 +25,8 @@ PromptBlocks prompt_blocks(const ModelRoute& model, const openai::RequestSummary
 // so at most floor((input_tokens - 1) / block_size) blocks count.
 std::vector<std::uint32_t> predicted_cached_tokens(const ModelRoute& model, const PromptBlocks& prompt);
 
+// The policy's view of a worker: gateway accounting, the engine's waiting
+// queue from a scrape at most 5 s old, and the predicted cache hit.
+policy::WorkerView worker_view(const workers::WorkerState& worker, std::uint32_t cached_tokens);
+
 }  // namespace kvgate::proxy

@@ -3,6 +3,8 @@
 // timeout; 2xx is a pass. Runs on the control thread's io_context; the
 // results go into WorkerState (atomics) where the I/O threads read them.
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "kvgate/config/options.hpp"
@@ -31,6 +33,16 @@ class HealthChecker {
   obs::Metrics& metrics_;
   std::shared_ptr<Round> current_;
 };
+
+struct FetchedPage {
+  unsigned status = 0;
+  std::string body;
+};
+// One GET against a worker (new connection, closed after); empty on any
+// connect, timeout, parse or size failure.
+http::awaitable<std::optional<FetchedPage>> fetch_http(http::asio::io_context& io, const HttpUrl& endpoint,
+                                                       const std::string& path, Milliseconds timeout,
+                                                       std::uint64_t body_limit);
 
 // One GET against a worker; true for a 2xx answer within the timeout.
 http::awaitable<bool> probe_http(http::asio::io_context& io, const HttpUrl& endpoint, const std::string& path,

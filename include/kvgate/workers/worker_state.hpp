@@ -7,9 +7,11 @@
 // health and in-flight count survive the reload.
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "kvgate/core/address.hpp"
+#include "kvgate/workers/prometheus_text.hpp"
 
 namespace kvgate::workers {
 
@@ -55,6 +57,19 @@ class WorkerState {
   EventStreamStatus& event_stream() { return event_stream_; }
   [[nodiscard]] const EventStreamStatus& event_stream() const { return event_stream_; }
 
+  // The engine's own load, from the last good scrape of its /metrics (null
+  // before the first): an immutable snapshot, replaced whole by the scraper.
+  struct ScrapedLoad {
+    EngineLoad load;
+    std::uint64_t unix_ms = 0;  // when it was scraped
+  };
+  [[nodiscard]] std::shared_ptr<const ScrapedLoad> engine_load() const {
+    return engine_load_.load(std::memory_order_acquire);
+  }
+  void publish_engine_load(std::shared_ptr<const ScrapedLoad> load) {
+    engine_load_.store(std::move(load), std::memory_order_release);
+  }
+
   [[nodiscard]] std::uint64_t pending_prefill_tokens() const {
     return pending_prefill_tokens_.load(std::memory_order_relaxed);
   }
@@ -81,6 +96,7 @@ class WorkerState {
   std::atomic<std::uint64_t> pending_prefill_tokens_{0};
   std::atomic<std::uint32_t> passive_failure_streak_{0};
   EventStreamStatus event_stream_;
+  std::atomic<std::shared_ptr<const ScrapedLoad>> engine_load_;
   std::uint32_t check_failure_streak_ = 0;
   std::uint32_t check_success_streak_ = 0;
 };

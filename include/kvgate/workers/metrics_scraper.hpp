@@ -1,0 +1,36 @@
+#pragma once
+// Scrapes every worker's Prometheus /metrics on an interval and publishes
+// the engine's load signals (running, waiting, KV usage, prefix-cache
+// counters, block size, GPU blocks) as an immutable snapshot in its
+// WorkerState, where the policy and the index writer read them without
+// locks. Runs on the control thread's io_context, like the health checker.
+#include <memory>
+#include <vector>
+
+#include "kvgate/config/options.hpp"
+#include "kvgate/http/beast.hpp"
+#include "kvgate/obs/metrics.hpp"
+#include "kvgate/workers/worker_state.hpp"
+
+namespace kvgate::workers {
+
+class MetricsScraper {
+ public:
+  MetricsScraper(http::asio::io_context& io, obs::Metrics& metrics) : io_(io), metrics_(metrics) {}
+  ~MetricsScraper() { stop(); }
+
+  // Replaces the scraped set (start-up and every reload). Control thread only.
+  void watch(std::vector<std::shared_ptr<WorkerState>> workers, const config::MetricsScrapeOptions& options);
+  void stop();
+
+ private:
+  struct Round;
+  http::awaitable<void> schedule(std::shared_ptr<Round> round);
+  http::awaitable<void> scrape(std::shared_ptr<Round> round, std::shared_ptr<WorkerState> worker);
+
+  http::asio::io_context& io_;
+  obs::Metrics& metrics_;
+  std::shared_ptr<Round> current_;
+};
+
+}  // namespace kvgate::workers
