@@ -112,7 +112,12 @@ Metrics::Metrics()
       index_blocks_(BuildGauge()
                         .Name("kvgate_index_blocks")
                         .Help("Blocks the prefix index credits to the worker")
-                        .Register(*registry_)) {
+                        .Register(*registry_)),
+      cache_predictions_(BuildCounter()
+                             .Name("kvgate_cache_predictions_total")
+                             .Help("Routed requests whose engine reported cached tokens, by whether kvgate's "
+                                   "prediction was exact, over or under the engine's figure")
+                             .Register(*registry_)) {
   index_evictions_ = &BuildCounter()
                           .Name("kvgate_index_evictions_total")
                           .Help(
@@ -237,6 +242,10 @@ void Metrics::set_event_stream_state(std::string_view worker, const EventStreamG
     kv_events_silent_.Add(labels).Set(state.silent ? 1 : 0);
     kv_events_stale_.Add(labels).Set(state.stale ? 1 : 0);
   }
+}
+
+void Metrics::cache_prediction(std::string_view worker, std::string_view outcome) {
+  cache_predictions_.Add({{"worker", std::string(worker)}, {"outcome", std::string(outcome)}}).Increment();
 }
 
 void Metrics::forget_worker(std::string_view worker) {

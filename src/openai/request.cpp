@@ -135,6 +135,36 @@ Result<RequestSummary, ApiError> inspect_request(std::string_view body_text, End
   return summary;
 }
 
+std::string with_stream_usage(std::string_view body) {
+  constexpr std::string_view kField = R"("stream_options":{"include_usage":true})";
+  if (body.find(R"("stream_options")") == std::string_view::npos) {
+    auto open = body.find('{');
+    if (open != std::string_view::npos) {
+      std::string result;
+      result.reserve(body.size() + kField.size() + 1);
+      result.append(body.substr(0, open + 1)).append(kField);
+      auto rest = body.substr(open + 1);
+      auto first = rest.find_first_not_of(" \t\r\n");
+      if (first != std::string_view::npos && rest[first] != '}') {
+        result.push_back(',');
+      }
+      result.append(rest);
+      return result;
+    }
+  }
+  // The text may still be inside a string value; the document decides.
+  auto document = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!document.is_object()) {
+    return std::string(body);
+  }
+  auto& options = document["stream_options"];
+  if (!options.is_object()) {
+    options = nlohmann::ordered_json::object();
+  }
+  options["include_usage"] = true;
+  return document.dump();
+}
+
 std::string models_list(const std::vector<std::string>& model_names, long created_unix_seconds) {
   json data = json::array();
   for (const auto& name : model_names) {

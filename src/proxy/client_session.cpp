@@ -144,6 +144,13 @@ awaitable<void> ClientSession::respond_error(Exchange& exchange, const openai::A
 void ClientSession::finish(Exchange& exchange) {
   auto elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange.started).count();
   exchange.total_seconds = elapsed;
+  const auto& reported = exchange.reported.cached_tokens;
+  if (exchange.predicted_cached_tokens && reported && exchange.status == 200 && exchange.retries == 0) {
+    const auto predicted = *exchange.predicted_cached_tokens;
+    context().metrics().cache_prediction(exchange.worker, predicted == *reported  ? "exact"
+                                                          : predicted > *reported ? "over"
+                                                                                  : "under");
+  }
   if (exchange.decision_log) {
     auto now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     exchange.decision_log->write(decision_record(exchange, now));

@@ -12,6 +12,10 @@ json optional_number(double value) {
   return value < 0 ? json(nullptr) : json(value);
 }
 
+json optional_count(const std::optional<std::uint32_t>& value) {
+  return value ? json(*value) : json(nullptr);
+}
+
 json candidate_json(const policy::Candidate& candidate) {
   return {
       {"worker", candidate.worker},
@@ -52,10 +56,10 @@ std::string decision_record(const Exchange& exchange, double unix_seconds) {
        exchange.predicted_cached_tokens ? json(*exchange.predicted_cached_tokens) : json(nullptr)},
       {"candidates", candidates_json(exchange.candidates)},
       {"status", exchange.status},
-      {"cached_tokens", nullptr},
+      {"cached_tokens", optional_count(exchange.reported.cached_tokens)},
       {"ttft_ms", optional_number(ttft_ms)},
       {"decode_ms", optional_number(decode_ms)},
-      {"output_tokens", nullptr},
+      {"output_tokens", optional_count(exchange.reported.completion_tokens)},
       {"retries", exchange.retries},
       {"client_gone", exchange.client_gone},
   };

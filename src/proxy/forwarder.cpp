@@ -28,7 +28,11 @@ UpstreamRequest make_upstream_request(const ClientRequest& request, const Exchan
   upstream.erase(bhttp::field::content_length);
   upstream.set("x-request-id", exchange.request_id);
   upstream.keep_alive(true);
-  upstream.body() = request.body();
+  if (exchange.strip_usage_event) {
+    upstream.body() = openai::with_stream_usage(request.body());
+  } else {
+    upstream.body() = request.body();
+  }
   upstream.prepare_payload();
   return upstream;
 }

@@ -71,7 +71,10 @@ void Relay::prepare_client_header() {
   // A body delimited by the worker closing the connection is re-framed as
   // chunked so the client connection can stay open.
   const bool body_until_close = !upstream_chunked && !response.has_content_length() && !parser_.is_done();
-  if (upstream_chunked || body_until_close) {
+  // Stripping kvgate's usage event changes the length: always chunked then.
+  const bool stripping = exchange_.strip_usage_event && event_stream_;
+  if (upstream_chunked || body_until_close || stripping) {
+    response.erase(bhttp::field::content_length);
     response.chunked(true);
   }
   response.set("x-kvgate-worker", worker_.id());
@@ -121,16 +124,20 @@ awaitable<AttemptOutcome> Relay::relay_body() {
       }
       response.body().size = chunk_.size() - response.body().size;
       response.body().more = !parser_.is_done();
-      if (response.body().size == 0 && response.body().more) {
-        continue;  // only framing was read
-      }
-      // A zero-sized piece must carry no pointer, or the chunked serializer
-      // frames it as an empty chunk ("0\r\n\r\n") before the real last chunk.
-      response.body().data = response.body().size == 0 ? nullptr : chunk_.data();
+      response.body().data = chunk_.data();
     } else {
       response.body().data = nullptr;
       response.body().size = 0;
       response.body().more = false;
+    }
+    observe_piece(response.body());
+    if (response.body().size == 0 && response.body().more) {
+      continue;  // only framing was read, or an event is still incomplete
+    }
+    // A zero-sized piece must carry no pointer, or the chunked serializer
+    // frames it as an empty chunk ("0\r\n\r\n") before the real last chunk.
+    if (response.body().size == 0) {
+      response.body().data = nullptr;
     }
     if (!response.body().more) {
       in_flight_.finish();
@@ -154,6 +161,25 @@ awaitable<AttemptOutcome> Relay::relay_body() {
   client.expires_never();
   reusable_ = parser_.keep_alive();
   co_return outcome;
+}
+
+void Relay::observe_piece(bhttp::buffer_body::value_type& piece) {
+  std::string_view bytes(static_cast<const char*>(piece.data), piece.data == nullptr ? 0 : piece.size);
+  usage_.feed(bytes);
+  if (!piece.more) {
+    usage_.finish();
+    exchange_.reported = usage_.usage();
+  }
+  if (!exchange_.strip_usage_event || !event_stream_) {
+    return;
+  }
+  stripped_.clear();
+  stripper_.feed(bytes, stripped_);
+  if (!piece.more) {
+    stripper_.finish(stripped_);
+  }
+  piece.data = stripped_.data();
+  piece.size = stripped_.size();
 }
 
 // The worker died or stalled mid-body. A stream gets one error event and the

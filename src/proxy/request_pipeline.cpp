@@ -73,6 +73,7 @@ awaitable<void> handle_inference(ClientSession& session, ClientRequest& request,
     session_key = *summary->session_key;
   }
   auto prompt = prompt_blocks(*model, *summary);
+  exchange.strip_usage_event = summary->stream && !summary->include_usage;
   co_await forward(session, request, exchange, ForwardTarget{table, *model, session_key, &prompt});
 }
 

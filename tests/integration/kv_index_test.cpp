@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
+#include <fstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -385,6 +387,69 @@ TEST(KvIndexApproximate, RoutingHistoryIsBoundedByTheScrapedCapacity) {
   EXPECT_EQ(worker()["index"]["blocks"], 8);
   auto metrics = get(harness.admin_port(), "/metrics").body;
   EXPECT_NE(metrics.find("kvgate_worker_scrapes_total{result=\"success\",worker=\"a\"}"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvgate::testing
+
+namespace kvgate::testing {
+namespace {
+
+std::vector<std::string> stream_events(int port, const json& body) {
+  EventStream stream(port, "/v1/chat/completions", body.dump());
+  EXPECT_EQ(stream.status(), 200);
+  return stream.rest();
+}
+
+bool has_usage_event(const std::vector<std::string>& events) {
+  return std::any_of(events.begin(), events.end(),
+                     [](const std::string& event) { return event.find("\"usage\":{") != std::string::npos; });
+}
+
+// kvgate asks streaming engines for usage to learn their cached tokens, and
+// the client still gets exactly the stream it asked for.
+TEST(KvIndexUsage, PredictionsAreCheckedAgainstTheEnginesUsageWithoutChangingTheClientsStream) {
+  Fleet fleet;
+  fleet.add_sim("a");
+  auto log = fleet.harness.folder() + "/decisions.jsonl";
+  fleet.start_gateway("decision_log: \"" + log + "\"\n");
+  auto first = first_turn("Which hinges suit a heavy oak door?");
+  auto [worker, answer] = fleet.turn(first);
+  fleet.wait_synced("a");
+
+  auto follow_up = chat_request(second_turn(first, answer, "And how many?"));
+  follow_up["stream"] = true;
+  auto events = stream_events(fleet.harness.api_port(), follow_up);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back(), "[DONE]");
+  EXPECT_FALSE(has_usage_event(events));  // the client did not ask
+
+  follow_up["stream_options"] = {{"include_usage", true}};
+  EXPECT_TRUE(has_usage_event(stream_events(fleet.harness.api_port(), follow_up)));  // it asked
+
+  auto metrics = get(fleet.harness.admin_port(), "/metrics").body;
+  EXPECT_NE(metrics.find("kvgate_cache_predictions_total{outcome=\"exact\",worker=\"a\"} 3"), std::string::npos)
+      << metrics;
+  EXPECT_EQ(metrics.find("outcome=\"over\""), std::string::npos);
+  EXPECT_EQ(metrics.find("outcome=\"under\""), std::string::npos);
+
+  // The decision log has the engine's figures next to the prediction.
+  fleet.harness.gateway().send_signal(SIGHUP);  // reopens, so the lines so far are flushed
+  std::vector<json> records;
+  for (int attempt = 0; attempt < 100 && records.size() < 3; ++attempt) {
+    std::this_thread::sleep_for(20ms);  // the decision log is written by a background thread
+    records.clear();
+    std::ifstream file(log);
+    for (std::string line; std::getline(file, line);) {
+      records.push_back(json::parse(line));
+    }
+  }
+  ASSERT_EQ(records.size(), 3u);
+  for (const auto& record : records) {
+    EXPECT_EQ(record["predicted_cached_tokens"], record["cached_tokens"]) << record.dump();
+    EXPECT_GT(record["output_tokens"].get<int>(), 0);
+  }
+  EXPECT_GT(records[1]["cached_tokens"].get<int>(), 0);
 }
 
 }  // namespace

@@ -114,3 +114,22 @@ TEST(ModelsList, HasOpenAiListShape) {
 
 }  // namespace
 }  // namespace kvgate::openai
+
+namespace kvgate::openai {
+namespace {
+
+TEST(WithStreamUsage, AddsTheOptionAndKeepsEverythingElse) {
+  EXPECT_EQ(with_stream_usage(R"({"model":"m","stream":true})"),
+            R"({"stream_options":{"include_usage":true},"model":"m","stream":true})");
+  EXPECT_EQ(with_stream_usage(" {} "), R"( {"stream_options":{"include_usage":true}} )");
+  // Existing stream_options keep their other fields and the key order.
+  EXPECT_EQ(with_stream_usage(R"({"stream":true,"stream_options":{"continuous_usage_stats":false},"model":"m"})"),
+            R"({"stream":true,"stream_options":{"continuous_usage_stats":false,"include_usage":true},"model":"m"})");
+  // The words inside a message are not the field.
+  auto body = nlohmann::json::parse(with_stream_usage(R"({"messages":[{"content":"\"stream_options\""}]})"));
+  EXPECT_EQ(body["stream_options"]["include_usage"], true);
+  EXPECT_EQ(body["messages"][0]["content"], "\"stream_options\"");
+}
+
+}  // namespace
+}  // namespace kvgate::openai

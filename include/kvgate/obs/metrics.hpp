@@ -54,6 +54,10 @@ class Metrics {
   };
   void set_event_stream_state(std::string_view worker, const EventStreamGauges& state);
 
+  // A routed request whose engine reported its cached tokens: kvgate's
+  // prediction was "exact", "over" or "under" what the engine reported.
+  void cache_prediction(std::string_view worker, std::string_view outcome);
+
   prometheus::Gauge& in_flight_requests() { return *in_flight_requests_; }
   prometheus::Gauge& open_connections() { return *open_connections_; }
   void set_worker_state(std::string_view worker, bool up, std::uint32_t in_flight);
@@ -85,6 +89,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& kv_events_stale_;
   prometheus::Family<prometheus::Gauge>& kv_events_silent_;
   prometheus::Family<prometheus::Gauge>& index_blocks_;
+  prometheus::Family<prometheus::Counter>& cache_predictions_;
   prometheus::Counter* index_evictions_;
   prometheus::Counter* connections_rejected_;
   prometheus::Gauge* in_flight_requests_;

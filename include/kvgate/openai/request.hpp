@@ -29,6 +29,12 @@ struct RequestSummary {
 Result<RequestSummary, ApiError> inspect_request(std::string_view body, Endpoint endpoint,
                                                  std::string_view session_header);
 
+// The body with stream_options.include_usage set to true, everything else
+// as it was: inserted as text when the body has no stream_options (the usual
+// case), else rewritten with the keys kept in their order. For a body that
+// inspect_request accepted.
+std::string with_stream_usage(std::string_view body);
+
 // Body of GET /v1/models in OpenAI's list shape.
 std::string models_list(const std::vector<std::string>& model_names, long created_unix_seconds);
 

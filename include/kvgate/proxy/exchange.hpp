@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kvgate/obs/decision_log.hpp"
+#include "kvgate/openai/usage_scan.hpp"
 #include "kvgate/policy/policy.hpp"
 #include "kvgate/proxy/routing_table.hpp"
 
@@ -31,6 +32,10 @@ struct Exchange {
   std::string policy;
   std::vector<policy::Candidate> candidates;  // of the first decision
   std::uint32_t input_tokens = 0;             // 0: not tokenised
+  // The client streams without asking for usage: kvgate asks for it (to
+  // learn the engine's cached tokens) and strips the usage event.
+  bool strip_usage_event = false;
+  openai::ReportedUsage reported;  // the engine's usage numbers, when it sent them
   std::optional<std::uint32_t> predicted_cached_tokens;
   std::shared_ptr<obs::DecisionLog> decision_log;  // set when routed and the log is on
   int status = 0;

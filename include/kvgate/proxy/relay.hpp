@@ -71,6 +71,9 @@ class Relay {
   void prepare_client_header();
   http::awaitable<AttemptOutcome> relay_body();
   http::awaitable<void> end_interrupted_stream(const http::error_code& error);
+  // Reads usage from a piece of the response body; when kvgate added
+  // include_usage, replaces the piece with what the client gets.
+  void observe_piece(http::bhttp::buffer_body::value_type& piece);
 
   ClientSession& session_;
   Exchange& exchange_;
@@ -87,6 +90,9 @@ class Relay {
   std::array<char, kRelayBufferBytes> chunk_;  // not zeroed: only read after a read filled it
   bool event_stream_ = false;
   bool reusable_ = false;
+  openai::UsageScanner usage_;
+  openai::UsageEventStripper stripper_;
+  std::string stripped_;  // the piece as the client gets it, when stripping
 };
 
 }  // namespace kvgate::proxy

@@ -1,0 +1,57 @@
+#pragma once
+// Reading `usage` out of an engine's response as it streams through, without
+// parsing the body: in JSON text a key's quotes cannot be escaped, so
+// `"cached_tokens":` with real quotes can only be that key (inside a string
+// it would read `\"cached_tokens\":`). The last value seen wins (streams
+// with continuous usage report it in every chunk; the final one is the
+// total).
+//
+// And, for a stream whose usage kvgate asked for although the client did
+// not (stream_options.include_usage added to measure cache hits), removing
+// the usage-only event (empty "choices", a "usage" object) so the client
+// gets exactly the stream it asked for.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace kvgate::openai {
+
+struct ReportedUsage {
+  std::optional<std::uint32_t> prompt_tokens;
+  std::optional<std::uint32_t> completion_tokens;
+  std::optional<std::uint32_t> cached_tokens;  // prompt_tokens_details.cached_tokens
+};
+
+class UsageScanner {
+ public:
+  // Pieces in order; a key or number split between pieces is still found.
+  void feed(std::string_view piece);
+  // Call once at the end of the body.
+  void finish();
+  [[nodiscard]] const ReportedUsage& usage() const { return usage_; }
+
+ private:
+  // The last bytes of the previous pieces, so that a match across a piece
+  // boundary is seen; longer than any key plus a 10-digit number.
+  static constexpr std::size_t kCarryBytes = 64;
+  void scan(std::string_view text, bool at_end);
+
+  std::string carry_;
+  std::string junction_;  // reused buffer: carry + the start of the next piece
+  ReportedUsage usage_;
+};
+
+class UsageEventStripper {
+ public:
+  // Appends to `out` what the client gets of `piece`: whole server-sent
+  // events, minus usage-only ones; an incomplete event is held back.
+  void feed(std::string_view piece, std::string& out);
+  // The stream ended: whatever is held goes out as it is.
+  void finish(std::string& out);
+
+ private:
+  std::string pending_;
+};
+
+}  // namespace kvgate::openai

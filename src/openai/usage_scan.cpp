@@ -1,0 +1,109 @@
+#include "kvgate/openai/usage_scan.hpp"
+
+#include <array>
+#include <utility>
+
+namespace kvgate::openai {
+namespace {
+
+struct Key {
+  std::string_view text;
+  std::optional<std::uint32_t> ReportedUsage::*field;
+};
+
+constexpr std::array<Key, 3> kKeys{{{R"("prompt_tokens":)", &ReportedUsage::prompt_tokens},
+                                    {R"("completion_tokens":)", &ReportedUsage::completion_tokens},
+                                    {R"("cached_tokens":)", &ReportedUsage::cached_tokens}}};
+
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+
+}  // namespace
+
+// A match counts only when its number is complete: followed by a non-digit
+// within `text`, or the text is the end of the body. An incomplete one at
+// the end of a piece is found again in the next junction.
+void UsageScanner::scan(std::string_view text, bool at_end) {
+  for (const auto& key : kKeys) {
+    for (auto at = text.find(key.text); at != std::string_view::npos; at = text.find(key.text, at + 1)) {
+      auto position = at + key.text.size();
+      while (position < text.size() && text[position] == ' ') {
+        ++position;
+      }
+      std::uint64_t value = 0;
+      auto digits_start = position;
+      while (position < text.size() && is_digit(text[position]) && position - digits_start < 10) {
+        value = value * 10 + static_cast<std::uint64_t>(text[position] - '0');
+        ++position;
+      }
+      const bool complete = position < text.size() ? !is_digit(text[position]) : at_end;
+      if (position > digits_start && complete && value <= UINT32_MAX) {
+        usage_.*key.field = static_cast<std::uint32_t>(value);
+      }
+    }
+  }
+}
+
+void UsageScanner::feed(std::string_view piece) {
+  if (!carry_.empty()) {
+    junction_.assign(carry_);
+    junction_.append(piece.substr(0, kCarryBytes));
+    scan(junction_, false);
+  }
+  scan(piece, false);
+  if (piece.size() >= kCarryBytes) {
+    carry_.assign(piece.substr(piece.size() - kCarryBytes));
+  } else {
+    carry_.append(piece);
+    if (carry_.size() > kCarryBytes) {
+      carry_.erase(0, carry_.size() - kCarryBytes);
+    }
+  }
+}
+
+void UsageScanner::finish() {
+  scan(carry_, true);
+}
+
+namespace {
+
+// The end of the first event in `text` (just past its blank line), or npos.
+std::size_t event_end(std::string_view text) {
+  auto lf = text.find("\n\n");
+  auto crlf = text.find("\r\n\r\n");
+  if (lf == std::string_view::npos && crlf == std::string_view::npos) {
+    return std::string_view::npos;
+  }
+  if (crlf != std::string_view::npos && (lf == std::string_view::npos || crlf < lf)) {
+    return crlf + 4;
+  }
+  return lf + 2;
+}
+
+bool usage_only(std::string_view event) {
+  return event.find(R"("choices":[])") != std::string_view::npos &&
+         event.find(R"("usage":{)") != std::string_view::npos;
+}
+
+}  // namespace
+
+void UsageEventStripper::feed(std::string_view piece, std::string& out) {
+  pending_.append(piece);
+  std::string_view rest = pending_;
+  for (auto end = event_end(rest); end != std::string_view::npos; end = event_end(rest)) {
+    auto event = rest.substr(0, end);
+    if (!usage_only(event)) {
+      out.append(event);
+    }
+    rest.remove_prefix(end);
+  }
+  pending_.erase(0, pending_.size() - rest.size());
+}
+
+void UsageEventStripper::finish(std::string& out) {
+  out.append(pending_);
+  pending_.clear();
+}
+
+}  // namespace kvgate::openai
