@@ -4,12 +4,13 @@
 # upstream keepalive), in one run. The proxy under test gets one worker
 # thread pinned to CPU 1; the upstream and wrk share CPU 0, so (b) and (c)
 # have the same core budget. Prints a Markdown table with ratios.
-# Usage: bench/proxy/run.sh [SECONDS] [CONNECTIONS]
+# Usage: bench/proxy/run.sh [SECONDS] [CONNECTIONS] [POLICY]
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
 seconds=${1:-10}
 connections=${2:-32}
+policy=${3:-cache_aware}  # kvgate's routing policy
 
 bash scripts/setup.sh bench >/dev/null
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -40,7 +41,7 @@ admin_listen: "127.0.0.1:0"
 threads: 1
 access_log: false
 log_level: warn
-routing: {policy: least_load}
+routing: {policy: $policy}
 models:
   - name: test-model
     workers:

@@ -188,11 +188,17 @@ void Ingestion::assume(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot
     return;
   }
   Commands::Assume command{cache, slot, {blocks.begin(), blocks.end()}};
+  bool first = false;
   {
     std::lock_guard lock(commands_->mutex);
+    first = commands_->assumes.empty();
     commands_->assumes.push_back(std::move(command));
   }
-  wake();
+  // The thread takes the whole queue when it wakes: one wake-up (a syscall)
+  // per batch of inserts, not one per request.
+  if (first) {
+    wake();
+  }
 }
 
 }  // namespace kvgate::kv_events
