@@ -65,7 +65,8 @@ echo "kvgate: api http://$api  admin http://$admin  (3 kvgate-sim replicas with 
 system_prompt="You are the support assistant of a large online shop. Answer politely, cite the order number, \
 never invent tracking data, and keep every answer under one hundred words unless the customer asks for detail."
 export system_prompt
-send() {
+# The body of request n: session n % 12, turn n / 12.
+body_for() {
   # Separate statements: in one `local` line the arithmetic would be
   # expanded before n is assigned, making every request session 0, turn 0.
   local n=$1
@@ -81,12 +82,17 @@ send() {
     history+="{\"role\":\"user\",\"content\":\"Customer $session asks question $i about order $((1000 + session)).\"},"
     history+="{\"role\":\"assistant\",\"content\":\"answer $i\"},"
   done
-  local body="{\"model\":\"demo-model\",\"stream\":$stream,\"max_tokens\":16,\"messages\":[${history}{\"role\":\"user\",\"content\":\"next\"}]}"
+  echo "{\"model\":\"demo-model\",\"stream\":$stream,\"max_tokens\":16,\"messages\":[${history}{\"role\":\"user\",\"content\":\"next\"}]}"
+}
+send() {
+  local n=$1
+  local session=$((n % 12)) body
+  body=$(body_for "$n")
   curl -s -o /dev/null -w '%{http_code} %{time_starttransfer} %{time_total}\n' \
     -H "x-session-id: demo-$session" \
     -H 'content-type: application/json' -d "$body" "http://$api/v1/chat/completions"
 }
-export -f send
+export -f body_for send
 export api
 # Sums a vLLM counter over the replicas.
 replica_counter() {
@@ -146,7 +152,6 @@ echo
 echo "== prefix-cache hit rate, same workload, same replicas"
 cat "$work/summary.txt"
 echo
-echo "== a dry-run routing decision (POST /debug/route)"
-curl -s -H 'x-session-id: demo-1' -d '{"model":"demo-model","messages":[{"role":"user","content":"hi"}]}' \
-  "http://$admin/debug/route"
+echo "== a dry-run routing decision (POST /debug/route) for session 1's next turn"
+curl -s -H 'x-session-id: demo-1' -d "$(body_for $((requests + 1)))" "http://$admin/debug/route"
 echo
