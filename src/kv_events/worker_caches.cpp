@@ -24,7 +24,11 @@ Tier tier_of(const std::string& medium) {
 }
 
 WorkerCaches::Worker& WorkerCaches::worker(WorkerSlot slot) {
-  return workers_[slot];
+  auto& state = workers_[slot];
+  if (!state) {
+    state = std::make_unique<Worker>();
+  }
+  return *state;
 }
 
 ApplyStats WorkerCaches::apply(WorkerSlot slot, const EventBatch& batch, std::uint64_t now_ms) {
@@ -188,10 +192,14 @@ void WorkerCaches::unassume(WorkerSlot slot, Worker& state, BlockHash block) {
 // worker that is also the order of expiry. (When a worker's TTL changes, a
 // newer assumption may outlive its time until older ones expire.)
 void WorkerCaches::expire(std::uint64_t now_ms) {
-  for (auto& [slot, state] : workers_) {
+  for (std::size_t slot = 0; slot < workers_.size(); ++slot) {
+    if (!workers_[slot]) {
+      continue;
+    }
+    auto& state = *workers_[slot];
     while (!state.assumed_order.empty() &&
            state.assumed.find(state.assumed_order.front())->second.expires_ms <= now_ms) {
-      unassume(slot, state, state.assumed_order.front());
+      unassume(static_cast<WorkerSlot>(slot), state, state.assumed_order.front());
     }
   }
 }
@@ -213,17 +221,17 @@ void WorkerCaches::forget_confirmed(WorkerSlot slot) {
 
 void WorkerCaches::drop_worker(WorkerSlot slot) {
   index_.drop_worker(slot);
-  workers_.erase(slot);
+  workers_[slot].reset();
 }
 
 std::uint64_t WorkerCaches::engine_blocks(WorkerSlot slot) const {
-  auto found = workers_.find(slot);
-  return found == workers_.end() ? 0 : found->second.engine[0].size() + found->second.engine[1].size();
+  const auto& state = workers_[slot];
+  return state ? state->engine[0].size() + state->engine[1].size() : 0;
 }
 
 std::uint64_t WorkerCaches::assumed_blocks(WorkerSlot slot) const {
-  auto found = workers_.find(slot);
-  return found == workers_.end() ? 0 : found->second.assumed.size();
+  const auto& state = workers_[slot];
+  return state ? state->assumed.size() : 0;
 }
 
 }  // namespace kvgate::kv_events

@@ -18,8 +18,10 @@
 //
 // Pure and single-threaded (the index writer thread calls it); time comes
 // in as milliseconds on any monotonic clock.
+#include <array>
 #include <cstdint>
 #include <list>
+#include <memory>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -104,7 +106,7 @@ class WorkerCaches {
   index::PrefixIndex& index_;
   std::string model_;
   CacheLimits limits_;
-  std::unordered_map<WorkerSlot, Worker> workers_;
+  std::array<std::unique_ptr<Worker>, index::kMaxWorkers> workers_;  // by slot; null: nothing known
   std::vector<BlockHash> scratch_;
 };
 
