@@ -427,9 +427,15 @@ TEST(KvIndexUsage, PredictionsAreCheckedAgainstTheEnginesUsageWithoutChangingThe
   follow_up["stream_options"] = {{"include_usage", true}};
   EXPECT_TRUE(has_usage_event(stream_events(fleet.harness.api_port(), follow_up)));  // it asked
 
+  // The gateway counts a request once its last byte is written, which can be
+  // just after the client has read it.
+  const std::string three_exact = "kvgate_cache_predictions_total{outcome=\"exact\",worker=\"a\"} 3";
   auto metrics = get(fleet.harness.admin_port(), "/metrics").body;
-  EXPECT_NE(metrics.find("kvgate_cache_predictions_total{outcome=\"exact\",worker=\"a\"} 3"), std::string::npos)
-      << metrics;
+  for (int attempt = 0; attempt < 100 && metrics.find(three_exact) == std::string::npos; ++attempt) {
+    std::this_thread::sleep_for(20ms);  // polling a remote process's counters
+    metrics = get(fleet.harness.admin_port(), "/metrics").body;
+  }
+  EXPECT_NE(metrics.find(three_exact), std::string::npos) << metrics;
   EXPECT_EQ(metrics.find("outcome=\"over\""), std::string::npos);
   EXPECT_EQ(metrics.find("outcome=\"under\""), std::string::npos);
 
