@@ -8,7 +8,7 @@ build_packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates curl
   libboost1.81-dev nlohmann-json3-dev libspdlog-dev prometheus-cpp-dev
   libxxhash-dev libyaml-cpp-dev libzmq3-dev cppzmq-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libutf8proc-dev zlib1g-dev
 )
 # Tests: clang for the libFuzzer targets and the format check, promtool to
 # validate /metrics, curl for scripts.
@@ -54,6 +54,8 @@ fi
 
 if [[ "${1:-build}" != build ]]; then
   top=$(cd "$(dirname "$0")/.." && pwd)
+  # Real model tokenizers for the tokenizer goldens and benchmarks.
+  bash "$top/scripts/fetch_tokenizers.sh"
   if [[ ! -d "$top/tests/node/node_modules/openai" ]]; then
     echo "setup: installing the pinned npm packages for tests/node"
     (cd "$top/tests/node" && npm ci --no-audit --no-fund --loglevel=error)

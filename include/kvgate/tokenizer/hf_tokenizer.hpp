@@ -1,0 +1,88 @@
+#pragma once
+// A Hugging Face tokenizer (tokenizer.json + tokenizer_config.json), encoding
+// text to the same ids as the engines' `tokenizers` library: added-token
+// splitting with lstrip/rstrip, normalizer, pre-tokenizer, BPE (byte-level or
+// with byte fallback), post-processor. Loading throws (start-up only);
+// encoding returns errors as values and is safe from many threads at once,
+// each with its own EncodeWorkspace.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "kvgate/core/result.hpp"
+#include "kvgate/prefix/block_hash.hpp"
+
+namespace kvgate::tokenizer {
+
+using prefix::TokenId;
+
+class TokenizerLoadError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct AddedToken {
+  std::string content;
+  TokenId id = 0;
+  bool special = false;
+  bool lstrip = false;      // whitespace before it is dropped
+  bool rstrip = false;      // whitespace after it is dropped
+  bool normalized = false;  // matched after normalisation rather than before
+};
+
+// Per-thread reusable state: regex match data, BPE buffers, the word cache.
+class EncodeWorkspace {
+ public:
+  EncodeWorkspace();
+  ~EncodeWorkspace();
+  EncodeWorkspace(const EncodeWorkspace&) = delete;
+  EncodeWorkspace& operator=(const EncodeWorkspace&) = delete;
+
+  [[nodiscard]] std::uint64_t word_cache_hits() const;
+  [[nodiscard]] std::uint64_t word_cache_misses() const;
+
+  struct State;
+  State& state() { return *state_; }
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+struct DecodeOptions {
+  bool skip_special_tokens = false;
+};
+
+class Tokenizer {
+ public:
+  // Reads DIR/tokenizer.json and DIR/tokenizer_config.json (the latter may
+  // be absent).
+  static Tokenizer load_folder(const std::string& folder);
+  static Tokenizer load(std::string_view tokenizer_json, std::string_view tokenizer_config_json);
+
+  // Appends the ids of `text` to `ids`. Fails only on invalid UTF-8.
+  Result<bool, std::string> encode(std::string_view text, bool add_special_tokens, EncodeWorkspace& workspace,
+                                   std::vector<TokenId>& ids) const;
+  [[nodiscard]] std::string decode(std::span<const TokenId> ids, DecodeOptions options = {}) const;
+
+  [[nodiscard]] std::optional<TokenId> token_to_id(std::string_view token) const;
+  [[nodiscard]] const std::vector<AddedToken>& added_tokens() const;
+  // tokenizer_config.json as loaded (chat_template, bos_token, eos_token, ...).
+  [[nodiscard]] const nlohmann::json& config() const;
+  [[nodiscard]] std::size_t vocabulary_size() const;
+  [[nodiscard]] std::size_t memory_bytes() const;
+
+  struct Impl;
+
+ private:
+  explicit Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<const Impl> impl_;  // immutable; copies share it
+};
+
+}  // namespace kvgate::tokenizer

@@ -1,0 +1,39 @@
+#pragma once
+// Finds added tokens (special tokens such as <|im_start|>) in text. At each
+// position the longest token starting there wins; text between tokens is
+// returned as plain sections. Mirrors the reference tokenizer's dictionary
+// splitter: a byte trie with a direct first-byte table so plain text costs
+// one array read per byte.
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace kvgate::tokenizer {
+
+struct Section {
+  std::string_view text;
+  int token = -1;  // index into the splitter's tokens, -1 for plain text
+};
+
+class AddedTokenSplitter {
+ public:
+  void add(std::string_view content, int token);
+  [[nodiscard]] bool empty() const { return nodes_.size() <= 1; }
+  // Appends the sections of `text` to `out`.
+  void split(std::string_view text, std::vector<Section>& out) const;
+
+ private:
+  struct Node {
+    int token = -1;  // token ending here
+  };
+  [[nodiscard]] int child(int node, unsigned char byte) const;
+
+  std::vector<Node> nodes_{Node{}};
+  std::array<int, 256> root_children_{};             // 0 = none (the root is never a child)
+  std::unordered_map<std::uint64_t, int> children_;  // (node << 8 | byte) -> node, below the root
+};
+
+}  // namespace kvgate::tokenizer

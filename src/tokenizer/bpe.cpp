@@ -1,0 +1,276 @@
+#include "bpe.hpp"
+
+#include <algorithm>
+#include <array>
+#include <queue>
+
+#include "kvgate/tokenizer/utf8.hpp"
+
+namespace kvgate::tokenizer {
+
+namespace {
+
+// GPT-2's table: bytes that are printable Latin-1 map to themselves, the
+// others, in byte order, to U+0100, U+0101, ...
+struct ByteTable {
+  std::array<char32_t, 256> to_unicode{};
+  std::array<int, 324> to_byte{};
+  ByteTable() {
+    to_byte.fill(-1);
+    char32_t next = 256;
+    for (int byte = 0; byte < 256; ++byte) {
+      bool printable = (byte >= '!' && byte <= '~') || (byte >= 0xA1 && byte <= 0xAC) || (byte >= 0xAE && byte <= 0xFF);
+      to_unicode[byte] = printable ? static_cast<char32_t>(byte) : next++;
+      to_byte[to_unicode[byte]] = byte;
+    }
+  }
+};
+
+const ByteTable& byte_table() {
+  static const ByteTable table;
+  return table;
+}
+
+// Words longer than this merge with a priority queue; shorter ones with a
+// linear scan, which is faster for the few symbols most words have.
+constexpr std::size_t kLinearMergeLimit = 48;
+// Longer words are not memoised (as in the reference implementation).
+constexpr std::size_t kCacheableLength = 256;
+
+}  // namespace
+
+char32_t byte_to_unicode(std::uint8_t byte) {
+  return byte_table().to_unicode[byte];
+}
+
+int unicode_to_byte(char32_t code_point) {
+  return code_point < byte_table().to_byte.size() ? byte_table().to_byte[code_point] : -1;
+}
+
+std::optional<std::string> byte_level_to_raw(std::string_view token) {
+  std::string raw;
+  raw.reserve(token.size());
+  std::size_t position = 0;
+  while (position < token.size()) {
+    int byte = unicode_to_byte(next_code_point(token, position));
+    if (byte < 0) return std::nullopt;
+    raw.push_back(static_cast<char>(byte));
+  }
+  return raw;
+}
+
+BpeModel::BpeModel(const std::vector<std::pair<std::string, TokenId>>& vocabulary,
+                   const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options)
+    : options_(options) {
+  vocabulary_.reserve(vocabulary.size() + 1024);
+  for (const auto& [token, id] : vocabulary) {
+    if (!options_.byte_level) {
+      vocabulary_.insert(token, id);
+    } else if (auto raw = byte_level_to_raw(token)) {
+      vocabulary_.insert(*raw, id);
+    }
+  }
+  merges_.reserve(merges.size());
+  std::uint32_t rank = 0;
+  std::string joined;
+  for (const auto& [left, right] : merges) {
+    std::uint32_t this_rank = rank++;
+    std::optional<std::string> left_raw = left;
+    std::optional<std::string> right_raw = right;
+    if (options_.byte_level) {
+      left_raw = byte_level_to_raw(left);
+      right_raw = byte_level_to_raw(right);
+      if (!left_raw || !right_raw) continue;
+    }
+    TokenId left_id = vocabulary_.find(*left_raw);
+    TokenId right_id = vocabulary_.find(*right_raw);
+    joined = *left_raw + *right_raw;
+    TokenId merged = vocabulary_.find(joined);
+    if (left_id == kNoToken || right_id == kNoToken || merged == kNoToken) continue;
+    merges_.insert(left_id, right_id, Merge{this_rank, merged});
+    ++merge_count_;
+  }
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  for (int byte = 0; byte < 256; ++byte) {
+    if (options_.byte_level) {
+      byte_tokens_[byte] = vocabulary_.find(std::string(1, static_cast<char>(byte)));
+    } else {
+      std::string name = "<0x";
+      name += kHex[byte >> 4];
+      name += kHex[byte & 15];
+      name += '>';
+      byte_tokens_[byte] = vocabulary_.find(name);
+    }
+  }
+}
+
+void BpeModel::initial_symbols(std::string_view word, std::vector<Symbol>& symbols) const {
+  symbols.clear();
+  std::size_t position = 0;
+  while (position < word.size()) {
+    std::size_t length = options_.byte_level ? 1 : utf8_sequence_length(static_cast<unsigned char>(word[position]));
+    length = std::min(length, word.size() - position);
+    TokenId id = options_.byte_level ? byte_tokens_[static_cast<unsigned char>(word[position])]
+                                     : vocabulary_.find(word.substr(position, length));
+    auto index = static_cast<std::int32_t>(symbols.size());
+    symbols.push_back(
+        Symbol{id, static_cast<std::uint32_t>(position), static_cast<std::uint32_t>(length), index - 1, index + 1});
+    position += length;
+  }
+  if (!symbols.empty()) symbols.back().next = -1;
+}
+
+void BpeModel::merge_small(std::vector<Symbol>& symbols, std::vector<Merge>& pairs) const {
+  auto rank_of = [&](std::size_t left) {
+    const Symbol& a = symbols[left];
+    const Symbol& b = symbols[left + 1];
+    if (a.id == kNoToken || b.id == kNoToken) return Merge{};
+    return merges_.find(a.id, b.id);
+  };
+  pairs.clear();
+  for (std::size_t left = 0; left + 1 < symbols.size(); ++left) pairs.push_back(rank_of(left));
+  while (!pairs.empty()) {
+    std::size_t best = 0;
+    for (std::size_t index = 1; index < pairs.size(); ++index) {
+      if (pairs[index].rank < pairs[best].rank) best = index;  // strict: the leftmost of equal ranks wins
+    }
+    if (pairs[best].merged == kNoToken) return;
+    symbols[best].id = pairs[best].merged;
+    symbols[best].length += symbols[best + 1].length;
+    symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+    pairs.erase(pairs.begin() + static_cast<std::ptrdiff_t>(best));
+    if (best > 0) pairs[best - 1] = rank_of(best - 1);
+    if (best < pairs.size()) pairs[best] = rank_of(best);
+  }
+}
+
+// Hugging Face tokenizers' word merge: a queue ordered by (rank, position);
+// entries made stale by earlier merges are recognised and skipped when popped.
+void BpeModel::merge_large(std::vector<Symbol>& symbols) const {
+  struct Candidate {
+    std::uint32_t rank;
+    std::int32_t position;
+    TokenId merged;
+    bool operator>(const Candidate& other) const {
+      return rank != other.rank ? rank > other.rank : position > other.position;
+    }
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
+  auto consider = [&](std::int32_t left) {
+    const Symbol& a = symbols[static_cast<std::size_t>(left)];
+    if (a.next < 0) return;
+    const Symbol& b = symbols[static_cast<std::size_t>(a.next)];
+    if (a.id == kNoToken || b.id == kNoToken) return;
+    Merge merge = merges_.find(a.id, b.id);
+    if (merge.merged != kNoToken) queue.push(Candidate{merge.rank, left, merge.merged});
+  };
+  for (std::size_t index = 0; index + 1 < symbols.size(); ++index) consider(static_cast<std::int32_t>(index));
+  while (!queue.empty()) {
+    Candidate top = queue.top();
+    queue.pop();
+    Symbol& left = symbols[static_cast<std::size_t>(top.position)];
+    if (left.length == 0 || left.next < 0) continue;
+    Symbol& right = symbols[static_cast<std::size_t>(left.next)];
+    if (left.id == kNoToken || right.id == kNoToken || merges_.find(left.id, right.id).merged != top.merged) continue;
+    left.id = top.merged;
+    left.length += right.length;
+    right.length = 0;
+    left.next = right.next;
+    if (right.next >= 0) symbols[static_cast<std::size_t>(right.next)].previous = top.position;
+    if (left.previous >= 0) consider(left.previous);
+    consider(top.position);
+  }
+  std::erase_if(symbols, [](const Symbol& symbol) { return symbol.length == 0; });
+}
+
+void BpeModel::emit(std::string_view word, const std::vector<Symbol>& symbols, std::vector<TokenId>& out) const {
+  for (const Symbol& symbol : symbols) {
+    if (symbol.id != kNoToken) {
+      out.push_back(symbol.id);
+      continue;
+    }
+    bool emitted = false;
+    if (options_.byte_fallback) {
+      std::string_view bytes = word.substr(symbol.begin, symbol.length);
+      emitted = std::all_of(bytes.begin(), bytes.end(),
+                            [&](char byte) { return byte_tokens_[static_cast<unsigned char>(byte)] != kNoToken; });
+      if (emitted) {
+        for (char byte : bytes) out.push_back(byte_tokens_[static_cast<unsigned char>(byte)]);
+      }
+    }
+    if (!emitted && options_.unknown != kNoToken) out.push_back(options_.unknown);
+  }
+}
+
+void BpeModel::encode_word(std::string_view word, std::vector<TokenId>& out, BpeScratch& scratch) const {
+  if (word.empty()) return;
+  if (options_.ignore_merges) {
+    if (TokenId whole = vocabulary_.find(word); whole != kNoToken) {
+      out.push_back(whole);
+      return;
+    }
+  }
+  bool cacheable = word.size() < kCacheableLength;
+  std::uint64_t hash = 0;
+  if (cacheable) {
+    hash = hash_bytes(word);
+    std::size_t count = 0;
+    if (const TokenId* cached = scratch.cache.find(word, hash, count)) {
+      scratch.cache.count_hit();
+      out.insert(out.end(), cached, cached + count);
+      return;
+    }
+    scratch.cache.count_miss();
+  }
+  initial_symbols(word, scratch.symbols);
+  if (scratch.symbols.size() <= kLinearMergeLimit) {
+    merge_small(scratch.symbols, scratch.pairs);
+  } else {
+    merge_large(scratch.symbols);
+  }
+  std::size_t first = out.size();
+  emit(word, scratch.symbols, out);
+  if (cacheable) scratch.cache.insert(word, hash, out.data() + first, out.size() - first);
+}
+
+WordCache::WordCache(std::size_t slots) : slots_(std::bit_ceil(std::max<std::size_t>(slots, 16))) {}
+
+const TokenId* WordCache::find(std::string_view word, std::uint64_t hash, std::size_t& count) const {
+  std::size_t mask = slots_.size() - 1;
+  for (std::size_t index = hash & mask;; index = (index + 1) & mask) {
+    const Slot& slot = slots_[index];
+    if (!slot.used) return nullptr;
+    if (slot.hash == hash && std::string_view(words_).substr(slot.word_offset, slot.word_length) == word) {
+      count = slot.ids_count;
+      return ids_.data() + slot.ids_offset;
+    }
+  }
+}
+
+void WordCache::insert(std::string_view word, std::uint64_t hash, const TokenId* ids, std::size_t count) {
+  if ((used_ + 1) * 2 > slots_.size() || words_.size() + word.size() > UINT32_MAX / 2) clear();
+  std::size_t mask = slots_.size() - 1;
+  for (std::size_t index = hash & mask;; index = (index + 1) & mask) {
+    Slot& slot = slots_[index];
+    if (slot.used) continue;
+    slot = Slot{hash,
+                static_cast<std::uint32_t>(words_.size()),
+                static_cast<std::uint32_t>(word.size()),
+                static_cast<std::uint32_t>(ids_.size()),
+                static_cast<std::uint32_t>(count),
+                true};
+    words_.append(word);
+    ids_.insert(ids_.end(), ids, ids + count);
+    ++used_;
+    return;
+  }
+}
+
+void WordCache::clear() {
+  std::fill(slots_.begin(), slots_.end(), Slot{});
+  words_.clear();
+  ids_.clear();
+  used_ = 0;
+}
+
+}  // namespace kvgate::tokenizer

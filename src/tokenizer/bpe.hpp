@@ -1,0 +1,120 @@
+#pragma once
+// The BPE model: a word's symbols are merged pair by pair, lowest merge rank
+// first and leftmost among equals, until no listed pair remains (Hugging
+// Face tokenizers' BPE without dropout). Then ids are looked up, with byte
+// fallback (<0xXX> tokens) or the unknown token for symbols outside the
+// vocabulary.
+//
+// Byte-level vocabularies (GPT-2 style) are stored in raw bytes: every token
+// string is mapped back through GPT-2's byte<->character table at load, so a
+// word's initial symbols are its bytes and nothing is mapped per request.
+// Other vocabularies start from the word's code points.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "flat_tables.hpp"
+
+namespace kvgate::tokenizer {
+
+struct BpeOptions {
+  bool byte_level = false;
+  bool byte_fallback = false;
+  bool ignore_merges = false;  // a word that is itself a token is emitted whole
+  TokenId unknown = kNoToken;
+};
+
+class WordCache;
+struct BpeScratch;
+
+class BpeModel {
+ public:
+  // `vocabulary` and `merges` in the file's alphabet (byte-level ones are
+  // converted here). Merges naming tokens outside the vocabulary are skipped.
+  BpeModel(const std::vector<std::pair<std::string, TokenId>>& vocabulary,
+           const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options);
+
+  // Appends the ids of `word` (model alphabet: raw bytes for byte-level).
+  void encode_word(std::string_view word, std::vector<TokenId>& out, BpeScratch& scratch) const;
+
+  // Raw-alphabet lookup of a whole token (kNoToken when absent).
+  [[nodiscard]] TokenId find(std::string_view token) const { return vocabulary_.find(token); }
+  void add_token(std::string_view token, TokenId id) { vocabulary_.insert(token, id); }
+  [[nodiscard]] const BpeOptions& options() const { return options_; }
+  [[nodiscard]] std::size_t memory_bytes() const { return vocabulary_.memory_bytes() + merges_.memory_bytes(); }
+  [[nodiscard]] std::size_t merge_count() const { return merge_count_; }
+
+ private:
+  using Symbol = struct BpeSymbol;
+  void initial_symbols(std::string_view word, std::vector<Symbol>& symbols) const;
+  void merge_small(std::vector<Symbol>& symbols, std::vector<Merge>& pairs) const;
+  void merge_large(std::vector<Symbol>& symbols) const;
+  void emit(std::string_view word, const std::vector<Symbol>& symbols, std::vector<TokenId>& out) const;
+
+  StringTable vocabulary_;
+  PairTable merges_;
+  std::size_t merge_count_ = 0;
+  BpeOptions options_;
+  TokenId byte_tokens_[256];  // byte-level: each byte's token; else the <0xXX> fallback tokens
+};
+
+// GPT-2's reversible byte <-> character table (printable bytes map to
+// themselves, the rest to U+0100 onwards).
+char32_t byte_to_unicode(std::uint8_t byte);
+// -1 when `code_point` is not in the table.
+int unicode_to_byte(char32_t code_point);
+// A byte-level token string back to raw bytes; nullopt if it has a character
+// outside the table.
+std::optional<std::string> byte_level_to_raw(std::string_view token);
+
+// Per-thread memo of encoded words (most words repeat). Bounded: when full
+// it starts again empty, which keeps the hot path free of eviction work.
+class WordCache {
+ public:
+  explicit WordCache(std::size_t slots = 1 << 16);
+  // nullptr when absent; `count` receives the number of ids.
+  const TokenId* find(std::string_view word, std::uint64_t hash, std::size_t& count) const;
+  void insert(std::string_view word, std::uint64_t hash, const TokenId* ids, std::size_t count);
+  [[nodiscard]] std::uint64_t hits() const { return hits_; }
+  [[nodiscard]] std::uint64_t misses() const { return misses_; }
+  void count_hit() { ++hits_; }
+  void count_miss() { ++misses_; }
+
+ private:
+  struct Slot {
+    std::uint64_t hash = 0;
+    std::uint32_t word_offset = 0;
+    std::uint32_t word_length = 0;
+    std::uint32_t ids_offset = 0;
+    std::uint32_t ids_count = 0;
+    bool used = false;
+  };
+  void clear();
+
+  std::vector<Slot> slots_;
+  std::string words_;
+  std::vector<TokenId> ids_;
+  std::size_t used_ = 0;
+  std::uint64_t hits_ = 0;
+  std::uint64_t misses_ = 0;
+};
+
+struct BpeSymbol {
+  TokenId id;
+  std::uint32_t begin;   // byte offset in the word
+  std::uint32_t length;  // bytes; 0 once merged into its left neighbour
+  std::int32_t previous;
+  std::int32_t next;
+};
+
+// Reused buffers of one encoding thread.
+struct BpeScratch {
+  std::vector<BpeSymbol> symbols;
+  std::vector<Merge> pairs;
+  WordCache cache;
+};
+
+}  // namespace kvgate::tokenizer

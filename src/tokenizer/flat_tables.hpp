@@ -1,0 +1,142 @@
+#pragma once
+// Open-addressing tables for the tokenizer's read-only lookups, built once at
+// load and probed on every word: string -> id (vocabulary) and id pair ->
+// (rank, id) (merges). Flat arrays, linear probing, no per-entry allocation;
+// load factor at most 1/2.
+#include <xxhash.h>
+
+#include <bit>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvgate/prefix/block_hash.hpp"
+
+namespace kvgate::tokenizer {
+
+using prefix::TokenId;
+inline constexpr TokenId kNoToken = UINT32_MAX;
+
+inline std::uint64_t hash_bytes(std::string_view bytes) {
+  return XXH3_64bits(bytes.data(), bytes.size());
+}
+
+class StringTable {
+ public:
+  void reserve(std::size_t entries) {
+    std::size_t capacity = std::bit_ceil(entries * 2 + 16);
+    slots_.assign(capacity, Slot{});
+    mask_ = capacity - 1;
+  }
+  // Later inserts of the same key replace the id.
+  void insert(std::string_view key, TokenId id) {
+    if ((size_ + 1) * 2 > slots_.size()) grow();
+    place(key, hash_bytes(key), id);
+  }
+  [[nodiscard]] TokenId find(std::string_view key) const { return find(key, hash_bytes(key)); }
+  [[nodiscard]] TokenId find(std::string_view key, std::uint64_t hash) const {
+    if (slots_.empty()) return kNoToken;
+    for (std::size_t index = hash & mask_;; index = (index + 1) & mask_) {
+      const Slot& slot = slots_[index];
+      if (slot.id == kNoToken) return kNoToken;
+      if (slot.hash == hash && key_of(slot) == key) return slot.id;
+    }
+  }
+  [[nodiscard]] std::size_t size() const { return size_; }
+  [[nodiscard]] std::size_t memory_bytes() const { return slots_.capacity() * sizeof(Slot) + keys_.capacity(); }
+
+ private:
+  struct Slot {
+    std::uint64_t hash = 0;
+    std::uint32_t offset = 0;
+    std::uint32_t length = 0;
+    TokenId id = kNoToken;
+  };
+  [[nodiscard]] std::string_view key_of(const Slot& slot) const {
+    return std::string_view(keys_).substr(slot.offset, slot.length);
+  }
+  void place(std::string_view key, std::uint64_t hash, TokenId id) {
+    for (std::size_t index = hash & mask_;; index = (index + 1) & mask_) {
+      Slot& slot = slots_[index];
+      if (slot.id == kNoToken) {
+        slot = Slot{hash, static_cast<std::uint32_t>(keys_.size()), static_cast<std::uint32_t>(key.size()), id};
+        keys_.append(key);
+        ++size_;
+        return;
+      }
+      if (slot.hash == hash && key_of(slot) == key) {
+        slot.id = id;
+        return;
+      }
+    }
+  }
+  void grow() {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(std::max<std::size_t>(old.size() * 2, 32), Slot{});
+    mask_ = slots_.size() - 1;
+    for (const Slot& slot : old) {
+      if (slot.id == kNoToken) continue;
+      for (std::size_t index = slot.hash & mask_;; index = (index + 1) & mask_) {
+        if (slots_[index].id == kNoToken) {
+          slots_[index] = slot;
+          break;
+        }
+      }
+    }
+  }
+
+  std::vector<Slot> slots_;
+  std::string keys_;
+  std::size_t mask_ = 0;
+  std::size_t size_ = 0;
+};
+
+struct Merge {
+  std::uint32_t rank = UINT32_MAX;  // position in the merges list; lower merges first
+  TokenId merged = kNoToken;
+};
+
+class PairTable {
+ public:
+  void reserve(std::size_t entries) {
+    std::size_t capacity = std::bit_ceil(entries * 2 + 16);
+    slots_.assign(capacity, Slot{});
+    mask_ = capacity - 1;
+  }
+  // A pair listed twice keeps its last rank, as both reference
+  // implementations do (their maps are filled in file order).
+  void insert(TokenId left, TokenId right, Merge merge) {
+    std::uint64_t key = pack(left, right);
+    for (std::size_t index = mix(key) & mask_;; index = (index + 1) & mask_) {
+      Slot& slot = slots_[index];
+      if (slot.merge.merged == kNoToken || slot.key == key) {
+        slot = Slot{key, merge};
+        return;
+      }
+    }
+  }
+  [[nodiscard]] Merge find(TokenId left, TokenId right) const {
+    std::uint64_t key = pack(left, right);
+    for (std::size_t index = mix(key) & mask_;; index = (index + 1) & mask_) {
+      const Slot& slot = slots_[index];
+      if (slot.merge.merged == kNoToken) return {};
+      if (slot.key == key) return slot.merge;
+    }
+  }
+  [[nodiscard]] std::size_t memory_bytes() const { return slots_.capacity() * sizeof(Slot); }
+
+ private:
+  struct Slot {
+    std::uint64_t key = 0;
+    Merge merge;
+  };
+  static std::uint64_t pack(TokenId left, TokenId right) { return (std::uint64_t{left} << 32) | right; }
+  // Fibonacci hashing spreads the packed ids' low bits.
+  static std::uint64_t mix(std::uint64_t key) { return (key * 0x9E3779B97F4A7C15ULL) >> 20; }
+
+  std::vector<Slot> slots_;
+  std::size_t mask_ = 0;
+};
+
+}  // namespace kvgate::tokenizer

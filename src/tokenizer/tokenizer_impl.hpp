@@ -1,0 +1,55 @@
+#pragma once
+// The parts of a loaded tokenizer, shared by its loader and its encoder.
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "added_tokens.hpp"
+#include "bpe.hpp"
+#include "decoder.hpp"
+#include "kvgate/tokenizer/hf_tokenizer.hpp"
+#include "normalizer.hpp"
+#include "pre_tokenizer.hpp"
+#include "regex.hpp"
+
+namespace kvgate::tokenizer {
+
+struct EncodeWorkspace::State {
+  MatchScratch match;
+  BpeScratch bpe;
+  std::vector<Section> sections;
+  std::vector<Section> subsections;
+  std::string normalized;
+};
+
+struct Tokenizer::Impl {
+  std::unique_ptr<Normalizer> normalizer;
+  std::unique_ptr<PreTokenizer> pre_tokenizer;
+  std::unique_ptr<BpeModel> model;
+  std::unique_ptr<Decoder> decoder;
+  bool fuse_unknown = false;
+
+  std::vector<AddedToken> added;
+  std::unordered_map<std::string, int> added_by_content;  // raw and normalised contents -> index in `added`
+  AddedTokenSplitter unnormalized_splitter;
+  AddedTokenSplitter normalized_splitter;
+
+  // add_special_tokens: ids around a single sequence (post-processor).
+  std::vector<TokenId> prefix_ids;
+  std::vector<TokenId> suffix_ids;
+
+  std::vector<std::string> id_to_token;  // the file's alphabet, for decoding
+  std::unordered_set<std::string> special_contents;
+  std::string unknown_token;
+  nlohmann::json config;
+  std::size_t vocabulary_size = 0;
+};
+
+// Builds everything but the model's tables from the parsed file; in loader.cpp.
+std::shared_ptr<Tokenizer::Impl> build_tokenizer(std::string_view tokenizer_json, std::string_view config_json);
+
+}  // namespace kvgate::tokenizer
