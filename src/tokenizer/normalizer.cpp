@@ -3,6 +3,7 @@
 #include <utf8proc.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -19,11 +20,59 @@ bool is_ascii(const std::string& text) {
   return std::all_of(text.begin(), text.end(), [](char symbol) { return static_cast<unsigned char>(symbol) < 0x80; });
 }
 
+// Code points after which NFC may change the text: combining marks
+// (canonical combining class > 0), characters NFC replaces (composition
+// exclusions, singletons), and characters that compose with the one before
+// them. Text without any of them is already NFC, which is almost all text,
+// so the normaliser proper runs only when one appears. Derived once from
+// utf8proc's own tables so the two never disagree.
+class NfcUnsafe {
+ public:
+  NfcUnsafe() : bits_((0x110000 + 63) / 64) {
+    for (utf8proc_int32_t code_point = 0x300; code_point < 0x110000; ++code_point) {
+      const utf8proc_property_t* property = utf8proc_get_property(code_point);
+      if (property->combining_class != 0 || property->comp_exclusion) mark(code_point);
+      if (property->decomp_seqindex == UINT16_MAX || property->decomp_type != 0) continue;
+      utf8proc_int32_t parts[8];
+      int last_boundclass = 0;
+      auto count = utf8proc_decompose_char(code_point, parts, 8, UTF8PROC_DECOMPOSE, &last_boundclass);
+      if (count <= 1) mark(code_point);  // a singleton decomposition: NFC replaces it
+      for (utf8proc_ssize_t index = 1; index < count; ++index) mark(parts[index]);
+    }
+    for (utf8proc_int32_t code_point = 0x1161; code_point <= 0x1175; ++code_point) mark(code_point);  // Hangul V
+    for (utf8proc_int32_t code_point = 0x11A8; code_point <= 0x11C2; ++code_point) mark(code_point);  // Hangul T
+  }
+  [[nodiscard]] bool contains(char32_t code_point) const {
+    return code_point < 0x110000 && ((bits_[code_point >> 6] >> (code_point & 63)) & 1) != 0;
+  }
+
+ private:
+  void mark(utf8proc_int32_t code_point) {
+    if (code_point >= 0 && code_point < 0x110000)
+      bits_[static_cast<std::size_t>(code_point) >> 6] |= 1ULL << (code_point & 63);
+  }
+  std::vector<std::uint64_t> bits_;
+};
+
+bool may_change_under_nfc(const std::string& text) {
+  static const NfcUnsafe unsafe;  // immutable after construction (thread-safe static init)
+  std::size_t position = 0;
+  while (position < text.size()) {
+    if (static_cast<unsigned char>(text[position]) < 0x80) {
+      ++position;
+      continue;
+    }
+    if (unsafe.contains(next_code_point(text, position))) return true;
+  }
+  return false;
+}
+
 class UnicodeForm final : public Normalizer {
  public:
   explicit UnicodeForm(int options) : options_(options) {}
   void normalize(std::string& text) const override {
     if (is_ascii(text)) return;  // every normalization form leaves ASCII alone
+    if (options_ == (UTF8PROC_STABLE | UTF8PROC_COMPOSE) && !may_change_under_nfc(text)) return;
     utf8proc_uint8_t* result = nullptr;
     auto length =
         utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()), static_cast<utf8proc_ssize_t>(text.size()),

@@ -1,0 +1,135 @@
+// Tokenizer throughput and load cost on a real tokenizer (Qwen3 by default;
+// KVGATE_BENCH_TOKENIZER=<family> picks another from .cache/tokenizers).
+// Texts are the corpus documents of one kind (prose, code), so the numbers
+// compare directly with bench/tokenizer/reference.mjs on the same bytes;
+// bench/tokenizer/run.sh runs both and prints the ratio.
+#include <benchmark/benchmark.h>
+#include <zlib.h>
+
+#include <unistd.h>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "kvgate/tokenizer/hf_tokenizer.hpp"
+
+namespace {
+
+using kvgate::tokenizer::EncodeWorkspace;
+using kvgate::tokenizer::TokenId;
+using kvgate::tokenizer::Tokenizer;
+
+std::string family() {
+  const char* chosen = std::getenv("KVGATE_BENCH_TOKENIZER");
+  return chosen ? chosen : "qwen3";
+}
+
+std::string tokenizer_folder() {
+  return std::string(KVGATE_TOKENIZERS_DIR) + "/" + family();
+}
+
+std::vector<std::string> corpus_documents(const std::string& kind) {
+  gzFile file = gzopen(KVGATE_GOLDEN_DIR "/corpus.jsonl.gz", "rb");
+  if (file == nullptr) std::abort();
+  std::string text;
+  char buffer[1 << 16];
+  for (int read = 0; (read = gzread(file, buffer, sizeof buffer)) > 0;)
+    text.append(buffer, static_cast<std::size_t>(read));
+  gzclose(file);
+  std::vector<std::string> documents;
+  std::size_t start = 0;
+  for (std::size_t end; (end = text.find('\n', start)) != std::string::npos; start = end + 1) {
+    auto line = nlohmann::json::parse(text.substr(start, end - start));
+    if (line["kind"] == kind) documents.push_back(line["text"].get<std::string>());
+  }
+  return documents;
+}
+
+const Tokenizer& shared_tokenizer() {
+  static const Tokenizer tokenizer = Tokenizer::load_folder(tokenizer_folder());
+  return tokenizer;
+}
+
+// A gateway thread keeps its workspace, so the steady state has a warm word
+// cache; `fresh_workspace` measures the first request of a new thread.
+void encode(benchmark::State& state, const std::string& kind, bool fresh_workspace) {
+  const Tokenizer& tokenizer = shared_tokenizer();
+  auto documents = corpus_documents(kind);
+  std::size_t bytes = 0;
+  for (const auto& document : documents) bytes += document.size();
+  auto workspace = std::make_unique<EncodeWorkspace>();
+  std::vector<TokenId> ids;
+  std::size_t tokens = 0;
+  for (auto _ : state) {
+    if (fresh_workspace) {
+      state.PauseTiming();
+      workspace = std::make_unique<EncodeWorkspace>();
+      state.ResumeTiming();
+    }
+    tokens = 0;
+    for (const auto& document : documents) {
+      ids.clear();
+      if (!tokenizer.encode(document, false, *workspace, ids)) std::abort();
+      tokens += ids.size();
+    }
+    benchmark::DoNotOptimize(ids.data());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes));
+  state.counters["corpus_bytes"] = static_cast<double>(bytes);
+  state.counters["tokens"] = static_cast<double>(tokens);
+}
+
+void encode_prose(benchmark::State& state) {
+  encode(state, "prose", false);
+}
+void encode_code(benchmark::State& state) {
+  encode(state, "code", false);
+}
+void encode_prose_cold(benchmark::State& state) {
+  encode(state, "prose", true);
+}
+void encode_code_cold(benchmark::State& state) {
+  encode(state, "code", true);
+}
+BENCHMARK(encode_prose)->Unit(benchmark::kMillisecond);
+BENCHMARK(encode_code)->Unit(benchmark::kMillisecond);
+BENCHMARK(encode_prose_cold)->Unit(benchmark::kMillisecond);
+BENCHMARK(encode_code_cold)->Unit(benchmark::kMillisecond);
+
+std::size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::size_t total = 0;
+  std::size_t resident = 0;
+  statm >> total >> resident;
+  return resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+}
+
+std::size_t file_size(const std::string& path) {
+  std::ifstream file(path, std::ios::binary | std::ios::ate);
+  return static_cast<std::size_t>(file.tellg());
+}
+
+// Load time, and the loaded tokenizer's own memory against the file's size.
+void load(benchmark::State& state) {
+  std::size_t resident_growth = 0;
+  std::size_t accounted = 0;
+  for (auto _ : state) {
+    std::size_t before = resident_bytes();
+    Tokenizer tokenizer = Tokenizer::load_folder(tokenizer_folder());
+    resident_growth = resident_bytes() - before;
+    accounted = tokenizer.memory_bytes();
+    benchmark::DoNotOptimize(accounted);
+  }
+  double file = static_cast<double>(file_size(tokenizer_folder() + "/tokenizer.json"));
+  state.counters["file_MiB"] = file / (1 << 20);
+  state.counters["tables_MiB"] = static_cast<double>(accounted) / (1 << 20);
+  state.counters["tables_per_file_byte"] = static_cast<double>(accounted) / file;
+  state.counters["rss_growth_MiB"] = static_cast<double>(resident_growth) / (1 << 20);
+}
+BENCHMARK(load)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+}  // namespace
+
+BENCHMARK_MAIN();
