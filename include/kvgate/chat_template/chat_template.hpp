@@ -1,0 +1,52 @@
+#pragma once
+// A model's chat template (the Jinja `chat_template` of tokenizer_config.json)
+// compiled once and rendered per request, as the engines render it: the
+// reference is @huggingface/jinja with trim_blocks and lstrip_blocks, which
+// is how transformers (and so vLLM and SGLang) configure Jinja. Rendering is
+// pure: the clock strftime_now reads is an input.
+#include <ctime>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvgate/chat_template/value.hpp"
+#include "kvgate/core/result.hpp"
+
+namespace kvgate::chat_template {
+
+struct RenderInput {
+  Value messages;  // list of message mappings
+  Value tools;     // list, or undefined when the request has none
+  bool add_generation_prompt = true;
+  Value bos_token;  // string or none
+  Value eos_token;
+  Mapping extra;                 // chat_template_kwargs (e.g. enable_thinking), set as variables
+  std::tm now{};                 // for strftime_now
+  std::size_t output_limit = 0;  // bytes; 0 = unlimited
+};
+
+class ChatTemplate {
+ public:
+  // Errors name what the parser could not read.
+  static Result<ChatTemplate, std::string> compile(std::string_view source);
+
+  // The rendered prompt, or the template's error (including the message of
+  // raise_exception) for a 400 to the client.
+  [[nodiscard]] Result<std::string, std::string> render(const RenderInput& input) const;
+
+  // Whether the template loops over a message's content (vLLM's "openai"
+  // content format: list content is passed through); otherwise list content
+  // is flattened to its text parts joined by newlines before rendering.
+  [[nodiscard]] bool iterates_content() const { return iterates_content_; }
+
+  struct Program;
+
+ private:
+  ChatTemplate(std::shared_ptr<const Program> program, bool iterates_content)
+      : program_(std::move(program)), iterates_content_(iterates_content) {}
+  std::shared_ptr<const Program> program_;
+  bool iterates_content_ = false;
+};
+
+}  // namespace kvgate::chat_template

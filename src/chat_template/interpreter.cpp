@@ -1,0 +1,421 @@
+#include "interpreter.hpp"
+
+#include <algorithm>
+#include <optional>
+
+#include "kvgate/tokenizer/utf8.hpp"
+
+namespace kvgate::chat_template {
+
+namespace {
+
+// Deeper macro recursion than any chat template needs; bounds hostile ones.
+constexpr int kMaxCallDepth = 64;
+
+std::vector<std::string> code_points(const std::string& text) {
+  std::vector<std::string> points;
+  std::size_t position = 0;
+  while (position < text.size()) {
+    std::size_t start = position;
+    tokenizer::next_code_point(text, position);
+    points.push_back(text.substr(start, position - start));
+  }
+  return points;
+}
+
+// Python's slice rules on `length` items (the reference's slice helper).
+std::vector<std::size_t> slice_indices(std::size_t length, const Value* start_value, const Value* stop_value,
+                                       const Value* step_value) {
+  auto size = static_cast<std::int64_t>(length);
+  std::int64_t step = step_value ? step_value->as_integer() : 1;
+  std::vector<std::size_t> indices;
+  if (step == 0) return indices;
+  std::int64_t start = 0;
+  std::int64_t stop = 0;
+  if (step > 0) {
+    start = start_value ? start_value->as_integer() : 0;
+    stop = stop_value ? stop_value->as_integer() : size;
+    start = start < 0 ? std::max<std::int64_t>(size + start, 0) : std::min(start, size);
+    stop = stop < 0 ? std::max<std::int64_t>(size + stop, 0) : std::min(stop, size);
+    for (std::int64_t index = start; index < stop; index += step) indices.push_back(static_cast<std::size_t>(index));
+  } else {
+    start = start_value ? start_value->as_integer() : size - 1;
+    stop = stop_value ? stop_value->as_integer() : -1;
+    start = start < 0 ? std::max<std::int64_t>(size + start, -1) : std::min(start, size - 1);
+    stop = stop < -1 ? std::max<std::int64_t>(size + stop, -1) : std::min(stop, size - 1);
+    for (std::int64_t index = start; index > stop; index += step) indices.push_back(static_cast<std::size_t>(index));
+  }
+  return indices;
+}
+
+}  // namespace
+
+void Interpreter::render_block(const NodeList& block, Scope& scope, std::string& out) {
+  for (const auto& node : block) {
+    if (context_.failed() || context_.flow != RenderContext::Flow::kNormal) return;
+    render_statement(*node, scope, out);
+    if (context_.output_limit != 0 && out.size() > context_.output_limit) {
+      context_.fail("rendered prompt exceeds " + std::to_string(context_.output_limit) + " bytes");
+    }
+  }
+}
+
+void Interpreter::render_statement(const Node& node, Scope& scope, std::string& out) {
+  switch (node.kind) {
+    case NodeKind::kText:
+      out += node.literal.as_string();
+      return;
+    case NodeKind::kComment:
+      return;
+    case NodeKind::kSet: {
+      if (node.operands.size() == 2) {
+        assign(*node.operands[0], evaluate(*node.operands[1], scope), scope);
+      } else {
+        std::string captured;
+        render_block(node.body, scope, captured);
+        assign(*node.operands[0], Value(std::move(captured)), scope);
+      }
+      return;
+    }
+    case NodeKind::kIf:
+      render_block(evaluate(*node.operands[0], scope).truthy() ? node.body : node.alternate, scope, out);
+      return;
+    case NodeKind::kFor:
+      render_for(node, scope, out);
+      return;
+    case NodeKind::kMacro:
+      scope.set(node.name, define_macro(node));
+      return;
+    case NodeKind::kBreak:
+      context_.flow = RenderContext::Flow::kBreak;
+      return;
+    case NodeKind::kContinue:
+      context_.flow = RenderContext::Flow::kContinue;
+      return;
+    default:
+      if (append_concatenation(node, scope, out)) return;
+      append_output(out, evaluate(node, scope));
+  }
+}
+
+// `{{ a + b + c }}` with string operands appends each operand directly
+// instead of building the intermediate strings; prompts are long.
+bool Interpreter::append_concatenation(const Node& node, Scope& scope, std::string& out) {
+  if (node.kind != NodeKind::kBinary || node.name != "+") return false;
+  std::vector<const Node*> leaves;
+  const Node* cursor = &node;
+  while (cursor->kind == NodeKind::kBinary && cursor->name == "+") {
+    leaves.push_back(cursor->operands[1].get());
+    cursor = cursor->operands[0].get();
+  }
+  leaves.push_back(cursor);
+  std::reverse(leaves.begin(), leaves.end());
+  std::vector<Value> values;
+  values.reserve(leaves.size());
+  for (const Node* leaf : leaves) values.push_back(evaluate(*leaf, scope));
+  if (context_.failed()) return true;
+  if (!std::all_of(values.begin(), values.end(), [](const Value& value) { return value.is_string(); })) {
+    Value total = values[0];
+    for (std::size_t index = 1; index < values.size() && !context_.failed(); ++index) {
+      total = binary_operation("+", total, values[index], context_);
+    }
+    if (!context_.failed()) append_output(out, total);
+    return true;
+  }
+  for (const Value& value : values) out += value.as_string();
+  return true;
+}
+
+void Interpreter::render_for(const Node& node, Scope& scope, std::string& out) {
+  Scope loop_scope(&scope);
+  Value iterable = evaluate(*node.operands[1], loop_scope);
+  if (context_.failed()) return;
+  List items;
+  if (iterable.is(Value::Kind::kList)) {
+    items = iterable.as_list();
+  } else if (iterable.is(Value::Kind::kMapping)) {
+    for (const auto& [key, value] : iterable.as_mapping()) items.emplace_back(key);
+  } else if (iterable.is_string()) {
+    for (auto& point : code_points(iterable.as_string())) items.emplace_back(std::move(point));
+  } else {
+    context_.fail("expected iterable or object type in for loop: got " + std::string(iterable.type_name()));
+    return;
+  }
+  const Node& target = *node.operands[0];
+  if (node.operands.size() == 3) {  // for x in items if test
+    List kept;
+    for (const Value& item : items) {
+      Scope test_scope(&loop_scope);
+      assign(target, item, test_scope);
+      if (evaluate(*node.operands[2], test_scope).truthy()) kept.push_back(item);
+      if (context_.failed()) return;
+    }
+    items = std::move(kept);
+  }
+  bool iterated = false;
+  const auto count = static_cast<std::int64_t>(items.size());
+  for (std::int64_t index = 0; index < count && !context_.failed(); ++index) {
+    auto at = static_cast<std::size_t>(index);
+    Mapping loop{{"index", Value(index + 1)},
+                 {"index0", Value(index)},
+                 {"revindex", Value(count - index)},
+                 {"revindex0", Value(count - index - 1)},
+                 {"first", Value(index == 0)},
+                 {"last", Value(index == count - 1)},
+                 {"length", Value(count)},
+                 {"previtem", index > 0 ? items[at - 1] : Value()},
+                 {"nextitem", index + 1 < count ? items[at + 1] : Value()}};
+    loop_scope.set("loop", Value(std::move(loop)));
+    assign(target, items[at], loop_scope);
+    render_block(node.body, loop_scope, out);
+    auto flow = context_.flow;
+    context_.flow = RenderContext::Flow::kNormal;
+    if (flow == RenderContext::Flow::kBreak) break;
+    if (flow == RenderContext::Flow::kContinue) continue;
+    iterated = true;
+  }
+  if (!iterated) render_block(node.alternate, loop_scope, out);
+}
+
+void Interpreter::assign(const Node& target, const Value& value, Scope& scope) {
+  if (target.kind == NodeKind::kIdentifier) {
+    scope.set(target.name, value);
+  } else if (target.kind == NodeKind::kTuple) {
+    if (!value.is(Value::Kind::kList)) {
+      context_.fail("cannot unpack non-iterable type: " + std::string(value.type_name()));
+      return;
+    }
+    const List& items = value.as_list();
+    if (items.size() != target.operands.size()) {
+      context_.fail(items.size() < target.operands.size() ? "too few items to unpack" : "too many items to unpack");
+      return;
+    }
+    for (std::size_t index = 0; index < items.size(); ++index) assign(*target.operands[index], items[index], scope);
+  } else if (target.kind == NodeKind::kMember && !target.flag) {
+    Value object = evaluate(*target.operands[0], scope);
+    if (!object.is(Value::Kind::kNamespace)) {
+      context_.fail("cannot assign attribute on non-namespace object");
+      return;
+    }
+    Mapping& entries = object.as_namespace().entries;
+    const std::string& name = target.operands[1]->name;
+    auto existing =
+        std::find_if(entries.begin(), entries.end(), [&](const auto& entry) { return entry.first == name; });
+    if (existing != entries.end()) {
+      existing->second = value;
+    } else {
+      entries.emplace_back(name, value);
+    }
+  } else {
+    context_.fail("invalid assignment target");
+  }
+}
+
+Value Interpreter::define_macro(const Node& node) {
+  const Node* macro = &node;
+  return Value(Function([macro](Arguments& arguments, RenderContext& context) -> Value {
+    if (context.depth >= kMaxCallDepth) return context.fail("macro recursion too deep");
+    Scope scope(context.caller);
+    std::vector<const Node*> defaults;
+    for (std::size_t index = 0; index < macro->operands.size(); ++index) {
+      const Node& parameter = *macro->operands[index];
+      const Value* given = arguments.get(index, parameter.name);
+      if (given == nullptr && parameter.kind == NodeKind::kKeywordArgument) defaults.push_back(&parameter);
+      scope.set(parameter.name, given ? *given : Value());
+    }
+    if (arguments.positional.size() > macro->operands.size()) {
+      return context.fail("macro '" + macro->name + "' takes not more than " + std::to_string(macro->operands.size()) +
+                          " argument(s)");
+    }
+    ++context.depth;
+    Interpreter interpreter(context);
+    for (const Node* parameter : defaults)
+      scope.set(parameter->name, interpreter.evaluate(*parameter->operands[0], scope));
+    std::string out;
+    interpreter.render_block(macro->body, scope, out);
+    --context.depth;
+    context.flow = RenderContext::Flow::kNormal;
+    return Value(std::move(out));
+  }));
+}
+
+Arguments Interpreter::evaluate_arguments(const NodeList& operands, std::size_t first, Scope& scope) {
+  Arguments arguments;
+  for (std::size_t index = first; index < operands.size(); ++index) {
+    const Node& argument = *operands[index];
+    if (argument.kind == NodeKind::kKeywordArgument) {
+      arguments.keywords.emplace_back(argument.name, evaluate(*argument.operands[0], scope));
+    } else {
+      arguments.positional.push_back(evaluate(argument, scope));
+    }
+  }
+  return arguments;
+}
+
+Value Interpreter::evaluate(const Node& node, Scope& scope) {
+  if (context_.failed()) return {};
+  switch (node.kind) {
+    case NodeKind::kLiteral:
+      return node.literal;
+    case NodeKind::kIdentifier: {
+      const Value* found = scope.lookup(node.name);
+      return found ? *found : Value();
+    }
+    case NodeKind::kList:
+    case NodeKind::kTuple: {
+      List items;
+      for (const auto& item : node.operands) items.push_back(evaluate(*item, scope));
+      return Value(std::move(items));
+    }
+    case NodeKind::kObject: {
+      Mapping entries;
+      for (std::size_t index = 0; index + 1 < node.operands.size(); index += 2) {
+        Value key = evaluate(*node.operands[index], scope);
+        if (!key.is_string()) return context_.fail("object keys must be strings: got " + std::string(key.type_name()));
+        Value value = evaluate(*node.operands[index + 1], scope);
+        auto existing = std::find_if(entries.begin(), entries.end(),
+                                     [&](const auto& entry) { return entry.first == key.as_string(); });
+        if (existing != entries.end()) {
+          existing->second = std::move(value);
+        } else {
+          entries.emplace_back(key.as_string(), std::move(value));
+        }
+      }
+      return Value(std::move(entries));
+    }
+    case NodeKind::kMember:
+      return evaluate_member(node, scope);
+    case NodeKind::kCall:
+      return evaluate_call(node, scope);
+    case NodeKind::kUnary: {
+      Value operand = evaluate(*node.operands[0], scope);
+      if (node.name == "not") return Value(!operand.truthy());
+      double sign = node.name == "-" ? -1 : 1;
+      if (operand.is(Value::Kind::kFloat)) return Value(sign * operand.as_float());
+      if (operand.is(Value::Kind::kInteger)) return Value(static_cast<std::int64_t>(sign) * operand.as_integer());
+      if (operand.is(Value::Kind::kBool)) return Value(static_cast<std::int64_t>(sign) * (operand.as_bool() ? 1 : 0));
+      return context_.fail("unknown operator \"" + node.name + "\" for " + std::string(operand.type_name()));
+    }
+    case NodeKind::kBinary:
+      return evaluate_binary(node, scope);
+    case NodeKind::kFilter:
+      return evaluate_filter(node, scope);
+    case NodeKind::kTest: {
+      Value result = run_test(node.name, evaluate(*node.operands[0], scope), context_);
+      if (context_.failed()) return {};
+      return Value(node.flag ? !result.as_bool() : result.as_bool());
+    }
+    case NodeKind::kSelect:
+      return evaluate(*node.operands[1], scope).truthy() ? evaluate(*node.operands[0], scope) : Value();
+    case NodeKind::kTernary:
+      return evaluate(*node.operands[0], scope).truthy() ? evaluate(*node.operands[1], scope)
+                                                         : evaluate(*node.operands[2], scope);
+    default: {
+      std::string out;
+      render_statement(node, scope, out);
+      return {};
+    }
+  }
+}
+
+Value Interpreter::evaluate_binary(const Node& node, Scope& scope) {
+  Value left = evaluate(*node.operands[0], scope);
+  if (node.name == "and") return left.truthy() ? evaluate(*node.operands[1], scope) : left;
+  if (node.name == "or") return left.truthy() ? left : evaluate(*node.operands[1], scope);
+  Value right = evaluate(*node.operands[1], scope);
+  if (context_.failed()) return {};
+  return binary_operation(node.name, left, right, context_);
+}
+
+Value Interpreter::evaluate_member(const Node& node, Scope& scope) {
+  Value object = evaluate(*node.operands[0], scope);
+  const Node& property_node = *node.operands[1];
+  if (property_node.kind == NodeKind::kSlice) {
+    auto bound = [&](std::size_t index) -> std::optional<Value> {
+      if (!property_node.operands[index]) return std::nullopt;
+      return evaluate(*property_node.operands[index], scope);
+    };
+    std::optional<Value> start = bound(0);
+    std::optional<Value> stop = bound(1);
+    std::optional<Value> step = bound(2);
+    for (const auto* part : {&start, &stop, &step}) {
+      if (part->has_value() && !(*part)->is(Value::Kind::kInteger) && !(*part)->is_undefined()) {
+        return context_.fail("slice indices must be integers");
+      }
+    }
+    auto pointer = [](const std::optional<Value>& value) {
+      return value && !value->is_undefined() ? &*value : nullptr;
+    };
+    if (object.is(Value::Kind::kList)) {
+      List result;
+      for (auto index : slice_indices(object.as_list().size(), pointer(start), pointer(stop), pointer(step))) {
+        result.push_back(object.as_list()[index]);
+      }
+      return Value(std::move(result));
+    }
+    if (object.is_string()) {
+      auto points = code_points(object.as_string());
+      std::string result;
+      for (auto index : slice_indices(points.size(), pointer(start), pointer(stop), pointer(step)))
+        result += points[index];
+      return Value(std::move(result));
+    }
+    return context_.fail("slice object must be an array or string");
+  }
+  Value property = node.flag || property_node.kind == NodeKind::kLiteral ? evaluate(property_node, scope)
+                                                                         : Value(property_node.name);
+  if (context_.failed()) return {};
+  if (object.is(Value::Kind::kMapping) || object.is(Value::Kind::kNamespace)) {
+    if (!property.is_string())
+      return context_.fail("cannot access property with non-string: got " + std::string(property.type_name()));
+    if (const Value* found = object.find(property.as_string())) return *found;
+    return object.is(Value::Kind::kMapping) ? member_of(object, property.as_string()) : Value();
+  }
+  if (object.is(Value::Kind::kList) || object.is_string()) {
+    if (property.is(Value::Kind::kInteger)) {
+      std::int64_t index = property.as_integer();
+      if (object.is(Value::Kind::kList)) {
+        auto size = static_cast<std::int64_t>(object.as_list().size());
+        if (index < 0) index += size;
+        return index >= 0 && index < size ? object.as_list()[static_cast<std::size_t>(index)] : Value();
+      }
+      auto points = code_points(object.as_string());
+      auto size = static_cast<std::int64_t>(points.size());
+      if (index < 0) index += size;
+      return index >= 0 && index < size ? Value(points[static_cast<std::size_t>(index)]) : Value();
+    }
+    if (property.is_string()) return member_of(object, property.as_string());
+    return context_.fail("cannot access property with non-string/non-number: got " + std::string(property.type_name()));
+  }
+  return property.is_string() ? member_of(object, property.as_string()) : Value();
+}
+
+Value Interpreter::evaluate_call(const Node& node, Scope& scope) {
+  Arguments arguments = evaluate_arguments(node.operands, 1, scope);
+  Value callee = evaluate(*node.operands[0], scope);
+  if (context_.failed()) return {};
+  if (!callee.is(Value::Kind::kFunction)) {
+    return context_.fail("cannot call something that is not a function: got " + std::string(callee.type_name()));
+  }
+  Scope* previous = context_.caller;
+  context_.caller = &scope;
+  Value result = callee.as_function()(arguments, context_);
+  context_.caller = previous;
+  return result;
+}
+
+Value Interpreter::evaluate_filter(const Node& node, Scope& scope) {
+  Value operand = evaluate(*node.operands[0], scope);
+  const Node& filter = *node.operands[1];
+  Arguments arguments;
+  const std::string* name = &filter.name;
+  if (filter.kind == NodeKind::kCall) {
+    if (filter.operands[0]->kind != NodeKind::kIdentifier) return context_.fail("unknown filter");
+    name = &filter.operands[0]->name;
+    arguments = evaluate_arguments(filter.operands, 1, scope);
+  }
+  if (context_.failed()) return {};
+  return apply_filter(*name, operand, arguments, context_);
+}
+
+}  // namespace kvgate::chat_template
