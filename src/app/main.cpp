@@ -9,6 +9,7 @@
 
 #include "kvgate/app/gateway.hpp"
 #include "kvgate/config/loader.hpp"
+#include "tokenize_command.hpp"
 
 namespace {
 
@@ -20,6 +21,7 @@ void print_help() {
             << "usage:\n"
             << "  kvgate --config FILE [--log-level LEVEL]   run the gateway\n"
             << "  kvgate check-config FILE                    validate a config file (exit 0 or 2)\n"
+            << "  kvgate tokenize --tokenizer DIR [--chat]    JSON lines on stdin -> token ids on stdout\n"
             << "  kvgate --version | --help\n\n"
             << "signals: SIGTERM/SIGINT drain and exit, SIGHUP reloads the config file\n"
             << "log levels: trace, debug, info, warn, error, off\n";
@@ -77,6 +79,25 @@ int main(int argc, char** argv) {
       return kExitUsage;
     }
     return check_config(args[1]);
+  }
+  if (args[0] == "tokenize") {
+    std::optional<std::string> folder;
+    bool chat = false;
+    for (std::size_t index = 1; index < args.size(); ++index) {
+      if (args[index] == "--tokenizer" && index + 1 < args.size()) {
+        folder = args[++index];
+      } else if (args[index] == "--chat") {
+        chat = true;
+      } else {
+        folder.reset();
+        break;
+      }
+    }
+    if (!folder) {
+      std::cerr << "usage: kvgate tokenize --tokenizer DIR [--chat]\n";
+      return kExitUsage;
+    }
+    return kvgate::app::run_tokenize(*folder, chat, std::cin, std::cout, std::cerr);
   }
   std::optional<std::string> config_path;
   std::optional<std::string> log_level;

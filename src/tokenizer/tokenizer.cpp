@@ -8,7 +8,7 @@
 
 namespace kvgate::tokenizer {
 
-EncodeWorkspace::EncodeWorkspace() : state_(std::make_unique<State>()) {}
+EncodeWorkspace::EncodeWorkspace(WorkspaceOptions options) : state_(std::make_unique<State>(options)) {}
 EncodeWorkspace::~EncodeWorkspace() = default;
 std::uint64_t EncodeWorkspace::word_cache_hits() const {
   return state_->bpe.cache.hits();
@@ -18,6 +18,9 @@ std::uint64_t EncodeWorkspace::word_cache_misses() const {
 }
 
 namespace {
+
+// Shorter sections encode faster than a cache lookup pays for.
+constexpr std::size_t kSmallestCachedSection = 64;
 
 std::string read_file(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
@@ -121,8 +124,15 @@ Result<bool, std::string> Tokenizer::encode(std::string_view text, bool add_spec
     if (section.empty()) continue;
     if (int token = token_of(impl, section); token >= 0) {
       ids.push_back(impl.added[static_cast<std::size_t>(token)].id);
-    } else {
+    } else if (section.size() < kSmallestCachedSection || !state.segments.enabled()) {
       encode_section(impl, section, index == 0, state, ids);
+    } else if (const auto* cached = state.segments.find(section, index == 0)) {
+      ids.insert(ids.end(), cached->begin(), cached->end());
+    } else {
+      std::size_t first = ids.size();
+      encode_section(impl, section, index == 0, state, ids);
+      state.segments.insert(section, index == 0,
+                            std::vector<TokenId>(ids.begin() + static_cast<std::ptrdiff_t>(first), ids.end()));
     }
   }
   if (add_special_tokens) ids.insert(ids.end(), impl.suffix_ids.begin(), impl.suffix_ids.end());

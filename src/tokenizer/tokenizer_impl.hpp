@@ -15,11 +15,14 @@
 #include "normalizer.hpp"
 #include "pre_tokenizer.hpp"
 #include "regex.hpp"
+#include "segment_cache.hpp"
 
 namespace kvgate::tokenizer {
 
 struct EncodeWorkspace::State {
+  explicit State(const WorkspaceOptions& options) : segments(options.segment_cache_bytes) {}
   MatchScratch match;
+  SegmentCache segments;
   BpeScratch bpe;
   std::vector<Section> sections;
   std::vector<Section> subsections;

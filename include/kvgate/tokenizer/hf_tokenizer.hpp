@@ -37,16 +37,26 @@ struct AddedToken {
   bool normalized = false;  // matched after normalisation rather than before
 };
 
-// Per-thread reusable state: regex match data, BPE buffers, the word cache.
+struct WorkspaceOptions {
+  // Memory for remembered sections (text between special tokens) and their
+  // ids; 0 turns the segment cache off. A chat's earlier turns are sections
+  // seen before, so turn N+1 encodes only what is new.
+  std::size_t segment_cache_bytes = 64u << 20;
+};
+
+// Per-thread reusable state: regex match data, BPE buffers, the word cache
+// and the segment cache. Not shared between threads.
 class EncodeWorkspace {
  public:
-  EncodeWorkspace();
+  explicit EncodeWorkspace(WorkspaceOptions options = {});
   ~EncodeWorkspace();
   EncodeWorkspace(const EncodeWorkspace&) = delete;
   EncodeWorkspace& operator=(const EncodeWorkspace&) = delete;
 
   [[nodiscard]] std::uint64_t word_cache_hits() const;
   [[nodiscard]] std::uint64_t word_cache_misses() const;
+  [[nodiscard]] std::uint64_t segment_cache_hits() const;
+  [[nodiscard]] std::uint64_t segment_cache_misses() const;
 
   struct State;
   State& state() { return *state_; }
