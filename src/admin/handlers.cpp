@@ -136,7 +136,11 @@ AdminResponse debug_route(proxy::GatewayContext& context, std::string_view body,
   if (model == nullptr) {
     return error_response(openai::model_not_found(summary->model));
   }
-  auto prompt = proxy::prompt_blocks(*model, *summary);
+  auto tokenised = proxy::prompt_blocks(*model, *summary);
+  if (!tokenised) {
+    return error_response(tokenised.error());
+  }
+  const auto& prompt = *tokenised;
   auto cached = proxy::predicted_cached_tokens(*model, prompt);
   std::vector<policy::WorkerView> views;
   for (std::size_t index = 0; index < model->workers.size(); ++index) {
@@ -153,6 +157,7 @@ AdminResponse debug_route(proxy::GatewayContext& context, std::string_view body,
                              {"policy", table->policy->name()},
                              {"session", session_key ? json(*session_key) : json(nullptr)},
                              {"input_tokens", prompt.input_tokens == 0 ? json(nullptr) : json(prompt.input_tokens)},
+                             {"tokenization", model->tokenizer ? "exact" : "approximate"},
                              {"blocks", prompt.blocks.size()},
                              {"candidates", proxy::candidates_json(decision.candidates)}});
 }

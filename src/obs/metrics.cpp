@@ -118,6 +118,15 @@ Metrics::Metrics()
                              .Help("Routed requests whose engine reported cached tokens, by whether kvgate's "
                                    "prediction was exact, over or under the engine's figure")
                              .Register(*registry_)) {
+  prompt_segments_ = &BuildCounter()
+                          .Name("kvgate_tokenizer_segments_total")
+                          .Help("Prompt sections (text between special tokens) of exactly tokenised requests, by "
+                                "whether the segment cache had their ids (hit) or they were encoded (miss)")
+                          .Register(*registry_);
+  template_errors_ = &BuildCounter()
+                          .Name("kvgate_chat_template_errors_total")
+                          .Help("Chat requests whose model's chat template failed to render (answered 400)")
+                          .Register(*registry_);
   index_evictions_ = &BuildCounter()
                           .Name("kvgate_index_evictions_total")
                           .Help(
@@ -246,6 +255,17 @@ void Metrics::set_event_stream_state(std::string_view worker, const EventStreamG
 
 void Metrics::cache_prediction(std::string_view worker, std::string_view outcome) {
   cache_predictions_.Add({{"worker", std::string(worker)}, {"outcome", std::string(outcome)}}).Increment();
+}
+
+void Metrics::prompt_segments(std::string_view model, std::uint64_t hits, std::uint64_t misses) {
+  if (hits > 0) prompt_segments_->Add({{"model", std::string(model)}, {"result", "hit"}}).Increment(static_cast<double>(hits));
+  if (misses > 0) {
+    prompt_segments_->Add({{"model", std::string(model)}, {"result", "miss"}}).Increment(static_cast<double>(misses));
+  }
+}
+
+void Metrics::template_error(std::string_view model) {
+  template_errors_->Add({{"model", std::string(model)}}).Increment();
 }
 
 void Metrics::forget_worker(std::string_view worker) {

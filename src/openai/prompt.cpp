@@ -5,11 +5,10 @@
 namespace kvgate::openai {
 namespace {
 
-using nlohmann::json;
-
-std::string content_text(const json& content) {
+template <class Json>
+std::string content_text(const Json& content) {
   if (content.is_string()) {
-    return content.get<std::string>();
+    return content.template get<std::string>();
   }
   std::string text;
   if (!content.is_array()) {
@@ -27,14 +26,15 @@ std::string content_text(const json& content) {
       if (!first) {
         text += '\n';
       }
-      text += part_text->get_ref<const std::string&>();
+      text += part_text->template get_ref<const std::string&>();
       first = false;
     }
   }
   return text;
 }
 
-tokenizer::PromptInput chat_prompt(const json& body) {
+template <class Json>
+tokenizer::PromptInput chat_prompt(const Json& body) {
   auto messages = body.find("messages");
   if (messages == body.end() || !messages->is_array()) {
     return std::monostate{};
@@ -47,22 +47,23 @@ tokenizer::PromptInput chat_prompt(const json& body) {
     }
     auto role = message.find("role");
     auto content = message.find("content");
-    chat.messages.push_back({role != message.end() && role->is_string() ? role->get<std::string>() : "user",
+    chat.messages.push_back({role != message.end() && role->is_string() ? role->template get<std::string>() : "user",
                              content != message.end() ? content_text(*content) : std::string()});
   }
   if (auto add = body.find("add_generation_prompt"); add != body.end() && add->is_boolean()) {
-    chat.add_generation_prompt = add->get<bool>();
+    chat.add_generation_prompt = add->template get<bool>();
   }
   return chat;
 }
 
-tokenizer::PromptInput completion_prompt(const json& body) {
+template <class Json>
+tokenizer::PromptInput completion_prompt(const Json& body) {
   auto prompt = body.find("prompt");
   if (prompt == body.end()) {
     return std::monostate{};
   }
   if (prompt->is_string()) {
-    return prompt->get<std::string>();
+    return prompt->template get<std::string>();
   }
   if (!prompt->is_array() || prompt->empty()) {
     return std::monostate{};
@@ -70,32 +71,45 @@ tokenizer::PromptInput completion_prompt(const json& body) {
   std::vector<prefix::TokenId> ids;
   ids.reserve(prompt->size());
   for (const auto& token : *prompt) {
-    if (!token.is_number_unsigned() || token.get<std::uint64_t>() > UINT32_MAX) {
+    if (!token.is_number_unsigned() || token.template get<std::uint64_t>() > UINT32_MAX) {
       return std::monostate{};
     }
-    ids.push_back(token.get<prefix::TokenId>());
+    ids.push_back(token.template get<prefix::TokenId>());
   }
   return ids;
 }
 
-}  // namespace
-
-tokenizer::PromptInput extract_prompt(const json& body, Endpoint endpoint) {
+template <class Json>
+tokenizer::PromptInput extract_prompt_from(const Json& body, Endpoint endpoint) {
   if (!body.is_object()) {
     return std::monostate{};
   }
   return endpoint == Endpoint::chat_completions ? chat_prompt(body) : completion_prompt(body);
 }
 
-std::optional<std::string> extract_cache_salt(const json& body) {
+template <class Json>
+std::optional<std::string> extract_cache_salt_from(const Json& body) {
   if (!body.is_object()) {
     return std::nullopt;
   }
   auto salt = body.find("cache_salt");
-  if (salt == body.end() || !salt->is_string() || salt->get_ref<const std::string&>().empty()) {
+  if (salt == body.end() || !salt->is_string() || salt->template get_ref<const std::string&>().empty()) {
     return std::nullopt;
   }
-  return salt->get<std::string>();
+  return salt->template get<std::string>();
+}
+
+}  // namespace
+
+tokenizer::PromptInput extract_prompt(const nlohmann::json& body, Endpoint endpoint) {
+  return extract_prompt_from(body, endpoint);
+}
+tokenizer::PromptInput extract_prompt(const nlohmann::ordered_json& body, Endpoint endpoint) {
+  return extract_prompt_from(body, endpoint);
+}
+std::optional<std::string> extract_cache_salt(const nlohmann::json& body) { return extract_cache_salt_from(body); }
+std::optional<std::string> extract_cache_salt(const nlohmann::ordered_json& body) {
+  return extract_cache_salt_from(body);
 }
 
 }  // namespace kvgate::openai

@@ -7,7 +7,9 @@
 namespace kvgate::openai {
 namespace {
 
-using nlohmann::json;
+// Ordered: a chat body is kept for the chat template, whose tojson output
+// shows key order.
+using json = nlohmann::ordered_json;
 
 std::string_view type_name(const json& value) {
   return value.type_name();
@@ -132,6 +134,7 @@ Result<RequestSummary, ApiError> inspect_request(std::string_view body_text, End
       }
     }
   }
+  if (endpoint == Endpoint::chat_completions) summary.chat_body = std::make_shared<const json>(std::move(body));
   return summary;
 }
 
@@ -166,6 +169,7 @@ std::string with_stream_usage(std::string_view body) {
 }
 
 std::string models_list(const std::vector<std::string>& model_names, long created_unix_seconds) {
+  using nlohmann::json;
   json data = json::array();
   for (const auto& name : model_names) {
     data.push_back(

@@ -3,13 +3,73 @@
 #include <algorithm>
 #include <chrono>
 
+#include <ctime>
+
 #include "kvgate/tokenizer/approximate.hpp"
 
 namespace kvgate::proxy {
 
-PromptBlocks prompt_blocks(const ModelRoute& model, const openai::RequestSummary& request) {
+namespace {
+
+// The clock strftime_now reads in chat templates: the gateway's local time,
+// as the engine's would be.
+std::tm local_now() {
+  std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  return local;
+}
+
+// The rendered prompt may not grow without bound: a template looping on
+// crafted input stops here (the engine would reject such a prompt anyway).
+constexpr std::size_t kMaxRenderedPromptBytes = 64u << 20;
+
+// Exact token ids, or an error for the client; empty ids when the request
+// cannot be tokenised exactly (batched prompts, no chat template).
+Result<std::vector<prefix::TokenId>, openai::ApiError> exact_tokens(const ModelTokenizer& model_tokenizer,
+                                                                    const openai::RequestSummary& request,
+                                                                    PromptBlocks& result) {
+  // Each io thread encodes with its own workspace; the segment cache in it
+  // remembers the sections of recent prompts.
+  thread_local tokenizer::EncodeWorkspace workspace;
+  std::vector<prefix::TokenId> ids;
+  auto hits = workspace.segment_cache_hits();
+  auto misses = workspace.segment_cache_misses();
+  if (request.chat_body && model_tokenizer.chat_template) {
+    const auto& chat_template = *model_tokenizer.chat_template;
+    auto input = chat_template::render_input_from_request(*request.chat_body, chat_template,
+                                                          model_tokenizer.special_tokens);
+    if (!input) return unexpected(openai::invalid_request(input.error(), "messages", "invalid_value"));
+    input->now = local_now();
+    input->output_limit = kMaxRenderedPromptBytes;
+    auto prompt = chat_template.render(*input);
+    if (!prompt) return unexpected(openai::invalid_request(prompt.error(), "messages", "chat_template_error"));
+    auto encoded = model_tokenizer.tokenizer.encode(*prompt, false, workspace, ids);
+    if (!encoded) return unexpected(openai::invalid_request(encoded.error(), "messages", "invalid_value"));
+  } else if (const auto* text = std::get_if<std::string>(&request.prompt)) {
+    auto encoded = model_tokenizer.tokenizer.encode(*text, true, workspace, ids);
+    if (!encoded) return unexpected(openai::invalid_request(encoded.error(), "prompt", "invalid_value"));
+  } else if (const auto* given = std::get_if<std::vector<prefix::TokenId>>(&request.prompt)) {
+    ids = *given;
+  }
+  result.exact = true;
+  result.segment_hits = workspace.segment_cache_hits() - hits;
+  result.segment_misses = workspace.segment_cache_misses() - misses;
+  return ids;
+}
+
+}  // namespace
+
+Result<PromptBlocks, openai::ApiError> prompt_blocks(const ModelRoute& model, const openai::RequestSummary& request) {
   PromptBlocks result;
-  auto tokens = tokenizer::approximate_prompt_tokens(request.prompt);
+  std::vector<prefix::TokenId> tokens;
+  if (model.tokenizer) {
+    auto exact = exact_tokens(*model.tokenizer, request, result);
+    if (!exact) return unexpected(std::move(exact).error());
+    tokens = std::move(*exact);
+  } else {
+    tokens = tokenizer::approximate_prompt_tokens(request.prompt);
+  }
   if (tokens.empty() || tokens.size() > UINT32_MAX) {
     return result;
   }

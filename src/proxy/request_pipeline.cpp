@@ -1,6 +1,7 @@
 #include "kvgate/proxy/request_pipeline.hpp"
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <random>
@@ -72,7 +73,19 @@ awaitable<void> handle_inference(ClientSession& session, ClientRequest& request,
   if (summary->session_key) {
     session_key = *summary->session_key;
   }
-  auto prompt = prompt_blocks(*model, *summary);
+  auto tokenised = prompt_blocks(*model, *summary);
+  if (!tokenised) {
+    if (tokenised.error().code == "chat_template_error") {
+      session.context().metrics().template_error(model->name);
+    }
+    spdlog::info("request {}: model {}: {}", exchange.request_id, model->name, tokenised.error().message);
+    co_await session.respond_error(exchange, tokenised.error());
+    co_return;
+  }
+  auto prompt = std::move(*tokenised);
+  if (prompt.exact) {
+    session.context().metrics().prompt_segments(model->name, prompt.segment_hits, prompt.segment_misses);
+  }
   exchange.strip_usage_event = summary->stream && !summary->include_usage;
   co_await forward(session, request, exchange, ForwardTarget{table, *model, session_key, &prompt});
 }

@@ -36,6 +36,21 @@ std::unique_ptr<policy::Policy> make_policy(const config::RoutingOptions& routin
   return policy::make_least_load();
 }
 
+namespace {
+
+Result<std::shared_ptr<const ModelTokenizer>, std::string> reuse_or_load_tokenizer(const std::string& folder,
+                                                                                  const RoutingTable* previous) {
+  if (folder.empty()) return std::shared_ptr<const ModelTokenizer>();
+  if (previous != nullptr) {
+    for (const auto& model : previous->models) {
+      if (model.tokenizer && model.tokenizer->folder == folder) return model.tokenizer;
+    }
+  }
+  return load_model_tokenizer(folder);
+}
+
+}  // namespace
+
 Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
     std::shared_ptr<const config::Options> options, const RoutingTable* previous, long created_unix_seconds,
     kv_events::CacheRegistry& registry) {
@@ -51,13 +66,23 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
   if (previous != nullptr) {
     old_workers = previous->all_workers();
   }
-  std::vector<std::string> names;
+  std::vector<std::shared_ptr<const ModelTokenizer>> tokenizers;
   for (const auto& model_options : options->models) {
+    auto loaded = reuse_or_load_tokenizer(model_options.tokenizer, previous);
+    if (!loaded) {
+      return unexpected("model " + model_options.name + ": tokenizer " + loaded.error());
+    }
+    tokenizers.push_back(std::move(*loaded));
+  }
+  std::vector<std::string> names;
+  for (std::size_t model_index = 0; model_index < options->models.size(); ++model_index) {
+    const auto& model_options = options->models[model_index];
     auto assignment = registry.assign(model_options, options->index);
     if (!assignment) {
       return unexpected(assignment.error());
     }
-    ModelRoute model{model_options.name, model_options.block_size, {}, assignment->cache, assignment->slots};
+    ModelRoute model{model_options.name, model_options.block_size, {},
+                     assignment->cache,  assignment->slots,        tokenizers[model_index]};
     for (const auto& worker : model_options.workers) {
       std::shared_ptr<workers::WorkerState> state;
       for (const auto& old : old_workers) {

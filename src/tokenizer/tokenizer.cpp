@@ -16,6 +16,8 @@ std::uint64_t EncodeWorkspace::word_cache_hits() const {
 std::uint64_t EncodeWorkspace::word_cache_misses() const {
   return state_->bpe.cache.misses();
 }
+std::uint64_t EncodeWorkspace::segment_cache_hits() const { return state_->segments.hits(); }
+std::uint64_t EncodeWorkspace::segment_cache_misses() const { return state_->segments.misses(); }
 
 namespace {
 

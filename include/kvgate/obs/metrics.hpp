@@ -58,6 +58,11 @@ class Metrics {
   // prediction was "exact", "over" or "under" what the engine reported.
   void cache_prediction(std::string_view worker, std::string_view outcome);
 
+  // Exact tokenisation of a request: sections served from the segment cache
+  // and sections encoded; template errors answered with a 400.
+  void prompt_segments(std::string_view model, std::uint64_t hits, std::uint64_t misses);
+  void template_error(std::string_view model);
+
   prometheus::Gauge& in_flight_requests() { return *in_flight_requests_; }
   prometheus::Gauge& open_connections() { return *open_connections_; }
   void set_worker_state(std::string_view worker, bool up, std::uint32_t in_flight);
@@ -90,6 +95,8 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& kv_events_silent_;
   prometheus::Family<prometheus::Gauge>& index_blocks_;
   prometheus::Family<prometheus::Counter>& cache_predictions_;
+  prometheus::Family<prometheus::Counter>* prompt_segments_ = nullptr;
+  prometheus::Family<prometheus::Counter>* template_errors_ = nullptr;
   prometheus::Counter* index_evictions_;
   prometheus::Counter* connections_rejected_;
   prometheus::Gauge* in_flight_requests_;

@@ -16,9 +16,11 @@ namespace kvgate::openai {
 // true). Completions: a string, or a list of token ids; anything else
 // (batched prompts) gives monostate. Never throws on any JSON value.
 tokenizer::PromptInput extract_prompt(const nlohmann::json& body, Endpoint endpoint);
+tokenizer::PromptInput extract_prompt(const nlohmann::ordered_json& body, Endpoint endpoint);
 
 // The body's cache_salt when it is a non-empty string (vLLM and SGLang
 // partition their prefix cache by it).
 std::optional<std::string> extract_cache_salt(const nlohmann::json& body);
+std::optional<std::string> extract_cache_salt(const nlohmann::ordered_json& body);
 
 }  // namespace kvgate::openai

@@ -2,6 +2,8 @@
 // Inspection of OpenAI request bodies: just enough to route them (model,
 // streaming, session key) and to reject bodies an engine would reject as
 // malformed. The body itself is forwarded unchanged.
+#include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +24,8 @@ struct RequestSummary {
   std::optional<std::string> session_key;
   tokenizer::PromptInput prompt;          // what the engine will read (see prompt.hpp)
   std::optional<std::string> cache_salt;  // partitions the engine's prefix cache
+  // Chat requests: the parsed body, for rendering the model's chat template.
+  std::shared_ptr<const nlohmann::ordered_json> chat_body;
 };
 
 // Session key, first present wins: header x-session-id, body

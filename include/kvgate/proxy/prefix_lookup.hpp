@@ -14,11 +14,18 @@ namespace kvgate::proxy {
 struct PromptBlocks {
   std::uint32_t input_tokens = 0;  // 0: the prompt could not be tokenised
   std::vector<index::BlockHash> blocks;
+  bool exact = false;  // the model's own tokenizer (and chat template) produced the tokens
+  std::uint64_t segment_hits = 0;    // exact: sections whose ids came from the segment cache
+  std::uint64_t segment_misses = 0;  // exact: sections encoded
 };
 
-// Approximate tokenisation for now (models with a tokenizer folder use it
-// too until exact tokenisation lands; src/tokenizer/README.md).
-PromptBlocks prompt_blocks(const ModelRoute& model, const openai::RequestSummary& request);
+// Models with a tokenizer folder are tokenised exactly as the engine will
+// (chat template, then the tokenizer without added special tokens; text
+// prompts with them, as vLLM's completions default); others approximately
+// (tokenizer/approximate.hpp). A chat template that fails is the client's
+// error (400 with the template's message). Uses a per-thread encoding
+// workspace, so it may run on any thread.
+Result<PromptBlocks, openai::ApiError> prompt_blocks(const ModelRoute& model, const openai::RequestSummary& request);
 
 // Per worker of `model` (configuration order): cached tokens as the engine
 // would count them. vLLM never serves the last prompt token from the cache,

@@ -13,6 +13,7 @@
 #include "kvgate/kv_events/ingestion.hpp"
 #include "kvgate/kv_events/model_cache.hpp"
 #include "kvgate/policy/policy.hpp"
+#include "kvgate/proxy/model_tokenizer.hpp"
 #include "kvgate/workers/worker_state.hpp"
 
 namespace kvgate::proxy {
@@ -23,6 +24,7 @@ struct ModelRoute {
   std::vector<std::shared_ptr<workers::WorkerState>> workers;
   std::shared_ptr<kv_events::ModelCache> cache;  // the model's prefix index
   std::vector<index::WorkerSlot> slots;          // each worker's slot in it
+  std::shared_ptr<const ModelTokenizer> tokenizer;  // null: approximate tokenisation
 };
 
 struct RoutingTable {
@@ -41,7 +43,10 @@ std::unique_ptr<policy::Policy> make_policy(const config::RoutingOptions& routin
 
 // Reuses the WorkerState of `previous` for every worker whose id and URL are
 // unchanged, so health and in-flight counts survive a reload; indexes and
-// worker slots come from the registry (kept across reloads).
+// worker slots come from the registry (kept across reloads). Tokenizers are
+// loaded from their folders, or reused from `previous` when a model's folder
+// is unchanged; all of them load before anything else changes, so a reload
+// with a broken tokenizer is rejected whole.
 Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
     std::shared_ptr<const config::Options> options, const RoutingTable* previous, long created_unix_seconds,
     kv_events::CacheRegistry& registry);
