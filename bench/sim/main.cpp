@@ -17,10 +17,19 @@ int main(int argc, char** argv) {
     std::cerr << "kvgate-sim: " << *problem << '\n' << sim::sim_usage();
     return 64;
   }
+  std::shared_ptr<const prompt::ModelTokenizer> tokenizer;
+  if (!options.tokenizer.empty()) {
+    auto loaded = prompt::load_model_tokenizer(options.tokenizer);
+    if (!loaded) {
+      std::cerr << "kvgate-sim: tokenizer " << loaded.error() << '\n';
+      return 2;
+    }
+    tokenizer = std::move(*loaded);
+  }
   http::asio::io_context io{1};
   std::unique_ptr<sim::SimServer> server;
   try {
-    server = std::make_unique<sim::SimServer>(io, options);
+    server = std::make_unique<sim::SimServer>(io, options, tokenizer);
   } catch (const zmq::error_t& error) {
     std::cerr << "kvgate-sim: cannot bind " << options.kv_events_endpoint << ": " << error.what() << '\n';
     return 1;

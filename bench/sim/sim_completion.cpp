@@ -2,9 +2,11 @@
 // simulated engine, plus /health, /v1/models, /metrics, /reset_prefix_cache.
 // Errors follow vLLM's current OpenAI-style shape.
 #include <boost/asio/experimental/awaitable_operators.hpp>
+#include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "kvgate/openai/prompt.hpp"
+#include "kvgate/prompt/exact_tokens.hpp"
 #include "kvgate/tokenizer/approximate.hpp"
 #include "sim_server.hpp"
 
@@ -42,6 +44,37 @@ struct Completion {
   std::string id;
 };
 
+std::tm local_now() {
+  std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  return local;
+}
+
+// With a tokenizer folder: the engine's exact tokens, computed by the code
+// the gateway uses for such a model.
+std::optional<std::string> read_exact_prompt(const prompt::ModelTokenizer& tokenizer, std::string_view body_text,
+                                             Completion& completion) {
+  auto endpoint = completion.chat ? openai::Endpoint::chat_completions : openai::Endpoint::completions;
+  auto summary = openai::inspect_request(body_text, endpoint, {});
+  if (!summary) {
+    return summary.error().message;
+  }
+  if (completion.chat && !tokenizer.chat_template) {
+    return std::string("the model's tokenizer_config.json has no chat_template");
+  }
+  thread_local tokenizer::EncodeWorkspace workspace;
+  auto ids = prompt::exact_prompt_tokens(tokenizer, *summary, workspace, {local_now()});
+  if (!ids) {
+    return ids.error().message;
+  }
+  if (ids->empty() && !completion.chat) {
+    return std::string("prompt must be a string or a list of token ids (batched prompts are not simulated)");
+  }
+  completion.prompt = std::move(*ids);
+  return std::nullopt;
+}
+
 // The prompt's token ids, or an error message (400). The prompt is read
 // exactly as the gateway reads it (openai::extract_prompt).
 std::optional<std::string> read_prompt(const json& body, Completion& completion) {
@@ -62,7 +95,9 @@ std::optional<std::string> read_prompt(const json& body, Completion& completion)
   return std::nullopt;
 }
 
-std::optional<std::string> read_completion(const json& body, const SimOptions& options, Completion& completion) {
+std::optional<std::string> read_completion(const json& body, std::string_view body_text, const SimServer& server,
+                                           Completion& completion) {
+  const auto& options = server.options();
   completion.stream = body.value("stream", false);
   if (body.contains("stream_options") && body["stream_options"].is_object()) {
     completion.include_usage = body["stream_options"].value("include_usage", false);
@@ -79,7 +114,12 @@ std::optional<std::string> read_completion(const json& body, const SimOptions& o
   if (body.contains("cache_salt") && body["cache_salt"].is_string()) {
     completion.cache_salt = body["cache_salt"].get<std::string>();
   }
-  if (auto problem = read_prompt(body, completion)) {
+  if (completion.chat && (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())) {
+    return std::string("messages must be a non-empty list");
+  }
+  auto problem = server.tokenizer() ? read_exact_prompt(*server.tokenizer(), body_text, completion)
+                                    : read_prompt(body, completion);
+  if (problem) {
     return problem;
   }
   if (completion.prompt.empty()) {
@@ -271,7 +311,7 @@ std::optional<Response> validate_completion(SimServer& server, const Request& re
                          request.keep_alive());
   }
   completion.chat = chat;
-  if (auto problem = read_completion(body, options, completion)) {
+  if (auto problem = read_completion(body, request.body(), server, completion)) {
     return json_response(400, error_json(*problem, "BadRequestError", 400), request.keep_alive());
   }
   auto requested = completion.prompt.size() + completion.max_tokens;

@@ -30,7 +30,8 @@ Setter text(std::string& target) {
 }  // namespace
 
 std::string sim_usage() {
-  return "usage: kvgate-sim --model NAME [--port P] [--host 127.0.0.1] [--block-size 16] [--num-gpu-blocks N]\n"
+  return "usage: kvgate-sim --model NAME [--tokenizer DIR] [--port P] [--host 127.0.0.1] [--block-size 16]\n"
+         "         [--num-gpu-blocks N]\n"
          "         [--max-model-len N] [--max-num-seqs N] [--max-num-batched-tokens N]\n"
          "         [--kv-events-endpoint tcp://127.0.0.1:5557] [--kv-events-replay-endpoint tcp://127.0.0.1:5558]\n"
          "         [--kv-events-format map|array] [--hash-seed N] [--time-scale X] [--default-max-tokens N]\n"
@@ -46,6 +47,7 @@ std::optional<std::string> parse_sim_options(const std::vector<std::string>& arg
       {"--host", text(options.host)},
       {"--port", number(options.port, std::uint16_t{0})},
       {"--model", text(options.model)},
+      {"--tokenizer", text(options.tokenizer)},
       {"--block-size", number(options.block_size, 1u)},
       {"--num-gpu-blocks", number(options.num_gpu_blocks, 1u)},
       {"--max-model-len", number(options.max_model_len, 1u)},
@@ -63,9 +65,6 @@ std::optional<std::string> parse_sim_options(const std::vector<std::string>& arg
       {"--attention-ms-per-context-token", number(options.cost.attention_ms_per_context_token, 0.0)},
   };
   for (std::size_t index = 0; index < args.size(); index += 2) {
-    if (args[index] == "--tokenizer") {
-      return std::string("--tokenizer is not supported yet: prompts use the approximate tokenisation");
-    }
     auto flag = flags.find(args[index]);
     if (flag == flags.end()) {
       return "unknown flag '" + args[index] + "'";

@@ -14,6 +14,10 @@ struct SimOptions {
   std::string host = "127.0.0.1";
   std::uint16_t port = 0;
   std::string model;
+  // A model folder (tokenizer.json + tokenizer_config.json): prompts are
+  // tokenised exactly as the gateway does for such a model (chat template,
+  // then the tokenizer). Empty: the approximate tokenisation.
+  std::string tokenizer;
   std::uint32_t block_size = 16;
   std::uint32_t num_gpu_blocks = 8192;
   std::uint32_t max_model_len = 32768;

@@ -33,8 +33,9 @@ void SimServer::Histogram::observe(double value) {
   ++count;
 }
 
-SimServer::SimServer(asio::io_context& io, SimOptions options)
-    : io_(io),
+SimServer::SimServer(asio::io_context& io, SimOptions options, std::shared_ptr<const prompt::ModelTokenizer> tokenizer)
+    : tokenizer_(std::move(tokenizer)),
+      io_(io),
       options_(std::move(options)),
       engine_(options_.num_gpu_blocks, options_.block_size, options_.limits, options_.cost),
       base_seed_(options_.hash_seed.value_or(random_seed())) {

@@ -9,6 +9,7 @@
 #include <optional>
 #include <unordered_map>
 #include <vector>
+#include "kvgate/prompt/model_tokenizer.hpp"
 
 #include "engine.hpp"
 #include "kv_publisher.hpp"
@@ -42,13 +43,16 @@ struct FaultState {
 
 class SimServer {
  public:
-  SimServer(http::asio::io_context& io, SimOptions options);
+  // `tokenizer` is null for the approximate tokenisation.
+  SimServer(http::asio::io_context& io, SimOptions options,
+            std::shared_ptr<const prompt::ModelTokenizer> tokenizer = nullptr);
 
   Result<http::tcp::endpoint, std::string> bind();
   void start();
 
   // Used by request handling (sim_completion.cpp).
   const SimOptions& options() const { return options_; }
+  const prompt::ModelTokenizer* tokenizer() const { return tokenizer_.get(); }
   Engine& engine() { return engine_; }
   BlockHash hash_seed_for(std::string_view cache_salt) const;
   RequestHandle submit(NewRequest request, ActiveRequest& state);
@@ -67,6 +71,7 @@ class SimServer {
   std::string kv_events_replay_endpoint() const { return publisher_ ? publisher_->replay_endpoint() : std::string(); }
 
  private:
+  std::shared_ptr<const prompt::ModelTokenizer> tokenizer_;
   http::awaitable<void> accept_loop();
   http::awaitable<void> engine_loop();
   http::awaitable<void> replay_loop();

@@ -5,6 +5,7 @@
 
 #include <ctime>
 
+#include "kvgate/prompt/exact_tokens.hpp"
 #include "kvgate/tokenizer/approximate.hpp"
 
 namespace kvgate::proxy {
@@ -20,53 +21,27 @@ std::tm local_now() {
   return local;
 }
 
-// The rendered prompt may not grow without bound: a template looping on
-// crafted input stops here (the engine would reject such a prompt anyway).
-constexpr std::size_t kMaxRenderedPromptBytes = 64u << 20;
-
-// Exact token ids, or an error for the client; empty ids when the request
-// cannot be tokenised exactly (batched prompts, no chat template).
-Result<std::vector<prefix::TokenId>, openai::ApiError> exact_tokens(const ModelTokenizer& model_tokenizer,
-                                                                    const openai::RequestSummary& request,
-                                                                    PromptBlocks& result) {
-  // Each io thread encodes with its own workspace; the segment cache in it
-  // remembers the sections of recent prompts.
-  thread_local tokenizer::EncodeWorkspace workspace;
-  std::vector<prefix::TokenId> ids;
-  auto hits = workspace.segment_cache_hits();
-  auto misses = workspace.segment_cache_misses();
-  if (request.chat_body && model_tokenizer.chat_template) {
-    const auto& chat_template = *model_tokenizer.chat_template;
-    auto input = chat_template::render_input_from_request(*request.chat_body, chat_template,
-                                                          model_tokenizer.special_tokens);
-    if (!input) return unexpected(openai::invalid_request(input.error(), "messages", "invalid_value"));
-    input->now = local_now();
-    input->output_limit = kMaxRenderedPromptBytes;
-    auto prompt = chat_template.render(*input);
-    if (!prompt) return unexpected(openai::invalid_request(prompt.error(), "messages", "chat_template_error"));
-    auto encoded = model_tokenizer.tokenizer.encode(*prompt, false, workspace, ids);
-    if (!encoded) return unexpected(openai::invalid_request(encoded.error(), "messages", "invalid_value"));
-  } else if (const auto* text = std::get_if<std::string>(&request.prompt)) {
-    auto encoded = model_tokenizer.tokenizer.encode(*text, true, workspace, ids);
-    if (!encoded) return unexpected(openai::invalid_request(encoded.error(), "prompt", "invalid_value"));
-  } else if (const auto* given = std::get_if<std::vector<prefix::TokenId>>(&request.prompt)) {
-    ids = *given;
-  }
-  result.exact = true;
-  result.segment_hits = workspace.segment_cache_hits() - hits;
-  result.segment_misses = workspace.segment_cache_misses() - misses;
-  return ids;
-}
-
 }  // namespace
 
 Result<PromptBlocks, openai::ApiError> prompt_blocks(const ModelRoute& model, const openai::RequestSummary& request) {
   PromptBlocks result;
   std::vector<prefix::TokenId> tokens;
   if (model.tokenizer) {
-    auto exact = exact_tokens(*model.tokenizer, request, result);
-    if (!exact) return unexpected(std::move(exact).error());
+    // Each io thread encodes with its own workspace; the segment cache in it
+    // remembers the sections of recent prompts.
+    thread_local tokenizer::EncodeWorkspace workspace;
+    auto hits = workspace.segment_cache_hits();
+    auto misses = workspace.segment_cache_misses();
+    auto exact = prompt::exact_prompt_tokens(*model.tokenizer, request, workspace, {local_now()});
+    if (!exact) {
+      const auto& problem = exact.error();
+      return unexpected(openai::invalid_request(problem.message, problem.param,
+                                                problem.template_failed ? "chat_template_error" : "invalid_value"));
+    }
     tokens = std::move(*exact);
+    result.exact = true;
+    result.segment_hits = workspace.segment_cache_hits() - hits;
+    result.segment_misses = workspace.segment_cache_misses() - misses;
   } else {
     tokens = tokenizer::approximate_prompt_tokens(request.prompt);
   }

@@ -38,15 +38,15 @@ std::unique_ptr<policy::Policy> make_policy(const config::RoutingOptions& routin
 
 namespace {
 
-Result<std::shared_ptr<const ModelTokenizer>, std::string> reuse_or_load_tokenizer(const std::string& folder,
-                                                                                  const RoutingTable* previous) {
-  if (folder.empty()) return std::shared_ptr<const ModelTokenizer>();
+Result<std::shared_ptr<const prompt::ModelTokenizer>, std::string> reuse_or_load_tokenizer(
+    const std::string& folder, const RoutingTable* previous) {
+  if (folder.empty()) return std::shared_ptr<const prompt::ModelTokenizer>();
   if (previous != nullptr) {
     for (const auto& model : previous->models) {
       if (model.tokenizer && model.tokenizer->folder == folder) return model.tokenizer;
     }
   }
-  return load_model_tokenizer(folder);
+  return prompt::load_model_tokenizer(folder);
 }
 
 }  // namespace
@@ -66,7 +66,7 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
   if (previous != nullptr) {
     old_workers = previous->all_workers();
   }
-  std::vector<std::shared_ptr<const ModelTokenizer>> tokenizers;
+  std::vector<std::shared_ptr<const prompt::ModelTokenizer>> tokenizers;
   for (const auto& model_options : options->models) {
     auto loaded = reuse_or_load_tokenizer(model_options.tokenizer, previous);
     if (!loaded) {

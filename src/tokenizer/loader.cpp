@@ -1,3 +1,4 @@
+#include <atomic>
 #include <nlohmann/json.hpp>
 
 #include "tokenizer_file.hpp"
@@ -114,9 +115,15 @@ BpeOptions load_model_options(const json& model, const std::vector<std::pair<std
 
 }  // namespace
 
-std::shared_ptr<Tokenizer::Impl> build_tokenizer(std::string_view tokenizer_json, std::string_view config_json) {
+std::shared_ptr<Tokenizer::Impl> build_tokenizer(std::string_view tokenizer_json, std::string_view config_json,
+                                                 const LoadOptions& options) {
   TokenizerFile file = parse_tokenizer_file(tokenizer_json);
   auto impl = std::make_shared<Tokenizer::Impl>();
+  // Identifies the tokenizer to per-thread caches; a counter, because an
+  // address can be reused after a reload frees the old tokenizer.
+  static std::atomic<std::uint64_t> instances{0};
+  impl->instance = ++instances;
+  impl->segments = std::make_unique<SegmentCache>(options.segment_cache_bytes);
   try {
     impl->config = json::parse(config_json);
   } catch (const json::exception& error) {

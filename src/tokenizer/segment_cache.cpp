@@ -2,33 +2,35 @@
 
 namespace kvgate::tokenizer {
 
-const std::vector<TokenId>* SegmentCache::find(std::string_view text, bool first_section) {
-  auto found = by_key_.find(key_of(text, first_section));
-  if (found == by_key_.end() || found->second->text != text) {
-    ++misses_;
-    return nullptr;
-  }
-  ++hits_;
-  recency_.splice(recency_.begin(), recency_, found->second);
-  return &found->second->ids;
+bool SegmentCache::append(std::string_view text, bool first_section, std::vector<TokenId>& out) {
+  std::uint64_t key = key_of(text, first_section);
+  Shard& shard = shard_of(key);
+  std::lock_guard lock(shard.mutex);
+  auto found = shard.by_key.find(key);
+  if (found == shard.by_key.end() || found->second->text != text) return false;
+  shard.recency.splice(shard.recency.begin(), shard.recency, found->second);
+  out.insert(out.end(), found->second->ids.begin(), found->second->ids.end());
+  return true;
 }
 
 void SegmentCache::insert(std::string_view text, bool first_section, std::vector<TokenId> ids) {
   Entry entry{key_of(text, first_section), std::string(text), std::move(ids)};
-  if (entry.bytes() > capacity_bytes_) return;
-  if (auto existing = by_key_.find(entry.key); existing != by_key_.end()) {
-    used_bytes_ -= existing->second->bytes();
-    recency_.erase(existing->second);
-    by_key_.erase(existing);
+  if (entry.bytes() > shard_capacity_) return;
+  Shard& shard = shard_of(entry.key);
+  std::lock_guard lock(shard.mutex);
+  if (auto existing = shard.by_key.find(entry.key); existing != shard.by_key.end()) {
+    shard.used_bytes -= existing->second->bytes();
+    shard.recency.erase(existing->second);
+    shard.by_key.erase(existing);
   }
-  while (used_bytes_ + entry.bytes() > capacity_bytes_ && !recency_.empty()) {
-    used_bytes_ -= recency_.back().bytes();
-    by_key_.erase(recency_.back().key);
-    recency_.pop_back();
+  while (shard.used_bytes + entry.bytes() > shard_capacity_ && !shard.recency.empty()) {
+    shard.used_bytes -= shard.recency.back().bytes();
+    shard.by_key.erase(shard.recency.back().key);
+    shard.recency.pop_back();
   }
-  used_bytes_ += entry.bytes();
-  recency_.push_front(std::move(entry));
-  by_key_[recency_.front().key] = recency_.begin();
+  shard.used_bytes += entry.bytes();
+  shard.recency.push_front(std::move(entry));
+  shard.by_key[shard.recency.front().key] = shard.recency.begin();
 }
 
 }  // namespace kvgate::tokenizer

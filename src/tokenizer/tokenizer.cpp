@@ -8,16 +8,18 @@
 
 namespace kvgate::tokenizer {
 
-EncodeWorkspace::EncodeWorkspace(WorkspaceOptions options) : state_(std::make_unique<State>(options)) {}
+EncodeWorkspace::EncodeWorkspace() : state_(std::make_unique<State>()) {}
 EncodeWorkspace::~EncodeWorkspace() = default;
 std::uint64_t EncodeWorkspace::word_cache_hits() const {
-  return state_->bpe.cache.hits();
+  std::uint64_t hits = 0;
+  for (const auto& [owner, scratch] : state_->bpe) hits += scratch->cache.hits();
+  return hits;
 }
 std::uint64_t EncodeWorkspace::word_cache_misses() const {
-  return state_->bpe.cache.misses();
+  std::uint64_t misses = 0;
+  for (const auto& [owner, scratch] : state_->bpe) misses += scratch->cache.misses();
+  return misses;
 }
-std::uint64_t EncodeWorkspace::segment_cache_hits() const { return state_->segments.hits(); }
-std::uint64_t EncodeWorkspace::segment_cache_misses() const { return state_->segments.misses(); }
 
 namespace {
 
@@ -61,7 +63,8 @@ void encode_plain(const Tokenizer::Impl& impl, std::string_view text, bool first
                   std::vector<TokenId>& ids) {
   std::size_t first = ids.size();
   PreTokenizeContext context{state.match, first_section};
-  auto encode_word = [&](std::string_view word) { impl.model->encode_word(word, ids, state.bpe); };
+  BpeScratch& bpe = state.bpe_for(impl.instance);
+  auto encode_word = [&](std::string_view word) { impl.model->encode_word(word, ids, bpe); };
   if (impl.pre_tokenizer) {
     impl.pre_tokenizer->split(text, context, encode_word);
   } else {
@@ -100,15 +103,16 @@ void encode_section(const Tokenizer::Impl& impl, std::string_view text, bool fir
 
 }  // namespace
 
-Tokenizer Tokenizer::load_folder(const std::string& folder) {
+Tokenizer Tokenizer::load_folder(const std::string& folder, LoadOptions options) {
   std::string tokenizer_json = read_file(folder + "/tokenizer.json");
   std::string config_json = "{}";
   if (std::ifstream(folder + "/tokenizer_config.json")) config_json = read_file(folder + "/tokenizer_config.json");
-  return load(tokenizer_json, config_json);
+  return load(tokenizer_json, config_json, options);
 }
 
-Tokenizer Tokenizer::load(std::string_view tokenizer_json, std::string_view tokenizer_config_json) {
-  return Tokenizer(build_tokenizer(tokenizer_json, tokenizer_config_json));
+Tokenizer Tokenizer::load(std::string_view tokenizer_json, std::string_view tokenizer_config_json,
+                          LoadOptions options) {
+  return Tokenizer(build_tokenizer(tokenizer_json, tokenizer_config_json, options));
 }
 
 Result<bool, std::string> Tokenizer::encode(std::string_view text, bool add_special_tokens, EncodeWorkspace& workspace,
@@ -126,14 +130,15 @@ Result<bool, std::string> Tokenizer::encode(std::string_view text, bool add_spec
     if (section.empty()) continue;
     if (int token = token_of(impl, section); token >= 0) {
       ids.push_back(impl.added[static_cast<std::size_t>(token)].id);
-    } else if (section.size() < kSmallestCachedSection || !state.segments.enabled()) {
+    } else if (section.size() < kSmallestCachedSection || !impl.segments->enabled()) {
       encode_section(impl, section, index == 0, state, ids);
-    } else if (const auto* cached = state.segments.find(section, index == 0)) {
-      ids.insert(ids.end(), cached->begin(), cached->end());
+    } else if (impl.segments->append(section, index == 0, ids)) {
+      workspace.count_segment(true);
     } else {
+      workspace.count_segment(false);
       std::size_t first = ids.size();
       encode_section(impl, section, index == 0, state, ids);
-      state.segments.insert(section, index == 0,
+      impl.segments->insert(section, index == 0,
                             std::vector<TokenId>(ids.begin() + static_cast<std::ptrdiff_t>(first), ids.end()));
     }
   }

@@ -20,16 +20,23 @@
 namespace kvgate::tokenizer {
 
 struct EncodeWorkspace::State {
-  explicit State(const WorkspaceOptions& options) : segments(options.segment_cache_bytes) {}
   MatchScratch match;
-  SegmentCache segments;
-  BpeScratch bpe;
   std::vector<Section> sections;
-  std::vector<Section> subsections;
-  std::string normalized;
+  // BPE buffers and word cache per tokenizer (by Impl::instance), since
+  // the same word encodes differently with different vocabularies.
+  std::vector<std::pair<std::uint64_t, std::unique_ptr<BpeScratch>>> bpe;
+  BpeScratch& bpe_for(std::uint64_t instance) {
+    for (auto& [owner, scratch] : bpe) {
+      if (owner == instance) return *scratch;
+    }
+    bpe.emplace_back(instance, std::make_unique<BpeScratch>());
+    return *bpe.back().second;
+  }
 };
 
 struct Tokenizer::Impl {
+  std::uint64_t instance = 0;  // unique per loaded tokenizer, never reused
+  std::unique_ptr<SegmentCache> segments;
   std::unique_ptr<Normalizer> normalizer;
   std::unique_ptr<PreTokenizer> pre_tokenizer;
   std::unique_ptr<BpeModel> model;
@@ -53,6 +60,7 @@ struct Tokenizer::Impl {
 };
 
 // Builds everything but the model's tables from the parsed file; in loader.cpp.
-std::shared_ptr<Tokenizer::Impl> build_tokenizer(std::string_view tokenizer_json, std::string_view config_json);
+std::shared_ptr<Tokenizer::Impl> build_tokenizer(std::string_view tokenizer_json, std::string_view config_json,
+                                                 const LoadOptions& options);
 
 }  // namespace kvgate::tokenizer

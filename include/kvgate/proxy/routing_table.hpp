@@ -13,7 +13,7 @@
 #include "kvgate/kv_events/ingestion.hpp"
 #include "kvgate/kv_events/model_cache.hpp"
 #include "kvgate/policy/policy.hpp"
-#include "kvgate/proxy/model_tokenizer.hpp"
+#include "kvgate/prompt/model_tokenizer.hpp"
 #include "kvgate/workers/worker_state.hpp"
 
 namespace kvgate::proxy {
@@ -22,9 +22,9 @@ struct ModelRoute {
   std::string name;
   std::uint32_t block_size = 16;
   std::vector<std::shared_ptr<workers::WorkerState>> workers;
-  std::shared_ptr<kv_events::ModelCache> cache;  // the model's prefix index
-  std::vector<index::WorkerSlot> slots;          // each worker's slot in it
-  std::shared_ptr<const ModelTokenizer> tokenizer;  // null: approximate tokenisation
+  std::shared_ptr<kv_events::ModelCache> cache;             // the model's prefix index
+  std::vector<index::WorkerSlot> slots;                     // each worker's slot in it
+  std::shared_ptr<const prompt::ModelTokenizer> tokenizer;  // null: approximate tokenisation
 };
 
 struct RoutingTable {

@@ -37,32 +37,39 @@ struct AddedToken {
   bool normalized = false;  // matched after normalisation rather than before
 };
 
-struct WorkspaceOptions {
-  // Memory for remembered sections (text between special tokens) and their
-  // ids; 0 turns the segment cache off. A chat's earlier turns are sections
-  // seen before, so turn N+1 encodes only what is new.
-  std::size_t segment_cache_bytes = 64u << 20;
-};
-
-// Per-thread reusable state: regex match data, BPE buffers, the word cache
-// and the segment cache. Not shared between threads.
+// Per-thread reusable state: regex match data, BPE buffers and, per
+// tokenizer it has encoded with, a cache of encoded words. Not shared
+// between threads; one workspace may serve several tokenizers.
 class EncodeWorkspace {
  public:
-  explicit EncodeWorkspace(WorkspaceOptions options = {});
+  EncodeWorkspace();
   ~EncodeWorkspace();
   EncodeWorkspace(const EncodeWorkspace&) = delete;
   EncodeWorkspace& operator=(const EncodeWorkspace&) = delete;
 
   [[nodiscard]] std::uint64_t word_cache_hits() const;
   [[nodiscard]] std::uint64_t word_cache_misses() const;
-  [[nodiscard]] std::uint64_t segment_cache_hits() const;
-  [[nodiscard]] std::uint64_t segment_cache_misses() const;
+  // Sections of this thread's prompts found in, or added to, the
+  // tokenizers' segment caches.
+  [[nodiscard]] std::uint64_t segment_cache_hits() const { return segment_hits_; }
+  [[nodiscard]] std::uint64_t segment_cache_misses() const { return segment_misses_; }
 
   struct State;
   State& state() { return *state_; }
+  void count_segment(bool hit) { ++(hit ? segment_hits_ : segment_misses_); }
 
  private:
   std::unique_ptr<State> state_;
+  std::uint64_t segment_hits_ = 0;
+  std::uint64_t segment_misses_ = 0;
+};
+
+struct LoadOptions {
+  // Memory for the tokenizer's segment cache: sections (text between
+  // special tokens) and their ids, shared by all threads. A chat's earlier
+  // turns are sections seen before, so turn N+1 encodes only what is new.
+  // 0 turns it off.
+  std::size_t segment_cache_bytes = 64u << 20;
 };
 
 struct DecodeOptions {
@@ -73,8 +80,9 @@ class Tokenizer {
  public:
   // Reads DIR/tokenizer.json and DIR/tokenizer_config.json (the latter may
   // be absent).
-  static Tokenizer load_folder(const std::string& folder);
-  static Tokenizer load(std::string_view tokenizer_json, std::string_view tokenizer_config_json);
+  static Tokenizer load_folder(const std::string& folder, LoadOptions options = {});
+  static Tokenizer load(std::string_view tokenizer_json, std::string_view tokenizer_config_json,
+                        LoadOptions options = {});
 
   // Appends the ids of `text` to `ids`. Fails only on invalid UTF-8.
   Result<bool, std::string> encode(std::string_view text, bool add_special_tokens, EncodeWorkspace& workspace,

@@ -11,7 +11,7 @@
 #include "kvgate/core/result.hpp"
 #include "kvgate/tokenizer/hf_tokenizer.hpp"
 
-namespace kvgate::proxy {
+namespace kvgate::prompt {
 
 struct ModelTokenizer {
   std::string folder;
@@ -23,4 +23,4 @@ struct ModelTokenizer {
 // Errors name the folder and what could not be read.
 Result<std::shared_ptr<const ModelTokenizer>, std::string> load_model_tokenizer(const std::string& folder);
 
-}  // namespace kvgate::proxy
+}  // namespace kvgate::prompt

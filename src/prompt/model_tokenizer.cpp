@@ -1,8 +1,8 @@
-#include "kvgate/proxy/model_tokenizer.hpp"
+#include "kvgate/prompt/model_tokenizer.hpp"
 
 #include <nlohmann/json.hpp>
 
-namespace kvgate::proxy {
+namespace kvgate::prompt {
 
 Result<std::shared_ptr<const ModelTokenizer>, std::string> load_model_tokenizer(const std::string& folder) {
   try {
@@ -22,4 +22,4 @@ Result<std::shared_ptr<const ModelTokenizer>, std::string> load_model_tokenizer(
   }
 }
 
-}  // namespace kvgate::proxy
+}  // namespace kvgate::prompt

@@ -1,0 +1,30 @@
+#include "kvgate/prompt/exact_tokens.hpp"
+
+namespace kvgate::prompt {
+
+Result<std::vector<tokenizer::TokenId>, PromptError> exact_prompt_tokens(const ModelTokenizer& model,
+                                                                         const openai::RequestSummary& request,
+                                                                         tokenizer::EncodeWorkspace& workspace,
+                                                                         const ExactOptions& options) {
+  std::vector<tokenizer::TokenId> ids;
+  if (request.chat_body) {
+    if (!model.chat_template) return ids;
+    const auto& chat_template = *model.chat_template;
+    auto input = chat_template::render_input_from_request(*request.chat_body, chat_template, model.special_tokens);
+    if (!input) return unexpected(PromptError{input.error(), "messages", false});
+    input->now = options.now;
+    input->output_limit = options.max_prompt_bytes;
+    auto prompt = chat_template.render(*input);
+    if (!prompt) return unexpected(PromptError{prompt.error(), "messages", true});
+    auto encoded = model.tokenizer.encode(*prompt, false, workspace, ids);
+    if (!encoded) return unexpected(PromptError{encoded.error(), "messages", false});
+  } else if (const auto* text = std::get_if<std::string>(&request.prompt)) {
+    auto encoded = model.tokenizer.encode(*text, true, workspace, ids);
+    if (!encoded) return unexpected(PromptError{encoded.error(), "prompt", false});
+  } else if (const auto* given = std::get_if<std::vector<prefix::TokenId>>(&request.prompt)) {
+    ids = *given;
+  }
+  return ids;
+}
+
+}  // namespace kvgate::prompt
