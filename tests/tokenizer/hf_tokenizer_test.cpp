@@ -1,0 +1,164 @@
+// The tokenizer's pieces on small hand-built tokenizer.json files, where
+// the expected ids follow from the rules by hand.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "kvgate/tokenizer/hf_tokenizer.hpp"
+
+namespace kvgate::tokenizer {
+namespace {
+
+using json = nlohmann::json;
+
+// GPT-2 byte-level: 'Ġ' is the space byte.
+json byte_level_file() {
+  json vocab = {{"a", 0}, {"b", 1}, {"c", 2}, {"Ġ", 3}, {"ab", 4}, {"abc", 5}, {"Ġa", 6}, {"bb", 7}, {"Ġab", 8}};
+  return {
+      {"version", "1.0"},
+      {"added_tokens",
+       json::array({{{"id", 9}, {"content", "<x>"}, {"special", true}, {"lstrip", true}, {"rstrip", true}},
+                    {{"id", 10}, {"content", "<y>"}, {"special", true}}})},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+      {"post_processor", nullptr},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array({"b b", "a b", "ab c", "Ġ a", "Ġa b"})}}}};
+}
+
+std::vector<TokenId> encode(const Tokenizer& tokenizer, std::string_view text, bool special = false) {
+  EncodeWorkspace workspace;
+  std::vector<TokenId> ids;
+  EXPECT_TRUE(tokenizer.encode(text, special, workspace, ids).has_value());
+  return ids;
+}
+
+TEST(HfTokenizer, MergesLowestRankFirst) {
+  auto tokenizer = Tokenizer::load(byte_level_file().dump(), "{}");
+  EXPECT_EQ(encode(tokenizer, "abc"), (std::vector<TokenId>{5}));
+  // "abb": b+b (rank 0) wins over a+b (rank 1), and a+bb is not a merge.
+  EXPECT_EQ(encode(tokenizer, "abb"), (std::vector<TokenId>{0, 7}));
+  // GPT-2's regex keeps the space with the word (" ab"); a+b (rank 1)
+  // merges before Ġ+a (rank 3), and Ġ+ab is not a merge.
+  EXPECT_EQ(encode(tokenizer, "abc ab"), (std::vector<TokenId>{5, 3, 4}));
+  // Ġ+a first when no earlier merge takes the a: " a" -> "Ġa".
+  EXPECT_EQ(encode(tokenizer, "c a"), (std::vector<TokenId>{2, 6}));
+}
+
+TEST(HfTokenizer, AddedTokensSplitTheTextAndStripTheirNeighbours) {
+  auto tokenizer = Tokenizer::load(byte_level_file().dump(), "{}");
+  // <x> strips the whitespace on both sides; <y> strips nothing.
+  EXPECT_EQ(encode(tokenizer, "ab  <x>  ab"), (std::vector<TokenId>{4, 9, 4}));
+  EXPECT_EQ(encode(tokenizer, "ab <y> ab"), (std::vector<TokenId>{4, 3, 10, 3, 4}));
+}
+
+TEST(HfTokenizer, InvalidUtf8IsAnErrorNotACrash) {
+  auto tokenizer = Tokenizer::load(byte_level_file().dump(), "{}");
+  EncodeWorkspace workspace;
+  std::vector<TokenId> ids;
+  auto result = tokenizer.encode("ab\xC3(", false, workspace, ids);
+  ASSERT_FALSE(result.has_value());
+  EXPECT_NE(result.error().find("UTF-8"), std::string::npos);
+}
+
+TEST(HfTokenizer, DecodesByteLevelTokensBackToText) {
+  auto tokenizer = Tokenizer::load(byte_level_file().dump(), "{}");
+  EXPECT_EQ(tokenizer.decode(encode(tokenizer, "abc ab<y>")), "abc ab<y>");
+  EXPECT_EQ(tokenizer.decode(std::vector<TokenId>{10}, {.skip_special_tokens = true}), "");
+}
+
+json metaspace_file() {
+  json vocab = {{"<unk>", 0}, {"<s>", 1}, {"▁", 2}, {"h", 3}, {"i", 4}, {"▁h", 5}, {"▁hi", 6}};
+  for (int byte = 0; byte < 256; ++byte) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", byte);
+    vocab[name] = 7 + byte;
+  }
+  return {{"added_tokens", json::array({{{"id", 1}, {"content", "<s>"}, {"special", true}}})},
+          {"normalizer", {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "▁"}}},
+          {"pre_tokenizer", nullptr},
+          {"post_processor",
+           {{"type", "TemplateProcessing"},
+            {"single", json::array({{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                                    {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
+            {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}}}}},
+          {"decoder",
+           {{"type", "Sequence"},
+            {"decoders", json::array({{{"type", "Replace"}, {"pattern", {{"String", "▁"}}}, {"content", " "}},
+                                      {{"type", "ByteFallback"}},
+                                      {{"type", "Fuse"}}})}}},
+          {"model",
+           {{"type", "BPE"},
+            {"unk_token", "<unk>"},
+            {"byte_fallback", true},
+            {"fuse_unk", true},
+            {"vocab", vocab},
+            {"merges", json::array({json::array({"▁", "h"}), json::array({"▁h", "i"})})}}}};
+}
+
+TEST(HfTokenizer, ByteFallbackSpellsUnknownCharactersAsBytes) {
+  auto tokenizer = Tokenizer::load(metaspace_file().dump(), "{}");
+  // " hi" -> "▁hi"; "€" is not in the vocabulary: its three UTF-8 bytes.
+  EXPECT_EQ(encode(tokenizer, " hi€"), (std::vector<TokenId>{6, 7 + 0xE2, 7 + 0x82, 7 + 0xAC}));
+  EXPECT_EQ(tokenizer.decode(encode(tokenizer, " hi€")), " hi€");
+}
+
+TEST(HfTokenizer, TheTemplatePostProcessorAddsSpecialTokensOnlyWhenAsked) {
+  auto tokenizer = Tokenizer::load(metaspace_file().dump(), "{}");
+  EXPECT_EQ(encode(tokenizer, " hi", true), (std::vector<TokenId>{1, 6}));
+  EXPECT_EQ(encode(tokenizer, " hi", false), (std::vector<TokenId>{6}));
+}
+
+TEST(HfTokenizer, OneWorkspaceServesSeveralTokenizersWithoutMixingTheirCaches) {
+  auto first = Tokenizer::load(byte_level_file().dump(), "{}");
+  auto second = Tokenizer::load(metaspace_file().dump(), "{}");
+  EncodeWorkspace shared;
+  for (int round = 0; round < 3; ++round) {
+    for (const auto* tokenizer : {&first, &second}) {
+      std::vector<TokenId> ids;
+      ASSERT_TRUE(tokenizer->encode(" hi abc", false, shared, ids).has_value());
+      EXPECT_EQ(ids, encode(*tokenizer, " hi abc")) << "round " << round;
+    }
+  }
+}
+
+TEST(HfTokenizer, TheSegmentCacheGivesTheSameIdsAndCountsItsHits) {
+  auto tokenizer = Tokenizer::load(byte_level_file().dump(), "{}");
+  auto uncached = Tokenizer::load(byte_level_file().dump(), "{}", {.segment_cache_bytes = 0});
+  std::string prompt;
+  for (int turn = 0; turn < 4; ++turn) prompt += std::string(80, 'a') + " abc abb " + std::to_string(turn) + "<y>";
+  EncodeWorkspace workspace;
+  std::vector<TokenId> first;
+  std::vector<TokenId> second;
+  ASSERT_TRUE(tokenizer.encode(prompt, false, workspace, first).has_value());
+  EXPECT_EQ(workspace.segment_cache_hits(), 0u);
+  EXPECT_EQ(workspace.segment_cache_misses(), 4u);
+  ASSERT_TRUE(tokenizer.encode(prompt, false, workspace, second).has_value());
+  EXPECT_EQ(workspace.segment_cache_hits(), 4u);
+  EXPECT_EQ(first, second);
+  EXPECT_EQ(first, encode(uncached, prompt));
+  // A thread with its own workspace still finds the sections.
+  EncodeWorkspace other;
+  std::vector<TokenId> third;
+  ASSERT_TRUE(tokenizer.encode(prompt, false, other, third).has_value());
+  EXPECT_EQ(other.segment_cache_hits(), 4u);
+  EXPECT_EQ(third, first);
+}
+
+TEST(HfTokenizer, MalformedFilesFailToLoadWithAReason) {
+  EXPECT_THROW(Tokenizer::load("{not json", "{}"), TokenizerLoadError);
+  auto file = byte_level_file();
+  file["pre_tokenizer"] = {{"type", "NoSuchThing"}};
+  try {
+    Tokenizer::load(file.dump(), "{}");
+    FAIL() << "loaded an unknown pre_tokenizer";
+  } catch (const TokenizerLoadError& error) {
+    EXPECT_NE(std::string(error.what()).find("NoSuchThing"), std::string::npos);
+  }
+  file = byte_level_file();
+  file["model"]["type"] = "Unigram";
+  EXPECT_THROW(Tokenizer::load(file.dump(), "{}"), TokenizerLoadError);
+}
+
+}  // namespace
+}  // namespace kvgate::tokenizer
