@@ -32,7 +32,7 @@ echo "== fuzz smoke (libFuzzer, clang)"
 cmake -S fuzz -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 cmake --build build-fuzz -j"$jobs"
 fuzz_seconds=${KVGATE_FUZZ_SECONDS:-15}
-for target in inspect_request config kv_event_decoder prometheus_text; do
+for target in inspect_request config kv_event_decoder prometheus_text tokenizer chat_template; do
   # Work on a copy: libFuzzer adds what it finds to the corpus folder.
   scratch=$(mktemp -d)
   cp fuzz/corpus/"$target"/* "$scratch"/

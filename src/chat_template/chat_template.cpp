@@ -52,6 +52,7 @@ Result<std::string, std::string> ChatTemplate::render(const RenderInput& input) 
   RenderContext context;
   context.now = input.now;
   context.output_limit = input.output_limit;
+  context.step_limit = input.step_limit;
   Scope globals;
   add_globals(globals);
   globals.set("messages", input.messages);

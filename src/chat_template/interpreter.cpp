@@ -61,6 +61,10 @@ void Interpreter::render_block(const NodeList& block, Scope& scope, std::string&
 }
 
 void Interpreter::render_statement(const Node& node, Scope& scope, std::string& out) {
+  if (context_.step_limit != 0 && ++context_.steps > context_.step_limit) {
+    context_.fail("the chat template took more than " + std::to_string(context_.step_limit) + " steps");
+    return;
+  }
   switch (node.kind) {
     case NodeKind::kText:
       out += node.literal.as_string();
@@ -254,6 +258,9 @@ Arguments Interpreter::evaluate_arguments(const NodeList& operands, std::size_t 
 
 Value Interpreter::evaluate(const Node& node, Scope& scope) {
   if (context_.failed()) return {};
+  if (context_.step_limit != 0 && ++context_.steps > context_.step_limit) {
+    return context_.fail("the chat template took more than " + std::to_string(context_.step_limit) + " steps");
+  }
   switch (node.kind) {
     case NodeKind::kLiteral:
       return node.literal;

@@ -46,6 +46,8 @@ struct RenderContext {
   Scope* caller = nullptr;  // the scope a macro is called from
   int depth = 0;            // macro recursion
   std::size_t output_limit = 0;
+  std::uint64_t step_limit = 0;
+  std::uint64_t steps = 0;
 
   [[nodiscard]] bool failed() const { return !error.empty(); }
   Value fail(std::string message) {

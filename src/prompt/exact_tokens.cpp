@@ -14,6 +14,7 @@ Result<std::vector<tokenizer::TokenId>, PromptError> exact_prompt_tokens(const M
     if (!input) return unexpected(PromptError{input.error(), "messages", false});
     input->now = options.now;
     input->output_limit = options.max_prompt_bytes;
+    input->step_limit = options.max_template_steps;
     auto prompt = chat_template.render(*input);
     if (!prompt) return unexpected(PromptError{prompt.error(), "messages", true});
     auto encoded = model.tokenizer.encode(*prompt, false, workspace, ids);

@@ -4,6 +4,7 @@
 // reference is @huggingface/jinja with trim_blocks and lstrip_blocks, which
 // is how transformers (and so vLLM and SGLang) configure Jinja. Rendering is
 // pure: the clock strftime_now reads is an input.
+#include <cstdint>
 #include <ctime>
 #include <memory>
 #include <string>
@@ -24,6 +25,9 @@ struct RenderInput {
   Mapping extra;                 // chat_template_kwargs (e.g. enable_thinking), set as variables
   std::tm now{};                 // for strftime_now
   std::size_t output_limit = 0;  // bytes; 0 = unlimited
+  // Expressions and statements evaluated before the render gives up, so a
+  // template that loops without output cannot hang a thread; 0 = unlimited.
+  std::uint64_t step_limit = 0;
 };
 
 class ChatTemplate {

@@ -23,6 +23,9 @@ struct PromptError {
 struct ExactOptions {
   std::tm now{};                             // the clock strftime_now reads
   std::size_t max_prompt_bytes = 64u << 20;  // a rendered prompt may not grow past this
+  // Real templates take thousands of steps per message; this bounds a
+  // hostile one to well under a second.
+  std::uint64_t max_template_steps = 20'000'000;
 };
 
 // Empty ids when the request has nothing to tokenise exactly (batched
