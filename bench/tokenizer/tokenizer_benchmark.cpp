@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "kvgate/chat_template/chat_template.hpp"
+#include "kvgate/chat_template/request.hpp"
 #include "kvgate/tokenizer/hf_tokenizer.hpp"
 
 namespace {
@@ -129,6 +131,65 @@ void load(benchmark::State& state) {
   state.counters["rss_growth_MiB"] = static_cast<double>(resident_growth) / (1 << 20);
 }
 BENCHMARK(load)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+// A long agent-style conversation: a system prompt and alternating turns cut
+// from the corpus' prose, about `target_tokens` in all.
+nlohmann::ordered_json long_conversation(const Tokenizer& tokenizer, std::size_t target_tokens) {
+  auto prose = corpus_documents("prose");
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  messages.push_back({{"role", "system"}, {"content", prose[0]}});
+  EncodeWorkspace workspace;
+  std::vector<TokenId> ids;
+  std::size_t tokens = 0;
+  for (std::size_t index = 1; tokens < target_tokens; ++index) {
+    const std::string& text = prose[index % prose.size()];
+    ids.clear();
+    if (!tokenizer.encode(text, false, workspace, ids)) std::abort();
+    tokens += ids.size();
+    messages.push_back({{"role", index % 2 ? "user" : "assistant"}, {"content", text}});
+  }
+  if (messages.back()["role"] == "user") messages.erase(messages.size() - 1);
+  return messages;
+}
+
+// The next turn of a ~32k-token conversation whose earlier turns the
+// gateway has seen: prepare the request, render the chat template, encode.
+// Each iteration's new question is new text; everything before it is found
+// in the segment cache (or not, with the cache off).
+void chat_next_turn(benchmark::State& state, bool segment_cache) {
+  auto tokenizer = Tokenizer::load_folder(tokenizer_folder(), {.segment_cache_bytes = segment_cache ? 256u << 20 : 0});
+  auto compiled = kvgate::chat_template::ChatTemplate::compile(tokenizer.config()["chat_template"].get<std::string>());
+  if (!compiled) std::abort();
+  auto special = kvgate::chat_template::special_tokens_from_config(tokenizer.config());
+  nlohmann::ordered_json body = {{"model", "m"}, {"messages", long_conversation(tokenizer, 32'000)}};
+  body["messages"].push_back({{"role", "user"}, {"content", "warm-up question"}});
+  EncodeWorkspace workspace;
+  std::vector<TokenId> ids;
+  auto run = [&] {
+    auto input = kvgate::chat_template::render_input_from_request(body, *compiled, special);
+    auto prompt = compiled->render(*input);
+    ids.clear();
+    if (!prompt || !tokenizer.encode(*prompt, false, workspace, ids)) std::abort();
+  };
+  run();  // the earlier turns, seen before
+  std::uint64_t question = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    body["messages"].back()["content"] = "And what about case " + std::to_string(++question) + "?";
+    state.ResumeTiming();
+    run();
+  }
+  state.counters["prompt_tokens"] = static_cast<double>(ids.size());
+  state.counters["messages"] = static_cast<double>(body["messages"].size());
+}
+void chat_next_turn_cached(benchmark::State& state) {
+  chat_next_turn(state, true);
+}
+void chat_next_turn_uncached(benchmark::State& state) {
+  chat_next_turn(state, false);
+}
+BENCHMARK(chat_next_turn_cached)->Unit(benchmark::kMicrosecond);
+BENCHMARK(chat_next_turn_uncached)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

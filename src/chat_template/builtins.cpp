@@ -402,6 +402,23 @@ Value tojson(const Value& operand, Arguments& arguments, RenderContext& context)
 
 }  // namespace
 
+bool call_method(const Value& object, const std::string& name, Arguments& arguments, RenderContext& context,
+                 Value& result) {
+  static const std::vector<std::string> kStringMethods = {"upper",    "lower", "strip",      "lstrip",
+                                                          "rstrip",   "title", "capitalize", "startswith",
+                                                          "endswith", "split", "replace"};
+  if (object.is_string() && std::find(kStringMethods.begin(), kStringMethods.end(), name) != kStringMethods.end()) {
+    result = string_method(object, name, arguments, context);
+    return true;
+  }
+  if (object.is(Kind::kMapping) && object.find(name) == nullptr &&
+      (name == "get" || name == "items" || name == "keys" || name == "values")) {
+    result = mapping_method(object, name, arguments, context);
+    return true;
+  }
+  return false;
+}
+
 Value member_of(const Value& object, const std::string& name) {
   if (object.is_string()) {
     if (name == "length") {

@@ -158,18 +158,24 @@ void Interpreter::render_for(const Node& node, Scope& scope, std::string& out) {
   }
   bool iterated = false;
   const auto count = static_cast<std::int64_t>(items.size());
+  // One `loop` object per loop, updated in place each iteration (its keys
+  // are allocated once; templates read it, they do not keep it).
+  auto loop = std::make_shared<Namespace>();
+  loop->entries = {{"index", Value()},       {"index0", Value()},   {"revindex", Value()},
+                   {"revindex0", Value()},   {"first", Value()},    {"last", Value()},
+                   {"length", Value(count)}, {"previtem", Value()}, {"nextitem", Value()}};
+  loop_scope.set("loop", Value(loop));
   for (std::int64_t index = 0; index < count && !context_.failed(); ++index) {
     auto at = static_cast<std::size_t>(index);
-    Mapping loop{{"index", Value(index + 1)},
-                 {"index0", Value(index)},
-                 {"revindex", Value(count - index)},
-                 {"revindex0", Value(count - index - 1)},
-                 {"first", Value(index == 0)},
-                 {"last", Value(index == count - 1)},
-                 {"length", Value(count)},
-                 {"previtem", index > 0 ? items[at - 1] : Value()},
-                 {"nextitem", index + 1 < count ? items[at + 1] : Value()}};
-    loop_scope.set("loop", Value(std::move(loop)));
+    Mapping& fields = loop->entries;
+    fields[0].second = Value(index + 1);
+    fields[1].second = Value(index);
+    fields[2].second = Value(count - index);
+    fields[3].second = Value(count - index - 1);
+    fields[4].second = Value(index == 0);
+    fields[5].second = Value(index == count - 1);
+    fields[7].second = index > 0 ? items[at - 1] : Value();
+    fields[8].second = index + 1 < count ? items[at + 1] : Value();
     assign(target, items[at], loop_scope);
     render_block(node.body, loop_scope, out);
     auto flow = context_.flow;
@@ -369,8 +375,15 @@ Value Interpreter::evaluate_member(const Node& node, Scope& scope) {
     }
     return context_.fail("slice object must be an array or string");
   }
-  Value property = node.flag || property_node.kind == NodeKind::kLiteral ? evaluate(property_node, scope)
-                                                                         : Value(property_node.name);
+  if (!node.flag && property_node.kind == NodeKind::kIdentifier) {  // object.name: no Value for the name
+    const std::string& name = property_node.name;
+    if (object.is(Value::Kind::kMapping) || object.is(Value::Kind::kNamespace)) {
+      if (const Value* found = object.find(name)) return *found;
+      return object.is(Value::Kind::kMapping) ? member_of(object, name) : Value();
+    }
+    return member_of(object, name);
+  }
+  Value property = evaluate(property_node, scope);
   if (context_.failed()) return {};
   if (object.is(Value::Kind::kMapping) || object.is(Value::Kind::kNamespace)) {
     if (!property.is_string())
@@ -399,7 +412,15 @@ Value Interpreter::evaluate_member(const Node& node, Scope& scope) {
 
 Value Interpreter::evaluate_call(const Node& node, Scope& scope) {
   Arguments arguments = evaluate_arguments(node.operands, 1, scope);
-  Value callee = evaluate(*node.operands[0], scope);
+  const Node& callee_node = *node.operands[0];
+  if (callee_node.kind == NodeKind::kMember && !callee_node.flag &&
+      callee_node.operands[1]->kind == NodeKind::kIdentifier) {
+    Value object = evaluate(*callee_node.operands[0], scope);
+    if (context_.failed()) return {};
+    Value result;
+    if (call_method(object, callee_node.operands[1]->name, arguments, context_, result)) return result;
+  }
+  Value callee = evaluate(callee_node, scope);
   if (context_.failed()) return {};
   if (!callee.is(Value::Kind::kFunction)) {
     return context_.fail("cannot call something that is not a function: got " + std::string(callee.type_name()));

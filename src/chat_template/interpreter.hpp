@@ -82,6 +82,10 @@ Value apply_filter(const std::string& name, const Value& operand, Arguments& arg
 Value run_test(const std::string& name, const Value& operand, RenderContext& context);
 // A string's, list's or mapping's attribute or method, bound to it.
 Value member_of(const Value& object, const std::string& name);
+// object.name(arguments) for a built-in method, without binding it first
+// (the common case in templates); false when `name` is not one.
+bool call_method(const Value& object, const std::string& name, Arguments& arguments, RenderContext& context,
+                 Value& result);
 void add_globals(Scope& scope);
 Value binary_operation(const std::string& operation, const Value& left, const Value& right, RenderContext& context);
 

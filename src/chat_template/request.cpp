@@ -19,25 +19,30 @@ Value token_value(const nlohmann::json& config, const char* key) {
   return Value(None{});
 }
 
+Value text_part(const std::string& text) {
+  return Value(Mapping{{"type", Value("text")}, {"text", Value(text)}});
+}
+
 Result<Value, std::string> prepare_content(const json& content, bool keep_list) {
-  json parts = json::array();
-  if (content.is_string()) {
-    parts.push_back({{"type", "text"}, {"text", content}});
-  } else if (content.is_array()) {
-    parts = content;
-  } else if (!content.is_null()) {
-    return unexpected(std::string("message content must be a string, a list of parts or null"));
+  if (content.is_string()) {  // the usual case: one copy of the text
+    if (!keep_list) return Value(content.get<std::string>());
+    return Value(List{text_part(content.get_ref<const std::string&>())});
   }
-  if (keep_list) return Value::from_json(parts);
+  if (content.is_null()) return keep_list ? Value(List{}) : Value(std::string());
+  if (!content.is_array()) return unexpected(std::string("message content must be a string, a list of parts or null"));
+  if (keep_list) return Value::from_json(content);
   std::string text;
   bool first = true;
-  for (const auto& part : parts) {
+  for (const auto& part : content) {
     if (!part.is_object()) return unexpected(std::string("content parts must be objects"));
-    if (part.value("type", "") != "text") continue;
-    if (!part.contains("text") || !part["text"].is_string())
+    auto type = part.find("type");
+    if (type == part.end() || !type->is_string() || type->get_ref<const std::string&>() != "text") continue;
+    auto part_text = part.find("text");
+    if (part_text == part.end() || !part_text->is_string()) {
       return unexpected(std::string("text part without a string text"));
+    }
     if (!first) text += '\n';
-    text += part["text"].get<std::string>();
+    text += part_text->get_ref<const std::string&>();
     first = false;
   }
   return Value(std::move(text));

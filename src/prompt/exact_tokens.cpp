@@ -17,7 +17,9 @@ Result<std::vector<tokenizer::TokenId>, PromptError> exact_prompt_tokens(const M
     input->step_limit = options.max_template_steps;
     auto prompt = chat_template.render(*input);
     if (!prompt) return unexpected(PromptError{prompt.error(), "messages", true});
-    auto encoded = model.tokenizer.encode(*prompt, false, workspace, ids);
+    // Rendered from strings the JSON parser accepted (valid UTF-8) and the
+    // template's own literals, so the prompt needs no second check.
+    auto encoded = model.tokenizer.encode(*prompt, false, workspace, ids, true);
     if (!encoded) return unexpected(PromptError{encoded.error(), "messages", false});
   } else if (const auto* text = std::get_if<std::string>(&request.prompt)) {
     auto encoded = model.tokenizer.encode(*text, true, workspace, ids);

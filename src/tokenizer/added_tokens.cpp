@@ -1,11 +1,15 @@
 #include "added_tokens.hpp"
 
+#include <cstring>
+
 namespace kvgate::tokenizer {
 
 int AddedTokenSplitter::child(int node, unsigned char byte) const {
   if (node == 0) return root_children_[byte];
-  auto found = children_.find((static_cast<std::uint64_t>(node) << 8) | byte);
-  return found == children_.end() ? 0 : found->second;
+  for (const auto& [key, next] : nodes_[static_cast<std::size_t>(node)].children) {
+    if (key == byte) return next;
+  }
+  return 0;
 }
 
 void AddedTokenSplitter::add(std::string_view content, int token) {
@@ -19,8 +23,10 @@ void AddedTokenSplitter::add(std::string_view content, int token) {
       nodes_.push_back(Node{});
       if (node == 0) {
         root_children_[byte] = next;
+        ++first_bytes_;
+        single_first_byte_ = first_bytes_ == 1 ? byte : -1;
       } else {
-        children_[(static_cast<std::uint64_t>(node) << 8) | byte] = next;
+        nodes_[static_cast<std::size_t>(node)].children.emplace_back(byte, next);
       }
     }
     node = next;
@@ -32,6 +38,11 @@ void AddedTokenSplitter::split(std::string_view text, std::vector<Section>& out)
   std::size_t start = 0;
   std::size_t position = 0;
   while (position < text.size()) {
+    if (single_first_byte_ >= 0) {  // e.g. every token starts with '<': memchr skips plain text
+      const void* found = std::memchr(text.data() + position, single_first_byte_, text.size() - position);
+      if (found == nullptr) break;
+      position = static_cast<std::size_t>(static_cast<const char*>(found) - text.data());
+    }
     int node = root_children_[static_cast<unsigned char>(text[position])];
     int matched = -1;
     std::size_t matched_end = 0;

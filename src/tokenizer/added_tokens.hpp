@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace kvgate::tokenizer {
@@ -28,12 +27,17 @@ class AddedTokenSplitter {
  private:
   struct Node {
     int token = -1;  // token ending here
+    // Children below the root, few per node: a linear scan of a small
+    // vector beats hashing, and stays compact for tokenizers with thousands
+    // of added tokens.
+    std::vector<std::pair<unsigned char, int>> children;
   };
   [[nodiscard]] int child(int node, unsigned char byte) const;
 
   std::vector<Node> nodes_{Node{}};
-  std::array<int, 256> root_children_{};             // 0 = none (the root is never a child)
-  std::unordered_map<std::uint64_t, int> children_;  // (node << 8 | byte) -> node, below the root
+  std::array<int, 256> root_children_{};  // 0 = none (the root is never a child)
+  int first_bytes_ = 0;                   // distinct first bytes of the tokens
+  int single_first_byte_ = -1;            // that byte when there is only one
 };
 
 }  // namespace kvgate::tokenizer

@@ -74,6 +74,7 @@ void load_added_tokens(const json& list, Tokenizer::Impl& impl) {
   }
   for (std::size_t index = 0; index < impl.added.size(); ++index) {
     const AddedToken& token = impl.added[index];
+    impl.longest_added = std::max(impl.longest_added, token.content.size() * 4);  // NFC can grow a normalised key
     int position = static_cast<int>(index);
     impl.added_by_content[token.content] = position;
     if (token.special) impl.special_contents.insert(token.content);

@@ -48,7 +48,9 @@ void strip_around_tokens(const Tokenizer::Impl& impl, std::vector<Section>& sect
 }
 
 int token_of(const Tokenizer::Impl& impl, std::string_view text) {
-  if (impl.added_by_content.empty()) return -1;
+  // Prompts are mostly long plain sections; only one as short as a token
+  // can be one.
+  if (impl.added_by_content.empty() || text.size() > impl.longest_added) return -1;
   auto found = impl.added_by_content.find(std::string(text));
   return found == impl.added_by_content.end() ? -1 : found->second;
 }
@@ -116,8 +118,8 @@ Tokenizer Tokenizer::load(std::string_view tokenizer_json, std::string_view toke
 }
 
 Result<bool, std::string> Tokenizer::encode(std::string_view text, bool add_special_tokens, EncodeWorkspace& workspace,
-                                            std::vector<TokenId>& ids) const {
-  if (!is_valid_utf8(text)) return unexpected(std::string("text is not valid UTF-8"));
+                                            std::vector<TokenId>& ids, bool known_valid) const {
+  if (!known_valid && !is_valid_utf8(text)) return unexpected(std::string("text is not valid UTF-8"));
   const Impl& impl = *impl_;
   auto& state = workspace.state();
   if (add_special_tokens) ids.insert(ids.end(), impl.prefix_ids.begin(), impl.prefix_ids.end());

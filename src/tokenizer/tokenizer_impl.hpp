@@ -45,6 +45,7 @@ struct Tokenizer::Impl {
 
   std::vector<AddedToken> added;
   std::unordered_map<std::string, int> added_by_content;  // raw and normalised contents -> index in `added`
+  std::size_t longest_added = 0;                          // bytes of the longest key above
   AddedTokenSplitter unnormalized_splitter;
   AddedTokenSplitter normalized_splitter;
 

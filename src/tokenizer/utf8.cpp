@@ -1,5 +1,7 @@
 #include "kvgate/tokenizer/utf8.hpp"
 
+#include <cstring>
+
 namespace kvgate::tokenizer {
 
 namespace {
@@ -51,6 +53,14 @@ std::size_t scan_sequence(std::string_view text, std::size_t position, bool& val
 bool is_valid_utf8(std::string_view text) {
   std::size_t position = 0;
   while (position < text.size()) {
+    // Eight ASCII bytes at a time: most prompt text is ASCII.
+    while (position + 8 <= text.size()) {
+      std::uint64_t word = 0;
+      std::memcpy(&word, text.data() + position, 8);
+      if ((word & 0x8080808080808080ULL) != 0) break;
+      position += 8;
+    }
+    if (position >= text.size()) break;
     if (static_cast<unsigned char>(text[position]) < 0x80) {
       ++position;
       continue;

@@ -84,9 +84,11 @@ class Tokenizer {
   static Tokenizer load(std::string_view tokenizer_json, std::string_view tokenizer_config_json,
                         LoadOptions options = {});
 
-  // Appends the ids of `text` to `ids`. Fails only on invalid UTF-8.
+  // Appends the ids of `text` to `ids`. Fails only on invalid UTF-8, which
+  // it checks unless the caller vouches for the text (`known_valid`, e.g. a
+  // prompt rendered from parsed JSON strings and template literals).
   Result<bool, std::string> encode(std::string_view text, bool add_special_tokens, EncodeWorkspace& workspace,
-                                   std::vector<TokenId>& ids) const;
+                                   std::vector<TokenId>& ids, bool known_valid = false) const;
   [[nodiscard]] std::string decode(std::span<const TokenId> ids, DecodeOptions options = {}) const;
 
   [[nodiscard]] std::optional<TokenId> token_to_id(std::string_view token) const;
