@@ -49,8 +49,10 @@ std::vector<std::string> corpus_documents(const std::string& kind) {
   return documents;
 }
 
+// Throughput is the encoder's own: the segment cache (which would serve
+// every repeated document from memory) is off.
 const Tokenizer& shared_tokenizer() {
-  static const Tokenizer tokenizer = Tokenizer::load_folder(tokenizer_folder());
+  static const Tokenizer tokenizer = Tokenizer::load_folder(tokenizer_folder(), {.segment_cache_bytes = 0});
   return tokenizer;
 }
 

@@ -15,7 +15,7 @@ TokenId lookup_id(const Tokenizer::Impl& impl, const std::string& token) {
     return impl.added[static_cast<std::size_t>(found->second)].id;
   }
   for (TokenId id = 0; id < impl.id_to_token.size(); ++id) {
-    if (impl.id_to_token[id] == token) return id;
+    if (impl.id_to_token.get(id) == token) return id;
   }
   throw TokenizerLoadError("post_processor names unknown token " + token);
 }
@@ -86,8 +86,7 @@ void load_added_tokens(const json& list, Tokenizer::Impl& impl) {
     } else {
       impl.unnormalized_splitter.add(token.content, position);
     }
-    if (impl.id_to_token.size() <= token.id) impl.id_to_token.resize(token.id + 1);
-    impl.id_to_token[token.id] = token.content;
+    impl.id_to_token.set(token.id, token.content);
   }
 }
 
@@ -143,7 +142,7 @@ std::shared_ptr<Tokenizer::Impl> build_tokenizer(std::string_view tokenizer_json
     TokenId largest = 0;
     for (const auto& [token, id] : file.vocabulary) largest = std::max(largest, id);
     impl->id_to_token.resize(file.vocabulary.empty() ? 0 : largest + 1);
-    for (const auto& [token, id] : file.vocabulary) impl->id_to_token[id] = token;
+    for (const auto& [token, id] : file.vocabulary) impl->id_to_token.set(id, token);
     impl->vocabulary_size = file.vocabulary.size();
 
     impl->model = std::make_unique<BpeModel>(file.vocabulary, file.merges, options);

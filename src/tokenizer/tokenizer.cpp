@@ -153,12 +153,11 @@ std::string Tokenizer::decode(std::span<const TokenId> ids, DecodeOptions option
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (TokenId id : ids) {
-    const std::string* token = id < impl.id_to_token.size() && !impl.id_to_token[id].empty()
-                                   ? &impl.id_to_token[id]
-                                   : (impl.unknown_token.empty() ? nullptr : &impl.unknown_token);
-    if (token == nullptr) continue;
-    if (options.skip_special_tokens && impl.special_contents.contains(*token)) continue;
-    tokens.push_back(*token);
+    std::string_view token = impl.id_to_token.get(id);
+    if (token.empty()) token = impl.unknown_token;
+    if (token.empty()) continue;
+    if (options.skip_special_tokens && impl.special_contents.contains(std::string(token))) continue;
+    tokens.emplace_back(token);
   }
   if (!impl.decoder) {
     std::string joined;
@@ -174,7 +173,7 @@ std::string Tokenizer::decode(std::span<const TokenId> ids, DecodeOptions option
 std::optional<TokenId> Tokenizer::token_to_id(std::string_view token) const {
   if (int added = token_of(*impl_, token); added >= 0) return impl_->added[static_cast<std::size_t>(added)].id;
   for (TokenId id = 0; id < impl_->id_to_token.size(); ++id) {
-    if (impl_->id_to_token[id] == token) return id;
+    if (impl_->id_to_token.get(id) == token) return id;
   }
   return std::nullopt;
 }
@@ -191,7 +190,7 @@ std::size_t Tokenizer::vocabulary_size() const {
 
 std::size_t Tokenizer::memory_bytes() const {
   std::size_t bytes = impl_->model->memory_bytes();
-  for (const auto& token : impl_->id_to_token) bytes += sizeof(std::string) + token.capacity();
+  bytes += impl_->id_to_token.memory_bytes();
   return bytes;
 }
 

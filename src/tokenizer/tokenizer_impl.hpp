@@ -34,6 +34,28 @@ struct EncodeWorkspace::State {
   }
 };
 
+// Token strings by id in one arena (a vector of std::string would cost 32
+// bytes per token before any text).
+class TokenStrings {
+ public:
+  void resize(std::size_t count) { spans_.resize(count, {0, 0}); }
+  void set(TokenId id, std::string_view text) {
+    if (spans_.size() <= id) spans_.resize(static_cast<std::size_t>(id) + 1, {0, 0});
+    spans_[id] = {static_cast<std::uint32_t>(arena_.size()), static_cast<std::uint32_t>(text.size())};
+    arena_.append(text);
+  }
+  [[nodiscard]] std::string_view get(TokenId id) const {
+    if (id >= spans_.size()) return {};
+    return std::string_view(arena_).substr(spans_[id].first, spans_[id].second);
+  }
+  [[nodiscard]] std::size_t size() const { return spans_.size(); }
+  [[nodiscard]] std::size_t memory_bytes() const { return arena_.capacity() + spans_.capacity() * sizeof(spans_[0]); }
+
+ private:
+  std::string arena_;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> spans_;  // offset, length
+};
+
 struct Tokenizer::Impl {
   std::uint64_t instance = 0;  // unique per loaded tokenizer, never reused
   std::unique_ptr<SegmentCache> segments;
@@ -53,7 +75,7 @@ struct Tokenizer::Impl {
   std::vector<TokenId> prefix_ids;
   std::vector<TokenId> suffix_ids;
 
-  std::vector<std::string> id_to_token;  // the file's alphabet, for decoding
+  TokenStrings id_to_token;  // the file's alphabet, for decoding
   std::unordered_set<std::string> special_contents;
   std::string unknown_token;
   nlohmann::json config;
