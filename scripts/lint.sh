@@ -5,5 +5,6 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
-clang-tidy -p build --quiet src/core/*.cpp src/policy/*.cpp src/openai/*.cpp src/config/*.cpp 2>&1 \
+clang-tidy -p build --quiet src/core/*.cpp src/policy/*.cpp src/openai/*.cpp src/config/*.cpp src/tokenizer/*.cpp \
+  src/chat_template/*.cpp src/prompt/*.cpp 2>&1 \
   | { grep -v "warnings generated" || true; }

@@ -19,17 +19,27 @@ using Kind = Value::Kind;
 std::string strip(const std::string& text, bool left, bool right, const Value* characters) {
   if (characters == nullptr || characters->is_none() || characters->is_undefined() || !characters->is_string()) {
     std::string_view view = text;
-    if (left) view = tokenizer::trim_start_javascript(view);
-    if (right) view = tokenizer::trim_end_javascript(view);
+    if (left) {
+      view = tokenizer::trim_start_javascript(view);
+    }
+    if (right) {
+      view = tokenizer::trim_end_javascript(view);
+    }
     return std::string(view);
   }
   // Python's str.strip(chars): remove any of the given characters.
   const std::string& set = characters->as_string();
   std::size_t begin = 0;
   std::size_t end = text.size();
-  if (left) begin = text.find_first_not_of(set);
-  if (begin == std::string::npos) return {};
-  if (right) end = text.find_last_not_of(set) + 1;
+  if (left) {
+    begin = text.find_first_not_of(set);
+  }
+  if (begin == std::string::npos) {
+    return {};
+  }
+  if (right) {
+    end = text.find_last_not_of(set) + 1;
+  }
   return text.substr(begin, end - begin);
 }
 
@@ -43,14 +53,20 @@ std::string ascii_case(std::string text, bool upper) {
 
 std::string replace_all(const std::string& text, const std::string& old_text, const std::string& new_text,
                         std::int64_t count) {
-  if (count == 0) return text;
+  if (count == 0) {
+    return text;
+  }
   std::string out;
   std::int64_t remaining = count < 0 ? INT64_MAX : count;
   if (old_text.empty()) {  // Python inserts between every character
     std::size_t position = 0;
     while (position <= text.size()) {
-      if (remaining-- > 0) out += new_text;
-      if (position == text.size()) break;
+      if (remaining-- > 0) {
+        out += new_text;
+      }
+      if (position == text.size()) {
+        break;
+      }
       std::size_t start = position;
       tokenizer::next_code_point(text, position);
       out.append(text, start, position - start);
@@ -73,14 +89,20 @@ Value split(const std::string& text, const Value* separator, std::int64_t max_sp
     std::size_t position = 0;
     auto is_space = [](char symbol) { return symbol == ' ' || (symbol >= '\t' && symbol <= '\r'); };
     while (position < text.size()) {
-      while (position < text.size() && is_space(text[position])) ++position;
-      if (position >= text.size()) break;
+      while (position < text.size() && is_space(text[position])) {
+        ++position;
+      }
+      if (position >= text.size()) {
+        break;
+      }
       if (max_split >= 0 && static_cast<std::int64_t>(parts.size()) >= max_split) {
         parts.emplace_back(text.substr(position));
         break;
       }
       std::size_t end = position;
-      while (end < text.size() && !is_space(text[end])) ++end;
+      while (end < text.size() && !is_space(text[end])) {
+        ++end;
+      }
       parts.emplace_back(text.substr(position, end - position));
       position = end;
     }
@@ -99,7 +121,9 @@ Value split(const std::string& text, const Value* separator, std::int64_t max_sp
 
 bool starts_or_ends(const std::string& text, const Value& pattern, bool starts) {
   auto check = [&](const std::string& piece) { return starts ? text.starts_with(piece) : text.ends_with(piece); };
-  if (pattern.is_string()) return check(pattern.as_string());
+  if (pattern.is_string()) {
+    return check(pattern.as_string());
+  }
   if (pattern.is(Kind::kList)) {
     return std::any_of(pattern.as_list().begin(), pattern.as_list().end(),
                        [&](const Value& item) { return item.is_string() && check(item.as_string()); });
@@ -112,7 +136,9 @@ Value title_case(const std::string& text) {
   bool previous_word = false;
   for (char& symbol : out) {
     bool word = std::isalnum(static_cast<unsigned char>(symbol)) || symbol == '_';
-    if (word && !previous_word) symbol = static_cast<char>(std::toupper(static_cast<unsigned char>(symbol)));
+    if (word && !previous_word) {
+      symbol = static_cast<char>(std::toupper(static_cast<unsigned char>(symbol)));
+    }
     previous_word = word;
   }
   return Value(std::move(out));
@@ -120,28 +146,47 @@ Value title_case(const std::string& text) {
 
 Value string_method(const Value& object, const std::string& name, Arguments& arguments, RenderContext& context) {
   const std::string& text = object.as_string();
-  if (name == "upper") return Value(ascii_case(text, true));
-  if (name == "lower") return Value(ascii_case(text, false));
-  if (name == "strip") return Value(strip(text, true, true, arguments.get(0, "chars")));
-  if (name == "lstrip") return Value(strip(text, true, false, arguments.get(0, "chars")));
-  if (name == "rstrip") return Value(strip(text, false, true, arguments.get(0, "chars")));
-  if (name == "title") return title_case(text);
+  if (name == "upper") {
+    return Value(ascii_case(text, true));
+  }
+  if (name == "lower") {
+    return Value(ascii_case(text, false));
+  }
+  if (name == "strip") {
+    return Value(strip(text, true, true, arguments.get(0, "chars")));
+  }
+  if (name == "lstrip") {
+    return Value(strip(text, true, false, arguments.get(0, "chars")));
+  }
+  if (name == "rstrip") {
+    return Value(strip(text, false, true, arguments.get(0, "chars")));
+  }
+  if (name == "title") {
+    return title_case(text);
+  }
   if (name == "capitalize") {
     std::string out = text;
-    if (!out.empty()) out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));
+    if (!out.empty()) {
+      out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));
+    }
     return Value(std::move(out));
   }
   if (name == "startswith" || name == "endswith") {
     const Value* pattern = arguments.get(0, "prefix");
-    if (pattern == nullptr) return context.fail(name + "() requires at least one argument");
+    if (pattern == nullptr) {
+      return context.fail(name + "() requires at least one argument");
+    }
     return Value(starts_or_ends(text, *pattern, name == "startswith"));
   }
   if (name == "split") {
     const Value* separator = arguments.get(0, "sep");
     const Value* limit = arguments.get(1, "maxsplit");
-    if (separator && !separator->is_string() && !separator->is_none())
+    if (separator && !separator->is_string() && !separator->is_none()) {
       return context.fail("sep argument must be a string or null");
-    if (separator && separator->is_string() && separator->as_string().empty()) return context.fail("empty separator");
+    }
+    if (separator && separator->is_string() && separator->as_string().empty()) {
+      return context.fail("empty separator");
+    }
     return split(text, separator, limit && limit->is(Kind::kInteger) ? limit->as_integer() : -1);
   }
   if (name == "replace") {
@@ -161,18 +206,30 @@ Value mapping_method(const Value& object, const std::string& name, Arguments& ar
   const Mapping& entries = object.as_mapping();
   if (name == "get") {
     const Value* key = arguments.get(0, "key");
-    if (!key || !key->is_string()) return context.fail("object key must be a string");
-    if (const Value* found = object.find(key->as_string())) return *found;
+    if (!key || !key->is_string()) {
+      return context.fail("object key must be a string");
+    }
+    if (const Value* found = object.find(key->as_string())) {
+      return *found;
+    }
     const Value* fallback = arguments.get(1, "default");
     return fallback ? *fallback : Value(None{});
   }
   List result;
   for (const auto& [key, value] : entries) {
-    if (name == "items") result.emplace_back(List{Value(key), value});
-    if (name == "keys") result.emplace_back(key);
-    if (name == "values") result.push_back(value);
+    if (name == "items") {
+      result.emplace_back(List{Value(key), value});
+    }
+    if (name == "keys") {
+      result.emplace_back(key);
+    }
+    if (name == "values") {
+      result.push_back(value);
+    }
   }
-  if (name == "items" || name == "keys" || name == "values") return Value(std::move(result));
+  if (name == "items" || name == "keys" || name == "values") {
+    return Value(std::move(result));
+  }
   return context.fail("unknown mapping method " + name);
 }
 
@@ -191,7 +248,9 @@ int compare_values(const Value& left, const Value& right, bool case_sensitive, R
     std::string b = case_sensitive ? right.as_string() : ascii_case(right.as_string(), false);
     return a < b ? -1 : (a > b ? 1 : 0);
   }
-  if ((left.is_none() && right.is_none()) || (left.is_undefined() && right.is_undefined())) return 0;
+  if ((left.is_none() && right.is_none()) || (left.is_undefined() && right.is_undefined())) {
+    return 0;
+  }
   context.fail("cannot compare " + std::string(left.type_name()) + " with " + std::string(right.type_name()));
   return 0;
 }
@@ -205,14 +264,17 @@ const Value* attribute_path(const Value& item, const std::string& path, Value& h
     if (current->is(Kind::kList)) {
       char* end = nullptr;
       long index = std::strtol(part.c_str(), &end, 10);
-      if (end == part.c_str() || index < 0 || static_cast<std::size_t>(index) >= current->as_list().size())
+      if (end == part.c_str() || index < 0 || static_cast<std::size_t>(index) >= current->as_list().size()) {
         return nullptr;
+      }
       holder = current->as_list()[static_cast<std::size_t>(index)];
       current = &holder;
     } else {
       current = current->find(part);
     }
-    if (dot == std::string::npos) break;
+    if (dot == std::string::npos) {
+      break;
+    }
     start = dot + 1;
   }
   return current;
@@ -220,16 +282,28 @@ const Value* attribute_path(const Value& item, const std::string& path, Value& h
 
 Value list_filter(const std::string& name, const Value& operand, Arguments& arguments, RenderContext& context) {
   const List& items = operand.as_list();
-  if (name == "list") return operand;
-  if (name == "first") return items.empty() ? Value() : items.front();
-  if (name == "last") return items.empty() ? Value() : items.back();
-  if (name == "length" || name == "count") return Value(static_cast<std::int64_t>(items.size()));
-  if (name == "reverse") return Value(List(items.rbegin(), items.rend()));
+  if (name == "list") {
+    return operand;
+  }
+  if (name == "first") {
+    return items.empty() ? Value() : items.front();
+  }
+  if (name == "last") {
+    return items.empty() ? Value() : items.back();
+  }
+  if (name == "length" || name == "count") {
+    return Value(static_cast<std::int64_t>(items.size()));
+  }
+  if (name == "reverse") {
+    return Value(List(items.rbegin(), items.rend()));
+  }
   if (name == "join") {
     const Value* separator = arguments.get(0, "d");
     std::string out;
     for (std::size_t index = 0; index < items.size(); ++index) {
-      if (index > 0 && separator && separator->is_string()) out += separator->as_string();
+      if (index > 0 && separator && separator->is_string()) {
+        out += separator->as_string();
+      }
       append_output(out, items[index]);
     }
     return Value(std::move(out));
@@ -242,8 +316,9 @@ Value list_filter(const std::string& name, const Value& operand, Arguments& argu
   if (name == "unique") {
     List kept;
     for (const Value& item : items) {
-      if (std::none_of(kept.begin(), kept.end(), [&](const Value& seen) { return equal(seen, item); }))
+      if (std::none_of(kept.begin(), kept.end(), [&](const Value& seen) { return equal(seen, item); })) {
         kept.push_back(item);
+      }
     }
     return Value(std::move(kept));
   }
@@ -260,7 +335,9 @@ Value list_filter(const std::string& name, const Value& operand, Arguments& argu
       if (attribute && attribute->is_string()) {
         key_a = attribute_path(a, attribute->as_string(), holder_a);
         key_b = attribute_path(b, attribute->as_string(), holder_b);
-        if (!key_a || !key_b) return false;
+        if (!key_a || !key_b) {
+          return false;
+        }
       }
       int order = compare_values(*key_a, *key_b, case_sensitive && case_sensitive->truthy(), context);
       return reverse && reverse->truthy() ? order > 0 : order < 0;
@@ -271,7 +348,9 @@ Value list_filter(const std::string& name, const Value& operand, Arguments& argu
     const Value* attribute = arguments.get(0, "attribute");
     const Value* test = arguments.get(1, "test");
     const Value* expected = arguments.get(2, "value");
-    if (!attribute || !attribute->is_string()) return context.fail("arguments of `" + name + "` must be strings");
+    if (!attribute || !attribute->is_string()) {
+      return context.fail("arguments of `" + name + "` must be strings");
+    }
     List kept;
     for (const Value& item : items) {
       if (!item.is(Kind::kMapping) && !item.is(Kind::kNamespace)) {
@@ -289,13 +368,17 @@ Value list_filter(const std::string& name, const Value& operand, Arguments& argu
           result = outcome.is(Kind::kBool) && outcome.as_bool();
         }
       }
-      if (result == (name == "selectattr")) kept.push_back(item);
+      if (result == (name == "selectattr")) {
+        kept.push_back(item);
+      }
     }
     return Value(std::move(kept));
   }
   if (name == "map") {
     const Value* attribute = arguments.get(99, "attribute");
-    if (!attribute || !attribute->is_string()) return context.fail("`map` without `attribute` is not supported");
+    if (!attribute || !attribute->is_string()) {
+      return context.fail("`map` without `attribute` is not supported");
+    }
     const Value* fallback = arguments.get(99, "default");
     List mapped;
     for (const Value& item : items) {
@@ -312,14 +395,20 @@ Value string_filter(const std::string& name, const Value& operand, Arguments& ar
   const std::string& text = operand.as_string();
   if (name == "length" || name == "count") {
     std::int64_t count = 0;
-    for (char symbol : text) count += (static_cast<unsigned char>(symbol) & 0xC0) != 0x80;
+    for (char symbol : text) {
+      count += (static_cast<unsigned char>(symbol) & 0xC0) != 0x80;
+    }
     return Value(count);
   }
   if (name == "upper" || name == "lower" || name == "title" || name == "capitalize") {
     return string_method(operand, name, arguments, context);
   }
-  if (name == "trim") return Value(strip(text, true, true, arguments.get(0, "chars")));
-  if (name == "string" || name == "safe") return operand;
+  if (name == "trim") {
+    return Value(strip(text, true, true, arguments.get(0, "chars")));
+  }
+  if (name == "string" || name == "safe") {
+    return operand;
+  }
   if (name == "join") {
     const Value* separator = arguments.get(0, "d");
     std::string out;
@@ -327,7 +416,9 @@ Value string_filter(const std::string& name, const Value& operand, Arguments& ar
     while (position < text.size()) {
       std::size_t start = position;
       tokenizer::next_code_point(text, position);
-      if (start > 0 && separator && separator->is_string()) out += separator->as_string();
+      if (start > 0 && separator && separator->is_string()) {
+        out += separator->as_string();
+      }
       out.append(text, start, position - start);
     }
     return Value(std::move(out));
@@ -365,15 +456,21 @@ Value string_filter(const std::string& name, const Value& operand, Arguments& ar
       std::string_view piece =
           std::string_view(text).substr(start, end == std::string::npos ? std::string::npos : end - start);
       bool skip = (line == 0 && !(first && first->truthy())) || (piece.empty() && !(blank && blank->truthy()));
-      if (!skip) out += pad;
+      if (!skip) {
+        out += pad;
+      }
       out += piece;
-      if (end == std::string::npos) break;
+      if (end == std::string::npos) {
+        break;
+      }
       out += '\n';
       start = end + 1;
     }
     return Value(std::move(out));
   }
-  if (name == "replace") return string_method(operand, name, arguments, context);
+  if (name == "replace") {
+    return string_method(operand, name, arguments, context);
+  }
   return context.fail("unknown string filter: " + name);
 }
 
@@ -382,10 +479,12 @@ Value tojson(const Value& operand, Arguments& arguments, RenderContext& context)
   if (const Value* indent = arguments.get(99, "indent"); indent && indent->is(Kind::kInteger)) {
     options.indent = static_cast<int>(indent->as_integer());
   }
-  if (const Value* ascii = arguments.get(99, "ensure_ascii"); ascii && ascii->is(Kind::kBool))
+  if (const Value* ascii = arguments.get(99, "ensure_ascii"); ascii && ascii->is(Kind::kBool)) {
     options.ensure_ascii = ascii->as_bool();
-  if (const Value* sort = arguments.get(99, "sort_keys"); sort && sort->is(Kind::kBool))
+  }
+  if (const Value* sort = arguments.get(99, "sort_keys"); sort && sort->is(Kind::kBool)) {
     options.sort_keys = sort->as_bool();
+  }
   if (const Value* separators = arguments.get(99, "separators"); separators && separators->is(Kind::kList)) {
     const List& pair = separators->as_list();
     if (pair.size() != 2 || !pair[0].is_string() || !pair[1].is_string()) {
@@ -395,8 +494,9 @@ Value tojson(const Value& operand, Arguments& arguments, RenderContext& context)
     options.key_separator = pair[1].as_string();
   }
   std::string out;
-  if (!append_json(out, operand, options))
+  if (!append_json(out, operand, options)) {
     return context.fail("cannot convert to JSON: " + std::string(operand.type_name()));
+  }
   return Value(std::move(out));
 }
 
@@ -423,23 +523,31 @@ Value member_of(const Value& object, const std::string& name) {
   if (object.is_string()) {
     if (name == "length") {
       std::int64_t count = 0;
-      for (char symbol : object.as_string()) count += (static_cast<unsigned char>(symbol) & 0xC0) != 0x80;
+      for (char symbol : object.as_string()) {
+        count += (static_cast<unsigned char>(symbol) & 0xC0) != 0x80;
+      }
       return Value(count);
     }
     static const std::vector<std::string> kMethods = {"upper",    "lower", "strip",      "lstrip",
                                                       "rstrip",   "title", "capitalize", "startswith",
                                                       "endswith", "split", "replace"};
-    if (std::find(kMethods.begin(), kMethods.end(), name) == kMethods.end()) return {};
+    if (std::find(kMethods.begin(), kMethods.end(), name) == kMethods.end()) {
+      return {};
+    }
     return Value(Function([object, name](Arguments& arguments, RenderContext& context) {
       return string_method(object, name, arguments, context);
     }));
   }
   if (object.is(Kind::kList)) {
-    if (name == "length") return Value(static_cast<std::int64_t>(object.as_list().size()));
+    if (name == "length") {
+      return Value(static_cast<std::int64_t>(object.as_list().size()));
+    }
     return {};
   }
   if (object.is(Kind::kMapping)) {
-    if (name != "get" && name != "items" && name != "keys" && name != "values") return {};
+    if (name != "get" && name != "items" && name != "keys" && name != "values") {
+      return {};
+    }
     return Value(Function([object, name](Arguments& arguments, RenderContext& context) {
       return mapping_method(object, name, arguments, context);
     }));
@@ -448,13 +556,18 @@ Value member_of(const Value& object, const std::string& name) {
 }
 
 Value apply_filter(const std::string& name, const Value& operand, Arguments& arguments, RenderContext& context) {
-  if (name == "safe") return operand;
-  if (name == "tojson") return tojson(operand, arguments, context);
+  if (name == "safe") {
+    return operand;
+  }
+  if (name == "tojson") {
+    return tojson(operand, arguments, context);
+  }
   if (name == "default" || name == "d") {
     const Value* fallback = arguments.get(0, "default_value");
     const Value* boolean = arguments.get(1, "boolean");
-    if (operand.is_undefined() || (boolean && boolean->truthy() && !operand.truthy()))
+    if (operand.is_undefined() || (boolean && boolean->truthy() && !operand.truthy())) {
       return fallback ? *fallback : Value("");
+    }
     return operand;
   }
   switch (operand.kind()) {
@@ -464,18 +577,27 @@ Value apply_filter(const std::string& name, const Value& operand, Arguments& arg
       return string_filter(name, operand, arguments, context);
     case Kind::kInteger:
     case Kind::kFloat:
-      if (name == "abs")
+      if (name == "abs") {
         return operand.is(Kind::kInteger) ? Value(std::abs(operand.as_integer()))
                                           : Value(std::fabs(operand.as_float()));
-      if (name == "int")
+      }
+      if (name == "int") {
         return operand.is(Kind::kInteger) ? operand : Value(static_cast<std::int64_t>(std::floor(operand.as_float())));
-      if (name == "float") return Value(operand.as_number());
-      if (name == "string") return Value(to_output(operand));
+      }
+      if (name == "float") {
+        return Value(operand.as_number());
+      }
+      if (name == "string") {
+        return Value(to_output(operand));
+      }
       break;
     case Kind::kMapping:
-      if (name == "length" || name == "count") return Value(static_cast<std::int64_t>(operand.as_mapping().size()));
-      if (name == "items" || name == "keys" || name == "values")
+      if (name == "length" || name == "count") {
+        return Value(static_cast<std::int64_t>(operand.as_mapping().size()));
+      }
+      if (name == "items" || name == "keys" || name == "values") {
         return mapping_method(operand, name, arguments, context);
+      }
       if (name == "dictsort") {
         List pairs = mapping_method(operand, "items", arguments, context).as_list();
         std::stable_sort(pairs.begin(), pairs.end(), [&](const Value& a, const Value& b) {
@@ -483,13 +605,23 @@ Value apply_filter(const std::string& name, const Value& operand, Arguments& arg
         });
         return Value(std::move(pairs));
       }
-      if (name == "string") return Value(to_output(operand));
+      if (name == "string") {
+        return Value(to_output(operand));
+      }
       break;
     case Kind::kBool:
-      if (name == "bool") return operand;
-      if (name == "int") return Value(operand.as_bool() ? 1 : 0);
-      if (name == "float") return Value(operand.as_bool() ? 1.0 : 0.0);
-      if (name == "string") return Value(operand.as_bool() ? "true" : "false");
+      if (name == "bool") {
+        return operand;
+      }
+      if (name == "int") {
+        return Value(operand.as_bool() ? 1 : 0);
+      }
+      if (name == "float") {
+        return Value(operand.as_bool() ? 1.0 : 0.0);
+      }
+      if (name == "string") {
+        return Value(operand.as_bool() ? "true" : "false");
+      }
       break;
     default:
       break;
@@ -498,66 +630,129 @@ Value apply_filter(const std::string& name, const Value& operand, Arguments& arg
 }
 
 Value run_test(const std::string& name, const Value& operand, RenderContext& context) {
-  if (name == "defined") return Value(!operand.is_undefined());
-  if (name == "undefined") return Value(operand.is_undefined());
-  if (name == "none") return Value(operand.is_none());
-  if (name == "string") return Value(operand.is_string());
-  if (name == "boolean") return Value(operand.is(Kind::kBool));
-  if (name == "true") return Value(operand.is(Kind::kBool) && operand.as_bool());
-  if (name == "false") return Value(operand.is(Kind::kBool) && !operand.as_bool());
-  if (name == "number") return Value(operand.is_number());
-  if (name == "integer") return Value(operand.is(Kind::kInteger));
-  if (name == "float") return Value(operand.is(Kind::kFloat));
-  if (name == "iterable") return Value(operand.is(Kind::kList) || operand.is_string() || operand.is(Kind::kMapping));
-  if (name == "mapping") return Value(operand.is(Kind::kMapping));
-  if (name == "sequence") return Value(operand.is(Kind::kList) || operand.is(Kind::kMapping) || operand.is_string());
-  if (name == "callable") return Value(operand.is(Kind::kFunction));
+  if (name == "defined") {
+    return Value(!operand.is_undefined());
+  }
+  if (name == "undefined") {
+    return Value(operand.is_undefined());
+  }
+  if (name == "none") {
+    return Value(operand.is_none());
+  }
+  if (name == "string") {
+    return Value(operand.is_string());
+  }
+  if (name == "boolean") {
+    return Value(operand.is(Kind::kBool));
+  }
+  if (name == "true") {
+    return Value(operand.is(Kind::kBool) && operand.as_bool());
+  }
+  if (name == "false") {
+    return Value(operand.is(Kind::kBool) && !operand.as_bool());
+  }
+  if (name == "number") {
+    return Value(operand.is_number());
+  }
+  if (name == "integer") {
+    return Value(operand.is(Kind::kInteger));
+  }
+  if (name == "float") {
+    return Value(operand.is(Kind::kFloat));
+  }
+  if (name == "iterable") {
+    return Value(operand.is(Kind::kList) || operand.is_string() || operand.is(Kind::kMapping));
+  }
+  if (name == "mapping") {
+    return Value(operand.is(Kind::kMapping));
+  }
+  if (name == "sequence") {
+    return Value(operand.is(Kind::kList) || operand.is(Kind::kMapping) || operand.is_string());
+  }
+  if (name == "callable") {
+    return Value(operand.is(Kind::kFunction));
+  }
   if (name == "lower" || name == "upper") {
     return Value(operand.is_string() && operand.as_string() == ascii_case(operand.as_string(), name == "upper"));
   }
   if (name == "odd" || name == "even") {
-    if (!operand.is(Kind::kInteger)) return context.fail("cannot " + name + " on " + std::string(operand.type_name()));
+    if (!operand.is(Kind::kInteger)) {
+      return context.fail("cannot " + name + " on " + std::string(operand.type_name()));
+    }
     return Value((operand.as_integer() % 2 != 0) == (name == "odd"));
   }
   return context.fail("unknown test: " + name);
 }
 
 Value binary_operation(const std::string& operation, const Value& left, const Value& right, RenderContext& context) {
-  if (operation == "==") return Value(equal(left, right));
-  if (operation == "!=") return Value(!equal(left, right));
+  if (operation == "==") {
+    return Value(equal(left, right));
+  }
+  if (operation == "!=") {
+    return Value(!equal(left, right));
+  }
   bool membership = operation == "in" || operation == "not in";
   bool negate = operation == "not in";
   if (left.is_undefined() || right.is_undefined()) {
-    if (right.is_undefined() && membership) return Value(negate);
+    if (right.is_undefined() && membership) {
+      return Value(negate);
+    }
     return context.fail("cannot perform operation " + operation + " on undefined values");
   }
-  if (left.is_none() || right.is_none())
+  if (left.is_none() || right.is_none()) {
     return context.fail("cannot perform operation " + operation + " on null values");
-  if (operation == "~") return Value(to_output(left) + to_output(right));
+  }
+  if (operation == "~") {
+    return Value(to_output(left) + to_output(right));
+  }
   if (left.is_number() && right.is_number()) {
     bool floating = left.is(Kind::kFloat) || right.is(Kind::kFloat);
     double a = left.as_number();
     double b = right.as_number();
     auto number = [&](double value) { return floating ? Value(value) : Value(static_cast<std::int64_t>(value)); };
-    if (operation == "+") return floating ? Value(a + b) : Value(left.as_integer() + right.as_integer());
-    if (operation == "-") return floating ? Value(a - b) : Value(left.as_integer() - right.as_integer());
-    if (operation == "*") return floating ? Value(a * b) : Value(left.as_integer() * right.as_integer());
-    if (operation == "/") return b == 0 ? context.fail("division by zero") : Value(a / b);
-    if (operation == "//") return b == 0 ? context.fail("division by zero") : number(std::floor(a / b));
+    if (operation == "+") {
+      return floating ? Value(a + b) : Value(left.as_integer() + right.as_integer());
+    }
+    if (operation == "-") {
+      return floating ? Value(a - b) : Value(left.as_integer() - right.as_integer());
+    }
+    if (operation == "*") {
+      return floating ? Value(a * b) : Value(left.as_integer() * right.as_integer());
+    }
+    if (operation == "/") {
+      return b == 0 ? context.fail("division by zero") : Value(a / b);
+    }
+    if (operation == "//") {
+      return b == 0 ? context.fail("division by zero") : number(std::floor(a / b));
+    }
     if (operation == "%") {
-      if (b == 0) return context.fail("modulo by zero");
+      if (b == 0) {
+        return context.fail("modulo by zero");
+      }
       if (!floating) {
         std::int64_t remainder = left.as_integer() % right.as_integer();
-        if (remainder != 0 && ((remainder < 0) != (right.as_integer() < 0))) remainder += right.as_integer();
+        if (remainder != 0 && ((remainder < 0) != (right.as_integer() < 0))) {
+          remainder += right.as_integer();
+        }
         return Value(remainder);
       }
       return Value(a - b * std::floor(a / b));
     }
-    if (operation == "**") return number(std::pow(a, b));
-    if (operation == "<") return Value(a < b);
-    if (operation == ">") return Value(a > b);
-    if (operation == "<=") return Value(a <= b);
-    if (operation == ">=") return Value(a >= b);
+    if (operation == "**") {
+      return number(std::pow(a, b));
+    }
+    if (operation == "<") {
+      return Value(a < b);
+    }
+    if (operation == ">") {
+      return Value(a > b);
+    }
+    if (operation == "<=") {
+      return Value(a <= b);
+    }
+    if (operation == ">=") {
+      return Value(a >= b);
+    }
   }
   if (left.is(Kind::kList) && right.is(Kind::kList) && operation == "+") {
     List joined = left.as_list();
@@ -569,13 +764,25 @@ Value binary_operation(const std::string& operation, const Value& left, const Va
                              [&](const Value& item) { return equal(item, left); });
     return Value(found != negate);
   }
-  if ((left.is_string() || right.is_string()) && operation == "+") return Value(to_output(left) + to_output(right));
+  if ((left.is_string() || right.is_string()) && operation == "+") {
+    return Value(to_output(left) + to_output(right));
+  }
   if (left.is_string() && right.is_string()) {
-    if (membership) return Value((right.as_string().find(left.as_string()) != std::string::npos) != negate);
-    if (operation == "<") return Value(left.as_string() < right.as_string());
-    if (operation == ">") return Value(left.as_string() > right.as_string());
-    if (operation == "<=") return Value(left.as_string() <= right.as_string());
-    if (operation == ">=") return Value(left.as_string() >= right.as_string());
+    if (membership) {
+      return Value((right.as_string().find(left.as_string()) != std::string::npos) != negate);
+    }
+    if (operation == "<") {
+      return Value(left.as_string() < right.as_string());
+    }
+    if (operation == ">") {
+      return Value(left.as_string() > right.as_string());
+    }
+    if (operation == "<=") {
+      return Value(left.as_string() <= right.as_string());
+    }
+    if (operation == ">=") {
+      return Value(left.as_string() >= right.as_string());
+    }
   }
   if (left.is_string() && right.is(Kind::kMapping) && membership) {
     return Value((right.find(left.as_string()) != nullptr) != negate);
@@ -598,33 +805,47 @@ void add_globals(Scope& scope) {
   scope.set("namespace", Value(Function([](Arguments& arguments, RenderContext& context) -> Value {
               auto space = std::make_shared<Namespace>();
               if (!arguments.positional.empty()) {
-                if (!arguments.positional[0].is(Kind::kMapping)) return context.fail("namespace expected a mapping");
+                if (!arguments.positional[0].is(Kind::kMapping)) {
+                  return context.fail("namespace expected a mapping");
+                }
                 space->entries = arguments.positional[0].as_mapping();
               }
-              for (const auto& [key, value] : arguments.keywords) space->entries.emplace_back(key, value);
+              for (const auto& [key, value] : arguments.keywords) {
+                space->entries.emplace_back(key, value);
+              }
               return Value(std::move(space));
             })));
   scope.set("range", Value(Function([](Arguments& arguments, RenderContext& context) -> Value {
               std::vector<std::int64_t> bounds;
               for (const Value& argument : arguments.positional) {
-                if (!argument.is(Kind::kInteger)) return context.fail("range() arguments must be integers");
+                if (!argument.is(Kind::kInteger)) {
+                  return context.fail("range() arguments must be integers");
+                }
                 bounds.push_back(argument.as_integer());
               }
-              if (bounds.empty() || bounds.size() > 3) return context.fail("range() takes 1 to 3 arguments");
+              if (bounds.empty() || bounds.size() > 3) {
+                return context.fail("range() takes 1 to 3 arguments");
+              }
               std::int64_t start = bounds.size() == 1 ? 0 : bounds[0];
               std::int64_t stop = bounds.size() == 1 ? bounds[0] : bounds[1];
               std::int64_t step = bounds.size() == 3 ? bounds[2] : 1;
-              if (step == 0) return context.fail("range() step must not be zero");
+              if (step == 0) {
+                return context.fail("range() step must not be zero");
+              }
               List items;
               for (std::int64_t value = start; step > 0 ? value < stop : value > stop; value += step) {
-                if (items.size() >= 1'000'000) return context.fail("range() too long");
+                if (items.size() >= 1'000'000) {
+                  return context.fail("range() too long");
+                }
                 items.emplace_back(value);
               }
               return Value(std::move(items));
             })));
   scope.set("strftime_now", Value(Function([](Arguments& arguments, RenderContext& context) -> Value {
               const Value* format = arguments.get(0, "format");
-              if (!format || !format->is_string()) return context.fail("strftime_now() needs a format string");
+              if (!format || !format->is_string()) {
+                return context.fail("strftime_now() needs a format string");
+              }
               char buffer[256];
               std::size_t length = std::strftime(buffer, sizeof buffer, format->as_string().c_str(), &context.now);
               return Value(std::string(buffer, length));

@@ -28,9 +28,15 @@ bool mentions_content(const Node& node) {
 // vLLM's detection: a `for` whose iterable is some message's `content`.
 bool loops_over_content(const NodeList& nodes) {
   for (const auto& node : nodes) {
-    if (!node) continue;
-    if (node->kind == NodeKind::kFor && node->operands.size() >= 2 && mentions_content(*node->operands[1])) return true;
-    if (loops_over_content(node->body) || loops_over_content(node->alternate)) return true;
+    if (!node) {
+      continue;
+    }
+    if (node->kind == NodeKind::kFor && node->operands.size() >= 2 && mentions_content(*node->operands[1])) {
+      return true;
+    }
+    if (loops_over_content(node->body) || loops_over_content(node->alternate)) {
+      return true;
+    }
   }
   return false;
 }
@@ -39,9 +45,13 @@ bool loops_over_content(const NodeList& nodes) {
 
 Result<ChatTemplate, std::string> ChatTemplate::compile(std::string_view source) {
   auto tokens = tokenize_template(source);
-  if (!tokens) return unexpected("chat template: " + tokens.error());
+  if (!tokens) {
+    return unexpected("chat template: " + tokens.error());
+  }
   auto body = parse_template(*tokens);
-  if (!body) return unexpected("chat template: " + body.error());
+  if (!body) {
+    return unexpected("chat template: " + body.error());
+  }
   auto program = std::make_shared<Program>();
   program->body = std::move(*body);
   bool iterates = loops_over_content(program->body);
@@ -56,15 +66,21 @@ Result<std::string, std::string> ChatTemplate::render(const RenderInput& input) 
   Scope globals;
   add_globals(globals);
   globals.set("messages", input.messages);
-  if (!input.tools.is_undefined()) globals.set("tools", input.tools);
+  if (!input.tools.is_undefined()) {
+    globals.set("tools", input.tools);
+  }
   globals.set("add_generation_prompt", Value(input.add_generation_prompt));
   globals.set("bos_token", input.bos_token);
   globals.set("eos_token", input.eos_token);
-  for (const auto& [name, value] : input.extra) globals.set(name, value);
+  for (const auto& [name, value] : input.extra) {
+    globals.set(name, value);
+  }
   Scope scope(&globals);
   std::string out;
   Interpreter(context).render_block(program_->body, scope, out);
-  if (context.failed()) return unexpected(std::move(context.error));
+  if (context.failed()) {
+    return unexpected(std::move(context.error));
+  }
   return out;
 }
 

@@ -29,7 +29,9 @@ std::vector<std::size_t> slice_indices(std::size_t length, const Value* start_va
   auto size = static_cast<std::int64_t>(length);
   std::int64_t step = step_value ? step_value->as_integer() : 1;
   std::vector<std::size_t> indices;
-  if (step == 0) return indices;
+  if (step == 0) {
+    return indices;
+  }
   std::int64_t start = 0;
   std::int64_t stop = 0;
   if (step > 0) {
@@ -37,13 +39,17 @@ std::vector<std::size_t> slice_indices(std::size_t length, const Value* start_va
     stop = stop_value ? stop_value->as_integer() : size;
     start = start < 0 ? std::max<std::int64_t>(size + start, 0) : std::min(start, size);
     stop = stop < 0 ? std::max<std::int64_t>(size + stop, 0) : std::min(stop, size);
-    for (std::int64_t index = start; index < stop; index += step) indices.push_back(static_cast<std::size_t>(index));
+    for (std::int64_t index = start; index < stop; index += step) {
+      indices.push_back(static_cast<std::size_t>(index));
+    }
   } else {
     start = start_value ? start_value->as_integer() : size - 1;
     stop = stop_value ? stop_value->as_integer() : -1;
     start = start < 0 ? std::max<std::int64_t>(size + start, -1) : std::min(start, size - 1);
     stop = stop < -1 ? std::max<std::int64_t>(size + stop, -1) : std::min(stop, size - 1);
-    for (std::int64_t index = start; index > stop; index += step) indices.push_back(static_cast<std::size_t>(index));
+    for (std::int64_t index = start; index > stop; index += step) {
+      indices.push_back(static_cast<std::size_t>(index));
+    }
   }
   return indices;
 }
@@ -52,7 +58,9 @@ std::vector<std::size_t> slice_indices(std::size_t length, const Value* start_va
 
 void Interpreter::render_block(const NodeList& block, Scope& scope, std::string& out) {
   for (const auto& node : block) {
-    if (context_.failed() || context_.flow != RenderContext::Flow::kNormal) return;
+    if (context_.failed() || context_.flow != RenderContext::Flow::kNormal) {
+      return;
+    }
     render_statement(*node, scope, out);
     if (context_.output_limit != 0 && out.size() > context_.output_limit) {
       context_.fail("rendered prompt exceeds " + std::to_string(context_.output_limit) + " bytes");
@@ -97,7 +105,9 @@ void Interpreter::render_statement(const Node& node, Scope& scope, std::string& 
       context_.flow = RenderContext::Flow::kContinue;
       return;
     default:
-      if (append_concatenation(node, scope, out)) return;
+      if (append_concatenation(node, scope, out)) {
+        return;
+      }
       append_output(out, evaluate(node, scope));
   }
 }
@@ -105,7 +115,9 @@ void Interpreter::render_statement(const Node& node, Scope& scope, std::string& 
 // `{{ a + b + c }}` with string operands appends each operand directly
 // instead of building the intermediate strings; prompts are long.
 bool Interpreter::append_concatenation(const Node& node, Scope& scope, std::string& out) {
-  if (node.kind != NodeKind::kBinary || node.name != "+") return false;
+  if (node.kind != NodeKind::kBinary || node.name != "+") {
+    return false;
+  }
   std::vector<const Node*> leaves;
   const Node* cursor = &node;
   while (cursor->kind == NodeKind::kBinary && cursor->name == "+") {
@@ -116,31 +128,45 @@ bool Interpreter::append_concatenation(const Node& node, Scope& scope, std::stri
   std::reverse(leaves.begin(), leaves.end());
   std::vector<Value> values;
   values.reserve(leaves.size());
-  for (const Node* leaf : leaves) values.push_back(evaluate(*leaf, scope));
-  if (context_.failed()) return true;
+  for (const Node* leaf : leaves) {
+    values.push_back(evaluate(*leaf, scope));
+  }
+  if (context_.failed()) {
+    return true;
+  }
   if (!std::all_of(values.begin(), values.end(), [](const Value& value) { return value.is_string(); })) {
     Value total = values[0];
     for (std::size_t index = 1; index < values.size() && !context_.failed(); ++index) {
       total = binary_operation("+", total, values[index], context_);
     }
-    if (!context_.failed()) append_output(out, total);
+    if (!context_.failed()) {
+      append_output(out, total);
+    }
     return true;
   }
-  for (const Value& value : values) out += value.as_string();
+  for (const Value& value : values) {
+    out += value.as_string();
+  }
   return true;
 }
 
 void Interpreter::render_for(const Node& node, Scope& scope, std::string& out) {
   Scope loop_scope(&scope);
   Value iterable = evaluate(*node.operands[1], loop_scope);
-  if (context_.failed()) return;
+  if (context_.failed()) {
+    return;
+  }
   List items;
   if (iterable.is(Value::Kind::kList)) {
     items = iterable.as_list();
   } else if (iterable.is(Value::Kind::kMapping)) {
-    for (const auto& [key, value] : iterable.as_mapping()) items.emplace_back(key);
+    for (const auto& [key, value] : iterable.as_mapping()) {
+      items.emplace_back(key);
+    }
   } else if (iterable.is_string()) {
-    for (auto& point : code_points(iterable.as_string())) items.emplace_back(std::move(point));
+    for (auto& point : code_points(iterable.as_string())) {
+      items.emplace_back(std::move(point));
+    }
   } else {
     context_.fail("expected iterable or object type in for loop: got " + std::string(iterable.type_name()));
     return;
@@ -151,8 +177,12 @@ void Interpreter::render_for(const Node& node, Scope& scope, std::string& out) {
     for (const Value& item : items) {
       Scope test_scope(&loop_scope);
       assign(target, item, test_scope);
-      if (evaluate(*node.operands[2], test_scope).truthy()) kept.push_back(item);
-      if (context_.failed()) return;
+      if (evaluate(*node.operands[2], test_scope).truthy()) {
+        kept.push_back(item);
+      }
+      if (context_.failed()) {
+        return;
+      }
     }
     items = std::move(kept);
   }
@@ -180,11 +210,17 @@ void Interpreter::render_for(const Node& node, Scope& scope, std::string& out) {
     render_block(node.body, loop_scope, out);
     auto flow = context_.flow;
     context_.flow = RenderContext::Flow::kNormal;
-    if (flow == RenderContext::Flow::kBreak) break;
-    if (flow == RenderContext::Flow::kContinue) continue;
+    if (flow == RenderContext::Flow::kBreak) {
+      break;
+    }
+    if (flow == RenderContext::Flow::kContinue) {
+      continue;
+    }
     iterated = true;
   }
-  if (!iterated) render_block(node.alternate, loop_scope, out);
+  if (!iterated) {
+    render_block(node.alternate, loop_scope, out);
+  }
 }
 
 void Interpreter::assign(const Node& target, const Value& value, Scope& scope) {
@@ -200,7 +236,9 @@ void Interpreter::assign(const Node& target, const Value& value, Scope& scope) {
       context_.fail(items.size() < target.operands.size() ? "too few items to unpack" : "too many items to unpack");
       return;
     }
-    for (std::size_t index = 0; index < items.size(); ++index) assign(*target.operands[index], items[index], scope);
+    for (std::size_t index = 0; index < items.size(); ++index) {
+      assign(*target.operands[index], items[index], scope);
+    }
   } else if (target.kind == NodeKind::kMember && !target.flag) {
     Value object = evaluate(*target.operands[0], scope);
     if (!object.is(Value::Kind::kNamespace)) {
@@ -224,13 +262,17 @@ void Interpreter::assign(const Node& target, const Value& value, Scope& scope) {
 Value Interpreter::define_macro(const Node& node) {
   const Node* macro = &node;
   return Value(Function([macro](Arguments& arguments, RenderContext& context) -> Value {
-    if (context.depth >= kMaxCallDepth) return context.fail("macro recursion too deep");
+    if (context.depth >= kMaxCallDepth) {
+      return context.fail("macro recursion too deep");
+    }
     Scope scope(context.caller);
     std::vector<const Node*> defaults;
     for (std::size_t index = 0; index < macro->operands.size(); ++index) {
       const Node& parameter = *macro->operands[index];
       const Value* given = arguments.get(index, parameter.name);
-      if (given == nullptr && parameter.kind == NodeKind::kKeywordArgument) defaults.push_back(&parameter);
+      if (given == nullptr && parameter.kind == NodeKind::kKeywordArgument) {
+        defaults.push_back(&parameter);
+      }
       scope.set(parameter.name, given ? *given : Value());
     }
     if (arguments.positional.size() > macro->operands.size()) {
@@ -239,8 +281,9 @@ Value Interpreter::define_macro(const Node& node) {
     }
     ++context.depth;
     Interpreter interpreter(context);
-    for (const Node* parameter : defaults)
+    for (const Node* parameter : defaults) {
       scope.set(parameter->name, interpreter.evaluate(*parameter->operands[0], scope));
+    }
     std::string out;
     interpreter.render_block(macro->body, scope, out);
     --context.depth;
@@ -263,7 +306,9 @@ Arguments Interpreter::evaluate_arguments(const NodeList& operands, std::size_t 
 }
 
 Value Interpreter::evaluate(const Node& node, Scope& scope) {
-  if (context_.failed()) return {};
+  if (context_.failed()) {
+    return {};
+  }
   if (context_.step_limit != 0 && ++context_.steps > context_.step_limit) {
     return context_.fail("the chat template took more than " + std::to_string(context_.step_limit) + " steps");
   }
@@ -277,14 +322,18 @@ Value Interpreter::evaluate(const Node& node, Scope& scope) {
     case NodeKind::kList:
     case NodeKind::kTuple: {
       List items;
-      for (const auto& item : node.operands) items.push_back(evaluate(*item, scope));
+      for (const auto& item : node.operands) {
+        items.push_back(evaluate(*item, scope));
+      }
       return Value(std::move(items));
     }
     case NodeKind::kObject: {
       Mapping entries;
       for (std::size_t index = 0; index + 1 < node.operands.size(); index += 2) {
         Value key = evaluate(*node.operands[index], scope);
-        if (!key.is_string()) return context_.fail("object keys must be strings: got " + std::string(key.type_name()));
+        if (!key.is_string()) {
+          return context_.fail("object keys must be strings: got " + std::string(key.type_name()));
+        }
         Value value = evaluate(*node.operands[index + 1], scope);
         auto existing = std::find_if(entries.begin(), entries.end(),
                                      [&](const auto& entry) { return entry.first == key.as_string(); });
@@ -302,11 +351,19 @@ Value Interpreter::evaluate(const Node& node, Scope& scope) {
       return evaluate_call(node, scope);
     case NodeKind::kUnary: {
       Value operand = evaluate(*node.operands[0], scope);
-      if (node.name == "not") return Value(!operand.truthy());
+      if (node.name == "not") {
+        return Value(!operand.truthy());
+      }
       double sign = node.name == "-" ? -1 : 1;
-      if (operand.is(Value::Kind::kFloat)) return Value(sign * operand.as_float());
-      if (operand.is(Value::Kind::kInteger)) return Value(static_cast<std::int64_t>(sign) * operand.as_integer());
-      if (operand.is(Value::Kind::kBool)) return Value(static_cast<std::int64_t>(sign) * (operand.as_bool() ? 1 : 0));
+      if (operand.is(Value::Kind::kFloat)) {
+        return Value(sign * operand.as_float());
+      }
+      if (operand.is(Value::Kind::kInteger)) {
+        return Value(static_cast<std::int64_t>(sign) * operand.as_integer());
+      }
+      if (operand.is(Value::Kind::kBool)) {
+        return Value(static_cast<std::int64_t>(sign) * (operand.as_bool() ? 1 : 0));
+      }
       return context_.fail("unknown operator \"" + node.name + "\" for " + std::string(operand.type_name()));
     }
     case NodeKind::kBinary:
@@ -315,7 +372,9 @@ Value Interpreter::evaluate(const Node& node, Scope& scope) {
       return evaluate_filter(node, scope);
     case NodeKind::kTest: {
       Value result = run_test(node.name, evaluate(*node.operands[0], scope), context_);
-      if (context_.failed()) return {};
+      if (context_.failed()) {
+        return {};
+      }
       return Value(node.flag ? !result.as_bool() : result.as_bool());
     }
     case NodeKind::kSelect:
@@ -333,10 +392,16 @@ Value Interpreter::evaluate(const Node& node, Scope& scope) {
 
 Value Interpreter::evaluate_binary(const Node& node, Scope& scope) {
   Value left = evaluate(*node.operands[0], scope);
-  if (node.name == "and") return left.truthy() ? evaluate(*node.operands[1], scope) : left;
-  if (node.name == "or") return left.truthy() ? left : evaluate(*node.operands[1], scope);
+  if (node.name == "and") {
+    return left.truthy() ? evaluate(*node.operands[1], scope) : left;
+  }
+  if (node.name == "or") {
+    return left.truthy() ? left : evaluate(*node.operands[1], scope);
+  }
   Value right = evaluate(*node.operands[1], scope);
-  if (context_.failed()) return {};
+  if (context_.failed()) {
+    return {};
+  }
   return binary_operation(node.name, left, right, context_);
 }
 
@@ -345,7 +410,9 @@ Value Interpreter::evaluate_member(const Node& node, Scope& scope) {
   const Node& property_node = *node.operands[1];
   if (property_node.kind == NodeKind::kSlice) {
     auto bound = [&](std::size_t index) -> std::optional<Value> {
-      if (!property_node.operands[index]) return std::nullopt;
+      if (!property_node.operands[index]) {
+        return std::nullopt;
+      }
       return evaluate(*property_node.operands[index], scope);
     };
     std::optional<Value> start = bound(0);
@@ -369,8 +436,9 @@ Value Interpreter::evaluate_member(const Node& node, Scope& scope) {
     if (object.is_string()) {
       auto points = code_points(object.as_string());
       std::string result;
-      for (auto index : slice_indices(points.size(), pointer(start), pointer(stop), pointer(step)))
+      for (auto index : slice_indices(points.size(), pointer(start), pointer(stop), pointer(step))) {
         result += points[index];
+      }
       return Value(std::move(result));
     }
     return context_.fail("slice object must be an array or string");
@@ -378,17 +446,24 @@ Value Interpreter::evaluate_member(const Node& node, Scope& scope) {
   if (!node.flag && property_node.kind == NodeKind::kIdentifier) {  // object.name: no Value for the name
     const std::string& name = property_node.name;
     if (object.is(Value::Kind::kMapping) || object.is(Value::Kind::kNamespace)) {
-      if (const Value* found = object.find(name)) return *found;
+      if (const Value* found = object.find(name)) {
+        return *found;
+      }
       return object.is(Value::Kind::kMapping) ? member_of(object, name) : Value();
     }
     return member_of(object, name);
   }
   Value property = evaluate(property_node, scope);
-  if (context_.failed()) return {};
+  if (context_.failed()) {
+    return {};
+  }
   if (object.is(Value::Kind::kMapping) || object.is(Value::Kind::kNamespace)) {
-    if (!property.is_string())
+    if (!property.is_string()) {
       return context_.fail("cannot access property with non-string: got " + std::string(property.type_name()));
-    if (const Value* found = object.find(property.as_string())) return *found;
+    }
+    if (const Value* found = object.find(property.as_string())) {
+      return *found;
+    }
     return object.is(Value::Kind::kMapping) ? member_of(object, property.as_string()) : Value();
   }
   if (object.is(Value::Kind::kList) || object.is_string()) {
@@ -396,15 +471,21 @@ Value Interpreter::evaluate_member(const Node& node, Scope& scope) {
       std::int64_t index = property.as_integer();
       if (object.is(Value::Kind::kList)) {
         auto size = static_cast<std::int64_t>(object.as_list().size());
-        if (index < 0) index += size;
+        if (index < 0) {
+          index += size;
+        }
         return index >= 0 && index < size ? object.as_list()[static_cast<std::size_t>(index)] : Value();
       }
       auto points = code_points(object.as_string());
       auto size = static_cast<std::int64_t>(points.size());
-      if (index < 0) index += size;
+      if (index < 0) {
+        index += size;
+      }
       return index >= 0 && index < size ? Value(points[static_cast<std::size_t>(index)]) : Value();
     }
-    if (property.is_string()) return member_of(object, property.as_string());
+    if (property.is_string()) {
+      return member_of(object, property.as_string());
+    }
     return context_.fail("cannot access property with non-string/non-number: got " + std::string(property.type_name()));
   }
   return property.is_string() ? member_of(object, property.as_string()) : Value();
@@ -416,12 +497,18 @@ Value Interpreter::evaluate_call(const Node& node, Scope& scope) {
   if (callee_node.kind == NodeKind::kMember && !callee_node.flag &&
       callee_node.operands[1]->kind == NodeKind::kIdentifier) {
     Value object = evaluate(*callee_node.operands[0], scope);
-    if (context_.failed()) return {};
+    if (context_.failed()) {
+      return {};
+    }
     Value result;
-    if (call_method(object, callee_node.operands[1]->name, arguments, context_, result)) return result;
+    if (call_method(object, callee_node.operands[1]->name, arguments, context_, result)) {
+      return result;
+    }
   }
   Value callee = evaluate(callee_node, scope);
-  if (context_.failed()) return {};
+  if (context_.failed()) {
+    return {};
+  }
   if (!callee.is(Value::Kind::kFunction)) {
     return context_.fail("cannot call something that is not a function: got " + std::string(callee.type_name()));
   }
@@ -438,11 +525,15 @@ Value Interpreter::evaluate_filter(const Node& node, Scope& scope) {
   Arguments arguments;
   const std::string* name = &filter.name;
   if (filter.kind == NodeKind::kCall) {
-    if (filter.operands[0]->kind != NodeKind::kIdentifier) return context_.fail("unknown filter");
+    if (filter.operands[0]->kind != NodeKind::kIdentifier) {
+      return context_.fail("unknown filter");
+    }
     name = &filter.operands[0]->name;
     arguments = evaluate_arguments(filter.operands, 1, scope);
   }
-  if (context_.failed()) return {};
+  if (context_.failed()) {
+    return {};
+  }
   return apply_filter(*name, operand, arguments, context_);
 }
 

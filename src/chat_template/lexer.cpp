@@ -43,7 +43,9 @@ class Lexer {
 
   Result<std::vector<Token>, std::string> run() {
     while (position_ < source_.size()) {
-      if (!step()) return unexpected(error_);
+      if (!step()) {
+        return unexpected(error_);
+      }
     }
     return std::move(tokens_);
   }
@@ -67,13 +69,21 @@ class Lexer {
   }
 
   void strip_trailing_whitespace() {
-    if (tokens_.empty() || tokens_.back().type != TokenType::kText) return;
+    if (tokens_.empty() || tokens_.back().type != TokenType::kText) {
+      return;
+    }
     std::string& text = tokens_.back().value;
-    while (!text.empty() && is_space(text.back())) text.pop_back();
-    if (text.empty()) tokens_.pop_back();
+    while (!text.empty() && is_space(text.back())) {
+      text.pop_back();
+    }
+    if (text.empty()) {
+      tokens_.pop_back();
+    }
   }
   void skip_whitespace() {
-    while (position_ < source_.size() && is_space(source_[position_])) ++position_;
+    while (position_ < source_.size() && is_space(source_[position_])) {
+      ++position_;
+    }
   }
 
   bool step() {
@@ -88,7 +98,9 @@ class Lexer {
         return true;
       }
     }
-    if (at("{#")) return comment();
+    if (at("{#")) {
+      return comment();
+    }
     if (at("{%-")) {
       strip_trailing_whitespace();
       tokens_.push_back({TokenType::kOpenStatement, "{%"});
@@ -103,7 +115,9 @@ class Lexer {
       return true;
     }
     skip_whitespace();
-    if (position_ >= source_.size()) return true;
+    if (position_ >= source_.size()) {
+      return true;
+    }
     if (at("-%}") || at("-}}")) {
       tokens_.push_back(at("-%}") ? Token{TokenType::kCloseStatement, "%}"} : Token{TokenType::kCloseExpression, "}}"});
       position_ += 3;
@@ -111,22 +125,40 @@ class Lexer {
       return true;
     }
     char symbol = peek();
-    if ((symbol == '-' || symbol == '+') && !binary_context()) return signed_number(symbol);
+    if ((symbol == '-' || symbol == '+') && !binary_context()) {
+      return signed_number(symbol);
+    }
     for (const auto& [text, type] : kSymbols) {
-      if (text == "}}" && brace_depth_ > 0) continue;  // inside an object literal
-      if (!at(text)) continue;
+      if (text == "}}" && brace_depth_ > 0) {
+        continue;  // inside an object literal
+      }
+      if (!at(text)) {
+        continue;
+      }
       tokens_.push_back({type, std::string(text)});
-      if (type == TokenType::kOpenExpression) brace_depth_ = 0;
-      if (type == TokenType::kOpenBrace) ++brace_depth_;
-      if (type == TokenType::kCloseBrace) --brace_depth_;
+      if (type == TokenType::kOpenExpression) {
+        brace_depth_ = 0;
+      }
+      if (type == TokenType::kOpenBrace) {
+        ++brace_depth_;
+      }
+      if (type == TokenType::kCloseBrace) {
+        --brace_depth_;
+      }
       position_ += text.size();
       return true;
     }
-    if (symbol == '\'' || symbol == '"') return string_literal(symbol);
-    if (is_digit(symbol)) return number();
+    if (symbol == '\'' || symbol == '"') {
+      return string_literal(symbol);
+    }
+    if (is_digit(symbol)) {
+      return number();
+    }
     if (is_word(symbol)) {
       std::size_t start = position_;
-      while (position_ < source_.size() && is_word(source_[position_])) ++position_;
+      while (position_ < source_.size() && is_word(source_[position_])) {
+        ++position_;
+      }
       tokens_.push_back({TokenType::kIdentifier, source_.substr(start, position_ - start)});
       return true;
     }
@@ -148,7 +180,9 @@ class Lexer {
   }
 
   bool signed_number(char sign) {
-    if (tokens_.empty() || last_type() == TokenType::kText) return fail(std::string("unexpected character ") + sign);
+    if (tokens_.empty() || last_type() == TokenType::kText) {
+      return fail(std::string("unexpected character ") + sign);
+    }
     ++position_;
     std::string digits = digits_here();
     if (!digits.empty() && peek() == '.' && is_digit(peek(1))) {
@@ -162,7 +196,9 @@ class Lexer {
 
   std::string digits_here() {
     std::size_t start = position_;
-    while (position_ < source_.size() && is_digit(source_[position_])) ++position_;
+    while (position_ < source_.size() && is_digit(source_[position_])) {
+      ++position_;
+    }
     return source_.substr(start, position_ - start);
   }
 
@@ -180,14 +216,20 @@ class Lexer {
     ++position_;
     std::string value;
     while (true) {
-      if (position_ >= source_.size()) return fail("unterminated string literal");
+      if (position_ >= source_.size()) {
+        return fail("unterminated string literal");
+      }
       char symbol = source_[position_++];
-      if (symbol == quote) break;
+      if (symbol == quote) {
+        break;
+      }
       if (symbol != '\\') {
         value += symbol;
         continue;
       }
-      if (position_ >= source_.size()) return fail("unexpected end of input");
+      if (position_ >= source_.size()) {
+        return fail("unexpected end of input");
+      }
       char escaped = source_[position_++];
       switch (escaped) {
         case 'n':
@@ -216,10 +258,13 @@ class Lexer {
         case 'x':
         case 'u': {
           std::size_t length = escaped == 'x' ? 2 : 4;
-          if (position_ + length > source_.size()) return fail("invalid hexadecimal escape");
-          std::string hex = source_.substr(position_, length);
-          if (hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+          if (position_ + length > source_.size()) {
             return fail("invalid hexadecimal escape");
+          }
+          std::string hex = source_.substr(position_, length);
+          if (hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) {
+            return fail("invalid hexadecimal escape");
+          }
           append_code_unit(value, static_cast<char32_t>(std::stoul(hex, nullptr, 16)));
           position_ += length;
           break;
@@ -248,15 +293,23 @@ class Lexer {
   bool comment() {
     position_ += 2;
     bool strip_before = peek() == '-';
-    if (strip_before) ++position_;
+    if (strip_before) {
+      ++position_;
+    }
     std::size_t end = source_.find("#}", position_);
-    if (end == std::string::npos) return fail("missing end of comment tag");
+    if (end == std::string::npos) {
+      return fail("missing end of comment tag");
+    }
     std::string text = source_.substr(position_, end - position_);
     bool strip_after = !text.empty() && text.back() == '-';
-    if (strip_before) strip_trailing_whitespace();
+    if (strip_before) {
+      strip_trailing_whitespace();
+    }
     tokens_.push_back({TokenType::kComment, std::move(text)});
     position_ = end + 2;
-    if (strip_after) skip_whitespace();
+    if (strip_after) {
+      skip_whitespace();
+    }
     return true;
   }
 
@@ -271,20 +324,28 @@ class Lexer {
 
 std::string preprocess_template(std::string_view source) {
   std::string text(source);
-  if (!text.empty() && text.back() == '\n') text.pop_back();
+  if (!text.empty() && text.back() == '\n') {
+    text.pop_back();
+  }
   // lstrip_blocks: spaces and tabs from a line's start up to a block tag.
   std::string stripped;
   stripped.reserve(text.size());
   std::size_t line_start = 0;
   while (line_start <= text.size()) {
     std::size_t line_end = text.find('\n', line_start);
-    if (line_end == std::string::npos) line_end = text.size();
+    if (line_end == std::string::npos) {
+      line_end = text.size();
+    }
     std::size_t first = line_start;
-    while (first < line_end && (text[first] == ' ' || text[first] == '\t')) ++first;
+    while (first < line_end && (text[first] == ' ' || text[first] == '\t')) {
+      ++first;
+    }
     bool block = first + 1 < text.size() && text[first] == '{' &&
                  (text[first + 1] == '#' || text[first + 1] == '%' || text[first + 1] == '-');
     stripped.append(text, block ? first : line_start, line_end - (block ? first : line_start));
-    if (line_end < text.size()) stripped += '\n';
+    if (line_end < text.size()) {
+      stripped += '\n';
+    }
     line_start = line_end + 1;
   }
   // trim_blocks: the newline right after a block tag.

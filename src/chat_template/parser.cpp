@@ -29,14 +29,18 @@ class Parser {
 
   NodeList program() {
     NodeList body;
-    while (position_ < tokens_.size()) body.push_back(any());
+    while (position_ < tokens_.size()) {
+      body.push_back(any());
+    }
     return body;
   }
 
  private:
   struct DepthGuard {
     explicit DepthGuard(int& depth) : depth_(depth) {
-      if (++depth_ > kMaxDepth) throw ParseError("template nests too deeply");
+      if (++depth_ > kMaxDepth) {
+        throw ParseError("template nests too deeply");
+      }
     }
     ~DepthGuard() { --depth_; }
     DepthGuard(const DepthGuard&) = delete;
@@ -51,28 +55,40 @@ class Parser {
     return is(TokenType::kIdentifier, offset) && tokens_[position_ + offset].value == name;
   }
   [[nodiscard]] bool is_statement(std::initializer_list<std::string_view> names) const {
-    if (!is(TokenType::kOpenStatement)) return false;
+    if (!is(TokenType::kOpenStatement)) {
+      return false;
+    }
     for (auto name : names) {
-      if (is_identifier(name, 1)) return true;
+      if (is_identifier(name, 1)) {
+        return true;
+      }
     }
     return false;
   }
   const Token& next() {
-    if (position_ >= tokens_.size()) throw ParseError("unexpected end of template");
+    if (position_ >= tokens_.size()) {
+      throw ParseError("unexpected end of template");
+    }
     return tokens_[position_++];
   }
   void expect(TokenType type, const char* message) {
-    if (!is(type)) throw ParseError(message);
+    if (!is(type)) {
+      throw ParseError(message);
+    }
     ++position_;
   }
   void expect_identifier(std::string_view name) {
-    if (!is_identifier(name)) throw ParseError("expected " + std::string(name));
+    if (!is_identifier(name)) {
+      throw ParseError("expected " + std::string(name));
+    }
     ++position_;
   }
   // Statement bodies end at one of `ends`; reaching the end of the template instead is an error.
   void body_until(NodeList& body, std::initializer_list<std::string_view> ends) {
     while (!is_statement(ends)) {
-      if (position_ >= tokens_.size()) throw ParseError("missing {% " + std::string(*ends.begin()) + " %}");
+      if (position_ >= tokens_.size()) {
+        throw ParseError("missing {% " + std::string(*ends.begin()) + " %}");
+      }
       body.push_back(any());
     }
   }
@@ -106,7 +122,9 @@ class Parser {
 
   NodePointer statement() {
     expect(TokenType::kOpenStatement, "expected {%");
-    if (!is(TokenType::kIdentifier)) throw ParseError("expected a statement name");
+    if (!is(TokenType::kIdentifier)) {
+      throw ParseError("expected a statement name");
+    }
     std::string name = next().value;
     NodePointer result;
     if (name == "set") {
@@ -170,7 +188,9 @@ class Parser {
 
   NodePointer macro_statement() {
     auto node = make(NodeKind::kMacro);
-    if (!is(TokenType::kIdentifier)) throw ParseError("expected a macro name");
+    if (!is(TokenType::kIdentifier)) {
+      throw ParseError("expected a macro name");
+    }
     node->name = next().value;
     expect(TokenType::kOpenParen, "expected (");
     node->operands = arguments();
@@ -219,7 +239,9 @@ class Parser {
       ++position_;
       items.push_back(primary_only ? primary() : expression());
     }
-    if (!tuple) return std::move(items.front());
+    if (!tuple) {
+      return std::move(items.front());
+    }
     auto node = make(NodeKind::kTuple);
     node->operands = std::move(items);
     return node;
@@ -228,7 +250,9 @@ class Parser {
   NodePointer expression() {
     DepthGuard guard(depth_);
     auto value = logical_or();
-    if (!is_identifier("if")) return value;
+    if (!is_identifier("if")) {
+      return value;
+    }
     ++position_;
     auto test = logical_or();
     if (is_identifier("else")) {
@@ -271,7 +295,9 @@ class Parser {
   }
 
   NodePointer logical_not() {
-    if (!is_identifier("not")) return comparison();
+    if (!is_identifier("not")) {
+      return comparison();
+    }
     DepthGuard guard(depth_);
     ++position_;
     auto node = make(NodeKind::kUnary, "not");
@@ -330,8 +356,12 @@ class Parser {
     while (is_identifier("is")) {
       ++position_;
       bool negate = is_identifier("not");
-      if (negate) ++position_;
-      if (!is(TokenType::kIdentifier)) throw ParseError("expected a test name");
+      if (negate) {
+        ++position_;
+      }
+      if (!is(TokenType::kIdentifier)) {
+        throw ParseError("expected a test name");
+      }
       auto node = make(NodeKind::kTest, next().value);
       node->flag = negate;
       node->operands.push_back(std::move(operand));
@@ -344,9 +374,13 @@ class Parser {
     auto operand = unary_sign();
     while (is(TokenType::kPipe)) {
       ++position_;
-      if (!is(TokenType::kIdentifier)) throw ParseError("expected a filter name");
+      if (!is(TokenType::kIdentifier)) {
+        throw ParseError("expected a filter name");
+      }
       NodePointer name = make(NodeKind::kIdentifier, next().value);
-      if (is(TokenType::kOpenParen)) name = call(std::move(name));
+      if (is(TokenType::kOpenParen)) {
+        name = call(std::move(name));
+      }
       auto node = make(NodeKind::kFilter);
       node->operands.push_back(std::move(operand));
       node->operands.push_back(std::move(name));
@@ -372,7 +406,9 @@ class Parser {
     auto node = make(NodeKind::kCall);
     node->operands.push_back(std::move(callee));
     expect(TokenType::kOpenParen, "expected (");
-    for (auto& argument : arguments()) node->operands.push_back(std::move(argument));
+    for (auto& argument : arguments()) {
+      node->operands.push_back(std::move(argument));
+    }
     expect(TokenType::kCloseParen, "expected )");
     auto result = member(std::move(node));
     return is(TokenType::kOpenParen) ? call(std::move(result)) : std::move(result);
@@ -382,11 +418,15 @@ class Parser {
     NodeList list;
     bool keyword_seen = false;
     while (!is(TokenType::kCloseParen)) {
-      if (position_ >= tokens_.size()) throw ParseError("expected )");
+      if (position_ >= tokens_.size()) {
+        throw ParseError("expected )");
+      }
       auto argument = expression();
       if (is(TokenType::kEquals)) {
         ++position_;
-        if (argument->kind != NodeKind::kIdentifier) throw ParseError("expected identifier for keyword argument");
+        if (argument->kind != NodeKind::kIdentifier) {
+          throw ParseError("expected identifier for keyword argument");
+        }
         auto keyword = make(NodeKind::kKeywordArgument, argument->name);
         keyword->operands.push_back(expression());
         argument = std::move(keyword);
@@ -395,7 +435,9 @@ class Parser {
         throw ParseError("positional arguments must come before keyword arguments");
       }
       list.push_back(std::move(argument));
-      if (is(TokenType::kComma)) ++position_;
+      if (is(TokenType::kComma)) {
+        ++position_;
+      }
     }
     return list;
   }
@@ -427,7 +469,9 @@ class Parser {
     NodeList parts;
     bool slice = false;
     while (!is(TokenType::kCloseBracket)) {
-      if (position_ >= tokens_.size()) throw ParseError("expected ]");
+      if (position_ >= tokens_.size()) {
+        throw ParseError("expected ]");
+      }
       if (is(TokenType::kColon)) {
         parts.push_back(nullptr);
         ++position_;
@@ -440,9 +484,15 @@ class Parser {
         }
       }
     }
-    if (parts.empty()) throw ParseError("expected at least one argument for member/slice expression");
-    if (!slice) return std::move(parts.front());
-    if (parts.size() > 3) throw ParseError("expected 0-3 arguments for slice expression");
+    if (parts.empty()) {
+      throw ParseError("expected at least one argument for member/slice expression");
+    }
+    if (!slice) {
+      return std::move(parts.front());
+    }
+    if (parts.size() > 3) {
+      throw ParseError("expected 0-3 arguments for slice expression");
+    }
     auto node = make(NodeKind::kSlice);
     node->operands = std::move(parts);
     node->operands.resize(3);
@@ -457,7 +507,9 @@ class Parser {
         return number(token.value);
       case TokenType::kString: {
         std::string value = token.value;
-        while (is(TokenType::kString)) value += next().value;  // adjacent literals concatenate
+        while (is(TokenType::kString)) {
+          value += next().value;  // adjacent literals concatenate
+        }
         auto node = make(NodeKind::kLiteral);
         node->literal = Value(std::move(value));
         return node;
@@ -472,9 +524,13 @@ class Parser {
       case TokenType::kOpenBracket: {
         auto node = make(NodeKind::kList);
         while (!is(TokenType::kCloseBracket)) {
-          if (position_ >= tokens_.size()) throw ParseError("expected ]");
+          if (position_ >= tokens_.size()) {
+            throw ParseError("expected ]");
+          }
           node->operands.push_back(expression());
-          if (is(TokenType::kComma)) ++position_;
+          if (is(TokenType::kComma)) {
+            ++position_;
+          }
         }
         ++position_;
         return node;
@@ -482,11 +538,15 @@ class Parser {
       case TokenType::kOpenBrace: {
         auto node = make(NodeKind::kObject);
         while (!is(TokenType::kCloseBrace)) {
-          if (position_ >= tokens_.size()) throw ParseError("expected }");
+          if (position_ >= tokens_.size()) {
+            throw ParseError("expected }");
+          }
           node->operands.push_back(expression());
           expect(TokenType::kColon, "expected colon between key and value in object literal");
           node->operands.push_back(expression());
-          if (is(TokenType::kComma)) ++position_;
+          if (is(TokenType::kComma)) {
+            ++position_;
+          }
         }
         ++position_;
         return node;
@@ -503,7 +563,9 @@ class Parser {
     } else {
       std::int64_t value = 0;
       auto result = std::from_chars(text.data() + (text[0] == '+' ? 1 : 0), text.data() + text.size(), value);
-      if (result.ec != std::errc()) throw ParseError("number out of range: " + text);
+      if (result.ec != std::errc()) {
+        throw ParseError("number out of range: " + text);
+      }
       node->literal = Value(value);
     }
     return node;

@@ -10,9 +10,13 @@ namespace {
 using json = nlohmann::ordered_json;
 
 Value token_value(const nlohmann::json& config, const char* key) {
-  if (!config.is_object() || !config.contains(key)) return Value(None{});
+  if (!config.is_object() || !config.contains(key)) {
+    return Value(None{});
+  }
   const nlohmann::json& token = config[key];
-  if (token.is_string()) return Value(token.get<std::string>());
+  if (token.is_string()) {
+    return Value(token.get<std::string>());
+  }
   if (token.is_object() && token.contains("content") && token["content"].is_string()) {
     return Value(token["content"].get<std::string>());
   }
@@ -25,23 +29,37 @@ Value text_part(const std::string& text) {
 
 Result<Value, std::string> prepare_content(const json& content, bool keep_list) {
   if (content.is_string()) {  // the usual case: one copy of the text
-    if (!keep_list) return Value(content.get<std::string>());
+    if (!keep_list) {
+      return Value(content.get<std::string>());
+    }
     return Value(List{text_part(content.get_ref<const std::string&>())});
   }
-  if (content.is_null()) return keep_list ? Value(List{}) : Value(std::string());
-  if (!content.is_array()) return unexpected(std::string("message content must be a string, a list of parts or null"));
-  if (keep_list) return Value::from_json(content);
+  if (content.is_null()) {
+    return keep_list ? Value(List{}) : Value(std::string());
+  }
+  if (!content.is_array()) {
+    return unexpected(std::string("message content must be a string, a list of parts or null"));
+  }
+  if (keep_list) {
+    return Value::from_json(content);
+  }
   std::string text;
   bool first = true;
   for (const auto& part : content) {
-    if (!part.is_object()) return unexpected(std::string("content parts must be objects"));
+    if (!part.is_object()) {
+      return unexpected(std::string("content parts must be objects"));
+    }
     auto type = part.find("type");
-    if (type == part.end() || !type->is_string() || type->get_ref<const std::string&>() != "text") continue;
+    if (type == part.end() || !type->is_string() || type->get_ref<const std::string&>() != "text") {
+      continue;
+    }
     auto part_text = part.find("text");
     if (part_text == part.end() || !part_text->is_string()) {
       return unexpected(std::string("text part without a string text"));
     }
-    if (!first) text += '\n';
+    if (!first) {
+      text += '\n';
+    }
     text += part_text->get_ref<const std::string&>();
     first = false;
   }
@@ -51,12 +69,16 @@ Result<Value, std::string> prepare_content(const json& content, bool keep_list) 
 Result<Value, std::string> prepare_tool_calls(const json& calls) {
   json prepared = calls;
   for (auto& call : prepared) {
-    if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+    if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) {
+      continue;
+    }
     json& function = call["function"];
     json arguments = function.value("arguments", json());
     if (arguments.is_string() && !arguments.get<std::string>().empty()) {
       json parsed = json::parse(arguments.get<std::string>(), nullptr, false);
-      if (parsed.is_discarded()) return unexpected(std::string("tool call arguments are not valid JSON"));
+      if (parsed.is_discarded()) {
+        return unexpected(std::string("tool call arguments are not valid JSON"));
+      }
       function["arguments"] = std::move(parsed);
     } else if (arguments.is_null() || (arguments.is_string() && arguments.get<std::string>().empty())) {
       function["arguments"] = json::object();
@@ -66,20 +88,28 @@ Result<Value, std::string> prepare_tool_calls(const json& calls) {
 }
 
 Result<Value, std::string> prepare_message(const json& message, bool keep_list) {
-  if (!message.is_object()) return unexpected(std::string("each message must be an object"));
+  if (!message.is_object()) {
+    return unexpected(std::string("each message must be an object"));
+  }
   Mapping prepared;
   for (const auto& [key, item] : message.items()) {
-    if (key == "content") continue;
+    if (key == "content") {
+      continue;
+    }
     if (key == "tool_calls" && item.is_array() && message.value("role", "") == "assistant") {
       auto calls = prepare_tool_calls(item);
-      if (!calls) return unexpected(calls.error());
+      if (!calls) {
+        return unexpected(calls.error());
+      }
       prepared.emplace_back(key, std::move(*calls));
       continue;
     }
     prepared.emplace_back(key, Value::from_json(item));
   }
   auto content = prepare_content(message.contains("content") ? message["content"] : json(), keep_list);
-  if (!content) return unexpected(content.error());
+  if (!content) {
+    return unexpected(content.error());
+  }
   // vLLM's parsed message lists role first, then content.
   auto role = std::find_if(prepared.begin(), prepared.end(), [](const auto& entry) { return entry.first == "role"; });
   auto position = role == prepared.end() ? prepared.begin() : role + 1;
@@ -103,22 +133,31 @@ Result<RenderInput, std::string> render_input_from_request(const nlohmann::order
   List messages;
   for (const auto& message : body["messages"]) {
     auto prepared = prepare_message(message, chat_template.iterates_content());
-    if (!prepared) return unexpected(prepared.error());
+    if (!prepared) {
+      return unexpected(prepared.error());
+    }
     messages.push_back(std::move(*prepared));
   }
   input.messages = Value(std::move(messages));
-  if (body.contains("tools") && !body["tools"].is_null()) input.tools = Value::from_json(body["tools"]);
+  if (body.contains("tools") && !body["tools"].is_null()) {
+    input.tools = Value::from_json(body["tools"]);
+  }
   if (body.contains("add_generation_prompt")) {
-    if (!body["add_generation_prompt"].is_boolean())
+    if (!body["add_generation_prompt"].is_boolean()) {
       return unexpected(std::string("'add_generation_prompt' must be a boolean"));
+    }
     input.add_generation_prompt = body["add_generation_prompt"].get<bool>();
   }
   input.bos_token = tokens.bos_token;
   input.eos_token = tokens.eos_token;
   if (body.contains("chat_template_kwargs") && !body["chat_template_kwargs"].is_null()) {
     const json& extra = body["chat_template_kwargs"];
-    if (!extra.is_object()) return unexpected(std::string("'chat_template_kwargs' must be an object"));
-    for (const auto& [key, item] : extra.items()) input.extra.emplace_back(key, Value::from_json(item));
+    if (!extra.is_object()) {
+      return unexpected(std::string("'chat_template_kwargs' must be an object"));
+    }
+    for (const auto& [key, item] : extra.items()) {
+      input.extra.emplace_back(key, Value::from_json(item));
+    }
   }
   return input;
 }

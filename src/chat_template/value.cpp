@@ -35,11 +35,19 @@ bool Value::truthy() const {
 
 const Value* Value::find(std::string_view key) const {
   const Mapping* entries = nullptr;
-  if (is(Kind::kMapping)) entries = &as_mapping();
-  if (is(Kind::kNamespace)) entries = &as_namespace().entries;
-  if (entries == nullptr) return nullptr;
+  if (is(Kind::kMapping)) {
+    entries = &as_mapping();
+  }
+  if (is(Kind::kNamespace)) {
+    entries = &as_namespace().entries;
+  }
+  if (entries == nullptr) {
+    return nullptr;
+  }
   for (const auto& [name, value] : *entries) {
-    if (name == key) return &value;
+    if (name == key) {
+      return &value;
+    }
   }
   return nullptr;
 }
@@ -67,13 +75,17 @@ Value Value::from_json(const nlohmann::ordered_json& json) {
     case nlohmann::ordered_json::value_t::array: {
       List list;
       list.reserve(json.size());
-      for (const auto& item : json) list.push_back(from_json(item));
+      for (const auto& item : json) {
+        list.push_back(from_json(item));
+      }
       return Value(std::move(list));
     }
     case nlohmann::ordered_json::value_t::object: {
       Mapping mapping;
       mapping.reserve(json.size());
-      for (const auto& [key, item] : json.items()) mapping.emplace_back(key, from_json(item));
+      for (const auto& [key, item] : json.items()) {
+        mapping.emplace_back(key, from_json(item));
+      }
       return Value(std::move(mapping));
     }
     default:
@@ -82,9 +94,13 @@ Value Value::from_json(const nlohmann::ordered_json& json) {
 }
 
 const Value* Arguments::get(std::size_t index, std::string_view name) const {
-  if (index < positional.size()) return &positional[index];
+  if (index < positional.size()) {
+    return &positional[index];
+  }
   for (const auto& [key, value] : keywords) {
-    if (key == name) return &value;
+    if (key == name) {
+      return &value;
+    }
   }
   return nullptr;
 }
@@ -126,7 +142,9 @@ void append_float_output(std::string& out, double number) {
     return;
   }
   append_shortest(out, number);
-  if (std::isfinite(number) && number == std::floor(number) && std::fabs(number) < 1e21) out += ".0";
+  if (std::isfinite(number) && number == std::floor(number) && std::fabs(number) < 1e21) {
+    out += ".0";
+  }
 }
 
 void append_json_string(std::string& out, std::string_view text, bool ensure_ascii) {
@@ -144,7 +162,9 @@ void append_json_string(std::string& out, std::string_view text, bool ensure_asc
       }
       auto append_unit = [&](unsigned unit) {
         out += "\\u";
-        for (int shift = 12; shift >= 0; shift -= 4) out += kHex[(unit >> shift) & 15];
+        for (int shift = 12; shift >= 0; shift -= 4) {
+          out += kHex[(unit >> shift) & 15];
+        }
       };
       if (code_point >= 0x10000) {
         code_point -= 0x10000;
@@ -223,11 +243,19 @@ bool append_json(std::string& out, const Value& value, const JsonOptions& option
       const List& list = value.as_list();
       out += '[';
       for (std::size_t index = 0; index < list.size(); ++index) {
-        if (index > 0) out += item_separator;
-        if (indenting) append_newline_indent(out, options, depth + 1);
-        if (!append_json(out, list[index], options, depth + 1)) return false;
+        if (index > 0) {
+          out += item_separator;
+        }
+        if (indenting) {
+          append_newline_indent(out, options, depth + 1);
+        }
+        if (!append_json(out, list[index], options, depth + 1)) {
+          return false;
+        }
       }
-      if (indenting && !list.empty()) append_newline_indent(out, options, depth);
+      if (indenting && !list.empty()) {
+        append_newline_indent(out, options, depth);
+      }
       out += ']';
       return true;
     }
@@ -240,13 +268,21 @@ bool append_json(std::string& out, const Value& value, const JsonOptions& option
       }
       out += '{';
       for (std::size_t index = 0; index < entries.size(); ++index) {
-        if (index > 0) out += item_separator;
-        if (indenting) append_newline_indent(out, options, depth + 1);
+        if (index > 0) {
+          out += item_separator;
+        }
+        if (indenting) {
+          append_newline_indent(out, options, depth + 1);
+        }
         append_json_string(out, entries[index].first, options.ensure_ascii);
         out += key_separator;
-        if (!append_json(out, entries[index].second, options, depth + 1)) return false;
+        if (!append_json(out, entries[index].second, options, depth + 1)) {
+          return false;
+        }
       }
-      if (indenting && !entries.empty()) append_newline_indent(out, options, depth);
+      if (indenting && !entries.empty()) {
+        append_newline_indent(out, options, depth);
+      }
       out += '}';
       return true;
     }
@@ -292,11 +328,14 @@ std::string to_output(const Value& value) {
 
 bool equal(const Value& left, const Value& right) {
   if (left.is_number() && right.is_number()) {
-    if (left.is(Value::Kind::kInteger) && right.is(Value::Kind::kInteger))
+    if (left.is(Value::Kind::kInteger) && right.is(Value::Kind::kInteger)) {
       return left.as_integer() == right.as_integer();
+    }
     return left.as_number() == right.as_number();
   }
-  if (left.kind() != right.kind()) return false;
+  if (left.kind() != right.kind()) {
+    return false;
+  }
   switch (left.kind()) {
     case Value::Kind::kUndefined:
     case Value::Kind::kNone:
@@ -310,7 +349,9 @@ bool equal(const Value& left, const Value& right) {
                         [](const Value& a, const Value& b) { return equal(a, b); });
     case Value::Kind::kMapping: {
       const Mapping& a = left.as_mapping();
-      if (a.size() != right.as_mapping().size()) return false;
+      if (a.size() != right.as_mapping().size()) {
+        return false;
+      }
       return std::all_of(a.begin(), a.end(), [&](const auto& entry) {
         const Value* other = right.find(entry.first);
         return other != nullptr && equal(entry.second, *other);

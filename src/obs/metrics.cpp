@@ -120,8 +120,9 @@ Metrics::Metrics()
                              .Register(*registry_)) {
   prompt_segments_ = &BuildCounter()
                           .Name("kvgate_tokenizer_segments_total")
-                          .Help("Prompt sections (text between special tokens) of exactly tokenised requests, by "
-                                "whether the segment cache had their ids (hit) or they were encoded (miss)")
+                          .Help(
+                              "Prompt sections (text between special tokens) of exactly tokenised requests, by "
+                              "whether the segment cache had their ids (hit) or they were encoded (miss)")
                           .Register(*registry_);
   template_errors_ = &BuildCounter()
                           .Name("kvgate_chat_template_errors_total")
@@ -258,7 +259,8 @@ void Metrics::cache_prediction(std::string_view worker, std::string_view outcome
 }
 
 void Metrics::prompt_segments(std::string_view model, std::uint64_t hits, std::uint64_t misses) {
-  if (hits > 0) prompt_segments_->Add({{"model", std::string(model)}, {"result", "hit"}}).Increment(static_cast<double>(hits));
+  if (hits > 0)
+    prompt_segments_->Add({{"model", std::string(model)}, {"result", "hit"}}).Increment(static_cast<double>(hits));
   if (misses > 0) {
     prompt_segments_->Add({{"model", std::string(model)}, {"result", "miss"}}).Increment(static_cast<double>(misses));
   }

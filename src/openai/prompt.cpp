@@ -107,7 +107,9 @@ tokenizer::PromptInput extract_prompt(const nlohmann::json& body, Endpoint endpo
 tokenizer::PromptInput extract_prompt(const nlohmann::ordered_json& body, Endpoint endpoint) {
   return extract_prompt_from(body, endpoint);
 }
-std::optional<std::string> extract_cache_salt(const nlohmann::json& body) { return extract_cache_salt_from(body); }
+std::optional<std::string> extract_cache_salt(const nlohmann::json& body) {
+  return extract_cache_salt_from(body);
+}
 std::optional<std::string> extract_cache_salt(const nlohmann::ordered_json& body) {
   return extract_cache_salt_from(body);
 }

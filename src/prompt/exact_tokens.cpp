@@ -8,22 +8,32 @@ Result<std::vector<tokenizer::TokenId>, PromptError> exact_prompt_tokens(const M
                                                                          const ExactOptions& options) {
   std::vector<tokenizer::TokenId> ids;
   if (request.chat_body) {
-    if (!model.chat_template) return ids;
+    if (!model.chat_template) {
+      return ids;
+    }
     const auto& chat_template = *model.chat_template;
     auto input = chat_template::render_input_from_request(*request.chat_body, chat_template, model.special_tokens);
-    if (!input) return unexpected(PromptError{input.error(), "messages", false});
+    if (!input) {
+      return unexpected(PromptError{input.error(), "messages", false});
+    }
     input->now = options.now;
     input->output_limit = options.max_prompt_bytes;
     input->step_limit = options.max_template_steps;
     auto prompt = chat_template.render(*input);
-    if (!prompt) return unexpected(PromptError{prompt.error(), "messages", true});
+    if (!prompt) {
+      return unexpected(PromptError{prompt.error(), "messages", true});
+    }
     // Rendered from strings the JSON parser accepted (valid UTF-8) and the
     // template's own literals, so the prompt needs no second check.
     auto encoded = model.tokenizer.encode(*prompt, false, workspace, ids, true);
-    if (!encoded) return unexpected(PromptError{encoded.error(), "messages", false});
+    if (!encoded) {
+      return unexpected(PromptError{encoded.error(), "messages", false});
+    }
   } else if (const auto* text = std::get_if<std::string>(&request.prompt)) {
     auto encoded = model.tokenizer.encode(*text, true, workspace, ids);
-    if (!encoded) return unexpected(PromptError{encoded.error(), "prompt", false});
+    if (!encoded) {
+      return unexpected(PromptError{encoded.error(), "prompt", false});
+    }
   } else if (const auto* given = std::get_if<std::vector<prefix::TokenId>>(&request.prompt)) {
     ids = *given;
   }

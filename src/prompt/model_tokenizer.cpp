@@ -11,7 +11,9 @@ Result<std::shared_ptr<const ModelTokenizer>, std::string> load_model_tokenizer(
     const auto& config = tokenizer.config();
     if (config.is_object() && config.contains("chat_template") && config["chat_template"].is_string()) {
       auto result = chat_template::ChatTemplate::compile(config["chat_template"].get<std::string>());
-      if (!result) return unexpected(folder + ": " + result.error());
+      if (!result) {
+        return unexpected(folder + ": " + result.error());
+      }
       compiled.emplace(std::move(*result));
     }
     auto special = chat_template::special_tokens_from_config(config);

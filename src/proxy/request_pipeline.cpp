@@ -1,7 +1,7 @@
 #include "kvgate/proxy/request_pipeline.hpp"
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <random>

@@ -5,15 +5,21 @@
 namespace kvgate::tokenizer {
 
 int AddedTokenSplitter::child(int node, unsigned char byte) const {
-  if (node == 0) return root_children_[byte];
+  if (node == 0) {
+    return root_children_[byte];
+  }
   for (const auto& [key, next] : nodes_[static_cast<std::size_t>(node)].children) {
-    if (key == byte) return next;
+    if (key == byte) {
+      return next;
+    }
   }
   return 0;
 }
 
 void AddedTokenSplitter::add(std::string_view content, int token) {
-  if (content.empty()) return;
+  if (content.empty()) {
+    return;
+  }
   int node = 0;
   for (char symbol : content) {
     auto byte = static_cast<unsigned char>(symbol);
@@ -40,7 +46,9 @@ void AddedTokenSplitter::split(std::string_view text, std::vector<Section>& out)
   while (position < text.size()) {
     if (single_first_byte_ >= 0) {  // e.g. every token starts with '<': memchr skips plain text
       const void* found = std::memchr(text.data() + position, single_first_byte_, text.size() - position);
-      if (found == nullptr) break;
+      if (found == nullptr) {
+        break;
+      }
       position = static_cast<std::size_t>(static_cast<const char*>(found) - text.data());
     }
     int node = root_children_[static_cast<unsigned char>(text[position])];
@@ -51,19 +59,25 @@ void AddedTokenSplitter::split(std::string_view text, std::vector<Section>& out)
         matched = nodes_[static_cast<std::size_t>(node)].token;
         matched_end = cursor;
       }
-      if (cursor >= text.size()) break;
+      if (cursor >= text.size()) {
+        break;
+      }
       node = child(node, static_cast<unsigned char>(text[cursor]));
     }
     if (matched < 0) {
       ++position;
       continue;
     }
-    if (position > start) out.push_back(Section{text.substr(start, position - start), -1});
+    if (position > start) {
+      out.push_back(Section{text.substr(start, position - start), -1});
+    }
     out.push_back(Section{text.substr(position, matched_end - position), matched});
     position = matched_end;
     start = position;
   }
-  if (start < text.size()) out.push_back(Section{text.substr(start), -1});
+  if (start < text.size()) {
+    out.push_back(Section{text.substr(start), -1});
+  }
 }
 
 }  // namespace kvgate::tokenizer

@@ -27,8 +27,8 @@ struct ByteTable {
 };
 
 const ByteTable& byte_table() {
-  static const ByteTable table;
-  return table;
+  static const ByteTable kTable;
+  return kTable;
 }
 
 // Words longer than this merge with a priority queue; shorter ones with a
@@ -53,7 +53,9 @@ std::optional<std::string> byte_level_to_raw(std::string_view token) {
   std::size_t position = 0;
   while (position < token.size()) {
     int byte = unicode_to_byte(next_code_point(token, position));
-    if (byte < 0) return std::nullopt;
+    if (byte < 0) {
+      return std::nullopt;
+    }
     raw.push_back(static_cast<char>(byte));
   }
   return raw;
@@ -80,13 +82,17 @@ BpeModel::BpeModel(const std::vector<std::pair<std::string, TokenId>>& vocabular
     if (options_.byte_level) {
       left_raw = byte_level_to_raw(left);
       right_raw = byte_level_to_raw(right);
-      if (!left_raw || !right_raw) continue;
+      if (!left_raw || !right_raw) {
+        continue;
+      }
     }
     TokenId left_id = vocabulary_.find(*left_raw);
     TokenId right_id = vocabulary_.find(*right_raw);
     joined = *left_raw + *right_raw;
     TokenId merged = vocabulary_.find(joined);
-    if (left_id == kNoToken || right_id == kNoToken || merged == kNoToken) continue;
+    if (left_id == kNoToken || right_id == kNoToken || merged == kNoToken) {
+      continue;
+    }
     merges_.insert(left_id, right_id, Merge{this_rank, merged});
     ++merge_count_;
   }
@@ -117,30 +123,44 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<Symbol>& symbo
         Symbol{id, static_cast<std::uint32_t>(position), static_cast<std::uint32_t>(length), index - 1, index + 1});
     position += length;
   }
-  if (!symbols.empty()) symbols.back().next = -1;
+  if (!symbols.empty()) {
+    symbols.back().next = -1;
+  }
 }
 
 void BpeModel::merge_small(std::vector<Symbol>& symbols, std::vector<Merge>& pairs) const {
   auto rank_of = [&](std::size_t left) {
     const Symbol& a = symbols[left];
     const Symbol& b = symbols[left + 1];
-    if (a.id == kNoToken || b.id == kNoToken) return Merge{};
+    if (a.id == kNoToken || b.id == kNoToken) {
+      return Merge{};
+    }
     return merges_.find(a.id, b.id);
   };
   pairs.clear();
-  for (std::size_t left = 0; left + 1 < symbols.size(); ++left) pairs.push_back(rank_of(left));
+  for (std::size_t left = 0; left + 1 < symbols.size(); ++left) {
+    pairs.push_back(rank_of(left));
+  }
   while (!pairs.empty()) {
     std::size_t best = 0;
     for (std::size_t index = 1; index < pairs.size(); ++index) {
-      if (pairs[index].rank < pairs[best].rank) best = index;  // strict: the leftmost of equal ranks wins
+      if (pairs[index].rank < pairs[best].rank) {
+        best = index;  // strict: the leftmost of equal ranks wins
+      }
     }
-    if (pairs[best].merged == kNoToken) return;
+    if (pairs[best].merged == kNoToken) {
+      return;
+    }
     symbols[best].id = pairs[best].merged;
     symbols[best].length += symbols[best + 1].length;
     symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(best) + 1);
     pairs.erase(pairs.begin() + static_cast<std::ptrdiff_t>(best));
-    if (best > 0) pairs[best - 1] = rank_of(best - 1);
-    if (best < pairs.size()) pairs[best] = rank_of(best);
+    if (best > 0) {
+      pairs[best - 1] = rank_of(best - 1);
+    }
+    if (best < pairs.size()) {
+      pairs[best] = rank_of(best);
+    }
   }
 }
 
@@ -158,26 +178,42 @@ void BpeModel::merge_large(std::vector<Symbol>& symbols) const {
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
   auto consider = [&](std::int32_t left) {
     const Symbol& a = symbols[static_cast<std::size_t>(left)];
-    if (a.next < 0) return;
+    if (a.next < 0) {
+      return;
+    }
     const Symbol& b = symbols[static_cast<std::size_t>(a.next)];
-    if (a.id == kNoToken || b.id == kNoToken) return;
+    if (a.id == kNoToken || b.id == kNoToken) {
+      return;
+    }
     Merge merge = merges_.find(a.id, b.id);
-    if (merge.merged != kNoToken) queue.push(Candidate{merge.rank, left, merge.merged});
+    if (merge.merged != kNoToken) {
+      queue.push(Candidate{merge.rank, left, merge.merged});
+    }
   };
-  for (std::size_t index = 0; index + 1 < symbols.size(); ++index) consider(static_cast<std::int32_t>(index));
+  for (std::size_t index = 0; index + 1 < symbols.size(); ++index) {
+    consider(static_cast<std::int32_t>(index));
+  }
   while (!queue.empty()) {
     Candidate top = queue.top();
     queue.pop();
     Symbol& left = symbols[static_cast<std::size_t>(top.position)];
-    if (left.length == 0 || left.next < 0) continue;
+    if (left.length == 0 || left.next < 0) {
+      continue;
+    }
     Symbol& right = symbols[static_cast<std::size_t>(left.next)];
-    if (left.id == kNoToken || right.id == kNoToken || merges_.find(left.id, right.id).merged != top.merged) continue;
+    if (left.id == kNoToken || right.id == kNoToken || merges_.find(left.id, right.id).merged != top.merged) {
+      continue;
+    }
     left.id = top.merged;
     left.length += right.length;
     right.length = 0;
     left.next = right.next;
-    if (right.next >= 0) symbols[static_cast<std::size_t>(right.next)].previous = top.position;
-    if (left.previous >= 0) consider(left.previous);
+    if (right.next >= 0) {
+      symbols[static_cast<std::size_t>(right.next)].previous = top.position;
+    }
+    if (left.previous >= 0) {
+      consider(left.previous);
+    }
     consider(top.position);
   }
   std::erase_if(symbols, [](const Symbol& symbol) { return symbol.length == 0; });
@@ -195,15 +231,21 @@ void BpeModel::emit(std::string_view word, const std::vector<Symbol>& symbols, s
       emitted = std::all_of(bytes.begin(), bytes.end(),
                             [&](char byte) { return byte_tokens_[static_cast<unsigned char>(byte)] != kNoToken; });
       if (emitted) {
-        for (char byte : bytes) out.push_back(byte_tokens_[static_cast<unsigned char>(byte)]);
+        for (char byte : bytes) {
+          out.push_back(byte_tokens_[static_cast<unsigned char>(byte)]);
+        }
       }
     }
-    if (!emitted && options_.unknown != kNoToken) out.push_back(options_.unknown);
+    if (!emitted && options_.unknown != kNoToken) {
+      out.push_back(options_.unknown);
+    }
   }
 }
 
 void BpeModel::encode_word(std::string_view word, std::vector<TokenId>& out, BpeScratch& scratch) const {
-  if (word.empty()) return;
+  if (word.empty()) {
+    return;
+  }
   if (options_.ignore_merges) {
     if (TokenId whole = vocabulary_.find(word); whole != kNoToken) {
       out.push_back(whole);
@@ -230,7 +272,9 @@ void BpeModel::encode_word(std::string_view word, std::vector<TokenId>& out, Bpe
   }
   std::size_t first = out.size();
   emit(word, scratch.symbols, out);
-  if (cacheable) scratch.cache.insert(word, hash, out.data() + first, out.size() - first);
+  if (cacheable) {
+    scratch.cache.insert(word, hash, out.data() + first, out.size() - first);
+  }
 }
 
 WordCache::WordCache(std::size_t slots) : slots_(std::bit_ceil(std::max<std::size_t>(slots, 16))) {}
@@ -239,7 +283,9 @@ const TokenId* WordCache::find(std::string_view word, std::uint64_t hash, std::s
   std::size_t mask = slots_.size() - 1;
   for (std::size_t index = hash & mask;; index = (index + 1) & mask) {
     const Slot& slot = slots_[index];
-    if (!slot.used) return nullptr;
+    if (!slot.used) {
+      return nullptr;
+    }
     if (slot.hash == hash && std::string_view(words_).substr(slot.word_offset, slot.word_length) == word) {
       count = slot.ids_count;
       return ids_.data() + slot.ids_offset;
@@ -248,11 +294,15 @@ const TokenId* WordCache::find(std::string_view word, std::uint64_t hash, std::s
 }
 
 void WordCache::insert(std::string_view word, std::uint64_t hash, const TokenId* ids, std::size_t count) {
-  if ((used_ + 1) * 2 > slots_.size() || words_.size() + word.size() > UINT32_MAX / 2) clear();
+  if ((used_ + 1) * 2 > slots_.size() || words_.size() + word.size() > UINT32_MAX / 2) {
+    clear();
+  }
   std::size_t mask = slots_.size() - 1;
   for (std::size_t index = hash & mask;; index = (index + 1) & mask) {
     Slot& slot = slots_[index];
-    if (slot.used) continue;
+    if (slot.used) {
+      continue;
+    }
     slot = Slot{hash,
                 static_cast<std::uint32_t>(words_.size()),
                 static_cast<std::uint32_t>(word.size()),

@@ -58,7 +58,7 @@ class BpeModel {
   PairTable merges_;
   std::size_t merge_count_ = 0;
   BpeOptions options_;
-  TokenId byte_tokens_[256];  // byte-level: each byte's token; else the <0xXX> fallback tokens
+  TokenId byte_tokens_[256]{};  // byte-level: each byte's token; else the <0xXX> fallback tokens
 };
 
 // GPT-2's reversible byte <-> character table (printable bytes map to

@@ -19,7 +19,9 @@ class ByteLevel final : public Decoder {
     std::vector<std::string> out;
     std::string bytes;
     auto flush = [&] {
-      if (!bytes.empty()) out.push_back(decode_utf8_lossy(bytes));
+      if (!bytes.empty()) {
+        out.push_back(decode_utf8_lossy(bytes));
+      }
       bytes.clear();
     };
     for (const auto& token : tokens) {
@@ -52,7 +54,9 @@ class Replace final : public Decoder {
       std::size_t position = 0;
       while (position <= token.size()) {
         MatchSpan match = pattern_.find(token, position, scratch);
-        if (match.end == std::string::npos || match.end == match.begin) break;
+        if (match.end == std::string::npos || match.end == match.begin) {
+          break;
+        }
         out.append(token, position, match.begin - position);
         out += content_;
         position = match.end;
@@ -78,11 +82,15 @@ class ByteFallback final : public Decoder {
         bytes.push_back(static_cast<char>(std::stoi(token.substr(3, 2), nullptr, 16)));
         continue;
       }
-      if (!bytes.empty()) out.push_back(decode_utf8_lossy(bytes));
+      if (!bytes.empty()) {
+        out.push_back(decode_utf8_lossy(bytes));
+      }
       bytes.clear();
       out.push_back(std::move(token));
     }
-    if (!bytes.empty()) out.push_back(decode_utf8_lossy(bytes));
+    if (!bytes.empty()) {
+      out.push_back(decode_utf8_lossy(bytes));
+    }
     tokens = std::move(out);
   }
 };
@@ -91,8 +99,11 @@ class Fuse final : public Decoder {
  public:
   void decode_chain(std::vector<std::string>& tokens) const override {
     std::string joined;
-    for (const auto& token : tokens) joined += token;
-    tokens.assign(1, std::move(joined));
+    for (const auto& token : tokens) {
+      joined += token;
+    }
+    tokens.clear();
+    tokens.push_back(std::move(joined));
   }
 };
 
@@ -102,11 +113,17 @@ class Strip final : public Decoder {
  public:
   Strip(std::string content, int start, int stop) : content_(std::move(content)), start_(start), stop_(stop) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
-    if (content_.empty()) return;
+    if (content_.empty()) {
+      return;
+    }
     for (auto& token : tokens) {
       std::string_view view = token;
-      for (int count = 0; count < start_ && view.starts_with(content_); ++count) view.remove_prefix(content_.size());
-      for (int count = 0; count < stop_ && view.ends_with(content_); ++count) view.remove_suffix(content_.size());
+      for (int count = 0; count < start_ && view.starts_with(content_); ++count) {
+        view.remove_prefix(content_.size());
+      }
+      for (int count = 0; count < stop_ && view.ends_with(content_); ++count) {
+        view.remove_suffix(content_.size());
+      }
       token = std::string(view);
     }
   }
@@ -130,7 +147,9 @@ class Metaspace final : public Decoder {
         token.remove_prefix(found + replacement_.size());
       }
       out.append(token);
-      if (index == 0 && out.starts_with(' ')) out.erase(0, 1);
+      if (index == 0 && out.starts_with(' ')) {
+        out.erase(0, 1);
+      }
       tokens[index] = std::move(out);
     }
   }
@@ -143,7 +162,9 @@ class BpeSuffix final : public Decoder {
  public:
   explicit BpeSuffix(std::string suffix) : suffix_(std::move(suffix)) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
-    if (suffix_.empty()) return;
+    if (suffix_.empty()) {
+      return;
+    }
     for (std::size_t index = 0; index < tokens.size(); ++index) {
       std::string replacement = index + 1 == tokens.size() ? "" : " ";
       std::string& token = tokens[index];
@@ -162,7 +183,9 @@ class Sequence final : public Decoder {
  public:
   explicit Sequence(std::vector<std::unique_ptr<Decoder>> steps) : steps_(std::move(steps)) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
-    for (const auto& step : steps_) step->decode_chain(tokens);
+    for (const auto& step : steps_) {
+      step->decode_chain(tokens);
+    }
   }
 
  private:
@@ -173,23 +196,37 @@ class Sequence final : public Decoder {
 
 std::unique_ptr<Decoder> make_decoder(const nlohmann::json& spec,
                                       std::shared_ptr<const std::unordered_set<std::string>> added_tokens) {
-  if (spec.is_null()) return nullptr;
+  if (spec.is_null()) {
+    return nullptr;
+  }
   auto type = spec.at("type").get<std::string>();
-  if (type == "ByteLevel") return std::make_unique<ByteLevel>(std::move(added_tokens));
+  if (type == "ByteLevel") {
+    return std::make_unique<ByteLevel>(std::move(added_tokens));
+  }
   if (type == "Replace") {
     return std::make_unique<Replace>(pattern_from_spec(spec.at("pattern")), spec.value("content", std::string()));
   }
-  if (type == "ByteFallback") return std::make_unique<ByteFallback>();
-  if (type == "Fuse") return std::make_unique<Fuse>();
+  if (type == "ByteFallback") {
+    return std::make_unique<ByteFallback>();
+  }
+  if (type == "Fuse") {
+    return std::make_unique<Fuse>();
+  }
   if (type == "Strip") {
     return std::make_unique<Strip>(spec.value("content", std::string()), spec.value("start", 0), spec.value("stop", 0));
   }
-  if (type == "Metaspace") return std::make_unique<Metaspace>(spec.value("replacement", std::string("\u2581")));
-  if (type == "BPEDecoder") return std::make_unique<BpeSuffix>(spec.value("suffix", std::string("</w>")));
+  if (type == "Metaspace") {
+    return std::make_unique<Metaspace>(spec.value("replacement", std::string("\u2581")));
+  }
+  if (type == "BPEDecoder") {
+    return std::make_unique<BpeSuffix>(spec.value("suffix", std::string("</w>")));
+  }
   if (type == "Sequence") {
     std::vector<std::unique_ptr<Decoder>> steps;
     for (const auto& step : spec.at("decoders")) {
-      if (auto made = make_decoder(step, added_tokens)) steps.push_back(std::move(made));
+      if (auto made = make_decoder(step, added_tokens)) {
+        steps.push_back(std::move(made));
+      }
     }
     return std::make_unique<Sequence>(std::move(steps));
   }

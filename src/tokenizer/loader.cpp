@@ -15,7 +15,9 @@ TokenId lookup_id(const Tokenizer::Impl& impl, const std::string& token) {
     return impl.added[static_cast<std::size_t>(found->second)].id;
   }
   for (TokenId id = 0; id < impl.id_to_token.size(); ++id) {
-    if (impl.id_to_token.get(id) == token) return id;
+    if (impl.id_to_token.get(id) == token) {
+      return id;
+    }
   }
   throw TokenizerLoadError("post_processor names unknown token " + token);
 }
@@ -23,11 +25,17 @@ TokenId lookup_id(const Tokenizer::Impl& impl, const std::string& token) {
 // Flattens a post-processor into the ids it puts before and after a single
 // sequence. Pairs of sequences are never encoded by kvgate.
 void load_post_processor(const json& spec, Tokenizer::Impl& impl) {
-  if (spec.is_null()) return;
+  if (spec.is_null()) {
+    return;
+  }
   auto type = spec.at("type").get<std::string>();
-  if (type == "ByteLevel") return;  // only adjusts offsets
+  if (type == "ByteLevel") {
+    return;  // only adjusts offsets
+  }
   if (type == "Sequence") {
-    for (const auto& step : spec.at("processors")) load_post_processor(step, impl);
+    for (const auto& step : spec.at("processors")) {
+      load_post_processor(step, impl);
+    }
     return;
   }
   std::vector<TokenId> before;
@@ -77,7 +85,9 @@ void load_added_tokens(const json& list, Tokenizer::Impl& impl) {
     impl.longest_added = std::max(impl.longest_added, token.content.size() * 4);  // NFC can grow a normalised key
     int position = static_cast<int>(index);
     impl.added_by_content[token.content] = position;
-    if (token.special) impl.special_contents.insert(token.content);
+    if (token.special) {
+      impl.special_contents.insert(token.content);
+    }
     if (token.normalized && impl.normalizer) {
       std::string normalized = token.content;
       impl.normalizer->normalize(normalized);
@@ -93,8 +103,12 @@ void load_added_tokens(const json& list, Tokenizer::Impl& impl) {
 BpeOptions load_model_options(const json& model, const std::vector<std::pair<std::string, TokenId>>& vocabulary,
                               bool byte_level) {
   auto type = model.value("type", std::string("BPE"));
-  if (type != "BPE") throw TokenizerLoadError("unsupported model type " + type + " (kvgate reads BPE models)");
-  if (!model.value("dropout", json()).is_null()) throw TokenizerLoadError("BPE dropout is not deterministic");
+  if (type != "BPE") {
+    throw TokenizerLoadError("unsupported model type " + type + " (kvgate reads BPE models)");
+  }
+  if (!model.value("dropout", json()).is_null()) {
+    throw TokenizerLoadError("BPE dropout is not deterministic");
+  }
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     if (model.contains(key) && model[key].is_string() && !model[key].get<std::string>().empty()) {
       throw TokenizerLoadError(std::string("unsupported BPE option ") + key);
@@ -107,7 +121,9 @@ BpeOptions load_model_options(const json& model, const std::vector<std::pair<std
   if (model.contains("unk_token") && model["unk_token"].is_string()) {
     auto name = model["unk_token"].get<std::string>();
     for (const auto& [token, id] : vocabulary) {
-      if (token == name) options.unknown = id;
+      if (token == name) {
+        options.unknown = id;
+      }
     }
   }
   return options;
@@ -137,12 +153,18 @@ std::shared_ptr<Tokenizer::Impl> build_tokenizer(std::string_view tokenizer_json
     const json& model = document.at("model");
     BpeOptions options = load_model_options(model, file.vocabulary, byte_level);
     impl->fuse_unknown = model.value("fuse_unk", false);
-    if (model.contains("unk_token") && model["unk_token"].is_string()) impl->unknown_token = model["unk_token"];
+    if (model.contains("unk_token") && model["unk_token"].is_string()) {
+      impl->unknown_token = model["unk_token"];
+    }
 
     TokenId largest = 0;
-    for (const auto& [token, id] : file.vocabulary) largest = std::max(largest, id);
+    for (const auto& [token, id] : file.vocabulary) {
+      largest = std::max(largest, id);
+    }
     impl->id_to_token.resize(file.vocabulary.empty() ? 0 : largest + 1);
-    for (const auto& [token, id] : file.vocabulary) impl->id_to_token.set(id, token);
+    for (const auto& [token, id] : file.vocabulary) {
+      impl->id_to_token.set(id, token);
+    }
     impl->vocabulary_size = file.vocabulary.size();
 
     impl->model = std::make_unique<BpeModel>(file.vocabulary, file.merges, options);
@@ -158,7 +180,9 @@ std::shared_ptr<Tokenizer::Impl> build_tokenizer(std::string_view tokenizer_json
     }
     load_post_processor(document.value("post_processor", json()), *impl);
     auto contents = std::make_shared<std::unordered_set<std::string>>();
-    for (const auto& token : impl->added) contents->insert(token.content);
+    for (const auto& token : impl->added) {
+      contents->insert(token.content);
+    }
     impl->decoder = make_decoder(document.value("decoder", json()), contents);
   } catch (const json::exception& error) {
     throw TokenizerLoadError(std::string("tokenizer.json: ") + error.what());

@@ -22,11 +22,21 @@ struct Piece {
 };
 
 Behavior parse_behavior(const std::string& name) {
-  if (name == "Removed") return Behavior::kRemoved;
-  if (name == "Isolated") return Behavior::kIsolated;
-  if (name == "MergedWithPrevious") return Behavior::kMergedWithPrevious;
-  if (name == "MergedWithNext") return Behavior::kMergedWithNext;
-  if (name == "Contiguous") return Behavior::kContiguous;
+  if (name == "Removed") {
+    return Behavior::kRemoved;
+  }
+  if (name == "Isolated") {
+    return Behavior::kIsolated;
+  }
+  if (name == "MergedWithPrevious") {
+    return Behavior::kMergedWithPrevious;
+  }
+  if (name == "MergedWithNext") {
+    return Behavior::kMergedWithNext;
+  }
+  if (name == "Contiguous") {
+    return Behavior::kContiguous;
+  }
   throw TokenizerLoadError("unsupported split behavior " + name);
 }
 
@@ -39,18 +49,26 @@ void for_each_piece(const Regex& pattern, std::string_view text, MatchScratch& s
   std::size_t search = 0;
   while (search <= text.size()) {
     MatchSpan match = pattern.find(text, search, scratch);
-    if (match.end == std::string_view::npos) break;
-    if (match.begin > previous) visit(Piece{previous, match.begin, false});
+    if (match.end == std::string_view::npos) {
+      break;
+    }
+    if (match.begin > previous) {
+      visit(Piece{previous, match.begin, false});
+    }
     if (match.end > match.begin) {
       visit(Piece{match.begin, match.end, true});
       search = match.end;
     } else {
-      if (match.begin >= text.size()) break;
+      if (match.begin >= text.size()) {
+        break;
+      }
       search = match.begin + utf8_sequence_length(static_cast<unsigned char>(text[match.begin]));
     }
     previous = match.begin == match.end ? match.begin : match.end;
   }
-  if (previous < text.size()) visit(Piece{previous, text.size(), false});
+  if (previous < text.size()) {
+    visit(Piece{previous, text.size(), false});
+  }
 }
 
 // Hugging Face tokenizers' SplitDelimiterBehavior, applied to the pieces.
@@ -60,7 +78,9 @@ std::vector<Piece> apply_behavior(std::vector<Piece> pieces, Behavior behavior) 
   switch (behavior) {
     case Behavior::kRemoved:
       for (const auto& piece : pieces) {
-        if (!piece.is_match) out.push_back(piece);
+        if (!piece.is_match) {
+          out.push_back(piece);
+        }
       }
       return out;
     case Behavior::kIsolated:
@@ -178,7 +198,9 @@ class Metaspace final : public PreTokenizer {
       }
     }
     bool prepend = prepend_scheme_ == "always" || (prepend_scheme_ == "first" && context.first_section);
-    if (prepend && !replaced.starts_with(replacement_)) replaced.insert(0, replacement_);
+    if (prepend && !replaced.starts_with(replacement_)) {
+      replaced.insert(0, replacement_);
+    }
     if (splitter_) {
       splitter_->split(replaced, context, sink);
     } else {
@@ -231,16 +253,22 @@ std::unique_ptr<PreTokenizer> make_metaspace(const nlohmann::json& spec) {
 }  // namespace
 
 std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& spec, bool& byte_level) {
-  if (spec.is_null()) return nullptr;
+  if (spec.is_null()) {
+    return nullptr;
+  }
   auto type = spec.at("type").get<std::string>();
-  if (type == "Split") return make_split(spec);
+  if (type == "Split") {
+    return make_split(spec);
+  }
   if (type == "ByteLevel") {
     byte_level = true;
     bool prefix = spec.value("add_prefix_space", false);
     bool regex = spec.value("use_regex", true);
     // Without either, the step only maps bytes to characters, which kvgate's
     // raw-byte vocabulary makes unnecessary.
-    if (!prefix && !regex) return nullptr;
+    if (!prefix && !regex) {
+      return nullptr;
+    }
     return std::make_unique<ByteLevel>(prefix, regex);
   }
   if (type == "Digits") {
@@ -248,7 +276,9 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& spec, boo
     return std::make_unique<Split>(std::move(Regex::compile(R"(\p{N})").value()),
                                    individual ? Behavior::kIsolated : Behavior::kContiguous, false);
   }
-  if (type == "Metaspace") return make_metaspace(spec);
+  if (type == "Metaspace") {
+    return make_metaspace(spec);
+  }
   if (type == "WhitespaceSplit") {
     return std::make_unique<Split>(std::move(Regex::compile(R"(\s+)").value()), Behavior::kRemoved, false);
   }
@@ -258,10 +288,16 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& spec, boo
   if (type == "Sequence") {
     std::vector<std::unique_ptr<PreTokenizer>> steps;
     for (const auto& step : spec.at("pretokenizers")) {
-      if (auto made = make_pre_tokenizer(step, byte_level)) steps.push_back(std::move(made));
+      if (auto made = make_pre_tokenizer(step, byte_level)) {
+        steps.push_back(std::move(made));
+      }
     }
-    if (steps.size() == 1) return std::move(steps.front());
-    if (steps.empty()) return nullptr;
+    if (steps.size() == 1) {
+      return std::move(steps.front());
+    }
+    if (steps.empty()) {
+      return nullptr;
+    }
     return std::make_unique<Sequence>(std::move(steps));
   }
   throw TokenizerLoadError("unsupported pre_tokenizer type " + type);

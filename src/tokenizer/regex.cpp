@@ -50,7 +50,9 @@ std::string rewrite_oniguruma_pattern(std::string_view pattern) {
       continue;
     }
     if (in_class) {
-      if (symbol == ']') in_class = false;
+      if (symbol == ']') {
+        in_class = false;
+      }
       if (fold_depth >= 0 && std::isalpha(static_cast<unsigned char>(symbol)) &&
           !(index + 1 < pattern.size() && pattern[index + 1] == '-') && !(index > 0 && pattern[index - 1] == '-')) {
         append_folded_letter(out, symbol, true);
@@ -63,20 +65,28 @@ std::string rewrite_oniguruma_pattern(std::string_view pattern) {
       in_class = true;
       out += symbol;
       // A ']' or '^]' right after '[' is literal.
-      if (index + 1 < pattern.size() && pattern[index + 1] == '^') out += pattern[++index];
-      if (index + 1 < pattern.size() && pattern[index + 1] == ']') out += pattern[++index];
+      if (index + 1 < pattern.size() && pattern[index + 1] == '^') {
+        out += pattern[++index];
+      }
+      if (index + 1 < pattern.size() && pattern[index + 1] == ']') {
+        out += pattern[++index];
+      }
       continue;
     }
     if (symbol == '(') {
       ++depth;
       if (pattern.substr(index, 4) == "(?i:") {
-        if (fold_depth < 0) fold_depth = depth;
+        if (fold_depth < 0) {
+          fold_depth = depth;
+        }
         out += "(?:";
         index += 3;
         continue;
       }
     } else if (symbol == ')') {
-      if (depth == fold_depth) fold_depth = -1;
+      if (depth == fold_depth) {
+        fold_depth = -1;
+      }
       --depth;
     } else if (fold_depth >= 0 && std::isalpha(static_cast<unsigned char>(symbol))) {
       append_folded_letter(out, symbol, false);
@@ -112,7 +122,9 @@ Result<Regex, std::string> Regex::compile(std::string_view oniguruma_pattern) {
 Regex Regex::literal(std::string_view text) {
   std::string escaped;
   for (char symbol : text) {
-    if (std::string_view("\\^$.|?*+()[]{}").find(symbol) != std::string_view::npos) escaped += '\\';
+    if (std::string_view("\\^$.|?*+()[]{}").find(symbol) != std::string_view::npos) {
+      escaped += '\\';
+    }
     escaped += symbol;
   }
   // An escaped literal always compiles.
@@ -122,7 +134,9 @@ Regex Regex::literal(std::string_view text) {
 MatchSpan Regex::find(std::string_view text, std::size_t start, MatchScratch& scratch) const {
   int result = pcre2_match(code_.get(), reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), start,
                            PCRE2_NO_UTF_CHECK, scratch.data(), nullptr);
-  if (result < 0) return {text.size(), std::string_view::npos};
+  if (result < 0) {
+    return {text.size(), std::string_view::npos};
+  }
   const PCRE2_SIZE* vector = pcre2_get_ovector_pointer(scratch.data());
   return {vector[0], vector[1]};
 }

@@ -7,7 +7,9 @@ bool SegmentCache::append(std::string_view text, bool first_section, std::vector
   Shard& shard = shard_of(key);
   std::lock_guard lock(shard.mutex);
   auto found = shard.by_key.find(key);
-  if (found == shard.by_key.end() || found->second->text != text) return false;
+  if (found == shard.by_key.end() || found->second->text != text) {
+    return false;
+  }
   shard.recency.splice(shard.recency.begin(), shard.recency, found->second);
   out.insert(out.end(), found->second->ids.begin(), found->second->ids.end());
   return true;
@@ -15,7 +17,9 @@ bool SegmentCache::append(std::string_view text, bool first_section, std::vector
 
 void SegmentCache::insert(std::string_view text, bool first_section, std::vector<TokenId> ids) {
   Entry entry{key_of(text, first_section), std::string(text), std::move(ids)};
-  if (entry.bytes() > shard_capacity_) return;
+  if (entry.bytes() > shard_capacity_) {
+    return;
+  }
   Shard& shard = shard_of(entry.key);
   std::lock_guard lock(shard.mutex);
   if (auto existing = shard.by_key.find(entry.key); existing != shard.by_key.end()) {

@@ -12,12 +12,16 @@ EncodeWorkspace::EncodeWorkspace() : state_(std::make_unique<State>()) {}
 EncodeWorkspace::~EncodeWorkspace() = default;
 std::uint64_t EncodeWorkspace::word_cache_hits() const {
   std::uint64_t hits = 0;
-  for (const auto& [owner, scratch] : state_->bpe) hits += scratch->cache.hits();
+  for (const auto& [owner, scratch] : state_->bpe) {
+    hits += scratch->cache.hits();
+  }
   return hits;
 }
 std::uint64_t EncodeWorkspace::word_cache_misses() const {
   std::uint64_t misses = 0;
-  for (const auto& [owner, scratch] : state_->bpe) misses += scratch->cache.misses();
+  for (const auto& [owner, scratch] : state_->bpe) {
+    misses += scratch->cache.misses();
+  }
   return misses;
 }
 
@@ -28,7 +32,9 @@ constexpr std::size_t kSmallestCachedSection = 64;
 
 std::string read_file(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
-  if (!file) throw TokenizerLoadError("cannot read " + path);
+  if (!file) {
+    throw TokenizerLoadError("cannot read " + path);
+  }
   std::ostringstream contents;
   contents << file.rdbuf();
   return contents.str();
@@ -38,9 +44,13 @@ std::string read_file(const std::string& path) {
 // section as a token when its text is a token's content.
 void strip_around_tokens(const Tokenizer::Impl& impl, std::vector<Section>& sections) {
   for (std::size_t index = 0; index < sections.size(); ++index) {
-    if (sections[index].token < 0) continue;
+    if (sections[index].token < 0) {
+      continue;
+    }
     const AddedToken& token = impl.added[static_cast<std::size_t>(sections[index].token)];
-    if (token.lstrip && index > 0) sections[index - 1].text = trim_end_javascript(sections[index - 1].text);
+    if (token.lstrip && index > 0) {
+      sections[index - 1].text = trim_end_javascript(sections[index - 1].text);
+    }
     if (token.rstrip && index + 1 < sections.size()) {
       sections[index + 1].text = trim_start_javascript(sections[index + 1].text);
     }
@@ -50,7 +60,9 @@ void strip_around_tokens(const Tokenizer::Impl& impl, std::vector<Section>& sect
 int token_of(const Tokenizer::Impl& impl, std::string_view text) {
   // Prompts are mostly long plain sections; only one as short as a token
   // can be one.
-  if (impl.added_by_content.empty() || text.size() > impl.longest_added) return -1;
+  if (impl.added_by_content.empty() || text.size() > impl.longest_added) {
+    return -1;
+  }
   auto found = impl.added_by_content.find(std::string(text));
   return found == impl.added_by_content.end() ? -1 : found->second;
 }
@@ -85,7 +97,9 @@ void encode_section(const Tokenizer::Impl& impl, std::string_view text, bool fir
   }
   std::string normalized(text);  // sections nest, so each level owns its text
   impl.normalizer->normalize(normalized);
-  if (normalized.empty()) return;
+  if (normalized.empty()) {
+    return;
+  }
   if (impl.normalized_splitter.empty()) {
     encode_plain(impl, normalized, first_section, state, ids);
     return;
@@ -94,7 +108,9 @@ void encode_section(const Tokenizer::Impl& impl, std::string_view text, bool fir
   impl.normalized_splitter.split(normalized, subsections);
   strip_around_tokens(impl, subsections);
   for (const Section& subsection : subsections) {
-    if (subsection.text.empty()) continue;
+    if (subsection.text.empty()) {
+      continue;
+    }
     if (int token = token_of(impl, subsection.text); token >= 0) {
       ids.push_back(impl.added[static_cast<std::size_t>(token)].id);
     } else {
@@ -108,7 +124,9 @@ void encode_section(const Tokenizer::Impl& impl, std::string_view text, bool fir
 Tokenizer Tokenizer::load_folder(const std::string& folder, LoadOptions options) {
   std::string tokenizer_json = read_file(folder + "/tokenizer.json");
   std::string config_json = "{}";
-  if (std::ifstream(folder + "/tokenizer_config.json")) config_json = read_file(folder + "/tokenizer_config.json");
+  if (std::ifstream(folder + "/tokenizer_config.json")) {
+    config_json = read_file(folder + "/tokenizer_config.json");
+  }
   return load(tokenizer_json, config_json, options);
 }
 
@@ -119,17 +137,23 @@ Tokenizer Tokenizer::load(std::string_view tokenizer_json, std::string_view toke
 
 Result<bool, std::string> Tokenizer::encode(std::string_view text, bool add_special_tokens, EncodeWorkspace& workspace,
                                             std::vector<TokenId>& ids, bool known_valid) const {
-  if (!known_valid && !is_valid_utf8(text)) return unexpected(std::string("text is not valid UTF-8"));
+  if (!known_valid && !is_valid_utf8(text)) {
+    return unexpected(std::string("text is not valid UTF-8"));
+  }
   const Impl& impl = *impl_;
   auto& state = workspace.state();
-  if (add_special_tokens) ids.insert(ids.end(), impl.prefix_ids.begin(), impl.prefix_ids.end());
+  if (add_special_tokens) {
+    ids.insert(ids.end(), impl.prefix_ids.begin(), impl.prefix_ids.end());
+  }
   std::vector<Section>& sections = state.sections;
   sections.clear();
   impl.unnormalized_splitter.split(text, sections);
   strip_around_tokens(impl, sections);
   for (std::size_t index = 0; index < sections.size(); ++index) {
     std::string_view section = sections[index].text;
-    if (section.empty()) continue;
+    if (section.empty()) {
+      continue;
+    }
     if (int token = token_of(impl, section); token >= 0) {
       ids.push_back(impl.added[static_cast<std::size_t>(token)].id);
     } else if (section.size() < kSmallestCachedSection || !impl.segments->enabled()) {
@@ -144,7 +168,9 @@ Result<bool, std::string> Tokenizer::encode(std::string_view text, bool add_spec
                             std::vector<TokenId>(ids.begin() + static_cast<std::ptrdiff_t>(first), ids.end()));
     }
   }
-  if (add_special_tokens) ids.insert(ids.end(), impl.suffix_ids.begin(), impl.suffix_ids.end());
+  if (add_special_tokens) {
+    ids.insert(ids.end(), impl.suffix_ids.begin(), impl.suffix_ids.end());
+  }
   return true;
 }
 
@@ -154,26 +180,40 @@ std::string Tokenizer::decode(std::span<const TokenId> ids, DecodeOptions option
   tokens.reserve(ids.size());
   for (TokenId id : ids) {
     std::string_view token = impl.id_to_token.get(id);
-    if (token.empty()) token = impl.unknown_token;
-    if (token.empty()) continue;
-    if (options.skip_special_tokens && impl.special_contents.contains(std::string(token))) continue;
+    if (token.empty()) {
+      token = impl.unknown_token;
+    }
+    if (token.empty()) {
+      continue;
+    }
+    if (options.skip_special_tokens && impl.special_contents.contains(std::string(token))) {
+      continue;
+    }
     tokens.emplace_back(token);
   }
   if (!impl.decoder) {
     std::string joined;
-    for (std::size_t index = 0; index < tokens.size(); ++index) joined += (index ? " " : "") + tokens[index];
+    for (std::size_t index = 0; index < tokens.size(); ++index) {
+      joined += (index ? " " : "") + tokens[index];
+    }
     return joined;
   }
   impl.decoder->decode_chain(tokens);
   std::string joined;
-  for (const auto& token : tokens) joined += token;
+  for (const auto& token : tokens) {
+    joined += token;
+  }
   return joined;
 }
 
 std::optional<TokenId> Tokenizer::token_to_id(std::string_view token) const {
-  if (int added = token_of(*impl_, token); added >= 0) return impl_->added[static_cast<std::size_t>(added)].id;
+  if (int added = token_of(*impl_, token); added >= 0) {
+    return impl_->added[static_cast<std::size_t>(added)].id;
+  }
   for (TokenId id = 0; id < impl_->id_to_token.size(); ++id) {
-    if (impl_->id_to_token.get(id) == token) return id;
+    if (impl_->id_to_token.get(id) == token) {
+      return id;
+    }
   }
   return std::nullopt;
 }

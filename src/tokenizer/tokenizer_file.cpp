@@ -20,7 +20,9 @@ class Handler final : public nlohmann::json_sax<json> {
 
   bool number_unsigned(number_unsigned_t number) override {
     if (mode_ == Mode::kVocabulary) {
-      if (number > UINT32_MAX - 1) return fail("token id out of range");
+      if (number > UINT32_MAX - 1) {
+        return fail("token id out of range");
+      }
       file_.vocabulary.emplace_back(std::move(key_), static_cast<TokenId>(number));
       return true;
     }
@@ -31,7 +33,9 @@ class Handler final : public nlohmann::json_sax<json> {
     if (mode_ == Mode::kMerges) {
       if (merge_depth_ == 1) {  // legacy form: "left right"
         auto space = text.find(' ');
-        if (space == std::string::npos) return fail("merge without a space: " + text);
+        if (space == std::string::npos) {
+          return fail("merge without a space: " + text);
+        }
         auto end = text.find(' ', space + 1);  // the reference keeps only the first two parts
         file_.merges.emplace_back(text.substr(0, space), text.substr(space + 1, end - space - 1));
       } else {
@@ -43,7 +47,9 @@ class Handler final : public nlohmann::json_sax<json> {
   }
 
   bool start_object(std::size_t /*size*/) override {
-    if (mode_ != Mode::kDocument) return fail("unexpected object in model.vocab or model.merges");
+    if (mode_ != Mode::kDocument) {
+      return fail("unexpected object in model.vocab or model.merges");
+    }
     if (stack_.size() == 2 && stack_keys_.back() == "model" && key_ == "vocab") {
       mode_ = Mode::kVocabulary;
       return true;
@@ -68,11 +74,15 @@ class Handler final : public nlohmann::json_sax<json> {
 
   bool start_array(std::size_t /*size*/) override {
     if (mode_ == Mode::kMerges) {
-      if (++merge_depth_ > 2) return fail("nested merge entry");
+      if (++merge_depth_ > 2) {
+        return fail("nested merge entry");
+      }
       merge_parts_.clear();
       return true;
     }
-    if (mode_ == Mode::kVocabulary) return fail("array in model.vocab");
+    if (mode_ == Mode::kVocabulary) {
+      return fail("array in model.vocab");
+    }
     if (stack_.size() == 2 && stack_keys_.back() == "model" && key_ == "merges") {
       mode_ = Mode::kMerges;
       merge_depth_ = 1;
@@ -87,7 +97,9 @@ class Handler final : public nlohmann::json_sax<json> {
         mode_ = Mode::kDocument;
         return true;
       }
-      if (merge_parts_.size() != 2) return fail("merge entry without two parts");
+      if (merge_parts_.size() != 2) {
+        return fail("merge entry without two parts");
+      }
       file_.merges.emplace_back(std::move(merge_parts_[0]), std::move(merge_parts_[1]));
       return true;
     }
@@ -117,13 +129,17 @@ class Handler final : public nlohmann::json_sax<json> {
       return &file_.document;
     }
     json& parent = *stack_.back();
-    if (parent.is_object()) return &(parent[key_] = std::move(item));
+    if (parent.is_object()) {
+      return &(parent[key_] = std::move(item));
+    }
     parent.push_back(std::move(item));
     return &parent.back();
   }
 
   bool value(json&& item) {
-    if (mode_ != Mode::kDocument) return fail("unexpected value in model.vocab or model.merges");
+    if (mode_ != Mode::kDocument) {
+      return fail("unexpected value in model.vocab or model.merges");
+    }
     place(std::move(item));
     return true;
   }
@@ -151,8 +167,12 @@ TokenizerFile parse_tokenizer_file(std::string_view text) {
   TokenizerFile file;
   Handler handler(file);
   bool parsed = json::sax_parse(text.begin(), text.end(), &handler, json::input_format_t::json, true);
-  if (!parsed) throw TokenizerLoadError("tokenizer.json: " + handler.error());
-  if (!file.document.is_object()) throw TokenizerLoadError("tokenizer.json: not a JSON object");
+  if (!parsed) {
+    throw TokenizerLoadError("tokenizer.json: " + handler.error());
+  }
+  if (!file.document.is_object()) {
+    throw TokenizerLoadError("tokenizer.json: not a JSON object");
+  }
   return file;
 }
 

@@ -9,18 +9,34 @@ namespace {
 // Byte ranges of well-formed sequences (Unicode 15, table 3-7): the second
 // byte's range depends on the lead; later bytes are 80..BF.
 bool second_byte_ok(unsigned char lead, unsigned char second) {
-  if (lead == 0xE0) return second >= 0xA0 && second <= 0xBF;
-  if (lead == 0xED) return second >= 0x80 && second <= 0x9F;
-  if (lead == 0xF0) return second >= 0x90 && second <= 0xBF;
-  if (lead == 0xF4) return second >= 0x80 && second <= 0x8F;
+  if (lead == 0xE0) {
+    return second >= 0xA0 && second <= 0xBF;
+  }
+  if (lead == 0xED) {
+    return second >= 0x80 && second <= 0x9F;
+  }
+  if (lead == 0xF0) {
+    return second >= 0x90 && second <= 0xBF;
+  }
+  if (lead == 0xF4) {
+    return second >= 0x80 && second <= 0x8F;
+  }
   return second >= 0x80 && second <= 0xBF;
 }
 
 std::size_t expected_length(unsigned char lead) {
-  if (lead < 0x80) return 1;
-  if (lead >= 0xC2 && lead <= 0xDF) return 2;
-  if (lead >= 0xE0 && lead <= 0xEF) return 3;
-  if (lead >= 0xF0 && lead <= 0xF4) return 4;
+  if (lead < 0x80) {
+    return 1;
+  }
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    return 2;
+  }
+  if (lead >= 0xE0 && lead <= 0xEF) {
+    return 3;
+  }
+  if (lead >= 0xF0 && lead <= 0xF4) {
+    return 4;
+  }
   return 0;  // never a lead byte
 }
 
@@ -41,7 +57,9 @@ std::size_t scan_sequence(std::string_view text, std::size_t position, bool& val
   while (taken < length && position + taken < text.size()) {
     auto byte = static_cast<unsigned char>(text[position + taken]);
     bool ok = taken == 1 ? second_byte_ok(lead, byte) : (byte >= 0x80 && byte <= 0xBF);
-    if (!ok) break;
+    if (!ok) {
+      break;
+    }
     ++taken;
   }
   valid = taken == length;
@@ -57,17 +75,23 @@ bool is_valid_utf8(std::string_view text) {
     while (position + 8 <= text.size()) {
       std::uint64_t word = 0;
       std::memcpy(&word, text.data() + position, 8);
-      if ((word & 0x8080808080808080ULL) != 0) break;
+      if ((word & 0x8080808080808080ULL) != 0) {
+        break;
+      }
       position += 8;
     }
-    if (position >= text.size()) break;
+    if (position >= text.size()) {
+      break;
+    }
     if (static_cast<unsigned char>(text[position]) < 0x80) {
       ++position;
       continue;
     }
     bool valid = false;
     position += scan_sequence(text, position, valid);
-    if (!valid) return false;
+    if (!valid) {
+      return false;
+    }
   }
   return true;
 }
@@ -75,7 +99,9 @@ bool is_valid_utf8(std::string_view text) {
 char32_t next_code_point(std::string_view text, std::size_t& position) {
   auto lead = static_cast<unsigned char>(text[position]);
   std::size_t length = utf8_sequence_length(lead);
-  if (position + length > text.size()) length = 1;
+  if (position + length > text.size()) {
+    length = 1;
+  }
   char32_t code_point = length == 1 ? lead : lead & (0x7F >> length);
   for (std::size_t index = 1; index < length; ++index) {
     code_point = (code_point << 6) | (static_cast<unsigned char>(text[position + index]) & 0x3F);
@@ -145,7 +171,9 @@ std::string_view trim_start_javascript(std::string_view text) {
   std::size_t position = 0;
   while (position < text.size()) {
     std::size_t next = position;
-    if (!is_javascript_whitespace(next_code_point(text, next))) break;
+    if (!is_javascript_whitespace(next_code_point(text, next))) {
+      break;
+    }
     position = next;
   }
   return text.substr(position);
@@ -155,9 +183,13 @@ std::string_view trim_end_javascript(std::string_view text) {
   std::size_t end = text.size();
   while (end > 0) {
     std::size_t start = end - 1;
-    while (start > 0 && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) --start;
+    while (start > 0 && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) {
+      --start;
+    }
     std::size_t position = start;
-    if (!is_javascript_whitespace(next_code_point(text, position))) break;
+    if (!is_javascript_whitespace(next_code_point(text, position))) {
+      break;
+    }
     end = start;
   }
   return text.substr(0, end);

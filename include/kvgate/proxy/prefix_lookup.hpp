@@ -14,7 +14,7 @@ namespace kvgate::proxy {
 struct PromptBlocks {
   std::uint32_t input_tokens = 0;  // 0: the prompt could not be tokenised
   std::vector<index::BlockHash> blocks;
-  bool exact = false;  // the model's own tokenizer (and chat template) produced the tokens
+  bool exact = false;                // the model's own tokenizer (and chat template) produced the tokens
   std::uint64_t segment_hits = 0;    // exact: sections whose ids came from the segment cache
   std::uint64_t segment_misses = 0;  // exact: sections encoded
 };
