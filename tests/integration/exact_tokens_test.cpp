@@ -4,14 +4,17 @@
 // the gateway's prefix index must predict its cache hits exactly.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "support/fleet.hpp"
 
 namespace kvgate::testing {
-namespace {
 
-std::string model_folder(const std::string& family) {
+inline std::string model_folder(const std::string& family) {
   return std::string(KVGATE_TOKENIZERS_DIR) + "/" + family;
 }
 
@@ -75,6 +78,74 @@ TEST(ExactTokens, ATemplateErrorIsA400WithTheTemplatesMessage) {
   messages[1]["role"] = "assistant";
   messages.push_back({{"role", "user"}, {"content", "Three."}});
   EXPECT_EQ(post_json(fleet.harness.api_port(), "/v1/chat/completions", chat_request(messages).dump()).status, 200);
+}
+
+}  // namespace kvgate::testing
+
+namespace kvgate::testing {
+namespace {
+
+// Runs `kvgate tokenize ARGS` with `input` on stdin; returns stdout and the exit status.
+std::pair<std::string, int> run_tokenize(const std::string& arguments, const std::string& input) {
+  Harness harness;
+  auto input_path = harness.folder() + "/input.jsonl";
+  std::ofstream(input_path) << input;
+  auto command = std::string(KVGATE_BINARY) + " tokenize " + arguments + " < " + input_path + " 2>/dev/null";
+  auto* pipe = ::popen(command.c_str(), "r");
+  EXPECT_NE(pipe, nullptr);
+  std::string output;
+  char buffer[4096];
+  for (std::size_t read; (read = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) output.append(buffer, read);
+  int status = ::pclose(pipe);
+  return {output, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+}
+
+std::vector<json> lines_of(const std::string& output) {
+  std::vector<json> lines;
+  std::size_t start = 0;
+  for (std::size_t end; (end = output.find('\n', start)) != std::string::npos; start = end + 1) {
+    lines.push_back(json::parse(output.substr(start, end - start)));
+  }
+  return lines;
+}
+
+TEST(TokenizeCommand, ChatLinesGiveTheReferencesPromptAndIds) {
+  std::ifstream conversations_file(std::string(KVGATE_SOURCE_DIR) + "/tests/chat_template/golden/conversations.json");
+  auto conversations = nlohmann::ordered_json::parse(conversations_file);
+  std::string input;
+  for (std::size_t index = 0; index < 6; ++index) input += conversations[index]["body"].dump() + "\n";
+  input += "{not json\n";
+  auto [output, status] = run_tokenize("--tokenizer " + model_folder("llama3_1") + " --chat", input);
+  EXPECT_EQ(status, 0);
+  auto lines = lines_of(output);
+  ASSERT_EQ(lines.size(), 7u) << output;
+  // The goldens' prompts depend on no clock for these conversations.
+  std::string golden_text;
+  {
+    std::string path = std::string(KVGATE_SOURCE_DIR) + "/tests/chat_template/golden/llama3_1.json.gz";
+    auto command = "gzip -dc " + path;
+    auto* pipe = ::popen(command.c_str(), "r");
+    char buffer[4096];
+    for (std::size_t read; (read = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) golden_text.append(buffer, read);
+    ::pclose(pipe);
+  }
+  auto golden = json::parse(golden_text);
+  for (std::size_t index = 0; index < 6; ++index) {
+    EXPECT_EQ(lines[index]["prompt"], golden[index]["prompt"]) << index;
+    EXPECT_EQ(lines[index]["ids"], golden[index]["ids"]) << index;
+  }
+  EXPECT_TRUE(lines[6].contains("error"));
+}
+
+TEST(TokenizeCommand, TextLinesGiveIdsWithoutSpecialTokens) {
+  auto [output, status] =
+      run_tokenize("--tokenizer " + model_folder("qwen3"), "{\"text\": \"Hello world\"}\n{\"text\": 5}\n");
+  EXPECT_EQ(status, 0);
+  auto lines = lines_of(output);
+  ASSERT_EQ(lines.size(), 2u) << output;
+  EXPECT_EQ(lines[0]["ids"], json::array({9707, 1879}));
+  EXPECT_TRUE(lines[1].contains("error"));
+  EXPECT_EQ(run_tokenize("--tokenizer /nonexistent", "").second, 2);
 }
 
 }  // namespace
