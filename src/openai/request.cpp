@@ -134,7 +134,9 @@ Result<RequestSummary, ApiError> inspect_request(std::string_view body_text, End
       }
     }
   }
-  if (endpoint == Endpoint::chat_completions) summary.chat_body = std::make_shared<const json>(std::move(body));
+  if (endpoint == Endpoint::chat_completions) {
+    summary.chat_body = std::make_shared<const json>(std::move(body));
+  }
   return summary;
 }
 
