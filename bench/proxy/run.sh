@@ -4,13 +4,18 @@
 # upstream keepalive), in one run. The proxy under test gets one worker
 # thread pinned to CPU 1; the upstream and wrk share CPU 0, so (b) and (c)
 # have the same core budget. Prints a Markdown table with ratios.
-# Usage: bench/proxy/run.sh [SECONDS] [CONNECTIONS] [POLICY]
+# Usage: bench/proxy/run.sh [SECONDS] [CONNECTIONS] [POLICY] [TOKENIZER_DIR]
+# With TOKENIZER_DIR (e.g. .cache/tokenizers/qwen3) the model is tokenised
+# exactly (chat template + tokenizer) instead of approximately.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
 seconds=${1:-10}
 connections=${2:-32}
 policy=${3:-cache_aware}  # kvgate's routing policy
+tokenizer=${4:-}          # a model folder, for exact tokenisation
+tokenizer_line=""
+[[ -n $tokenizer ]] && tokenizer_line="    tokenizer: \"$(cd "$tokenizer" && pwd)\""
 
 bash scripts/setup.sh bench >/dev/null
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -44,6 +49,7 @@ log_level: warn
 routing: {policy: $policy}
 models:
   - name: test-model
+$tokenizer_line
     workers:
       - {id: u0, url: "http://127.0.0.1:$upstream_port"}
 YAML

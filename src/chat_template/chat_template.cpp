@@ -9,6 +9,9 @@ namespace kvgate::chat_template {
 
 struct ChatTemplate::Program {
   NodeList body;
+  // The built-in names (true, namespace, range, ...), built once: their
+  // functions keep no state, so every render and thread shares them.
+  Scope builtins;
 };
 
 namespace {
@@ -54,6 +57,7 @@ Result<ChatTemplate, std::string> ChatTemplate::compile(std::string_view source)
   }
   auto program = std::make_shared<Program>();
   program->body = std::move(*body);
+  add_globals(program->builtins);
   bool iterates = loops_over_content(program->body);
   return ChatTemplate(std::move(program), iterates);
 }
@@ -63,8 +67,7 @@ Result<std::string, std::string> ChatTemplate::render(const RenderInput& input) 
   context.now = input.now;
   context.output_limit = input.output_limit;
   context.step_limit = input.step_limit;
-  Scope globals;
-  add_globals(globals);
+  Scope globals(&program_->builtins);
   globals.set("messages", input.messages);
   if (!input.tools.is_undefined()) {
     globals.set("tools", input.tools);

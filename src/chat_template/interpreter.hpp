@@ -15,7 +15,7 @@ namespace kvgate::chat_template {
 
 class Scope {
  public:
-  explicit Scope(Scope* parent = nullptr) : parent_(parent) {}
+  explicit Scope(const Scope* parent = nullptr) : parent_(parent) {}
   [[nodiscard]] const Value* lookup(std::string_view name) const {
     for (const Scope* scope = this; scope != nullptr; scope = scope->parent_) {
       for (const auto& [key, value] : scope->variables_) {
@@ -35,7 +35,7 @@ class Scope {
   }
 
  private:
-  Scope* parent_;
+  const Scope* parent_;  // only read
   std::vector<std::pair<std::string, Value>> variables_;
 };
 

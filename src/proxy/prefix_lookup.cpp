@@ -15,9 +15,14 @@ namespace {
 // The clock strftime_now reads in chat templates: the gateway's local time,
 // as the engine's would be.
 std::tm local_now() {
+  // localtime_r consults the time zone on every call; once a second is enough.
+  thread_local std::time_t converted = -1;
+  thread_local std::tm local{};
   std::time_t now = std::time(nullptr);
-  std::tm local{};
-  localtime_r(&now, &local);
+  if (now != converted) {
+    localtime_r(&now, &local);
+    converted = now;
+  }
   return local;
 }
 
