@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/resident_memory.hpp"
 #include "kv_event_encoder.hpp"
 #include "kvgate/index/prefix_index.hpp"
 #include "kvgate/kv_events/decoder.hpp"
@@ -115,21 +116,13 @@ void index_lookup(benchmark::State& state) {
 }
 BENCHMARK(index_lookup);
 
-std::size_t resident_bytes() {
-  std::ifstream statm("/proc/self/statm");
-  std::size_t pages = 0;
-  std::size_t resident = 0;
-  statm >> pages >> resident;
-  return resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-}
-
 // Resident memory per (block, worker) entry with 10 million entries, each
 // block held by Arg(0) of 16 workers (1: 10 M blocks, the worst case for
 // memory per entry; 2: 5 M blocks).
 void index_memory(benchmark::State& state) {
   const auto holders = static_cast<std::uint64_t>(state.range(0));
   for (auto _ : state) {
-    auto before = resident_bytes();
+    auto before = kvgate::bench::resident_bytes();
     kvgate::index::PrefixIndex index(1u << 30);
     std::vector<kvgate::prefix::BlockHash> run(1000);
     for (std::uint64_t chunk = 0; chunk < 10'000 / holders; ++chunk) {
@@ -141,7 +134,7 @@ void index_memory(benchmark::State& state) {
         index.insert(worker, run, kvgate::index::Tier::gpu, static_cast<std::uint32_t>(chunk));
       }
     }
-    auto after = resident_bytes();
+    auto after = kvgate::bench::resident_bytes();
     state.counters["entries"] = static_cast<double>(index.entries());
     state.counters["slots"] = static_cast<double>(index.capacity_slots());
     state.counters["bytes_per_entry"] = static_cast<double>(after - before) / static_cast<double>(index.entries());

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/resident_memory.hpp"
 #include "kvgate/chat_template/chat_template.hpp"
 #include "kvgate/chat_template/request.hpp"
 #include "kvgate/tokenizer/hf_tokenizer.hpp"
@@ -102,14 +103,6 @@ BENCHMARK(encode_code)->Unit(benchmark::kMillisecond);
 BENCHMARK(encode_prose_cold)->Unit(benchmark::kMillisecond);
 BENCHMARK(encode_code_cold)->Unit(benchmark::kMillisecond);
 
-std::size_t resident_bytes() {
-  std::ifstream statm("/proc/self/statm");
-  std::size_t total = 0;
-  std::size_t resident = 0;
-  statm >> total >> resident;
-  return resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-}
-
 std::size_t file_size(const std::string& path) {
   std::ifstream file(path, std::ios::binary | std::ios::ate);
   return static_cast<std::size_t>(file.tellg());
@@ -120,9 +113,9 @@ void load(benchmark::State& state) {
   std::size_t resident_growth = 0;
   std::size_t accounted = 0;
   for (auto _ : state) {
-    std::size_t before = resident_bytes();
+    std::size_t before = kvgate::bench::resident_bytes();
     Tokenizer tokenizer = Tokenizer::load_folder(tokenizer_folder());
-    resident_growth = resident_bytes() - before;
+    resident_growth = kvgate::bench::resident_bytes() - before;
     accounted = tokenizer.memory_bytes();
     benchmark::DoNotOptimize(accounted);
   }

@@ -23,12 +23,16 @@ inline std::uint64_t hash_bytes(std::string_view bytes) {
   return XXH3_64bits(bytes.data(), bytes.size());
 }
 
+// Slots for `entries` at a load factor of at most 0.7.
+inline std::size_t table_capacity(std::size_t entries) {
+  return std::bit_ceil(entries * 10 / 7 + 16);
+}
+
 class StringTable {
  public:
   void reserve(std::size_t entries) {
-    std::size_t capacity = std::bit_ceil(entries * 10 / 7 + 16);
-    slots_.assign(capacity, Slot{});
-    mask_ = capacity - 1;
+    slots_.assign(table_capacity(entries), Slot{});
+    mask_ = slots_.size() - 1;
   }
   // Later inserts of the same key replace the id.
   void insert(std::string_view key, TokenId id) {
@@ -101,9 +105,8 @@ struct Merge {
 class PairTable {
  public:
   void reserve(std::size_t entries) {
-    std::size_t capacity = std::bit_ceil(entries * 10 / 7 + 16);
-    slots_.assign(capacity, Slot{});
-    mask_ = capacity - 1;
+    slots_.assign(table_capacity(entries), Slot{});
+    mask_ = slots_.size() - 1;
   }
   // A pair listed twice keeps its last rank, as both reference
   // implementations do (their maps are filled in file order).

@@ -3,12 +3,12 @@
 // must give the prompt and ids the reference gave
 // (tools/goldens/make_template_goldens.mjs), or fail with its error.
 #include <gtest/gtest.h>
-#include <zlib.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "../support/gzip_file.hpp"
 #include "kvgate/chat_template/chat_template.hpp"
 #include "kvgate/chat_template/request.hpp"
 #include "kvgate/tokenizer/hf_tokenizer.hpp"
@@ -17,18 +17,6 @@ namespace kvgate::chat_template {
 namespace {
 
 using json = nlohmann::json;
-
-std::string read_gz(const std::string& path) {
-  gzFile file = gzopen(path.c_str(), "rb");
-  EXPECT_NE(file, nullptr) << path;
-  if (file == nullptr) return {};
-  std::string text;
-  char buffer[1 << 16];
-  for (int read = 0; (read = gzread(file, buffer, sizeof buffer)) > 0;)
-    text.append(buffer, static_cast<std::size_t>(read));
-  gzclose(file);
-  return text;
-}
 
 // The reference's fixed clock: 2026-11-30 12:00 local time.
 std::tm reference_now() {
@@ -49,7 +37,8 @@ TEST_P(TemplateGolden, EveryConversationRendersAndEncodesLikeTheReference) {
   ASSERT_TRUE(compiled.has_value()) << compiled.error();
   std::ifstream conversations_file(std::string(KVGATE_TEMPLATE_GOLDEN_DIR) + "/conversations.json");
   auto conversations = nlohmann::ordered_json::parse(conversations_file);
-  json golden = json::parse(read_gz(std::string(KVGATE_TEMPLATE_GOLDEN_DIR) + "/" + family + ".json.gz"));
+  json golden =
+      json::parse(test_support::read_gzip_file(std::string(KVGATE_TEMPLATE_GOLDEN_DIR) + "/" + family + ".json.gz"));
   ASSERT_EQ(conversations.size(), golden.size());
   ASSERT_GE(conversations.size(), 40u);
   auto tokens = special_tokens_from_config(tokenizer.config());

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "../support/gzip_file.hpp"
 #include "support/fleet.hpp"
 
 namespace kvgate::testing {
@@ -120,16 +121,8 @@ TEST(TokenizeCommand, ChatLinesGiveTheReferencesPromptAndIds) {
   auto lines = lines_of(output);
   ASSERT_EQ(lines.size(), 7u) << output;
   // The goldens' prompts depend on no clock for these conversations.
-  std::string golden_text;
-  {
-    std::string path = std::string(KVGATE_SOURCE_DIR) + "/tests/chat_template/golden/llama3_1.json.gz";
-    auto command = "gzip -dc " + path;
-    auto* pipe = ::popen(command.c_str(), "r");
-    char buffer[4096];
-    for (std::size_t read; (read = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) golden_text.append(buffer, read);
-    ::pclose(pipe);
-  }
-  auto golden = json::parse(golden_text);
+  auto golden = json::parse(
+      test_support::read_gzip_file(std::string(KVGATE_SOURCE_DIR) + "/tests/chat_template/golden/llama3_1.json.gz"));
   for (std::size_t index = 0; index < 6; ++index) {
     EXPECT_EQ(lines[index]["prompt"], golden[index]["prompt"]) << index;
     EXPECT_EQ(lines[index]["ids"], golden[index]["ids"]) << index;

@@ -3,12 +3,12 @@
 // tokenizer must give the ids @huggingface/tokenizers gave
 // (tools/goldens/make_goldens.mjs), and decode back to the same text.
 #include <gtest/gtest.h>
-#include <zlib.h>
 
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "../support/gzip_file.hpp"
 #include "kvgate/tokenizer/hf_tokenizer.hpp"
 
 namespace kvgate::tokenizer {
@@ -17,14 +17,8 @@ namespace {
 using json = nlohmann::json;
 
 std::vector<json> read_json_lines_gz(const std::string& path) {
-  gzFile file = gzopen(path.c_str(), "rb");
-  EXPECT_NE(file, nullptr) << "cannot open " << path;
-  if (file == nullptr) return {};
-  std::string text;
-  char buffer[1 << 16];
-  for (int read = 0; (read = gzread(file, buffer, sizeof buffer)) > 0;)
-    text.append(buffer, static_cast<std::size_t>(read));
-  gzclose(file);
+  std::string text = test_support::read_gzip_file(path);
+  EXPECT_FALSE(text.empty()) << "cannot read " << path;
   std::vector<json> lines;
   std::size_t start = 0;
   for (std::size_t end; (end = text.find('\n', start)) != std::string::npos; start = end + 1) {
