@@ -121,7 +121,9 @@ Result<RequestSummary, ApiError> inspect_request(std::string_view body_text, End
     return unexpected(stream.error());
   }
   summary.stream = *stream;
-  summary.prompt = extract_prompt(body, endpoint);
+  if (endpoint == Endpoint::completions) {
+    summary.prompt = extract_prompt(body, endpoint);
+  }
   summary.cache_salt = extract_cache_salt(body);
   if (!session_header.empty()) {
     summary.session_key = std::string(session_header);

@@ -5,6 +5,7 @@
 
 #include <ctime>
 
+#include "kvgate/openai/prompt.hpp"
 #include "kvgate/prompt/exact_tokens.hpp"
 #include "kvgate/tokenizer/approximate.hpp"
 
@@ -48,7 +49,9 @@ Result<PromptBlocks, openai::ApiError> prompt_blocks(const ModelRoute& model, co
     result.segment_hits = workspace.segment_cache_hits() - hits;
     result.segment_misses = workspace.segment_cache_misses() - misses;
   } else {
-    tokens = tokenizer::approximate_prompt_tokens(request.prompt);
+    tokens = tokenizer::approximate_prompt_tokens(
+        request.chat_body ? openai::extract_prompt(*request.chat_body, openai::Endpoint::chat_completions)
+                          : request.prompt);
   }
   if (tokens.empty() || tokens.size() > UINT32_MAX) {
     return result;

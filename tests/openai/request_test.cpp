@@ -1,4 +1,5 @@
 #include "kvgate/openai/request.hpp"
+#include "kvgate/openai/prompt.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -89,7 +90,9 @@ TEST(InspectRequest, ReadsThePromptAndCacheSalt) {
       kChat, "");
   ASSERT_TRUE(chat);
   EXPECT_EQ(chat->cache_salt, "tenant-a");
-  const auto& prompt = std::get<tokenizer::ChatPrompt>(chat->prompt);
+  ASSERT_NE(chat->chat_body, nullptr);
+  auto read = extract_prompt(*chat->chat_body, kChat);
+  const auto& prompt = std::get<tokenizer::ChatPrompt>(read);
   EXPECT_FALSE(prompt.add_generation_prompt);
   ASSERT_EQ(prompt.messages.size(), 2u);
   EXPECT_EQ(prompt.messages[1].role, "user");

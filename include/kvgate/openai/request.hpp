@@ -22,10 +22,12 @@ struct RequestSummary {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   std::optional<std::string> session_key;
-  tokenizer::PromptInput prompt;          // what the engine will read (see prompt.hpp)
-  std::optional<std::string> cache_salt;  // partitions the engine's prefix cache
-  // Chat requests: the parsed body, for rendering the model's chat template.
-  std::shared_ptr<const nlohmann::ordered_json> chat_body;
+  // Completions: what the engine will read (see prompt.hpp). Chat: left
+  // empty; the body below holds the messages, read by whichever
+  // tokenisation the model uses (extract_prompt for the approximate one).
+  tokenizer::PromptInput prompt;
+  std::optional<std::string> cache_salt;                    // partitions the engine's prefix cache
+  std::shared_ptr<const nlohmann::ordered_json> chat_body;  // chat requests: the parsed body
 };
 
 // Session key, first present wins: header x-session-id, body
