@@ -183,6 +183,18 @@ void ThreadMetrics::request_finished(std::string_view model, std::string_view wo
   }
 }
 
+void ThreadMetrics::prompt_segments(std::string_view model, std::uint64_t hits, std::uint64_t misses) {
+  if (hits == 0 && misses == 0) {
+    return;
+  }
+  auto found = segments_.find(model);
+  if (found == segments_.end()) {
+    found = segments_.emplace(std::string(model), metrics_.segment_counters(model)).first;
+  }
+  found->second.hits->Increment(static_cast<double>(hits));
+  found->second.misses->Increment(static_cast<double>(misses));
+}
+
 void Metrics::upstream_error(std::string_view worker, std::string_view kind) {
   upstream_errors_.Add({{"worker", std::string(worker)}, {"kind", std::string(kind)}}).Increment();
 }
@@ -258,12 +270,9 @@ void Metrics::cache_prediction(std::string_view worker, std::string_view outcome
   cache_predictions_.Add({{"worker", std::string(worker)}, {"outcome", std::string(outcome)}}).Increment();
 }
 
-void Metrics::prompt_segments(std::string_view model, std::uint64_t hits, std::uint64_t misses) {
-  if (hits > 0)
-    prompt_segments_->Add({{"model", std::string(model)}, {"result", "hit"}}).Increment(static_cast<double>(hits));
-  if (misses > 0) {
-    prompt_segments_->Add({{"model", std::string(model)}, {"result", "miss"}}).Increment(static_cast<double>(misses));
-  }
+Metrics::SegmentCounters Metrics::segment_counters(std::string_view model) {
+  return {&prompt_segments_->Add({{"model", std::string(model)}, {"result", "hit"}}),
+          &prompt_segments_->Add({{"model", std::string(model)}, {"result", "miss"}})};
 }
 
 void Metrics::template_error(std::string_view model) {

@@ -84,7 +84,7 @@ awaitable<void> handle_inference(ClientSession& session, ClientRequest& request,
   }
   auto prompt = std::move(*tokenised);
   if (prompt.exact) {
-    session.context().metrics().prompt_segments(model->name, prompt.segment_hits, prompt.segment_misses);
+    session.thread().metrics().prompt_segments(model->name, prompt.segment_hits, prompt.segment_misses);
   }
   exchange.strip_usage_event = summary->stream && !summary->include_usage;
   co_await forward(session, request, exchange, ForwardTarget{table, *model, session_key, &prompt});

@@ -60,7 +60,11 @@ class Metrics {
 
   // Exact tokenisation of a request: sections served from the segment cache
   // and sections encoded; template errors answered with a 400.
-  void prompt_segments(std::string_view model, std::uint64_t hits, std::uint64_t misses);
+  struct SegmentCounters {
+    prometheus::Counter* hits;
+    prometheus::Counter* misses;
+  };
+  SegmentCounters segment_counters(std::string_view model);
   void template_error(std::string_view model);
 
   prometheus::Gauge& in_flight_requests() { return *in_flight_requests_; }
@@ -114,6 +118,9 @@ class ThreadMetrics {
 
   void request_finished(std::string_view model, std::string_view worker, int status, double duration_seconds,
                         double first_byte_seconds);
+  // Sections of an exactly tokenised prompt served from / added to the
+  // segment cache.
+  void prompt_segments(std::string_view model, std::uint64_t hits, std::uint64_t misses);
 
  private:
   struct KeyHash {
@@ -123,6 +130,7 @@ class ThreadMetrics {
   Metrics& metrics_;
   std::string key_;  // reused lookup buffer
   std::unordered_map<std::string, Metrics::RequestSeries, KeyHash, std::equal_to<>> series_;
+  std::unordered_map<std::string, Metrics::SegmentCounters, KeyHash, std::equal_to<>> segments_;
 };
 
 }  // namespace kvgate::obs
