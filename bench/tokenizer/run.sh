@@ -23,6 +23,8 @@ for kind in prose code; do
 import json, sys
 for run in json.load(sys.stdin)['benchmarks']:
     if run['name'] == 'encode_$kind': print(run['bytes_per_second'] / 1e6)")
-  reference=$(node "$top/bench/tokenizer/reference.mjs" "$family" "$kind" | awk '{print $2}')
+  reference_line=$(node "$top/bench/tokenizer/reference.mjs" "$family" "$kind")
+  reference=$(echo "$reference_line" | awk '{print $2}')
+  echo "reference: $reference_line"
   python3 -c "print(f'$kind: kvgate {float($ours):.1f} MB/s, reference {float($reference):.1f} MB/s, ratio {float($ours)/float($reference):.1f}x')"
 done

@@ -177,6 +177,49 @@ void chat_next_turn(benchmark::State& state, bool segment_cache) {
   state.counters["prompt_tokens"] = static_cast<double>(ids.size());
   state.counters["messages"] = static_cast<double>(body["messages"].size());
 }
+// The stages of a turn, each alone on the same input: preparing the request
+// (vLLM's preparation), rendering the template, encoding the prompt (segment
+// cache warm). Arg(0): the ~32k-token chat above; Arg(1): one short user
+// message (the proxy benchmark's request).
+enum class Stage { kPrepare, kRender, kEncode };
+void chat_stage(benchmark::State& state, Stage stage) {
+  auto tokenizer = Tokenizer::load_folder(tokenizer_folder());
+  auto compiled = kvgate::chat_template::ChatTemplate::compile(tokenizer.config()["chat_template"].get<std::string>());
+  if (!compiled) std::abort();
+  auto special = kvgate::chat_template::special_tokens_from_config(tokenizer.config());
+  nlohmann::ordered_json body = {{"model", "m"}};
+  body["messages"] = state.range(0) == 0 ? long_conversation(tokenizer, 32'000) : nlohmann::ordered_json::array();
+  body["messages"].push_back({{"role", "user"}, {"content", "Say hello to the benchmark"}});
+  auto input = kvgate::chat_template::render_input_from_request(body, *compiled, special);
+  auto prompt = compiled->render(*input);
+  EncodeWorkspace workspace;
+  std::vector<TokenId> ids;
+  if (!prompt || !tokenizer.encode(*prompt, false, workspace, ids)) std::abort();
+  for (auto _ : state) {
+    if (stage == Stage::kPrepare) {
+      benchmark::DoNotOptimize(kvgate::chat_template::render_input_from_request(body, *compiled, special));
+    } else if (stage == Stage::kRender) {
+      benchmark::DoNotOptimize(compiled->render(*input));
+    } else {
+      ids.clear();
+      if (!tokenizer.encode(*prompt, false, workspace, ids, true)) std::abort();
+    }
+  }
+  state.counters["prompt_tokens"] = static_cast<double>(ids.size());
+}
+void chat_prepare(benchmark::State& state) {
+  chat_stage(state, Stage::kPrepare);
+}
+void chat_render(benchmark::State& state) {
+  chat_stage(state, Stage::kRender);
+}
+void chat_encode(benchmark::State& state) {
+  chat_stage(state, Stage::kEncode);
+}
+BENCHMARK(chat_prepare)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(chat_render)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(chat_encode)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+
 void chat_next_turn_cached(benchmark::State& state) {
   chat_next_turn(state, true);
 }
