@@ -7,7 +7,7 @@
 #include <string>
 
 #include "kvgate/chat_template/chat_template.hpp"
-#include "kvgate/chat_template/request.hpp"
+#include "kvgate/prompt/chat_request.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string source(reinterpret_cast<const char*>(data), size);
@@ -24,7 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     {"role": "tool", "tool_call_id": "1", "content": "sunny"}],
     "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}],
     "chat_template_kwargs": {"enable_thinking": false}})");
-  auto input = kvgate::chat_template::render_input_from_request(body, *compiled, {});
+  auto input = kvgate::prompt::render_input_from_request(body, *compiled, {});
   if (!input) __builtin_trap();
   input->output_limit = 1 << 20;
   input->step_limit = 200'000;

@@ -15,7 +15,7 @@
 
 #include "../support/resident_memory.hpp"
 #include "kvgate/chat_template/chat_template.hpp"
-#include "kvgate/chat_template/request.hpp"
+#include "kvgate/prompt/chat_request.hpp"
 #include "kvgate/tokenizer/hf_tokenizer.hpp"
 
 namespace {
@@ -155,13 +155,13 @@ void chat_next_turn(benchmark::State& state, bool segment_cache) {
   auto tokenizer = Tokenizer::load_folder(tokenizer_folder(), {.segment_cache_bytes = segment_cache ? 256u << 20 : 0});
   auto compiled = kvgate::chat_template::ChatTemplate::compile(tokenizer.config()["chat_template"].get<std::string>());
   if (!compiled) std::abort();
-  auto special = kvgate::chat_template::special_tokens_from_config(tokenizer.config());
+  auto special = kvgate::prompt::special_tokens_from_config(tokenizer.config());
   nlohmann::ordered_json body = {{"model", "m"}, {"messages", long_conversation(tokenizer, 32'000)}};
   body["messages"].push_back({{"role", "user"}, {"content", "warm-up question"}});
   EncodeWorkspace workspace;
   std::vector<TokenId> ids;
   auto run = [&] {
-    auto input = kvgate::chat_template::render_input_from_request(body, *compiled, special);
+    auto input = kvgate::prompt::render_input_from_request(body, *compiled, special);
     auto prompt = compiled->render(*input);
     ids.clear();
     if (!prompt || !tokenizer.encode(*prompt, false, workspace, ids)) std::abort();
@@ -186,18 +186,18 @@ void chat_stage(benchmark::State& state, Stage stage) {
   auto tokenizer = Tokenizer::load_folder(tokenizer_folder());
   auto compiled = kvgate::chat_template::ChatTemplate::compile(tokenizer.config()["chat_template"].get<std::string>());
   if (!compiled) std::abort();
-  auto special = kvgate::chat_template::special_tokens_from_config(tokenizer.config());
+  auto special = kvgate::prompt::special_tokens_from_config(tokenizer.config());
   nlohmann::ordered_json body = {{"model", "m"}};
   body["messages"] = state.range(0) == 0 ? long_conversation(tokenizer, 32'000) : nlohmann::ordered_json::array();
   body["messages"].push_back({{"role", "user"}, {"content", "Say hello to the benchmark"}});
-  auto input = kvgate::chat_template::render_input_from_request(body, *compiled, special);
+  auto input = kvgate::prompt::render_input_from_request(body, *compiled, special);
   auto prompt = compiled->render(*input);
   EncodeWorkspace workspace;
   std::vector<TokenId> ids;
   if (!prompt || !tokenizer.encode(*prompt, false, workspace, ids)) std::abort();
   for (auto _ : state) {
     if (stage == Stage::kPrepare) {
-      benchmark::DoNotOptimize(kvgate::chat_template::render_input_from_request(body, *compiled, special));
+      benchmark::DoNotOptimize(kvgate::prompt::render_input_from_request(body, *compiled, special));
     } else if (stage == Stage::kRender) {
       benchmark::DoNotOptimize(compiled->render(*input));
     } else {

@@ -6,7 +6,7 @@
 #include <optional>
 
 #include "kvgate/chat_template/chat_template.hpp"
-#include "kvgate/chat_template/request.hpp"
+#include "kvgate/prompt/chat_request.hpp"
 #include "kvgate/tokenizer/hf_tokenizer.hpp"
 
 namespace kvgate::app {
@@ -44,8 +44,8 @@ ordered_json encode_chat(const tokenizer::Tokenizer& tokenizer, const chat_templ
                          tokenizer::EncodeWorkspace& workspace, const std::string& line) {
   auto request = ordered_json::parse(line, nullptr, false);
   if (request.is_discarded()) return error_line("the line is not valid JSON");
-  auto input = chat_template::render_input_from_request(request, chat_template,
-                                                        chat_template::special_tokens_from_config(tokenizer.config()));
+  auto input =
+      prompt::render_input_from_request(request, chat_template, prompt::special_tokens_from_config(tokenizer.config()));
   if (!input) return error_line(input.error());
   input->now = local_now();
   auto prompt = chat_template.render(*input);

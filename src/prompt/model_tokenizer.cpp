@@ -16,7 +16,7 @@ Result<std::shared_ptr<const ModelTokenizer>, std::string> load_model_tokenizer(
       }
       compiled.emplace(std::move(*result));
     }
-    auto special = chat_template::special_tokens_from_config(config);
+    auto special = special_tokens_from_config(config);
     return std::make_shared<const ModelTokenizer>(
         ModelTokenizer{folder, std::move(tokenizer), std::move(compiled), std::move(special)});
   } catch (const tokenizer::TokenizerLoadError& error) {

@@ -10,7 +10,7 @@
 
 #include "../support/gzip_file.hpp"
 #include "kvgate/chat_template/chat_template.hpp"
-#include "kvgate/chat_template/request.hpp"
+#include "kvgate/prompt/chat_request.hpp"
 #include "kvgate/tokenizer/hf_tokenizer.hpp"
 
 namespace kvgate::chat_template {
@@ -41,12 +41,12 @@ TEST_P(TemplateGolden, EveryConversationRendersAndEncodesLikeTheReference) {
       json::parse(test_support::read_gzip_file(std::string(KVGATE_TEMPLATE_GOLDEN_DIR) + "/" + family + ".json.gz"));
   ASSERT_EQ(conversations.size(), golden.size());
   ASSERT_GE(conversations.size(), 40u);
-  auto tokens = special_tokens_from_config(tokenizer.config());
+  auto tokens = prompt::special_tokens_from_config(tokenizer.config());
   tokenizer::EncodeWorkspace workspace;
   for (std::size_t index = 0; index < conversations.size(); ++index) {
     const std::string where = family + " conversation " + std::to_string(index) + " (" +
                               conversations[index]["description"].get<std::string>() + ")";
-    auto input = render_input_from_request(conversations[index]["body"], *compiled, tokens);
+    auto input = prompt::render_input_from_request(conversations[index]["body"], *compiled, tokens);
     ASSERT_TRUE(input.has_value()) << where << ": " << input.error();
     input->now = reference_now();
     auto rendered = compiled->render(*input);

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "kvgate/chat_template/chat_template.hpp"
-#include "kvgate/chat_template/request.hpp"
 #include "kvgate/core/result.hpp"
+#include "kvgate/prompt/chat_request.hpp"
 #include "kvgate/tokenizer/hf_tokenizer.hpp"
 
 namespace kvgate::prompt {
@@ -17,7 +17,7 @@ struct ModelTokenizer {
   std::string folder;
   tokenizer::Tokenizer tokenizer;
   std::optional<chat_template::ChatTemplate> chat_template;  // absent: chat requests route without prefix data
-  chat_template::SpecialTokens special_tokens;
+  SpecialTokens special_tokens;
 };
 
 // Errors name the folder and what could not be read.

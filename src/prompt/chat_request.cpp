@@ -1,9 +1,15 @@
-#include "kvgate/chat_template/request.hpp"
+#include "kvgate/prompt/chat_request.hpp"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-namespace kvgate::chat_template {
+namespace kvgate::prompt {
+
+using chat_template::List;
+using chat_template::Mapping;
+using chat_template::None;
+using chat_template::RenderInput;
+using chat_template::Value;
 
 namespace {
 
@@ -124,7 +130,7 @@ SpecialTokens special_tokens_from_config(const nlohmann::json& tokenizer_config)
 }
 
 Result<RenderInput, std::string> render_input_from_request(const nlohmann::ordered_json& body,
-                                                           const ChatTemplate& chat_template,
+                                                           const chat_template::ChatTemplate& chat_template,
                                                            const SpecialTokens& tokens) {
   if (!body.is_object() || !body.contains("messages") || !body["messages"].is_array()) {
     return unexpected(std::string("'messages' must be a list of messages"));
@@ -162,4 +168,4 @@ Result<RenderInput, std::string> render_input_from_request(const nlohmann::order
   return input;
 }
 
-}  // namespace kvgate::chat_template
+}  // namespace kvgate::prompt

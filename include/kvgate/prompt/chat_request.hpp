@@ -1,5 +1,5 @@
 #pragma once
-// An OpenAI chat request body prepared for a chat template the way vLLM
+// An OpenAI chat request body (JSON) prepared for a chat template the way vLLM
 // prepares it (vllm/entrypoints/chat_utils.py), so the prompt kvgate renders
 // is the one the engine renders:
 //  - content: for templates that loop over message content, a list of parts
@@ -14,21 +14,21 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "kvgate/chat_template/chat_template.hpp"
+#include "kvgate/chat_template/value.hpp"
 #include "kvgate/core/result.hpp"
 
-namespace kvgate::chat_template {
+namespace kvgate::prompt {
 
 struct SpecialTokens {
-  Value bos_token;  // string or none, from tokenizer_config.json
-  Value eos_token;
+  chat_template::Value bos_token;  // string or none, from tokenizer_config.json
+  chat_template::Value eos_token;
 };
 
 // tokenizer_config.json's bos_token/eos_token (a string or {"content": ...}).
 SpecialTokens special_tokens_from_config(const nlohmann::json& tokenizer_config);
 
 // Errors describe what in the request is malformed (for a 400).
-Result<RenderInput, std::string> render_input_from_request(const nlohmann::ordered_json& body,
-                                                           const ChatTemplate& chat_template,
-                                                           const SpecialTokens& tokens);
+Result<chat_template::RenderInput, std::string> render_input_from_request(
+    const nlohmann::ordered_json& body, const chat_template::ChatTemplate& chat_template, const SpecialTokens& tokens);
 
-}  // namespace kvgate::chat_template
+}  // namespace kvgate::prompt
