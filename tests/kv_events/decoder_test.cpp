@@ -91,6 +91,48 @@ TEST(KvEventDecoder, UnknownTypesAreSkippedMalformedOnesCounted) {
   EXPECT_TRUE(std::holds_alternative<AllBlocksCleared>(batch->events[0]));
 }
 
+TEST(KvEventDecoder, FieldsAreFoundWhateverTheirOrderNestingAndIntegerWidth) {
+  // An unknown field nests maps and lists that reuse known names; they must
+  // not leak into the event. (nlohmann writes map keys sorted, so "type"
+  // comes after the fields it gives a meaning to.)
+  json noise = {{"block_hashes", json::array({9, 9})}, {"deep", json::array({json{{"token_ids", json::array({1})}}})}};
+  json event = {{"type", "BlockStored"},
+                {"a_future_field", noise},
+                {"block_hashes", json::array({1})},
+                {"token_ids", json::array({5, 6})},
+                {"block_size", 2}};
+  auto batch = decode_batch(msgpack(json::array({1.0, json::array({event})})));
+  ASSERT_TRUE(batch) << batch.error().message;
+  ASSERT_EQ(batch->events.size(), 1u);
+  EXPECT_EQ(std::get<BlockStored>(batch->events[0]).block_hashes, std::vector<EngineHash>{1});
+  EXPECT_EQ(std::get<BlockStored>(batch->events[0]).token_ids, (std::vector<std::uint32_t>{5, 6}));
+
+  // Token ids and the block size written as signed integers (int8, int64).
+  std::string signed_ids("\x92\xcb\x3f\xf0\0\0\0\0\0\0\x91\x95\xab", 13);  // [1.0, [[<11-byte string>
+  signed_ids += "BlockStored";
+  signed_ids += std::string("\x91\x01\xc0\x92\xd0\x05\xd3\0\0\0\0\0\0\0\x06\xd0\x02", 17);
+  auto widths = decode_batch(signed_ids);
+  ASSERT_TRUE(widths) << widths.error().message;
+  ASSERT_EQ(widths->events.size(), 1u) << widths->malformed_events;
+  EXPECT_EQ(std::get<BlockStored>(widths->events[0]).token_ids, (std::vector<std::uint32_t>{5, 6}));
+}
+
+TEST(KvEventDecoder, OnlyATrailingMetadataMapCarriesTheSalt) {
+  json not_last = json::array({"BlockStored", json::array({1}), nullptr, json::array({5}), 1, nullptr,
+                               json{{"cache_salt", "tenant-a"}}, nullptr});
+  auto batch = decode_batch(msgpack(json::array({1.0, json::array({not_last})})));
+  ASSERT_TRUE(batch);
+  const auto& stored = std::get<BlockStored>(batch->events.at(0));
+  EXPECT_FALSE(stored.cache_salt);
+  EXPECT_EQ(stored.medium, "GPU");  // a map where the medium belongs is ignored
+}
+
+TEST(KvEventDecoder, ALengthPrefixIsOnlyAClaim) {
+  // [1.0, <array32 claiming 4 billion events>] and nothing after it.
+  const std::string claim("\x92\xcb\x3f\xf0\0\0\0\0\0\0\xdd\xff\xff\xff\xff", 15);
+  EXPECT_FALSE(decode_batch(claim));
+}
+
 TEST(KvEventDecoder, GarbageAndTruncationAreErrorsNotCrashes) {
   std::vector<sim::CacheEvent> events{sim::BlockStored{{1}, std::nullopt, {1, 2}, 2}};
   auto good = sim::encode_event_batch(events, 1.0, 0, sim::EventFormat::map);

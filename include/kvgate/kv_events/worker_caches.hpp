@@ -24,8 +24,9 @@
 #include <memory>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
+
+#include <absl/container/flat_hash_map.h>
 
 #include "kvgate/index/prefix_index.hpp"
 #include "kvgate/kv_events/decoder.hpp"
@@ -90,9 +91,9 @@ class WorkerCaches {
     std::list<BlockHash>::iterator position;
   };
   struct Worker {
-    std::unordered_map<EngineHash, EngineBlock> engine[2];      // by tier
-    std::unordered_map<BlockHash, std::uint32_t> confirmed[2];  // by tier
-    std::unordered_map<BlockHash, Assumed> assumed;
+    absl::flat_hash_map<EngineHash, EngineBlock> engine[2];      // by tier
+    absl::flat_hash_map<BlockHash, std::uint32_t> confirmed[2];  // by tier
+    absl::flat_hash_map<BlockHash, Assumed> assumed;
     std::list<BlockHash> assumed_order;  // least recently assumed first
   };
 
