@@ -17,6 +17,7 @@ struct Fault {
   bool stall = false;
   std::optional<int> drop_after;
   std::optional<int> hold_after;
+  bool hold_first = false;  // a stream's header goes out, then nothing until released (a prefill in progress)
   int delay_ms = 0;
 };
 
@@ -40,6 +41,8 @@ inline Fault parse_fault(std::string_view header) {
       fault.stall = true;
     } else if (name == "drop_after") {
       fault.drop_after = value;
+    } else if (name == "hold_first") {
+      fault.hold_first = true;
     } else if (name == "hold_after") {
       fault.hold_after = value;
     } else if (name == "delay_ms") {

@@ -273,6 +273,9 @@ class Connection {
     bhttp::response_serializer<bhttp::empty_body> serializer(header);
     auto [header_error, header_bytes] = co_await bhttp::async_write_header(stream_, serializer, use_nothrow);
     bool role_sent = false;
+    if (!header_error && fault.hold_first && co_await pause_or_abort(stream_, &upstream_.release, 0)) {
+      header_error = asio::error::operation_aborted;  // the client left while held
+    }
     if (!header_error) {
       role_sent = co_await write_event(event_json(completion, -1, false).dump());
     }

@@ -44,7 +44,9 @@ AdminResponse metrics(proxy::GatewayContext& context) {
       const auto& worker = *model.workers[index];
       const auto& stream = worker.event_stream();
       const bool events_configured = !table->options->models[model_index].workers[index].kv_events.empty();
-      context.metrics().set_worker_state(worker.id(), worker.healthy(), worker.in_flight());
+      context.metrics().set_worker_state(worker.id(),
+                                         {worker.healthy(), worker.in_flight(), worker.pending_prefill_tokens(),
+                                          worker.recent_time_to_first_token_seconds()});
       context.metrics().set_event_stream_state(worker.id(),
                                                {events_configured, stream.connected, stream.stale, stream.silent,
                                                 model.cache->index.entries_of(model.slots[index])});
@@ -98,6 +100,7 @@ AdminResponse debug_workers(proxy::GatewayContext& context) {
                   {"num_gpu_blocks", optional(load.num_gpu_blocks)},
                   {"scraped_unix_ms", scraped->unix_ms}};
       }
+      const auto recent_ttft = worker.recent_time_to_first_token_seconds();
       workers.push_back({
           {"id", worker.id()},
           {"model", model.name},
@@ -105,6 +108,7 @@ AdminResponse debug_workers(proxy::GatewayContext& context) {
           {"healthy", worker.healthy()},
           {"in_flight", worker.in_flight()},
           {"pending_prefill_tokens", worker.pending_prefill_tokens()},
+          {"recent_ttft_ms", recent_ttft ? json(*recent_ttft * 1000) : json(nullptr)},
           {"mode", !events_configured ? "approximate"
                    : stream.stale     ? "stale"
                                       : "events"},

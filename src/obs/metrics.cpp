@@ -69,6 +69,15 @@ Metrics::Metrics()
                             .Name("kvgate_worker_in_flight_requests")
                             .Help("Requests dispatched to the worker and not yet finished")
                             .Register(*registry_)),
+      worker_pending_prefill_(BuildGauge()
+                                  .Name("kvgate_worker_pending_prefill_tokens")
+                                  .Help("Uncached prompt tokens dispatched to the worker whose answer has not started")
+                                  .Register(*registry_)),
+      worker_recent_ttft_(BuildGauge()
+                              .Name("kvgate_worker_recent_ttft_seconds")
+                              .Help("Recent time to first token of the worker's streamed answers, measured by the "
+                                    "gateway (exponentially weighted, about the last ten)")
+                              .Register(*registry_)),
       kv_events_(BuildCounter()
                      .Name("kvgate_kv_events_total")
                      .Help("KV-cache events received from the worker's engine, by event type (unknown and "
@@ -223,9 +232,14 @@ void Metrics::config_reload(bool success) {
   config_reloads_.Add({{"result", success ? "success" : "failure"}}).Increment();
 }
 
-void Metrics::set_worker_state(std::string_view worker, bool up, std::uint32_t in_flight) {
-  worker_up_.Add({{"worker", std::string(worker)}}).Set(up ? 1 : 0);
-  worker_in_flight_.Add({{"worker", std::string(worker)}}).Set(in_flight);
+void Metrics::set_worker_state(std::string_view worker, const WorkerGauges& state) {
+  prometheus::Labels labels{{"worker", std::string(worker)}};
+  worker_up_.Add(labels).Set(state.up ? 1 : 0);
+  worker_in_flight_.Add(labels).Set(state.in_flight);
+  worker_pending_prefill_.Add(labels).Set(static_cast<double>(state.pending_prefill_tokens));
+  if (state.recent_ttft_seconds) {
+    worker_recent_ttft_.Add(labels).Set(*state.recent_ttft_seconds);
+  }
 }
 
 prometheus::Counter& Metrics::kv_events(std::string_view worker, std::string_view type) {
@@ -282,7 +296,8 @@ void Metrics::template_error(std::string_view model) {
 void Metrics::forget_worker(std::string_view worker) {
   worker_up_.Remove(&worker_up_.Add({{"worker", std::string(worker)}}));
   worker_in_flight_.Remove(&worker_in_flight_.Add({{"worker", std::string(worker)}}));
-  for (auto* family : {&kv_events_connected_, &kv_events_stale_, &kv_events_silent_, &index_blocks_}) {
+  for (auto* family : {&worker_pending_prefill_, &worker_recent_ttft_, &kv_events_connected_, &kv_events_stale_,
+                       &kv_events_silent_, &index_blocks_}) {
     if (family->Has({{"worker", std::string(worker)}})) {
       family->Remove(&family->Add({{"worker", std::string(worker)}}));
     }

@@ -40,9 +40,12 @@ json candidates_json(const std::vector<policy::Candidate>& candidates) {
 }
 
 std::string decision_record(const Exchange& exchange, double unix_seconds) {
-  const double ttft_ms = exchange.first_byte_seconds < 0 ? -1 : exchange.first_byte_seconds * 1000;
-  const double decode_ms =
-      exchange.first_byte_seconds < 0 ? -1 : (exchange.total_seconds - exchange.first_byte_seconds) * 1000;
+  // A stream's first token is its first body byte (its header comes at
+  // once); any other answer's first token is only visible as its header.
+  const double first_token =
+      exchange.first_token_seconds >= 0 ? exchange.first_token_seconds : exchange.first_byte_seconds;
+  const double ttft_ms = first_token < 0 ? -1 : first_token * 1000;
+  const double decode_ms = first_token < 0 ? -1 : (exchange.total_seconds - first_token) * 1000;
   json record = {
       {"ts", unix_seconds},
       {"request_id", exchange.request_id},

@@ -37,7 +37,9 @@ awaitable<AttemptOutcome> Relay::send_and_read_header(UpstreamRequest& request, 
     write_error = read_error;
   }
   if (!write_error) {
-    in_flight_.answering();
+    if (media_type(parser_.get()) != "text/event-stream") {
+      in_flight_.answering();
+    }
     exchange_.first_byte_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange_.started).count();
     co_return AttemptOutcome{};
@@ -165,6 +167,11 @@ awaitable<AttemptOutcome> Relay::relay_body() {
 
 void Relay::observe_piece(bhttp::buffer_body::value_type& piece) {
   std::string_view bytes(static_cast<const char*>(piece.data), piece.data == nullptr ? 0 : piece.size);
+  if (event_stream_ && !bytes.empty() && exchange_.first_token_seconds < 0) {
+    exchange_.first_token_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange_.started).count();
+    in_flight_.first_token(exchange_.first_token_seconds);
+  }
   usage_.feed(bytes);
   if (!piece.more) {
     usage_.finish();

@@ -34,4 +34,15 @@ HealthChange WorkerState::record_traffic(bool failure, const HealthThresholds& t
   return HealthChange::none;
 }
 
+// Each sample weighs a fifth: about the last ten answers matter, so a worker
+// whose queue grows shows it within a few requests.
+void WorkerState::record_time_to_first_token(double seconds) {
+  constexpr double kWeight = 0.2;
+  double current = recent_ttft_seconds_.load(std::memory_order_relaxed);
+  double next = 0;
+  do {
+    next = current < 0 ? seconds : current + kWeight * (seconds - current);
+  } while (!recent_ttft_seconds_.compare_exchange_weak(current, next, std::memory_order_relaxed));
+}
+
 }  // namespace kvgate::workers

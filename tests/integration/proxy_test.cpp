@@ -80,6 +80,36 @@ TEST_F(ProxyTest, StreamEventsReachTheClientBeforeTheUpstreamFinishes) {
   EXPECT_EQ(json::parse(rest[0])["choices"][0]["delta"]["content"], "tok2 ");
 }
 
+// Engines send a stream's header at once and its first event after the
+// prefill: the prompt counts as pending prefill until that first event, and
+// the time to it is the worker's time to first token.
+TEST_F(ProxyTest, AStreamIsPendingPrefillUntilItsFirstEventAndTimesTheWorkersFirstToken) {
+  start_two();
+  auto worker_state = [&](const std::string& id) {
+    auto workers = json::parse(get(harness.admin_port(), "/debug/workers").body);
+    for (const auto& worker : workers["workers"]) {
+      if (worker["id"] == id) {
+        return worker;
+      }
+    }
+    return json();
+  };
+  EventStream stream(harness.api_port(), "/v1/chat/completions", chat_body(true, 3), {{"x-test-fault", "hold_first"}});
+  ASSERT_EQ(stream.status(), 200);
+  auto worker = stream.header("x-kvgate-worker");
+  auto held = worker_state(worker);
+  EXPECT_EQ(held["in_flight"], 1);
+  EXPECT_GT(held["pending_prefill_tokens"].get<int>(), 0);
+  EXPECT_TRUE(held["recent_ttft_ms"].is_null());
+
+  post_json(harness.upstream(worker).port, "/control/release", "{}");
+  ASSERT_EQ(stream.rest().back(), "[DONE]");
+  auto answered = worker_state(worker);
+  EXPECT_EQ(answered["pending_prefill_tokens"], 0);
+  ASSERT_TRUE(answered["recent_ttft_ms"].is_number()) << answered.dump();
+  EXPECT_GT(answered["recent_ttft_ms"].get<double>(), 0.0);
+}
+
 TEST_F(ProxyTest, ClientLeavingMidStreamClosesTheUpstreamConnection) {
   start_two();
   EventStream stream(harness.api_port(), "/v1/chat/completions", chat_body(true, 50),

@@ -57,5 +57,31 @@ TEST(WorkerState, InFlightCountsDispatchAndCompletion) {
   EXPECT_EQ(worker.in_flight(), 1u);
 }
 
+TEST(WorkerState, RecentTimeToFirstTokenFollowsTheLastAnswers) {
+  auto worker = make_worker();
+  EXPECT_FALSE(worker.recent_time_to_first_token_seconds());
+  worker.record_time_to_first_token(0.1);
+  EXPECT_DOUBLE_EQ(*worker.recent_time_to_first_token_seconds(), 0.1);
+  // A queue builds up: within ten answers the mean is most of the way there.
+  for (int answer = 0; answer < 10; ++answer) {
+    worker.record_time_to_first_token(1.0);
+  }
+  EXPECT_GT(*worker.recent_time_to_first_token_seconds(), 0.85);
+  EXPECT_LT(*worker.recent_time_to_first_token_seconds(), 1.0);
+}
+
+TEST(WorkerState, AStreamsPrefillIsPendingUntilItsFirstToken) {
+  auto worker = make_worker();
+  {
+    InFlightRequest request(worker, 500);
+    EXPECT_EQ(worker.pending_prefill_tokens(), 500u);
+    request.first_token(0.25);
+    EXPECT_EQ(worker.pending_prefill_tokens(), 0u);
+    EXPECT_EQ(worker.in_flight(), 1u);
+  }
+  EXPECT_EQ(worker.in_flight(), 0u);
+  EXPECT_DOUBLE_EQ(*worker.recent_time_to_first_token_seconds(), 0.25);
+}
+
 }  // namespace
 }  // namespace kvgate::workers

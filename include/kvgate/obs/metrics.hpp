@@ -10,6 +10,7 @@
 #include <prometheus/registry.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -69,7 +70,13 @@ class Metrics {
 
   prometheus::Gauge& in_flight_requests() { return *in_flight_requests_; }
   prometheus::Gauge& open_connections() { return *open_connections_; }
-  void set_worker_state(std::string_view worker, bool up, std::uint32_t in_flight);
+  struct WorkerGauges {
+    bool up = true;
+    std::uint32_t in_flight = 0;
+    std::uint64_t pending_prefill_tokens = 0;
+    std::optional<double> recent_ttft_seconds;  // absent: no streamed answer yet
+  };
+  void set_worker_state(std::string_view worker, const WorkerGauges& state);
   void forget_worker(std::string_view worker);
 
   // Prometheus text exposition of everything registered.
@@ -88,6 +95,8 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& config_reloads_;
   prometheus::Family<prometheus::Gauge>& worker_up_;
   prometheus::Family<prometheus::Gauge>& worker_in_flight_;
+  prometheus::Family<prometheus::Gauge>& worker_pending_prefill_;
+  prometheus::Family<prometheus::Gauge>& worker_recent_ttft_;
   prometheus::Family<prometheus::Counter>& kv_events_;
   prometheus::Family<prometheus::Counter>& kv_event_gaps_;
   prometheus::Family<prometheus::Counter>& kv_event_replays_;

@@ -39,8 +39,9 @@ struct Exchange {
   std::optional<std::uint32_t> predicted_cached_tokens;
   std::shared_ptr<obs::DecisionLog> decision_log;  // set when routed and the log is on
   int status = 0;
-  double first_byte_seconds = -1;  // < 0: no upstream response
-  double total_seconds = 0;        // set when the exchange ends
+  double first_byte_seconds = -1;   // the response header; < 0: no upstream response
+  double first_token_seconds = -1;  // a stream's first body byte; < 0: not a stream, or none yet
+  double total_seconds = 0;         // set when the exchange ends
   std::uint32_t retries = 0;
   std::uint64_t response_bytes = 0;
   bool keep_alive = true;    // may the client connection serve another request

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "kvgate/core/address.hpp"
@@ -73,6 +74,15 @@ class WorkerState {
   [[nodiscard]] std::uint64_t pending_prefill_tokens() const {
     return pending_prefill_tokens_.load(std::memory_order_relaxed);
   }
+  // Recent time to first token of the worker's streamed answers, measured by
+  // the gateway from dispatch to the first body byte (an exponentially
+  // weighted mean; nullopt before the first one). It includes the queueing
+  // the engine's own histogram hides from a router that scrapes it.
+  [[nodiscard]] std::optional<double> recent_time_to_first_token_seconds() const {
+    const double value = recent_ttft_seconds_.load(std::memory_order_relaxed);
+    return value < 0 ? std::nullopt : std::optional(value);
+  }
+  void record_time_to_first_token(double seconds);
 
   void request_started() { in_flight_.fetch_add(1, std::memory_order_relaxed); }
   void request_finished() { in_flight_.fetch_sub(1, std::memory_order_relaxed); }
@@ -94,6 +104,7 @@ class WorkerState {
   std::atomic<bool> healthy_{true};
   std::atomic<std::uint32_t> in_flight_{0};
   std::atomic<std::uint64_t> pending_prefill_tokens_{0};
+  std::atomic<double> recent_ttft_seconds_{-1};  // < 0: no sample yet
   std::atomic<std::uint32_t> passive_failure_streak_{0};
   EventStreamStatus event_stream_;
   std::atomic<std::shared_ptr<const ScrapedLoad>> engine_load_;
@@ -104,7 +115,9 @@ class WorkerState {
 // Counts one request in the worker's in-flight total from construction
 // until finish() or destruction, whichever comes first (exactly once), and
 // its uncached prompt tokens as pending prefill until the worker starts
-// answering (the response header) or the request ends.
+// answering or the request ends. Engines send a stream's header at once
+// (vLLM's StreamingResponse) and its first event after the first token, so
+// a stream answers at its first body byte, any other response at its header.
 class InFlightRequest {
  public:
   explicit InFlightRequest(WorkerState& worker, std::uint64_t prefill_tokens = 0)
@@ -120,6 +133,13 @@ class InFlightRequest {
     if (worker_ != nullptr && prefill_tokens_ != 0) {
       worker_->prefill_answered(prefill_tokens_);
       prefill_tokens_ = 0;
+    }
+  }
+  // The first token of a streamed answer arrived: the prefill is over.
+  void first_token(double seconds_since_dispatch) {
+    if (worker_ != nullptr) {
+      answering();
+      worker_->record_time_to_first_token(seconds_since_dispatch);
     }
   }
 
