@@ -15,13 +15,22 @@ void write_array(MsgpackWriter& writer, const Values& values, Write write) {
   }
 }
 
-void write_hashes(MsgpackWriter& writer, const std::vector<BlockHash>& hashes) {
-  write_array(writer, hashes, [&](BlockHash hash) { writer.unsigned_integer(hash); });
+// vLLM sends the low 64 bits of its digest unsigned; SGLang a signed int64.
+void write_hash(MsgpackWriter& writer, BlockHash hash, EventFormat format) {
+  if (format == EventFormat::sglang) {
+    writer.signed_integer(static_cast<std::int64_t>(hash));
+  } else {
+    writer.unsigned_integer(hash);
+  }
 }
 
-void write_parent(MsgpackWriter& writer, const std::optional<BlockHash>& parent) {
+void write_hashes(MsgpackWriter& writer, const std::vector<BlockHash>& hashes, EventFormat format) {
+  write_array(writer, hashes, [&](BlockHash hash) { write_hash(writer, hash, format); });
+}
+
+void write_parent(MsgpackWriter& writer, const std::optional<BlockHash>& parent, EventFormat format) {
   if (parent) {
-    writer.unsigned_integer(*parent);
+    write_hash(writer, *parent, format);
   } else {
     writer.nil();
   }
@@ -44,11 +53,27 @@ void write_extra_keys(MsgpackWriter& writer, const BlockStored& event) {
 void write_stored(MsgpackWriter& writer, const BlockStored& event, EventFormat format) {
   auto tokens = [&] { write_array(writer, event.token_ids, [&](TokenId id) { writer.unsigned_integer(id); }); };
   const bool salted = !event.root_cache_salt.empty();
+  if (format == EventFormat::sglang) {
+    writer.array_header(salted ? 8 : 7);
+    writer.string("BlockStored");
+    write_hashes(writer, event.block_hashes, format);
+    write_parent(writer, event.parent_block_hash, format);
+    tokens();
+    writer.unsigned_integer(event.block_size);
+    writer.nil();  // lora_id
+    writer.string(kMedium);
+    if (salted) {
+      writer.map_header(1);
+      writer.string("cache_salt");
+      writer.string(event.root_cache_salt);
+    }
+    return;
+  }
   if (format == EventFormat::array) {
     writer.array_header(salted ? 9 : 7);
     writer.string("BlockStored");
-    write_hashes(writer, event.block_hashes);
-    write_parent(writer, event.parent_block_hash);
+    write_hashes(writer, event.block_hashes, format);
+    write_parent(writer, event.parent_block_hash, format);
     tokens();
     writer.unsigned_integer(event.block_size);
     writer.nil();  // lora_id
@@ -63,9 +88,9 @@ void write_stored(MsgpackWriter& writer, const BlockStored& event, EventFormat f
   writer.string("type");
   writer.string("BlockStored");
   writer.string("block_hashes");
-  write_hashes(writer, event.block_hashes);
+  write_hashes(writer, event.block_hashes, format);
   writer.string("parent_block_hash");
-  write_parent(writer, event.parent_block_hash);
+  write_parent(writer, event.parent_block_hash, format);
   writer.string("token_ids");
   tokens();
   writer.string("block_size");
@@ -81,10 +106,10 @@ void write_stored(MsgpackWriter& writer, const BlockStored& event, EventFormat f
 }
 
 void write_removed(MsgpackWriter& writer, const BlockRemoved& event, EventFormat format) {
-  if (format == EventFormat::array) {
+  if (format != EventFormat::map) {
     writer.array_header(3);
     writer.string("BlockRemoved");
-    write_hashes(writer, event.block_hashes);
+    write_hashes(writer, event.block_hashes, format);
     writer.string(kMedium);
     return;
   }
@@ -92,13 +117,13 @@ void write_removed(MsgpackWriter& writer, const BlockRemoved& event, EventFormat
   writer.string("type");
   writer.string("BlockRemoved");
   writer.string("block_hashes");
-  write_hashes(writer, event.block_hashes);
+  write_hashes(writer, event.block_hashes, format);
   writer.string("medium");
   writer.string(kMedium);
 }
 
 void write_cleared(MsgpackWriter& writer, EventFormat format) {
-  if (format == EventFormat::array) {
+  if (format != EventFormat::map) {
     writer.array_header(1);
     writer.string("AllBlocksCleared");
     return;

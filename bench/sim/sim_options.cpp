@@ -34,7 +34,7 @@ std::string sim_usage() {
          "         [--num-gpu-blocks N]\n"
          "         [--max-model-len N] [--max-num-seqs N] [--max-num-batched-tokens N]\n"
          "         [--kv-events-endpoint tcp://127.0.0.1:5557] [--kv-events-replay-endpoint tcp://127.0.0.1:5558]\n"
-         "         [--kv-events-format map|array] [--hash-seed N] [--time-scale X] [--default-max-tokens N]\n"
+         "         [--kv-events-format map|array|sglang] [--hash-seed N] [--time-scale X] [--default-max-tokens N]\n"
          "         [--step-overhead-ms X] [--prefill-ms-per-token X] [--decode-ms-per-seq X]\n"
          "         [--attention-ms-per-context-token X]\n";
 }
@@ -79,10 +79,12 @@ std::optional<std::string> parse_sim_options(const std::vector<std::string>& arg
   if (options.model.empty()) {
     return std::string("--model is required");
   }
-  if (format != "map" && format != "array") {
-    return "--kv-events-format must be map or array, not '" + format + "'";
+  if (format != "map" && format != "array" && format != "sglang") {
+    return "--kv-events-format must be map, array or sglang, not '" + format + "'";
   }
-  options.kv_events_format = format == "map" ? EventFormat::map : EventFormat::array;
+  options.kv_events_format = format == "map"     ? EventFormat::map
+                             : format == "array" ? EventFormat::array
+                                                 : EventFormat::sglang;
   if (seed_given) {
     options.hash_seed = seed;
   }

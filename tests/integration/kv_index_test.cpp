@@ -22,16 +22,18 @@ TEST(KvIndex, DryRunPredictsExactlyTheCachedTokensTheEngineReports) {
   Fleet fleet;
   fleet.add_sim("map-worker", "map");
   fleet.add_sim("array-worker", "array");
+  fleet.add_sim("sglang-worker", "sglang");
   fleet.start_gateway();
   auto first = first_turn("My kitchen tap drips after I close it. What do I need to fix it?");
   auto [served_by, answer] = fleet.turn(first);
   fleet.wait_synced("map-worker");
   fleet.wait_synced("array-worker");
+  fleet.wait_synced("sglang-worker");
   auto follow_up = chat_request(second_turn(first, answer, "And which wrench fits the nut under the sink?"));
   auto route = fleet.route(follow_up);
   EXPECT_EQ(route["worker"], served_by) << route.dump();
   EXPECT_GT(Fleet::predicted(route, served_by), 0u);
-  for (const auto* id : {"map-worker", "array-worker"}) {
+  for (const auto* id : {"map-worker", "array-worker", "sglang-worker"}) {
     EXPECT_EQ(Fleet::predicted(route, id), fleet.engine_cached(id, follow_up)) << id << ": " << route.dump();
   }
   EXPECT_EQ(route["input_tokens"],
@@ -39,21 +41,26 @@ TEST(KvIndex, DryRunPredictsExactlyTheCachedTokensTheEngineReports) {
                             .body)["usage"]["prompt_tokens"]);
 }
 
+// The salt reaches kvgate in each engine's own way: vLLM's extra_keys (map
+// and array forms), SGLang's trailing metadata map.
 TEST(KvIndex, SaltedPromptsShareNothingWithUnsaltedOnes) {
-  Fleet fleet;
-  fleet.add_sim("a");
-  fleet.start_gateway();
-  auto messages = first_turn("How do I replace a broken hinge on a kitchen cupboard door?");
-  auto salted = chat_request(messages);
-  salted["cache_salt"] = "tenant-1";
-  ASSERT_EQ(post_json(fleet.harness.api_port(), "/v1/chat/completions", salted.dump()).status, 200);
-  fleet.wait_synced("a");
-  auto plain = chat_request(messages);
-  EXPECT_EQ(Fleet::predicted(fleet.route(plain), "a"), 0u);
-  EXPECT_EQ(fleet.engine_cached("a", plain), 0u);
-  auto prediction = Fleet::predicted(fleet.route(salted), "a");
-  EXPECT_GT(prediction, 0u);
-  EXPECT_EQ(prediction, fleet.engine_cached("a", salted));
+  for (const auto* format : {"map", "array", "sglang"}) {
+    SCOPED_TRACE(format);
+    Fleet fleet;
+    fleet.add_sim("a", format);
+    fleet.start_gateway();
+    auto messages = first_turn("How do I replace a broken hinge on a kitchen cupboard door?");
+    auto salted = chat_request(messages);
+    salted["cache_salt"] = "tenant-1";
+    ASSERT_EQ(post_json(fleet.harness.api_port(), "/v1/chat/completions", salted.dump()).status, 200);
+    fleet.wait_synced("a");
+    auto plain = chat_request(messages);
+    EXPECT_EQ(Fleet::predicted(fleet.route(plain), "a"), 0u);
+    EXPECT_EQ(fleet.engine_cached("a", plain), 0u);
+    auto prediction = Fleet::predicted(fleet.route(salted), "a");
+    EXPECT_GT(prediction, 0u);
+    EXPECT_EQ(prediction, fleet.engine_cached("a", salted));
+  }
 }
 
 TEST(KvIndex, EvictionAndCacheResetEmptyTheWorkersEntries) {

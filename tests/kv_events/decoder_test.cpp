@@ -16,10 +16,10 @@ std::string msgpack(const json& value) {
   return std::string(bytes.begin(), bytes.end());
 }
 
-TEST(KvEventDecoder, ReadsTheSimulatorsMapAndArrayFormsAlike) {
+TEST(KvEventDecoder, ReadsTheSimulatorsMapArrayAndSglangFormsAlike) {
   std::vector<sim::CacheEvent> events{sim::BlockStored{{0x8000000000000001ULL, 5}, 99, {1, 2, 3, 4}, 2},
                                       sim::BlockRemoved{{5}}, sim::AllBlocksCleared{}};
-  for (auto format : {sim::EventFormat::map, sim::EventFormat::array}) {
+  for (auto format : {sim::EventFormat::map, sim::EventFormat::array, sim::EventFormat::sglang}) {
     auto batch = decode_batch(sim::encode_event_batch(events, 12.5, 0, format));
     ASSERT_TRUE(batch) << batch.error().message;
     EXPECT_DOUBLE_EQ(batch->timestamp, 12.5);
@@ -161,6 +161,16 @@ TEST(KvEventDecoderExtraKeys, TheRootBlocksSaltIsReadFromVllmExtraKeys) {
     EXPECT_TRUE(stored.has_extra_keys);
     EXPECT_FALSE(stored.unreproducible_extra_keys);
   }
+}
+
+TEST(KvEventDecoderExtraKeys, SglangsSaltComesFromItsTrailingMetadataMap) {
+  std::vector<sim::CacheEvent> events{sim::BlockStored{{7, 8}, std::nullopt, {1, 2, 3, 4}, 2, "tenant-a"}};
+  auto batch = decode_batch(sim::encode_event_batch(events, 1, std::nullopt, sim::EventFormat::sglang));
+  ASSERT_TRUE(batch) << batch.error().message;
+  const auto& stored = std::get<BlockStored>(batch->events.at(0));
+  EXPECT_EQ(stored.cache_salt, "tenant-a");
+  EXPECT_FALSE(stored.has_extra_keys);
+  EXPECT_EQ(stored.block_hashes, (std::vector<EngineHash>{7, 8}));
 }
 
 TEST(KvEventDecoderExtraKeys, OtherExtraKeysMakeTheBlocksUnreproducible) {
