@@ -2,13 +2,32 @@
 
 namespace kvgate::kv_events {
 
-Result<CacheRegistry::Assignment, std::string> CacheRegistry::assign(const config::ModelOptions& model,
-                                                                     const config::IndexOptions& options) {
-  auto& entry = models_[model.name];
+Result<std::vector<CacheRegistry::Assignment>, std::string> CacheRegistry::assign(
+    const std::vector<config::ModelOptions>& models, const config::IndexOptions& options) {
+  // Staged on a copy (a few map entries and shared pointers per model):
+  // nothing is visible until every model has its slots.
+  auto staged = models_;
+  std::vector<Assignment> assignments;
+  for (const auto& model : models) {
+    auto assignment = assign_model(staged[model.name], model, options);
+    if (!assignment) {
+      return unexpected(std::move(assignment.error()));
+    }
+    assignments.push_back(std::move(*assignment));
+  }
+  models_ = std::move(staged);
+  for (const auto& assignment : assignments) {
+    assignment.cache->index.set_max_entries(options.max_entries);
+  }
+  return assignments;
+}
+
+Result<CacheRegistry::Assignment, std::string> CacheRegistry::assign_model(Entry& entry,
+                                                                           const config::ModelOptions& model,
+                                                                           const config::IndexOptions& options) {
   if (!entry.cache || entry.cache->block_size != model.block_size) {
     entry = Entry{std::make_shared<ModelCache>(model.name, model.block_size, options.max_entries), {}, 0};
   }
-  entry.cache->index.set_max_entries(options.max_entries);
   Assignment assignment{entry.cache, {}};
   for (const auto& worker : model.workers) {
     auto found = entry.slots.find(worker.id);

@@ -74,15 +74,17 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
     }
     tokenizers.push_back(std::move(*loaded));
   }
+  // Last, because it cannot be undone by the caller: after this nothing fails.
+  auto assignments = registry.assign(options->models, options->index);
+  if (!assignments) {
+    return unexpected(assignments.error());
+  }
   std::vector<std::string> names;
   for (std::size_t model_index = 0; model_index < options->models.size(); ++model_index) {
     const auto& model_options = options->models[model_index];
-    auto assignment = registry.assign(model_options, options->index);
-    if (!assignment) {
-      return unexpected(assignment.error());
-    }
+    const auto& assignment = (*assignments)[model_index];
     ModelRoute model{model_options.name, model_options.block_size, {},
-                     assignment->cache,  assignment->slots,        tokenizers[model_index]};
+                     assignment.cache,   assignment.slots,         tokenizers[model_index]};
     for (const auto& worker : model_options.workers) {
       std::shared_ptr<workers::WorkerState> state;
       for (const auto& old : old_workers) {

@@ -59,6 +59,7 @@ class PrefixIndex {
   void drop_worker(WorkerSlot worker);
   // Any thread (a reload); applies from the writer's next insert.
   void set_max_entries(std::uint64_t max_entries) { max_entries_.store(max_entries, std::memory_order_relaxed); }
+  [[nodiscard]] std::uint64_t max_entries() const { return max_entries_.load(std::memory_order_relaxed); }
   // Last-touch time of a block (0 when absent).
   [[nodiscard]] std::uint32_t touched(BlockHash block) const;
 

@@ -35,8 +35,12 @@ class CacheRegistry {
     std::shared_ptr<ModelCache> cache;
     std::vector<WorkerSlot> slots;  // per worker, in configuration order
   };
-  // Fails (message) when a model would need more than 64 worker slots.
-  Result<Assignment, std::string> assign(const config::ModelOptions& model, const config::IndexOptions& options);
+  // One assignment per model, in order; all or nothing: when any model
+  // fails (it would need more than 64 worker slots) the registry and the
+  // live indexes are left exactly as they were, so a rejected reload
+  // changes nothing.
+  Result<std::vector<Assignment>, std::string> assign(const std::vector<config::ModelOptions>& models,
+                                                      const config::IndexOptions& options);
 
  private:
   struct Entry {
@@ -44,6 +48,8 @@ class CacheRegistry {
     std::map<std::string, WorkerSlot> slots;
     WorkerSlot next_slot = 0;
   };
+  static Result<Assignment, std::string> assign_model(Entry& entry, const config::ModelOptions& model,
+                                                      const config::IndexOptions& options);
   std::map<std::string, Entry> models_;
 };
 
