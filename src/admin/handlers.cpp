@@ -154,7 +154,7 @@ AdminResponse debug_route(proxy::GatewayContext& context, std::string_view body,
   if (summary->session_key) {
     session_key = *summary->session_key;
   }
-  auto decision = table->policy->decide({model->name, session_key, 0, {}, prompt.input_tokens}, views);
+  auto decision = table->policy->decide({model->name, session_key, 0, {}, prompt.input_tokens, prompt.blocks}, views);
   json worker = decision.worker_index ? json(model->workers[*decision.worker_index]->id()) : json(nullptr);
   return json_response(200, {{"worker", std::move(worker)},
                              {"reason", decision.reason},

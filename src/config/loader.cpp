@@ -140,7 +140,7 @@ void read_cache_aware(YamlReader& reader, const YAML::Node& node, CacheAwareOpti
 }
 
 void read_routing(YamlReader& reader, const YAML::Node& node, RoutingOptions& out) {
-  if (!reader.check_mapping(node, "routing", {"policy", "cache_aware"})) {
+  if (!reader.check_mapping(node, "routing", {"policy", "cache_aware", "prefix_hash"})) {
     return;
   }
   reader.optional(node, "routing", "policy", [&](auto& value, auto path) {
@@ -152,14 +152,21 @@ void read_routing(YamlReader& reader, const YAML::Node& node, RoutingOptions& ou
       out.policy = PolicyKind::least_load;
     } else if (name == "cache_aware") {
       out.policy = PolicyKind::cache_aware;
-    } else if (name == "session_hash" || name == "prefix_hash") {
-      reader.problem(value, path,
-                     "policy '" + name +
-                         "' is not available in this version (use cache_aware, least_load or "
-                         "round_robin)");
+    } else if (name == "session_hash") {
+      out.policy = PolicyKind::session_hash;
+    } else if (name == "prefix_hash") {
+      out.policy = PolicyKind::prefix_hash;
     } else if (value.IsScalar()) {
-      reader.problem(value, path, "unknown policy '" + name + "' (cache_aware, least_load, round_robin)");
+      reader.problem(value, path,
+                     "unknown policy '" + name + "' (cache_aware, least_load, round_robin, session_hash, prefix_hash)");
     }
+  });
+  reader.optional(node, "routing", "prefix_hash", [&](auto& value, auto) {
+    if (!reader.check_mapping(value, "routing.prefix_hash", {"prefix_blocks"})) {
+      return;
+    }
+    reader.optional(value, "routing.prefix_hash", "prefix_blocks",
+                    [&](auto& blocks, auto path) { reader.read(blocks, path, out.prefix_hash_blocks, 1, 1'000'000); });
   });
   reader.optional(node, "routing", "cache_aware",
                   [&](auto& value, auto) { read_cache_aware(reader, value, out.cache_aware); });
@@ -401,6 +408,10 @@ std::string_view to_string(PolicyKind policy) {
       return "round_robin";
     case PolicyKind::least_load:
       return "least_load";
+    case PolicyKind::session_hash:
+      return "session_hash";
+    case PolicyKind::prefix_hash:
+      return "prefix_hash";
     case PolicyKind::cache_aware:
       return "cache_aware";
   }

@@ -11,20 +11,24 @@ class LeastLoad final : public Policy {
   [[nodiscard]] std::string_view name() const override { return "least_load"; }
 
   [[nodiscard]] Decision decide(const RouteRequest& request, std::span<const WorkerView> workers) const override {
-    Decision decision;
-    decision.candidates = filter_candidates(request, workers);
-    for (auto& candidate : decision.candidates) {
-      candidate.score = static_cast<double>(candidate.in_flight);
-    }
-    auto pick = pick_best(decision.candidates, request.sequence,
-                          [](const Candidate& a, const Candidate& b) { return a.in_flight < b.in_flight; });
-    decision.worker_index = pick.index;
-    decision.reason = !pick.index ? "no_eligible_worker" : pick.eligible == 1 ? "only_candidate" : "least_load";
-    return decision;
+    return decide_least_load(request, workers, "least_load");
   }
 };
 
 }  // namespace
+
+Decision decide_least_load(const RouteRequest& request, std::span<const WorkerView> workers, const char* reason) {
+  Decision decision;
+  decision.candidates = filter_candidates(request, workers);
+  for (auto& candidate : decision.candidates) {
+    candidate.score = static_cast<double>(candidate.in_flight);
+  }
+  auto pick = pick_best(decision.candidates, request.sequence,
+                        [](const Candidate& a, const Candidate& b) { return a.in_flight < b.in_flight; });
+  decision.worker_index = pick.index;
+  decision.reason = !pick.index ? "no_eligible_worker" : pick.eligible == 1 ? "only_candidate" : reason;
+  return decision;
+}
 
 std::unique_ptr<Policy> make_least_load() {
   return std::make_unique<LeastLoad>();

@@ -120,6 +120,9 @@ class Attempts {
     const std::uint32_t input_tokens = target_.prompt != nullptr ? target_.prompt->input_tokens : 0;
     policy::RouteRequest route{target_.model.name, target_.session_key, session_.context().next_decision_sequence(),
                                excluded, input_tokens};
+    if (target_.prompt != nullptr) {
+      route.prompt_blocks = target_.prompt->blocks;
+    }
     auto decision = target_.table.policy->decide(route, views);
     if (!exchange_.routed) {
       exchange_.routed = true;

@@ -27,6 +27,10 @@ std::unique_ptr<policy::Policy> make_policy(const config::RoutingOptions& routin
       return policy::make_round_robin();
     case config::PolicyKind::least_load:
       return policy::make_least_load();
+    case config::PolicyKind::session_hash:
+      return policy::make_session_hash();
+    case config::PolicyKind::prefix_hash:
+      return policy::make_prefix_hash(routing.prefix_hash_blocks);
     case config::PolicyKind::cache_aware: {
       const auto& cost = routing.cache_aware;
       return policy::make_cache_aware({cost.prefill_ms_per_token, cost.queue_ms_per_pending_token,

@@ -132,6 +132,10 @@ INSTANTIATE_TEST_SUITE_P(
                   "invalid size"},
         BadConfig{"policy_unknown", with_models("routing:\n  policy: random\n"), 2, "routing.policy",
                   "unknown policy 'random'"},
+        BadConfig{"prefix_blocks_zero", with_models("routing:\n  prefix_hash: {prefix_blocks: 0}\n"), 2,
+                  "routing.prefix_hash.prefix_blocks", "between 1 and"},
+        BadConfig{"prefix_hash_unknown_key", with_models("routing:\n  prefix_hash: {blocks: 2}\n"), 2,
+                  "routing.prefix_hash.blocks", "unknown key"},
         BadConfig{"cost_not_number", with_models("routing:\n  cache_aware: {prefill_ms_per_token: fast}\n"), 2,
                   "routing.cache_aware.prefill_ms_per_token", "expected a number"},
         BadConfig{"cost_negative", with_models("routing:\n  cache_aware:\n    queue_ms_per_request: -1\n"), 3,
@@ -182,6 +186,16 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"yaml_syntax", "models: [\n", 2, "", "YAML syntax error"},
         BadConfig{"empty_file", "", 0, "", "empty"}),
     [](const testing::TestParamInfo<BadConfig>& info) { return std::string(info.param.name); });
+
+TEST(ConfigLoader, ReadsTheHashingPolicies) {
+  auto sticky = load_text(with_models("routing: {policy: session_hash}\n"), "sticky.yaml");
+  ASSERT_TRUE(sticky) << sticky.error().front().to_string();
+  EXPECT_EQ(sticky->routing.policy, PolicyKind::session_hash);
+  auto prefix = load_text(with_models("routing: {policy: prefix_hash, prefix_hash: {prefix_blocks: 12}}\n"), "p.yaml");
+  ASSERT_TRUE(prefix) << prefix.error().front().to_string();
+  EXPECT_EQ(prefix->routing.policy, PolicyKind::prefix_hash);
+  EXPECT_EQ(prefix->routing.prefix_hash_blocks, 12u);
+}
 
 TEST(ConfigLoader, ReadsTheIndexEventAndCostSettings) {
   auto loaded = load_text(with_models("routing:\n  policy: cache_aware\n  cache_aware: {prefill_ms_per_token: 0.05, "

@@ -87,7 +87,7 @@ TEST(LeastLoad, SimulatedBurstSpreadsEvenly) {
 }
 
 TEST(Policies, SameInputsSameDecision) {
-  for (auto& policy : {make_round_robin(), make_least_load()}) {
+  for (auto& policy : {make_round_robin(), make_least_load(), make_session_hash(), make_prefix_hash(4)}) {
     std::vector<WorkerView> workers{{"a", true, 2}, {"b", true, 2}, {"c", false, 0}};
     auto first = policy->decide({"m", "s", 17, {}}, workers);
     auto second = policy->decide({"m", "s", 17, {}}, workers);
@@ -101,6 +101,73 @@ TEST(Policies, SameInputsSameDecision) {
 
 namespace kvgate::policy {
 namespace {
+
+// Rendezvous hashing: a key keeps its worker whatever the load; when that
+// worker goes, only its keys move; sessions spread over all workers.
+TEST(SessionHash, ASessionStaysOnItsWorkerAndOnlyItsKeysMoveWhenItFails) {
+  auto policy = make_session_hash();
+  auto workers = three_workers();
+  std::map<std::string, std::size_t> home;
+  std::map<std::size_t, int> per_worker;
+  for (int session = 0; session < 300; ++session) {
+    auto key = "session-" + std::to_string(session);
+    auto first = policy->decide({"m", key, 0, {}}, workers);
+    ASSERT_TRUE(first.worker_index);
+    EXPECT_EQ(first.reason, "sticky");
+    workers[*first.worker_index].in_flight = 50;  // load does not move a session
+    auto again = policy->decide({"m", key, 7, {}}, workers);
+    workers[*first.worker_index].in_flight = 0;
+    EXPECT_EQ(again.worker_index, first.worker_index);
+    home[key] = *first.worker_index;
+    ++per_worker[*first.worker_index];
+  }
+  for (std::size_t worker = 0; worker < 3; ++worker) {
+    EXPECT_GT(per_worker[worker], 60) << worker;  // about 100 each
+  }
+  workers[1].healthy = false;
+  for (const auto& [key, worker] : home) {
+    auto moved = policy->decide({"m", key, 0, {}}, workers);
+    ASSERT_TRUE(moved.worker_index);
+    if (worker != 1) {
+      EXPECT_EQ(*moved.worker_index, worker) << key;
+      EXPECT_EQ(moved.reason, "sticky");
+    } else {
+      EXPECT_NE(*moved.worker_index, 1u);
+      EXPECT_EQ(moved.reason, "worker_unhealthy");
+    }
+  }
+}
+
+TEST(SessionHash, RequestsWithoutASessionGoToTheLeastLoaded) {
+  auto policy = make_session_hash();
+  auto workers = three_workers();
+  workers[0].in_flight = 3;
+  workers[2].in_flight = 1;
+  auto decision = policy->decide({"m", std::nullopt, 0, {}}, workers);
+  EXPECT_EQ(decision.worker_index, 1u);
+  EXPECT_EQ(decision.reason, "no_session");
+}
+
+TEST(PrefixHash, PromptsSharingTheirFirstBlocksShareAWorker) {
+  auto policy = make_prefix_hash(2);
+  auto workers = three_workers();
+  std::vector<std::uint64_t> first{11, 22, 33, 44};
+  std::vector<std::uint64_t> same_start{11, 22, 99};
+  auto a = policy->decide({"m", "s1", 0, {}, 64, first}, workers);
+  auto b = policy->decide({"m", "s2", 5, {}, 48, same_start}, workers);
+  ASSERT_TRUE(a.worker_index);
+  EXPECT_EQ(a.worker_index, b.worker_index);
+  EXPECT_EQ(a.reason, "prefix_affinity");
+  // Different second blocks: some pair of prefixes lands elsewhere.
+  bool moved = false;
+  for (std::uint64_t second = 0; second < 16 && !moved; ++second) {
+    std::vector<std::uint64_t> other{11, 100 + second};
+    moved = policy->decide({"m", "s3", 0, {}, 32, other}, workers).worker_index != a.worker_index;
+  }
+  EXPECT_TRUE(moved);
+  auto short_prompt = policy->decide({"m", "s4", 0, {}, 3, {}}, workers);
+  EXPECT_EQ(short_prompt.reason, "no_full_block");
+}
 
 TEST(CacheAware, PrefersTheWorkerHoldingThePromptWhileThatPays) {
   auto policy = make_cache_aware({0.1, 0.1, 20});

@@ -12,7 +12,7 @@
 
 namespace kvgate::config {
 
-enum class PolicyKind { round_robin, least_load, cache_aware };
+enum class PolicyKind { round_robin, least_load, session_hash, prefix_hash, cache_aware };
 
 struct WorkerOptions {
   std::string id;
@@ -82,6 +82,8 @@ struct MetricsScrapeOptions {
 struct RoutingOptions {
   PolicyKind policy = PolicyKind::cache_aware;
   CacheAwareOptions cache_aware;
+  // prefix_hash: how many leading blocks form the affinity key.
+  std::uint32_t prefix_hash_blocks = 4;
 };
 
 struct IndexOptions {

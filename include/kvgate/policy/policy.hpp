@@ -41,6 +41,9 @@ struct RouteRequest {
   std::span<const std::size_t> excluded;
   // Prompt length in tokens; 0 when kvgate could not tokenise the prompt.
   std::uint32_t input_tokens = 0;
+  // The prompt's leading block hashes (kvgate's chained hash; empty when the
+  // prompt is shorter than a block or could not be tokenised).
+  std::span<const std::uint64_t> prompt_blocks;
 };
 
 struct Candidate {
@@ -89,7 +92,18 @@ struct CostModel {
 
 std::unique_ptr<Policy> make_round_robin();
 std::unique_ptr<Policy> make_least_load();
+// Plain sticky sessions, the baseline cache-aware routing is measured
+// against: the session key picks a worker by rendezvous hashing.
+std::unique_ptr<Policy> make_session_hash();
+// Prompt-prefix affinity without any index: the hash of the first
+// `prefix_blocks` blocks picks a worker by rendezvous hashing.
+std::unique_ptr<Policy> make_prefix_hash(std::uint32_t prefix_blocks);
 std::unique_ptr<Policy> make_cache_aware(CostModel cost);
+
+// The least_load decision (fewest requests in flight, ties rotate) with the
+// given reason; also the fallback of the hashing policies for requests
+// without a key.
+Decision decide_least_load(const RouteRequest& request, std::span<const WorkerView> workers, const char* reason);
 
 // Shared first stage of every policy: one Candidate per worker, eligible when
 // healthy and not yet tried for this request.
