@@ -1,0 +1,183 @@
+#include "runner.hpp"
+
+#include <boost/asio/detached.hpp>
+#include <nlohmann/json.hpp>
+
+#include "client.hpp"
+
+namespace kvgate::load {
+namespace {
+
+using namespace kvgate::http;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+struct Shared {
+  const Workload& workload;
+  const RunOptions& options;
+  HttpUrl url;
+  std::string model;
+  Clock::time_point started;
+  std::vector<RequestRecord> records;
+  std::size_t next_session = 0;
+  std::string failure;  // a run-wide problem (the model list could not be read)
+  // Traces: connections whose request ended, for the next request to take.
+  std::vector<std::unique_ptr<Connection>> idle_connections;
+
+  [[nodiscard]] bool out_of_time() const {
+    return options.duration_seconds > 0 &&
+           std::chrono::duration<double>(Clock::now() - started).count() >= options.duration_seconds;
+  }
+};
+
+void record(Shared& shared, std::size_t session, std::uint32_t turn, const Answer& answer) {
+  shared.records.push_back({session, turn, answer.status, answer.error, answer.worker, answer.prompt_tokens,
+                            answer.cached_tokens, answer.output_tokens, answer.ttft_ms, answer.latency_ms});
+}
+
+std::string chat_body(const std::string& model, const json& messages, std::uint32_t max_tokens) {
+  return json{{"model", model},
+              {"messages", messages},
+              {"max_tokens", max_tokens},
+              {"stream", true},
+              {"stream_options", {{"include_usage", true}}}}
+      // The answers go back into the history; an engine that split a
+      // character between events must not make the next turn unsendable.
+      .dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+awaitable<void> session_worker(Shared& shared) {
+  auto executor = co_await asio::this_coro::executor;
+  Connection connection(executor, shared.url);
+  while (shared.next_session < shared.workload.sessions.size() && !shared.out_of_time()) {
+    const auto index = shared.next_session++;
+    const auto& session = shared.workload.sessions[index];
+    json messages = json::array();
+    if (!session.system.empty()) {
+      messages.push_back({{"role", "system"}, {"content", session.system}});
+    }
+    for (std::uint32_t turn = 0; turn < session.turns.size() && !shared.out_of_time(); ++turn) {
+      const auto& step = session.turns[turn];
+      messages.push_back({{"role", "user"}, {"content", step.user}});
+      auto answer = co_await connection.post("/v1/chat/completions", chat_body(shared.model, messages, step.max_tokens),
+                                             session.id);
+      record(shared, index, turn, answer);
+      if (!answer.error.empty()) {
+        break;  // a conversation whose turn failed does not go on
+      }
+      messages.push_back({{"role", "assistant"}, {"content", answer.text}});
+      if (step.think_ms > 0) {
+        asio::steady_timer think(executor, std::chrono::milliseconds(step.think_ms));
+        co_await think.async_wait(use_nothrow);
+      }
+    }
+  }
+}
+
+awaitable<void> trace_request(Shared& shared, std::size_t index) {
+  auto executor = co_await asio::this_coro::executor;
+  std::unique_ptr<Connection> connection;
+  if (shared.idle_connections.empty()) {
+    connection = std::make_unique<Connection>(executor, shared.url);
+  } else {
+    connection = std::move(shared.idle_connections.back());
+    shared.idle_connections.pop_back();
+  }
+  const auto& request = shared.workload.trace[index];
+  auto body = json{{"model", shared.model},
+                   {"prompt", request.prompt},
+                   {"max_tokens", request.max_tokens},
+                   {"stream", true},
+                   {"stream_options", {{"include_usage", true}}}}
+                  .dump();
+  auto answer = co_await connection->post("/v1/completions", body, std::nullopt);
+  record(shared, index, 0, answer);
+  shared.idle_connections.push_back(std::move(connection));
+}
+
+awaitable<void> trace_scheduler(Shared& shared) {
+  auto executor = co_await asio::this_coro::executor;
+  asio::steady_timer timer(executor);
+  for (std::size_t index = 0; index < shared.workload.trace.size() && !shared.out_of_time(); ++index) {
+    const auto at =
+        shared.started + std::chrono::duration_cast<Clock::duration>(
+                             std::chrono::duration<double, std::milli>(shared.workload.trace[index].arrival_ms));
+    timer.expires_at(at);
+    co_await timer.async_wait(use_nothrow);
+    asio::co_spawn(executor, trace_request(shared, index), asio::detached);
+  }
+}
+
+awaitable<void> discover_model(Shared& shared) {
+  if (!shared.model.empty()) {
+    co_return;
+  }
+  Connection connection(co_await asio::this_coro::executor, shared.url);
+  auto [status, body] = co_await connection.get("/v1/models");
+  auto models = json::parse(body, nullptr, false);
+  if (status != 200 || !models.is_object() || !models.contains("data") || !models["data"].is_array() ||
+      models["data"].empty() || !models["data"][0].contains("id")) {
+    shared.failure = "GET /v1/models on the target did not list a model (status " + std::to_string(status) + ")";
+    co_return;
+  }
+  shared.model = models["data"][0]["id"].get<std::string>();
+}
+
+awaitable<void> reset_one(std::string replica, HttpUrl url, std::string& failure) {
+  Connection connection(co_await asio::this_coro::executor, std::move(url));
+  auto answer = co_await connection.post("/reset_prefix_cache", "", std::nullopt);
+  if (answer.status != 200) {
+    failure += "POST " + replica + "/reset_prefix_cache failed (" +
+               (answer.error.empty() ? std::to_string(answer.status) : answer.error) + "); ";
+  }
+}
+
+}  // namespace
+
+Result<RunResult, std::string> run_workload(const Workload& workload, const RunOptions& options) {
+  auto url = parse_upstream_url(options.target);
+  if (!url) {
+    return unexpected("--target: " + url.error());
+  }
+  asio::io_context context;
+  Shared shared{workload, options, *url, options.model, Clock::now(), {}, 0, {}, {}};
+  asio::co_spawn(context, discover_model(shared), asio::detached);
+  context.run();
+  if (!shared.failure.empty()) {
+    return unexpected(shared.failure);
+  }
+  context.restart();
+  shared.started = Clock::now();
+  if (!workload.sessions.empty()) {
+    for (std::uint32_t worker = 0; worker < std::max<std::uint32_t>(1, options.concurrency); ++worker) {
+      asio::co_spawn(context, session_worker(shared), asio::detached);
+    }
+  } else {
+    asio::co_spawn(context, trace_scheduler(shared), asio::detached);
+  }
+  context.run();
+  RunResult result;
+  result.model = shared.model;
+  result.records = std::move(shared.records);
+  result.wall_seconds = std::chrono::duration<double>(Clock::now() - shared.started).count();
+  return result;
+}
+
+std::optional<std::string> reset_prefix_caches(const std::vector<std::string>& replicas) {
+  asio::io_context context;
+  std::string failure;
+  for (const auto& replica : replicas) {
+    auto url = parse_upstream_url(replica);
+    if (!url) {
+      return "--reset " + replica + ": " + url.error();
+    }
+    asio::co_spawn(context, reset_one(replica, *url, failure), asio::detached);
+  }
+  context.run();
+  if (!failure.empty()) {
+    return failure;
+  }
+  return std::nullopt;
+}
+
+}  // namespace kvgate::load

@@ -1,0 +1,62 @@
+#pragma once
+// What kvgate-bench sends: multi-turn chat sessions (the project's session
+// JSON lines, or a generated preset) or a timed trace of completions
+// (Mooncake's JSON lines). Pure: text in, workload out, deterministic for a
+// seed.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kvgate/core/result.hpp"
+
+namespace kvgate::load {
+
+struct Turn {
+  std::string user;  // the user message of this turn
+  std::uint32_t max_tokens = 32;
+  std::uint32_t think_ms = 0;  // pause after the answer, before the next turn
+};
+
+// One conversation: each turn sends the system prompt, every earlier turn
+// with the answer the target actually gave, then the new user message.
+struct Session {
+  std::string id;
+  std::string system;
+  std::vector<Turn> turns;
+};
+
+// One request of a trace: a text completion at a fixed arrival time.
+struct TraceRequest {
+  double arrival_ms = 0;
+  std::string prompt;
+  std::uint32_t max_tokens = 1;
+};
+
+struct Workload {
+  std::string name;
+  std::vector<Session> sessions;    // a session workload, or
+  std::vector<TraceRequest> trace;  // a trace
+};
+
+struct WorkloadOptions {
+  std::uint64_t seed = 1;
+  std::uint32_t sessions = 0;              // presets: how many; files: the first N (0: all)
+  std::uint32_t max_requests = 0;          // traces: the first N (0: all)
+  std::uint32_t trace_block_tokens = 512;  // tokens each trace hash id stands for (Mooncake: 512)
+  std::uint32_t bytes_per_token = 4;       // prompt bytes per token when synthesising trace text
+  double time_scale = 1;                   // traces: arrival times divided by this
+};
+
+// Presets: "chat" (support chats: groups of sessions share a system prompt,
+// each pastes its own document in turn one, then short questions) and
+// "agent" (coding-agent sessions: long tool outputs appended every turn).
+[[nodiscard]] const std::vector<std::string_view>& preset_names();
+Result<Workload, std::string> make_preset(std::string_view name, const WorkloadOptions& options);
+
+// Session JSON lines: {"id", "system", "turns": [{"user", "max_tokens",
+// "think_ms"}]}; Mooncake trace lines: {"timestamp" (ms), "input_length",
+// "output_length", "hash_ids"}. The format is told by the first line.
+Result<Workload, std::string> parse_workload(std::string_view text, std::string name, const WorkloadOptions& options);
+
+}  // namespace kvgate::load

@@ -1,0 +1,104 @@
+#include "workload.hpp"
+
+#include <gtest/gtest.h>
+
+#include "answer.hpp"
+
+namespace kvgate::load {
+namespace {
+
+TEST(Workload, PresetsAreDeterministicForASeedAndShareSystemPromptsInGroups) {
+  WorkloadOptions options;
+  options.seed = 7;
+  options.sessions = 8;
+  auto first = make_preset("chat", options);
+  auto again = make_preset("chat", options);
+  ASSERT_TRUE(first && again);
+  ASSERT_EQ(first->sessions.size(), 8u);
+  for (std::size_t index = 0; index < 8; ++index) {
+    EXPECT_EQ(first->sessions[index].turns.size(), again->sessions[index].turns.size());
+    EXPECT_EQ(first->sessions[index].turns[0].user, again->sessions[index].turns[0].user);
+  }
+  EXPECT_EQ(first->sessions[0].system, first->sessions[3].system);
+  EXPECT_NE(first->sessions[3].system, first->sessions[4].system);
+  options.seed = 8;
+  EXPECT_NE(make_preset("chat", options)->sessions[0].turns[0].user, first->sessions[0].turns[0].user);
+  EXPECT_FALSE(make_preset("chess", options));
+}
+
+TEST(Workload, SessionLinesAreReadAndBadOnesNamed) {
+  auto workload = parse_workload(
+      "{\"id\": \"a\", \"system\": \"sys\", \"turns\": [{\"user\": \"hi\", \"max_tokens\": 5}, {\"user\": \"more\"}]}\n"
+      "\n"
+      "{\"turns\": [{\"user\": \"x\", \"think_ms\": 20}]}\n",
+      "file", {});
+  ASSERT_TRUE(workload) << workload.error();
+  ASSERT_EQ(workload->sessions.size(), 2u);
+  EXPECT_EQ(workload->sessions[0].id, "a");
+  EXPECT_EQ(workload->sessions[0].turns[0].max_tokens, 5u);
+  EXPECT_EQ(workload->sessions[0].turns[1].max_tokens, 32u);
+  EXPECT_EQ(workload->sessions[1].id, "session-3");
+  EXPECT_EQ(workload->sessions[1].turns[0].think_ms, 20u);
+
+  auto bad = parse_workload("{\"turns\": [{\"user\": \"x\"}]}\n{\"turns\": [{\"user\": 5}]}\n", "file", {});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().find("line 2"), std::string::npos) << bad.error();
+  EXPECT_FALSE(parse_workload("not json\n", "file", {}));
+  EXPECT_FALSE(parse_workload("\n\n", "file", {}));
+}
+
+// Mooncake: requests that share leading hash ids share exactly that many
+// leading blocks of text, so an engine sees the prefix the trace records.
+TEST(Workload, TraceRequestsShareTextExactlyWhereTheirHashIdsAgree) {
+  WorkloadOptions options;
+  options.trace_block_tokens = 8;  // 32 bytes per block
+  options.time_scale = 2;
+  auto workload = parse_workload(
+      "{\"timestamp\": 0, \"input_length\": 1536, \"output_length\": 3, \"hash_ids\": [0, 1, 2]}\n"
+      "{\"timestamp\": 1000, \"input_length\": 1200, \"output_length\": 0, \"hash_ids\": [0, 1, 9]}\n"
+      "{\"timestamp\": 3000, \"input_length\": 100, \"output_length\": 2, \"hash_ids\": [5]}\n",
+      "trace", options);
+  ASSERT_TRUE(workload) << workload.error();
+  ASSERT_EQ(workload->trace.size(), 3u);
+  const auto& first = workload->trace[0].prompt;
+  const auto& second = workload->trace[1].prompt;
+  EXPECT_EQ(first.size(), 96u);
+  EXPECT_EQ(second.size(), 64u + 32u * 176 / 512);  // the last block holds 176 of its 512 tokens
+  EXPECT_EQ(first.substr(0, 64), second.substr(0, 64));
+  EXPECT_NE(first.substr(64, 8), second.substr(64, 8));
+  EXPECT_DOUBLE_EQ(workload->trace[1].arrival_ms, 500);
+  EXPECT_EQ(workload->trace[1].max_tokens, 1u);  // at least one token out
+  options.max_requests = 2;
+  EXPECT_EQ(parse_workload("{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1, \"hash_ids\": [0]}\n"
+                           "{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1, \"hash_ids\": [0]}\n"
+                           "{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1, \"hash_ids\": [0]}\n",
+                           "trace", options)
+                ->trace.size(),
+            2u);
+  EXPECT_FALSE(parse_workload("{\"timestamp\": 0, \"input_length\": 5, \"hash_ids\": [0]}\n", "trace", options));
+}
+
+TEST(Answer, StreamEventsGiveTheTextAndTheUsage) {
+  Answer answer;
+  read_events(
+      "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n"
+      "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n"
+      "data: {\"choices\":[{\"delta\":{\"content\":\"lo\"}}]}\n\n"
+      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":40,\"completion_tokens\":2,"
+      "\"prompt_tokens_details\":{\"cached_tokens\":32}}}\n\n"
+      "data: [DONE]\n\n",
+      answer);
+  EXPECT_EQ(answer.text, "Hello");
+  EXPECT_EQ(answer.prompt_tokens, 40u);
+  EXPECT_EQ(answer.cached_tokens, 32u);
+  EXPECT_EQ(answer.output_tokens, 2u);
+  EXPECT_TRUE(answer.error.empty());
+
+  Answer completion;
+  read_events("data: {\"choices\":[{\"text\":\"abc\"}]}\n\ndata: {\"error\":{\"message\":\"gone\"}}\n\n", completion);
+  EXPECT_EQ(completion.text, "abc");
+  EXPECT_EQ(completion.error, "stream_error");
+}
+
+}  // namespace
+}  // namespace kvgate::load
