@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# clang-tidy (rules in .clang-tidy) over the pure modules, which carry no
-# Asio templates and so check in under a minute. Needs a configured build/
-# (compile_commands.json); scripts/test.sh runs it after the release build.
+# clang-tidy (rules in .clang-tidy) over the pure modules and kvgate-bench's
+# pure workload and report code, which carry no Asio templates and so check
+# in a few minutes. Needs a configured build/ (compile_commands.json);
+# scripts/test.sh runs it after the release build.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 clang-tidy -p build --quiet src/core/*.cpp src/policy/*.cpp src/openai/*.cpp src/config/*.cpp src/tokenizer/*.cpp \
-  src/chat_template/*.cpp src/prompt/*.cpp 2>&1 \
+  src/chat_template/*.cpp src/prompt/*.cpp src/prefix/*.cpp src/index/*.cpp src/kv_events/decoder.cpp \
+  src/kv_events/event_draft.cpp src/kv_events/worker_caches.cpp src/kv_events/model_cache.cpp \
+  bench/load/workload.cpp bench/load/answer.cpp bench/load/report.cpp bench/load/report_html.cpp 2>&1 \
   | { grep -v "warnings generated" || true; }

@@ -99,6 +99,7 @@ json summarize(const RunInfo& run, const std::vector<RequestRecord>& records) {
                      {"hit_rate", ratio(tokens.cached, tokens.prompt)}});
   }
   std::vector<double> session_rates;
+  session_rates.reserve(later_turns.size());
   for (const auto& [session, tokens] : later_turns) {
     session_rates.push_back(ratio(tokens.cached, tokens.prompt));
   }

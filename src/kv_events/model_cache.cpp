@@ -11,7 +11,7 @@ Result<std::vector<CacheRegistry::Assignment>, std::string> CacheRegistry::assig
   for (const auto& model : models) {
     auto assignment = assign_model(staged[model.name], model, options);
     if (!assignment) {
-      return unexpected(std::move(assignment.error()));
+      return unexpected(assignment.error());
     }
     assignments.push_back(std::move(*assignment));
   }
