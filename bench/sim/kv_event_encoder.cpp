@@ -53,8 +53,11 @@ void write_extra_keys(MsgpackWriter& writer, const BlockStored& event) {
 void write_stored(MsgpackWriter& writer, const BlockStored& event, EventFormat format) {
   auto tokens = [&] { write_array(writer, event.token_ids, [&](TokenId id) { writer.unsigned_integer(id); }); };
   const bool salted = !event.root_cache_salt.empty();
-  if (format == EventFormat::sglang) {
-    writer.array_header(salted ? 8 : 7);
+  if (format != EventFormat::map) {
+    // vLLM <= 0.23 adds lora_name and extra_keys (the salt) when salted;
+    // SGLang a trailing metadata map.
+    const bool sglang = format == EventFormat::sglang;
+    writer.array_header(!salted ? 7 : sglang ? 8 : 9);
     writer.string("BlockStored");
     write_hashes(writer, event.block_hashes, format);
     write_parent(writer, event.parent_block_hash, format);
@@ -62,23 +65,11 @@ void write_stored(MsgpackWriter& writer, const BlockStored& event, EventFormat f
     writer.unsigned_integer(event.block_size);
     writer.nil();  // lora_id
     writer.string(kMedium);
-    if (salted) {
+    if (salted && sglang) {
       writer.map_header(1);
       writer.string("cache_salt");
       writer.string(event.root_cache_salt);
-    }
-    return;
-  }
-  if (format == EventFormat::array) {
-    writer.array_header(salted ? 9 : 7);
-    writer.string("BlockStored");
-    write_hashes(writer, event.block_hashes, format);
-    write_parent(writer, event.parent_block_hash, format);
-    tokens();
-    writer.unsigned_integer(event.block_size);
-    writer.nil();  // lora_id
-    writer.string(kMedium);
-    if (salted) {
+    } else if (salted) {
       writer.nil();  // lora_name
       write_extra_keys(writer, event);
     }

@@ -310,10 +310,8 @@ class BatchReader {
         }
         break;
       case Slot::hashes:
-        draft.bad_hashes = true;
-        break;
       case Slot::tokens:
-        draft.bad_tokens = true;
+        wrong_container(slot);  // a scalar where a list belongs
         break;
       case Slot::extra_entry:
         // nil: no extra keys for this block; any other scalar is an input
