@@ -6,56 +6,29 @@ namespace kvgate::workers {
 
 using namespace kvgate::http;
 
-struct HealthChecker::Round {
-  explicit Round(asio::io_context& io) : timer(io) {}
-  std::vector<std::shared_ptr<WorkerState>> workers;
-  config::HealthCheckOptions options;
-  HealthThresholds thresholds;
-  asio::steady_timer timer;
-  bool stopped = false;
-};
-
 void HealthChecker::watch(std::vector<std::shared_ptr<WorkerState>> workers, const config::HealthCheckOptions& options,
                           const HealthThresholds& thresholds) {
-  stop();
+  rounds_.stop();
   if (!options.enabled) {
     return;
   }
-  current_ = std::make_shared<Round>(io_);
-  current_->workers = std::move(workers);
-  current_->options = options;
-  current_->thresholds = thresholds;
-  asio::co_spawn(io_, schedule(current_), [](const std::exception_ptr&) {});
+  rounds_.start(std::move(workers), options.interval,
+                [this, options, thresholds](std::shared_ptr<WorkerState> worker, std::shared_ptr<const bool> stopped) {
+                  return check(std::move(worker), std::move(stopped), options, thresholds);
+                });
 }
 
-void HealthChecker::stop() {
-  if (current_) {
-    current_->stopped = true;
-    current_->timer.cancel();
-    current_.reset();
-  }
-}
-
-awaitable<void> HealthChecker::schedule(std::shared_ptr<Round> round) {
-  while (!round->stopped) {
-    for (const auto& worker : round->workers) {
-      asio::co_spawn(io_, check(round, worker), [](const std::exception_ptr&) {});
-    }
-    round->timer.expires_after(round->options.interval);
-    co_await round->timer.async_wait(use_nothrow);
-  }
-}
-
-awaitable<void> HealthChecker::check(std::shared_ptr<Round> round, std::shared_ptr<WorkerState> worker) {
-  bool healthy = co_await probe_http(io_, worker->endpoint(), round->options.path, round->options.timeout);
-  if (round->stopped) {
+awaitable<void> HealthChecker::check(std::shared_ptr<WorkerState> worker, std::shared_ptr<const bool> stopped,
+                                     config::HealthCheckOptions options, HealthThresholds thresholds) {
+  bool healthy = co_await probe_http(io_, worker->endpoint(), options.path, options.timeout);
+  if (*stopped) {
     co_return;
   }
   metrics_.health_check(worker->id(), healthy);
-  switch (worker->record_check(healthy, round->thresholds)) {
+  switch (worker->record_check(healthy, thresholds)) {
     case HealthChange::went_down:
       spdlog::warn("worker {} ({}) marked down: {} consecutive failed health checks", worker->id(), worker->url(),
-                   round->thresholds.unhealthy_after);
+                   thresholds.unhealthy_after);
       break;
     case HealthChange::went_up:
       spdlog::info("worker {} ({}) marked up again", worker->id(), worker->url());

@@ -24,54 +24,28 @@ std::uint64_t unix_ms() {
 
 }  // namespace
 
-struct MetricsScraper::Round {
-  explicit Round(asio::io_context& io) : timer(io) {}
-  std::vector<std::shared_ptr<WorkerState>> workers;
-  config::MetricsScrapeOptions options;
-  asio::steady_timer timer;
-  bool stopped = false;
-};
-
 void MetricsScraper::watch(std::vector<std::shared_ptr<WorkerState>> workers,
                            const config::MetricsScrapeOptions& options) {
-  stop();
+  rounds_.stop();
   if (!options.enabled) {
     return;
   }
-  current_ = std::make_shared<Round>(io_);
-  current_->workers = std::move(workers);
-  current_->options = options;
-  asio::co_spawn(io_, schedule(current_), [](const std::exception_ptr&) {});
+  rounds_.start(std::move(workers), options.interval,
+                [this, options](std::shared_ptr<WorkerState> worker, std::shared_ptr<const bool> stopped) {
+                  return scrape(std::move(worker), std::move(stopped), options);
+                });
 }
 
-void MetricsScraper::stop() {
-  if (current_) {
-    current_->stopped = true;
-    current_->timer.cancel();
-    current_.reset();
-  }
-}
-
-awaitable<void> MetricsScraper::schedule(std::shared_ptr<Round> round) {
-  while (!round->stopped) {
-    for (const auto& worker : round->workers) {
-      asio::co_spawn(io_, scrape(round, worker), [](const std::exception_ptr&) {});
-    }
-    round->timer.expires_after(round->options.interval);
-    co_await round->timer.async_wait(use_nothrow);
-  }
-}
-
-awaitable<void> MetricsScraper::scrape(std::shared_ptr<Round> round, std::shared_ptr<WorkerState> worker) {
-  auto page =
-      co_await fetch_http(io_, worker->endpoint(), round->options.path, round->options.timeout, kMaxMetricsBytes);
-  if (round->stopped) {
+awaitable<void> MetricsScraper::scrape(std::shared_ptr<WorkerState> worker, std::shared_ptr<const bool> stopped,
+                                       config::MetricsScrapeOptions options) {
+  auto page = co_await fetch_http(io_, worker->endpoint(), options.path, options.timeout, kMaxMetricsBytes);
+  if (*stopped) {
     co_return;
   }
   if (!page || page->status != 200) {
     // Not fatal: the snapshot keeps its time, so readers can tell its age.
     metrics_.metrics_scrape(worker->id(), false);
-    spdlog::debug("worker {}: scraping {} failed ({})", worker->id(), round->options.path,
+    spdlog::debug("worker {}: scraping {} failed ({})", worker->id(), options.path,
                   page ? "HTTP " + std::to_string(page->status) : std::string("no answer"));
     co_return;
   }

@@ -10,28 +10,27 @@
 #include "kvgate/config/options.hpp"
 #include "kvgate/http/beast.hpp"
 #include "kvgate/obs/metrics.hpp"
+#include "kvgate/workers/periodic_rounds.hpp"
 #include "kvgate/workers/worker_state.hpp"
 
 namespace kvgate::workers {
 
 class HealthChecker {
  public:
-  HealthChecker(http::asio::io_context& io, obs::Metrics& metrics) : io_(io), metrics_(metrics) {}
-  ~HealthChecker() { stop(); }
+  HealthChecker(http::asio::io_context& io, obs::Metrics& metrics) : io_(io), metrics_(metrics), rounds_(io) {}
 
   // Replaces the checked set (start-up and every reload). Control thread only.
   void watch(std::vector<std::shared_ptr<WorkerState>> workers, const config::HealthCheckOptions& options,
              const HealthThresholds& thresholds);
-  void stop();
+  void stop() { rounds_.stop(); }
 
  private:
-  struct Round;
-  http::awaitable<void> schedule(std::shared_ptr<Round> round);
-  http::awaitable<void> check(std::shared_ptr<Round> round, std::shared_ptr<WorkerState> worker);
+  http::awaitable<void> check(std::shared_ptr<WorkerState> worker, std::shared_ptr<const bool> stopped,
+                              config::HealthCheckOptions options, HealthThresholds thresholds);
 
   http::asio::io_context& io_;
   obs::Metrics& metrics_;
-  std::shared_ptr<Round> current_;
+  PeriodicRounds rounds_;
 };
 
 struct FetchedPage {

@@ -10,27 +10,26 @@
 #include "kvgate/config/options.hpp"
 #include "kvgate/http/beast.hpp"
 #include "kvgate/obs/metrics.hpp"
+#include "kvgate/workers/periodic_rounds.hpp"
 #include "kvgate/workers/worker_state.hpp"
 
 namespace kvgate::workers {
 
 class MetricsScraper {
  public:
-  MetricsScraper(http::asio::io_context& io, obs::Metrics& metrics) : io_(io), metrics_(metrics) {}
-  ~MetricsScraper() { stop(); }
+  MetricsScraper(http::asio::io_context& io, obs::Metrics& metrics) : io_(io), metrics_(metrics), rounds_(io) {}
 
   // Replaces the scraped set (start-up and every reload). Control thread only.
   void watch(std::vector<std::shared_ptr<WorkerState>> workers, const config::MetricsScrapeOptions& options);
-  void stop();
+  void stop() { rounds_.stop(); }
 
  private:
-  struct Round;
-  http::awaitable<void> schedule(std::shared_ptr<Round> round);
-  http::awaitable<void> scrape(std::shared_ptr<Round> round, std::shared_ptr<WorkerState> worker);
+  http::awaitable<void> scrape(std::shared_ptr<WorkerState> worker, std::shared_ptr<const bool> stopped,
+                               config::MetricsScrapeOptions options);
 
   http::asio::io_context& io_;
   obs::Metrics& metrics_;
-  std::shared_ptr<Round> current_;
+  PeriodicRounds rounds_;
 };
 
 }  // namespace kvgate::workers
