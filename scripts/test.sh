@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs every test: the release build (unit, integration, OpenAI
-# SDK), the ASan+UBSan build (unit and integration), and the format check.
+# SDK), the ASan+UBSan build (unit and integration), ThreadSanitizer on the
+# shared-memory code, libFuzzer smoke runs, clang-tidy and the format check.
 # Usage: scripts/test.sh   (from anywhere; installs what is missing first)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,6 +29,14 @@ cmake --build build-asan -j"$jobs"
 # covers every C++ test. Leak checks stay on: a leak fails the run.
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --output-on-failure -j"$jobs" --timeout 300 -LE node)
+echo "== ThreadSanitizer (the code shared between threads without Asio)"
+# The prefix index (one writer, lock-free readers), the tokenizer's shared
+# segment cache and the worker state atomics, each with a multi-threaded test.
+cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVGATE_SANITIZE_THREAD=ON >/dev/null
+cmake --build build-tsan -j"$jobs" --target index_test tokenizer_test workers_test
+for target in index_test tokenizer_test workers_test; do
+  TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/"$target" --gtest_brief=1
+done
 echo "== fuzz smoke (libFuzzer, clang)"
 cmake -S fuzz -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 cmake --build build-fuzz -j"$jobs"

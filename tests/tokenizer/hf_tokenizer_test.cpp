@@ -2,6 +2,9 @@
 // the expected ids follow from the rules by hand.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include <nlohmann/json.hpp>
 
 #include "kvgate/tokenizer/hf_tokenizer.hpp"
@@ -143,6 +146,38 @@ TEST(HfTokenizer, TheSegmentCacheGivesTheSameIdsAndCountsItsHits) {
   ASSERT_TRUE(tokenizer.encode(prompt, false, other, third).has_value());
   EXPECT_EQ(other.segment_cache_hits(), 4u);
   EXPECT_EQ(third, first);
+}
+
+// The I/O threads share one tokenizer and its segment cache, each with its
+// own workspace; under ThreadSanitizer this is the test that watches it.
+TEST(HfTokenizer, ThreadsSharingATokenizerGetTheSameIds) {
+  auto tokenizer = Tokenizer::load(byte_level_file().dump(), "{}", {.segment_cache_bytes = 4096});
+  std::vector<std::string> prompts;
+  for (int index = 0; index < 40; ++index) {
+    prompts.push_back(std::string(30 + index, 'a') + " abc<y>abb " + std::to_string(index % 7) + "<y>");
+  }
+  auto uncached = Tokenizer::load(byte_level_file().dump(), "{}", {.segment_cache_bytes = 0});
+  std::vector<std::vector<TokenId>> expected;
+  for (const auto& prompt : prompts) {
+    expected.push_back(encode(uncached, prompt));
+  }
+  std::atomic<int> mismatches{0};
+  auto work = [&] {
+    EncodeWorkspace workspace;
+    for (int round = 0; round < 20; ++round) {
+      for (std::size_t index = 0; index < prompts.size(); ++index) {
+        std::vector<TokenId> ids;
+        if (!tokenizer.encode(prompts[index], false, workspace, ids).has_value() || ids != expected[index]) {
+          ++mismatches;
+        }
+      }
+    }
+  };
+  std::thread first(work);
+  std::thread second(work);
+  first.join();
+  second.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 TEST(HfTokenizer, MalformedFilesFailToLoadWithAReason) {
