@@ -105,7 +105,9 @@ void Harness::start_gateway(const std::string& settings_yaml, const std::string&
   gateway_ = std::make_unique<ChildProcess>(
       std::vector<std::string>{KVGATE_BINARY, "--config", config_path_, "--log-level", "debug"},
       folder_ + "/kvgate.stderr");
-  auto line = gateway_->wait_for_line("kvgate listening", 10s);
+  // Start-up loads any tokenizer folder first: seconds for Gemma 3's
+  // 262k-token vocabulary in the unoptimised sanitizer build.
+  auto line = gateway_->wait_for_line("kvgate listening", 60s);
   auto api = line.find("api=");
   auto admin = line.find(" admin=");
   api_port_ = port_from_listening_line(line.substr(api, admin - api));

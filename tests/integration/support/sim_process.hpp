@@ -25,7 +25,9 @@ class SimProcess {
         KVGATE_SIM_BINARY, "--model", "sim-model", "--block-size", "16", "--time-scale", "100", "--hash-seed", "42"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     process_ = std::make_unique<ChildProcess>(argv, harness.folder() + "/" + name + ".stderr");
-    port_ = port_from_listening_line(process_->wait_for_line("listening", 10s));
+    // A deadline, not a wait: with --tokenizer, start-up loads the folder
+    // (seconds in the unoptimised sanitizer build).
+    port_ = port_from_listening_line(process_->wait_for_line("listening", 60s));
     if (std::find(extra.begin(), extra.end(), "--kv-events-endpoint") != extra.end()) {
       events_endpoint_ = process_->wait_for_line("kv-events ", 10s).substr(10);
     }
