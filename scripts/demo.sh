@@ -21,19 +21,20 @@ cmake --build build -j"${KVGATE_JOBS:-2}" --target kvgate kvgate-sim kvgate-benc
 source scripts/lib.sh
 begin_run demo
 
-# 400 blocks of 16 tokens per replica: the workload's conversations do not
-# all fit on one replica, so where a session lands decides what is evicted.
+# 160 blocks of 16 tokens per replica (2,560 tokens, one long conversation
+# or a few short ones): the replicas run under KV pressure, so where a
+# session lands decides what gets evicted, and a hotspot costs hits.
 workers_yaml=""
 resets=()
 for id in r0 r1 r2; do
   start_server "$id" build/bench/sim/kvgate-sim --model demo-model --block-size 16 \
-    --num-gpu-blocks 400 --max-model-len 4096 --time-scale 20 \
+    --num-gpu-blocks 160 --max-model-len 2560 --time-scale 20 \
     --kv-events-endpoint tcp://127.0.0.1:0 --kv-events-replay-endpoint tcp://127.0.0.1:0
   line=$started
   read -r -t 10 -u "$started_fd" events_line
   read -r -t 10 -u "$started_fd" replay_line
   workers_yaml+="      - {id: $id, url: \"http://${line#listening }\", kv_events: \"${events_line#kv-events }\","
-  workers_yaml+=" kv_events_replay: \"${replay_line#kv-events-replay }\", kv_capacity_blocks: 400}"$'\n'
+  workers_yaml+=" kv_events_replay: \"${replay_line#kv-events-replay }\", kv_capacity_blocks: 160}"$'\n'
   resets+=(--reset "http://${line#listening }")
 done
 
