@@ -24,43 +24,7 @@ begin_run demo
 # 160 blocks of 16 tokens per replica (2,560 tokens, one long conversation
 # or a few short ones): the replicas run under KV pressure, so where a
 # session lands decides what gets evicted, and a hotspot costs hits.
-workers_yaml=""
-resets=()
-for id in r0 r1 r2; do
-  start_server "$id" build/bench/sim/kvgate-sim --model demo-model --block-size 16 \
-    --num-gpu-blocks 160 --max-model-len 2560 --time-scale 20 \
-    --kv-events-endpoint tcp://127.0.0.1:0 --kv-events-replay-endpoint tcp://127.0.0.1:0
-  line=$started
-  read -r -t 10 -u "$started_fd" events_line
-  read -r -t 10 -u "$started_fd" replay_line
-  workers_yaml+="      - {id: $id, url: \"http://${line#listening }\", kv_events: \"${events_line#kv-events }\","
-  workers_yaml+=" kv_events_replay: \"${replay_line#kv-events-replay }\", kv_capacity_blocks: 160}"$'\n'
-  resets+=(--reset "http://${line#listening }")
-done
-
-# One gateway per policy, all fed by the same replicas' events.
-runs=()
-for policy in "${policies[@]}"; do
-  cat >"$work/$policy.yaml" <<YAML
-listen: "127.0.0.1:0"
-admin_listen: "127.0.0.1:0"
-threads: 1
-access_log: false
-routing: {policy: $policy}
-health_check: {interval: 1s}
-models:
-  - name: demo-model
-    block_size: 16
-    workers:
-$workers_yaml
-YAML
-  start_server "kvgate-$policy" build/src/kvgate --config "$work/$policy.yaml"
-  api=$(sed -E 's/.*api=([^ ]+).*/\1/' <<<"$started")
-  admin=$(sed -E 's/.*admin=([^ ]+).*/\1/' <<<"$started")
-  runs+=(--run "$policy=http://$api")
-  echo "kvgate ($policy): api http://$api  admin http://$admin"
-done
-
+start_fleet 160 2560 "${policies[@]}"
 echo
 echo "######## $sessions chat sessions, $concurrency at a time, through each gateway (replica caches reset before each)"
 build/bench/load/kvgate-bench compare "${runs[@]}" "${resets[@]}" --workload chat --sessions "$sessions" \

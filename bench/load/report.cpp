@@ -53,6 +53,11 @@ std::string percent(double value) {
   return format("%.1f%%", value * 100);
 }
 
+// Traces have no turns: "-" rather than a 0% nobody measured.
+std::string later_turns(const json& distribution) {
+  return distribution.value("count", 0) == 0 ? std::string("-") : percent(distribution.value("mean", 0.0));
+}
+
 }  // namespace
 
 json summarize(const RunInfo& run, const std::vector<RequestRecord>& records) {
@@ -152,7 +157,7 @@ std::string markdown_report(const std::vector<json>& runs) {
   for (const auto& run : runs) {
     out += "| " + run.value("name", "") + " | " + std::to_string(run.value("requests", 0)) + " | " +
            std::to_string(run.value("errors", 0)) + " | " + percent(run.value("hit_rate", 0.0)) + " | " +
-           percent(run["session_hit_rate_after_first_turn"].value("mean", 0.0)) + " | " +
+           later_turns(run["session_hit_rate_after_first_turn"]) + " | " +
            format("%.1f", run["ttft_ms"].value("p50", 0.0)) + " | " + format("%.1f", run["ttft_ms"].value("p99", 0.0)) +
            " | " + format("%.1f", run["latency_ms"].value("p50", 0.0)) + " | " +
            format("%.1f", run.value("requests_per_second", 0.0)) + " | " +

@@ -50,6 +50,10 @@ TEST(Report, RunsSideBySideWithRatiosToTheFirst) {
   EXPECT_NE(markdown.find("| sticky | 2 | 0 | 30.0% |"), std::string::npos) << markdown;
   EXPECT_NE(markdown.find("| aware | 2.00x | 0.50x |"), std::string::npos) << markdown;
   EXPECT_NE(markdown.find("| 2 | 40.0% | 80.0% |"), std::string::npos) << markdown;
+  // A trace (no second turns) shows no per-session figure.
+  auto trace = summarize({"trace", "u", "t", 1}, {record(0, 0, 100, 10, "a", 1), record(1, 0, 100, 10, "b", 1)});
+  EXPECT_NE(markdown_report({trace}).find("| trace | 2 | 0 | 10.0% | - |"), std::string::npos)
+      << markdown_report({trace});
   auto html = html_report({base, better});
   EXPECT_EQ(html.rfind("<!doctype html>", 0), 0u);
   EXPECT_NE(html.find("<polyline"), std::string::npos);
