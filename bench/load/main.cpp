@@ -3,6 +3,9 @@
 // load balance; `compare` runs the identical workload against several
 // targets (for example kvgate under different policies), resetting the
 // replicas' caches before each, and reports them side by side.
+#include <zlib.h>
+
+#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -31,8 +34,8 @@ constexpr const char* kUsage =
     "  --reset URL             replica whose prefix cache is reset before each run (repeatable)\n"
     "  --name NAME             run: the run's name in the report (default: run)\n"
     "  --max-requests N        traces: the first N requests\n"
-    "  --time-scale X          traces: arrival times divided by X (default 1)\n"
-    "  --trace-block-tokens N  traces: tokens per hash id (default 512, as Mooncake's)\n"
+    "  --time-scale X          traces: arrival and think times divided by X (default 1)\n"
+    "  --trace-block-tokens N  traces: tokens per hash id (default: the trace's own, Mooncake 512, WEKA 64)\n"
     "presets: chat, agent\n";
 
 struct Command {
@@ -124,19 +127,38 @@ std::string parse(int argc, char** argv, Command& command) {
   return "";
 }
 
+// A workload file, plain or gzip-compressed (gzread passes plain files
+// through unchanged).
+std::optional<std::string> read_workload_file(const std::string& path) {
+  gzFile file = gzopen(path.c_str(), "rb");
+  if (file == nullptr) {
+    return std::nullopt;
+  }
+  std::string text;
+  std::array<char, 1 << 16> buffer{};
+  int read = 0;
+  while ((read = gzread(file, buffer.data(), static_cast<unsigned>(buffer.size()))) > 0) {
+    text.append(buffer.data(), static_cast<std::size_t>(read));
+  }
+  const bool failed = read < 0;
+  gzclose(file);
+  if (failed || (text.empty() && !std::filesystem::is_regular_file(path))) {
+    return std::nullopt;
+  }
+  return text;
+}
+
 kvgate::Result<kvgate::load::Workload, std::string> load(const Command& command) {
   for (auto preset : kvgate::load::preset_names()) {
     if (command.workload == preset) {
       return kvgate::load::make_preset(preset, command.workload_options);
     }
   }
-  std::ifstream file(command.workload, std::ios::binary);
-  if (!file) {
+  auto text = read_workload_file(command.workload);
+  if (!text) {
     return kvgate::unexpected("cannot read workload '" + command.workload + "' (not a file, not a preset)");
   }
-  std::stringstream text;
-  text << file.rdbuf();
-  auto workload = kvgate::load::parse_workload(text.str(), command.workload, command.workload_options);
+  auto workload = kvgate::load::parse_workload(*text, command.workload, command.workload_options);
   if (!workload) {
     return kvgate::unexpected(command.workload + ": " + workload.error());
   }

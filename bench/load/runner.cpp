@@ -46,21 +46,40 @@ std::string chat_body(const std::string& model, const json& messages, std::uint3
       .dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+std::string completion_body(const std::string& model, const std::string& prompt, std::uint32_t max_tokens) {
+  return json{{"model", model},
+              {"prompt", prompt},
+              {"max_tokens", max_tokens},
+              {"stream", true},
+              {"stream_options", {{"include_usage", true}}}}
+      .dump();
+}
+
 awaitable<void> session_worker(Shared& shared) {
   auto executor = co_await asio::this_coro::executor;
   Connection connection(executor, shared.url);
   while (shared.next_session < shared.workload.sessions.size() && !shared.out_of_time()) {
     const auto index = shared.next_session++;
     const auto& session = shared.workload.sessions[index];
+    const std::optional<std::string> session_header = session.id;
     json messages = json::array();
     if (!session.system.empty()) {
       messages.push_back({{"role", "system"}, {"content", session.system}});
     }
     for (std::uint32_t turn = 0; turn < session.turns.size() && !shared.out_of_time(); ++turn) {
       const auto& step = session.turns[turn];
-      messages.push_back({{"role", "user"}, {"content", step.user}});
-      auto answer = co_await connection.post("/v1/chat/completions", chat_body(shared.model, messages, step.max_tokens),
-                                             session.id);
+      // One await per turn (and its arguments named first): g++ 12
+      // miscompiles awaits in branches and on temporaries (README).
+      std::string path = "/v1/completions";
+      std::string body;
+      if (step.prompt.empty()) {
+        messages.push_back({{"role", "user"}, {"content", step.user}});
+        path = "/v1/chat/completions";
+        body = chat_body(shared.model, messages, step.max_tokens);
+      } else {
+        body = completion_body(shared.model, step.prompt, step.max_tokens);
+      }
+      auto answer = co_await connection.post(path, body, session_header);
       record(shared, index, turn, answer);
       if (!answer.error.empty()) {
         break;  // a conversation whose turn failed does not go on
@@ -84,13 +103,10 @@ awaitable<void> trace_request(Shared& shared, std::size_t index) {
     shared.idle_connections.pop_back();
   }
   const auto& request = shared.workload.trace[index];
-  auto body = json{{"model", shared.model},
-                   {"prompt", request.prompt},
-                   {"max_tokens", request.max_tokens},
-                   {"stream", true},
-                   {"stream_options", {{"include_usage", true}}}}
-                  .dump();
-  auto answer = co_await connection->post("/v1/completions", body, std::nullopt);
+  const auto body = completion_body(shared.model, request.prompt, request.max_tokens);
+  const std::optional<std::string> no_session;
+  const std::string path = "/v1/completions";
+  auto answer = co_await connection->post(path, body, no_session);
   record(shared, index, 0, answer);
   shared.idle_connections.push_back(std::move(connection));
 }
@@ -113,7 +129,8 @@ awaitable<void> discover_model(Shared& shared) {
     co_return;
   }
   Connection connection(co_await asio::this_coro::executor, shared.url);
-  auto [status, body] = co_await connection.get("/v1/models");
+  const std::string path = "/v1/models";
+  auto [status, body] = co_await connection.get(path);
   auto models = json::parse(body, nullptr, false);
   if (status != 200 || !models.is_object() || !models.contains("data") || !models["data"].is_array() ||
       models["data"].empty() || !models["data"][0].contains("id")) {
@@ -125,7 +142,10 @@ awaitable<void> discover_model(Shared& shared) {
 
 awaitable<void> reset_one(std::string replica, HttpUrl url, std::string& failure) {
   Connection connection(co_await asio::this_coro::executor, std::move(url));
-  auto answer = co_await connection.post("/reset_prefix_cache", "", std::nullopt);
+  const std::string path = "/reset_prefix_cache";
+  const std::string empty_body;
+  const std::optional<std::string> no_session;
+  auto answer = co_await connection.post(path, empty_body, no_session);
   if (answer.status != 200) {
     failure += "POST " + replica + "/reset_prefix_cache failed (" +
                (answer.error.empty() ? std::to_string(answer.status) : answer.error) + "); ";

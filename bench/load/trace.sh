@@ -1,25 +1,47 @@
 #!/usr/bin/env bash
-# Replays the start of Mooncake's conversation trace (Kimi, FAST'25) through
-# kvgate under several policies, like scripts/demo.sh does with the chat
-# preset: three kvgate-sim replicas with KV events, one gateway per policy,
-# `kvgate-bench compare` from reset caches. The trace's 512-token blocks are
-# scaled to 32 tokens (prompts 16x shorter) and its arrival times compressed
-# 10x so that it runs in minutes on two cores.
-# Usage: bench/load/trace.sh [REQUESTS] [BLOCKS_PER_REPLICA]
+# Replays a public trace through kvgate under several policies, like
+# scripts/demo.sh does with the chat preset: three kvgate-sim replicas with
+# KV events, one gateway per policy, `kvgate-bench compare` from reset
+# caches. Reports land in build/trace-report/.
+#   bench/load/trace.sh mooncake [REQUESTS] [BLOCKS_PER_REPLICA]
+#     the start of Mooncake's conversation trace (Kimi, FAST'25), open loop
+#     at 10x speed; 512-token blocks scaled to 32 tokens (prompts 16x
+#     shorter); round_robin, prefix_hash, cache_aware.
+#   bench/load/trace.sh weka [SESSIONS] [BLOCKS_PER_REPLICA]
+#     Claude Code sessions (WEKA's kv-cache-tester, first shard), 8 at a
+#     time, think times 1000x shorter; 64-token blocks scaled to 2 tokens
+#     (prompts 32x shorter); round_robin, session_hash, cache_aware.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
-requests=${1:-2000}
-blocks=${2:-2048}
-trace=${KVGATE_TRACE:-../shared/data/traces/mooncake-fast25/conversation_trace.jsonl}
-policies=(round_robin prefix_hash cache_aware)
+traces=${KVGATE_TRACES:-../shared/data/traces}
+case "${1:-mooncake}" in
+  mooncake)
+    policies=(round_robin prefix_hash cache_aware)
+    blocks=${3:-8192}
+    # The longest scaled prompt is 126,195 / 16 = 7,887 tokens, plus its output.
+    max_model_len=12288
+    workload=(--workload "$traces/mooncake-fast25/conversation_trace.jsonl" --max-requests "${2:-2000}"
+              --trace-block-tokens 32 --time-scale 10)
+    ;;
+  weka)
+    policies=(round_robin session_hash cache_aware)
+    blocks=${3:-4096}
+    # The longest scaled prompt is 755,680 / 32 = 23,615 tokens.
+    max_model_len=32768
+    workload=(--workload "$traces/weka-claude-code/claude_code_traces_0001-0050.jsonl.gz" --sessions "${2:-8}"
+              --concurrency 8 --trace-block-tokens 2 --time-scale 1000)
+    ;;
+  *)
+    echo "usage: bench/load/trace.sh mooncake|weka [COUNT] [BLOCKS_PER_REPLICA]" >&2
+    exit 2
+    ;;
+esac
 
 cmake --build build -j"${KVGATE_JOBS:-2}" --target kvgate kvgate-sim kvgate-bench >/dev/null
 source scripts/lib.sh
 begin_run trace
-# The longest scaled prompt is 126,195 / 16 = 7,887 tokens, plus its output.
-start_fleet "$blocks" 12288 "${policies[@]}"
-build/bench/load/kvgate-bench compare "${runs[@]}" "${resets[@]}" --workload "$trace" \
-  --max-requests "$requests" --trace-block-tokens 32 --time-scale 10 --out "$work/report"
+start_fleet "$blocks" "$max_model_len" "${policies[@]}"
+build/bench/load/kvgate-bench compare "${runs[@]}" "${resets[@]}" "${workload[@]}" --out "$work/report"
 mkdir -p build/trace-report
 cp "$work/report/"* build/trace-report/

@@ -31,6 +31,14 @@ std::string words(std::mt19937_64& random, std::size_t bytes) {
   return text;
 }
 
+Turn chat_turn(std::string user, std::uint32_t max_tokens, std::uint32_t think_ms) {
+  Turn turn;
+  turn.user = std::move(user);
+  turn.max_tokens = max_tokens;
+  turn.think_ms = think_ms;
+  return turn;
+}
+
 std::uint32_t between(std::mt19937_64& random, std::uint32_t low, std::uint32_t high) {
   return low + static_cast<std::uint32_t>(random() % (high - low + 1));
 }
@@ -47,12 +55,12 @@ Workload chat_preset(const WorkloadOptions& options) {
   Workload workload{"chat", {}, {}};
   for (std::uint32_t index = 0; index < count; ++index) {
     Session session{"chat-" + std::to_string(index), systems[index / 4], {}};
-    session.turns.push_back(
-        {"Here is my order history: " + words(random, between(random, 800, 2000)) + " What happened to my last order?",
-         32, 0});
+    session.turns.push_back(chat_turn(
+        "Here is my order history: " + words(random, between(random, 800, 2000)) + " What happened to my last order?",
+        32, 0));
     const auto turns = between(random, 4, 8);
     for (std::uint32_t turn = 1; turn < turns; ++turn) {
-      session.turns.push_back({words(random, between(random, 60, 240)) + "?", 32, between(random, 0, 200)});
+      session.turns.push_back(chat_turn(words(random, between(random, 60, 240)) + "?", 32, between(random, 0, 200)));
     }
     workload.sessions.push_back(std::move(session));
   }
@@ -67,10 +75,10 @@ Workload agent_preset(const WorkloadOptions& options) {
   for (std::uint32_t index = 0; index < count; ++index) {
     Session session{"agent-" + std::to_string(index), system, {}};
     session.turns.push_back(
-        {"Fix the failing test in module " + std::to_string(index) + ". " + words(random, 400), 64, 0});
+        chat_turn("Fix the failing test in module " + std::to_string(index) + ". " + words(random, 400), 64, 0));
     const auto turns = between(random, 6, 12);
     for (std::uint32_t turn = 1; turn < turns; ++turn) {
-      session.turns.push_back({"Tool output:\n" + words(random, between(random, 1500, 5000)), 64, 0});
+      session.turns.push_back(chat_turn("Tool output:\n" + words(random, between(random, 1500, 5000)), 64, 0));
     }
     workload.sessions.push_back(std::move(session));
   }
@@ -97,8 +105,8 @@ Result<Session, std::string> parse_session(const json& line, std::size_t number)
     if (max_tokens < 1 || think_ms < 0) {
       return unexpected(where + "max_tokens must be at least 1 and think_ms not negative");
     }
-    session.turns.push_back({turn["user"].get<std::string>(), static_cast<std::uint32_t>(max_tokens),
-                             static_cast<std::uint32_t>(think_ms)});
+    session.turns.push_back(chat_turn(turn["user"].get<std::string>(), static_cast<std::uint32_t>(max_tokens),
+                                      static_cast<std::uint32_t>(think_ms)));
   }
   return session;
 }
@@ -128,7 +136,8 @@ Result<TraceRequest, std::string> parse_trace_line(const json& line, std::size_t
   const auto& ids = line["hash_ids"];
   // Mooncake counts the partial last block; scaled blocks keep its share.
   const auto input = line["input_length"].get<std::uint64_t>();
-  const std::uint64_t full_block_bytes = std::uint64_t{options.trace_block_tokens} * options.bytes_per_token;
+  const std::uint64_t block_tokens = options.trace_block_tokens == 0 ? 512 : options.trace_block_tokens;
+  const std::uint64_t full_block_bytes = block_tokens * options.bytes_per_token;
   const std::uint64_t last_tokens = input % 512 == 0 ? 512 : input % 512;
   for (std::size_t block = 0; block < ids.size(); ++block) {
     if (!ids[block].is_number_unsigned()) {
@@ -140,6 +149,89 @@ Result<TraceRequest, std::string> parse_trace_line(const json& line, std::size_t
     request.prompt += block_text(ids[block].get<std::uint64_t>(), bytes);
   }
   return request;
+}
+
+// Sub-agent entries hold their own requests; they are flattened into the
+// session in order (the replay runs them one after another).
+void flatten_requests(const json& requests, std::vector<const json*>& out) {
+  for (const auto& request : requests) {
+    if (request.is_object() && request.value("type", "") == "subagent" && request.contains("requests") &&
+        request["requests"].is_array()) {
+      flatten_requests(request["requests"], out);
+    } else {
+      out.push_back(&request);
+    }
+  }
+}
+
+// The text of one recorded request: a block per hash id, then the tokens
+// past the last full block. The ids are local to the session, except the
+// leading tool and system preamble, which is the same in every session: its
+// blocks get text shared by all sessions (as a real deployment shares them),
+// the others text of their own; the tail is unique to the request.
+Result<std::string, std::string> recorded_prompt(const json& request, std::uint64_t session_seed,
+                                                 std::uint64_t shared_blocks, std::uint64_t native_tokens,
+                                                 std::uint64_t block_bytes, std::uint64_t request_number) {
+  std::string prompt;
+  const auto& ids = request["hash_ids"];
+  for (std::size_t block = 0; block < ids.size(); ++block) {
+    if (!ids[block].is_number_unsigned()) {
+      return unexpected(std::string("hash_ids must be non-negative integers"));
+    }
+    const auto id = ids[block].get<std::uint64_t>();
+    const bool shared = block < shared_blocks && id == block + 1;
+    prompt += block_text(shared ? id : id ^ (session_seed << 1 | 1), block_bytes);
+  }
+  const auto tail_tokens = request["in"].get<std::uint64_t>() % native_tokens;
+  if (tail_tokens > 0) {
+    const auto tail_bytes = std::max<std::uint64_t>(4, block_bytes * tail_tokens / native_tokens);
+    prompt += block_text(session_seed + 0x5bd1e995ULL * (request_number + 1), tail_bytes);
+  }
+  return prompt;
+}
+
+// A recorded agent session (WEKA's kv-cache-tester format).
+Result<Session, std::string> parse_recorded_session(const json& line, std::size_t number,
+                                                    const WorkloadOptions& options) {
+  const auto where = "line " + std::to_string(number) + ": ";
+  if (!line.is_object() || !line["requests"].is_array() || !line.value("block_size", json()).is_number_unsigned() ||
+      line["block_size"].get<std::uint64_t>() == 0) {
+    return unexpected(where + "a recorded session needs \"block_size\" and \"requests\"");
+  }
+  Session session;
+  session.id = line.value("id", "recorded-" + std::to_string(number));
+  const auto native = line["block_size"].get<std::uint64_t>();
+  const std::uint64_t block_tokens = options.trace_block_tokens == 0 ? native : options.trace_block_tokens;
+  const auto preamble = line.value("tool_tokens", std::uint64_t{0}) + line.value("system_tokens", std::uint64_t{0});
+  const auto seed = static_cast<std::uint64_t>(std::hash<std::string>{}(session.id));
+  std::vector<const json*> requests;
+  flatten_requests(line["requests"], requests);
+  for (std::size_t index = 0; index < requests.size(); ++index) {
+    const auto& request = *requests[index];
+    if (!request.is_object() || !request.value("in", json()).is_number_unsigned() ||
+        !request.value("hash_ids", json()).is_array()) {
+      return unexpected(where + "request " + std::to_string(index) + " needs \"in\" and \"hash_ids\"");
+    }
+    auto prompt =
+        recorded_prompt(request, seed, preamble / native, native, block_tokens * options.bytes_per_token, index);
+    if (!prompt) {
+      return unexpected(where + prompt.error());
+    }
+    Turn turn;
+    turn.prompt = std::move(*prompt);
+    turn.max_tokens = std::max<std::uint32_t>(1, request.value("out", 1u));
+    // The recorded think time precedes a request; the replay pauses after
+    // the previous answer, which is the same gap.
+    if (index + 1 < requests.size() && requests[index + 1]->is_object()) {
+      const double think_seconds = requests[index + 1]->value("think_time", 0.0);
+      turn.think_ms = static_cast<std::uint32_t>(std::max(0.0, think_seconds) * 1000 / options.time_scale);
+    }
+    session.turns.push_back(std::move(turn));
+  }
+  if (session.turns.empty()) {
+    return unexpected(where + "a recorded session needs at least one request");
+  }
+  return session;
 }
 
 }  // namespace
@@ -164,6 +256,7 @@ Result<Workload, std::string> parse_workload(std::string_view text, std::string 
   workload.name = std::move(name);
   std::size_t number = 0;
   bool trace = false;
+  bool recorded = false;
   while (!text.empty()) {
     const auto end = text.find('\n');
     auto raw = text.substr(0, end);
@@ -178,6 +271,7 @@ Result<Workload, std::string> parse_workload(std::string_view text, std::string 
     }
     if (workload.sessions.empty() && workload.trace.empty()) {
       trace = line.is_object() && line.contains("hash_ids");
+      recorded = line.is_object() && line.contains("requests") && line.contains("block_size");
     }
     if (trace) {
       if (options.max_requests != 0 && workload.trace.size() >= options.max_requests) {
@@ -192,7 +286,7 @@ Result<Workload, std::string> parse_workload(std::string_view text, std::string 
       if (options.sessions != 0 && workload.sessions.size() >= options.sessions) {
         break;
       }
-      auto session = parse_session(line, number);
+      auto session = recorded ? parse_recorded_session(line, number, options) : parse_session(line, number);
       if (!session) {
         return unexpected(session.error());
       }

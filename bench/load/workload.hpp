@@ -13,13 +13,15 @@
 namespace kvgate::load {
 
 struct Turn {
-  std::string user;  // the user message of this turn
+  std::string user;    // the user message of this turn (chat sessions)
+  std::string prompt;  // the whole prompt (recorded sessions: a text completion)
   std::uint32_t max_tokens = 32;
   std::uint32_t think_ms = 0;  // pause after the answer, before the next turn
 };
 
-// One conversation: each turn sends the system prompt, every earlier turn
-// with the answer the target actually gave, then the new user message.
+// One conversation. A chat session's turn sends the system prompt, every
+// earlier turn with the answer the target actually gave, then the new user
+// message; a recorded session's turn (`prompt` set) sends its own text.
 struct Session {
   std::string id;
   std::string system;
@@ -41,11 +43,11 @@ struct Workload {
 
 struct WorkloadOptions {
   std::uint64_t seed = 1;
-  std::uint32_t sessions = 0;              // presets: how many; files: the first N (0: all)
-  std::uint32_t max_requests = 0;          // traces: the first N (0: all)
-  std::uint32_t trace_block_tokens = 512;  // tokens each trace hash id stands for (Mooncake: 512)
-  std::uint32_t bytes_per_token = 4;       // prompt bytes per token when synthesising trace text
-  double time_scale = 1;                   // traces: arrival times divided by this
+  std::uint32_t sessions = 0;            // presets: how many; files: the first N (0: all)
+  std::uint32_t max_requests = 0;        // traces: the first N (0: all)
+  std::uint32_t trace_block_tokens = 0;  // tokens each trace hash id stands for (0: the trace's own)
+  std::uint32_t bytes_per_token = 4;     // prompt bytes per token when synthesising trace text
+  double time_scale = 1;                 // traces: arrival times divided by this
 };
 
 // Presets: "chat" (support chats: groups of sessions share a system prompt,
@@ -56,7 +58,10 @@ Result<Workload, std::string> make_preset(std::string_view name, const WorkloadO
 
 // Session JSON lines: {"id", "system", "turns": [{"user", "max_tokens",
 // "think_ms"}]}; Mooncake trace lines: {"timestamp" (ms), "input_length",
-// "output_length", "hash_ids"}. The format is told by the first line.
+// "output_length", "hash_ids"}; recorded agent sessions (WEKA's Claude Code
+// traces): one session per line, {"id", "block_size", "tool_tokens",
+// "system_tokens", "requests": [{"in", "out", "hash_ids", "think_time"}]}.
+// The format is told by the first line.
 Result<Workload, std::string> parse_workload(std::string_view text, std::string name, const WorkloadOptions& options);
 
 }  // namespace kvgate::load

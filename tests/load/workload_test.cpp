@@ -78,6 +78,36 @@ TEST(Workload, TraceRequestsShareTextExactlyWhereTheirHashIdsAgree) {
   EXPECT_FALSE(parse_workload("{\"timestamp\": 0, \"input_length\": 5, \"hash_ids\": [0]}\n", "trace", options));
 }
 
+// WEKA's recorded agent sessions: ids are local to a session except the
+// shared tool and system preamble; sub-agents are flattened in order.
+TEST(Workload, RecordedSessionsShareOnlyThePreambleAcrossSessions) {
+  WorkloadOptions options;
+  options.trace_block_tokens = 4;  // 16 bytes per block
+  options.time_scale = 2;
+  auto line = [](const std::string& id) {
+    return "{\"id\": \"" + id + "\", \"block_size\": 64, \"tool_tokens\": 100, \"system_tokens\": 60, " +
+           "\"requests\": [{\"in\": 200, \"out\": 5, \"hash_ids\": [1, 2, 3], \"think_time\": 0}," +
+           "{\"type\": \"subagent\", \"requests\": [{\"in\": 130, \"out\": 2, \"hash_ids\": [1, 2]}]}," +
+           "{\"in\": 260, \"out\": 7, \"hash_ids\": [1, 2, 3, 4], \"think_time\": 3.0}]}\n";
+  };
+  auto workload = parse_workload(line("a") + line("b"), "weka", options);
+  ASSERT_TRUE(workload) << workload.error();
+  ASSERT_EQ(workload->sessions.size(), 2u);
+  const auto& a = workload->sessions[0];
+  const auto& b = workload->sessions[1];
+  ASSERT_EQ(a.turns.size(), 3u);  // the sub-agent's request in between
+  EXPECT_EQ(a.turns[0].max_tokens, 5u);
+  EXPECT_EQ(a.turns[1].think_ms, 1500u);  // the pause before the third request, halved
+  // 160 preamble tokens = 2 shared blocks of 64; block 3 is the session's own.
+  EXPECT_EQ(a.turns[0].prompt.substr(0, 32), b.turns[0].prompt.substr(0, 32));
+  EXPECT_NE(a.turns[0].prompt.substr(32, 16), b.turns[0].prompt.substr(32, 16));
+  // Within a session a later request extends the earlier one's full blocks.
+  EXPECT_EQ(a.turns[2].prompt.substr(0, 48), a.turns[0].prompt.substr(0, 48));
+  // 200 tokens = 3 blocks + 8 tokens of tail (2 bytes, raised to one token's 4).
+  EXPECT_EQ(a.turns[0].prompt.size(), 48u + 4u);
+  EXPECT_FALSE(parse_workload("{\"block_size\": 64, \"requests\": [{\"out\": 1}]}\n", "weka", options));
+}
+
 TEST(Answer, StreamEventsGiveTheTextAndTheUsage) {
   Answer answer;
   read_events(
