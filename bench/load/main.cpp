@@ -35,6 +35,7 @@ constexpr const char* kUsage =
     "  --name NAME             run: the run's name in the report (default: run)\n"
     "  --max-requests N        traces: the first N requests\n"
     "  --time-scale X          traces: arrival and think times divided by X (default 1)\n"
+    "  --max-think-ms N        recorded sessions: cap each (scaled) think time at N ms\n"
     "  --trace-block-tokens N  traces: tokens per hash id (default: the trace's own, Mooncake 512, WEKA 64)\n"
     "presets: chat, agent\n";
 
@@ -103,6 +104,8 @@ std::string parse(int argc, char** argv, Command& command) {
       good = read_number(value, command.workload_options.max_requests);
     } else if (flag == "--time-scale") {
       good = read_number(value, command.workload_options.time_scale) && command.workload_options.time_scale > 0;
+    } else if (flag == "--max-think-ms") {
+      good = read_number(value, command.workload_options.max_think_ms);
     } else if (flag == "--trace-block-tokens") {
       good = read_number(value, command.workload_options.trace_block_tokens) &&
              command.workload_options.trace_block_tokens > 0;

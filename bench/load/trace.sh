@@ -9,7 +9,8 @@
 #     shorter); round_robin, prefix_hash, cache_aware.
 #   bench/load/trace.sh weka [SESSIONS] [BLOCKS_PER_REPLICA]
 #     Claude Code sessions (WEKA's kv-cache-tester, first shard), 8 at a
-#     time, think times 1000x shorter; 64-token blocks scaled to 2 tokens
+#     time, think times 1000x shorter and at most 0.5 s (the recording
+#     holds pauses of days); 64-token blocks scaled to 2 tokens
 #     (prompts 32x shorter); round_robin, session_hash, cache_aware.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -30,7 +31,7 @@ case "${1:-mooncake}" in
     # The longest scaled prompt is 755,680 / 32 = 23,615 tokens.
     max_model_len=32768
     workload=(--workload "$traces/weka-claude-code/claude_code_traces_0001-0050.jsonl.gz" --sessions "${2:-8}"
-              --concurrency 8 --trace-block-tokens 2 --time-scale 1000)
+              --concurrency 8 --trace-block-tokens 2 --time-scale 1000 --max-think-ms 500)
     ;;
   *)
     echo "usage: bench/load/trace.sh mooncake|weka [COUNT] [BLOCKS_PER_REPLICA]" >&2

@@ -224,7 +224,11 @@ Result<Session, std::string> parse_recorded_session(const json& line, std::size_
     // the previous answer, which is the same gap.
     if (index + 1 < requests.size() && requests[index + 1]->is_object()) {
       const double think_seconds = requests[index + 1]->value("think_time", 0.0);
-      turn.think_ms = static_cast<std::uint32_t>(std::max(0.0, think_seconds) * 1000 / options.time_scale);
+      auto think_ms = std::max(0.0, think_seconds) * 1000 / options.time_scale;
+      if (options.max_think_ms != 0) {
+        think_ms = std::min(think_ms, static_cast<double>(options.max_think_ms));
+      }
+      turn.think_ms = static_cast<std::uint32_t>(think_ms);
     }
     session.turns.push_back(std::move(turn));
   }

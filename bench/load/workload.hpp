@@ -47,7 +47,9 @@ struct WorkloadOptions {
   std::uint32_t max_requests = 0;        // traces: the first N (0: all)
   std::uint32_t trace_block_tokens = 0;  // tokens each trace hash id stands for (0: the trace's own)
   std::uint32_t bytes_per_token = 4;     // prompt bytes per token when synthesising trace text
-  double time_scale = 1;                 // traces: arrival times divided by this
+  double time_scale = 1;
+  std::uint32_t max_think_ms = 0;  // recorded sessions: cap on a scaled think time (0: none)                 // traces:
+                                   // arrival times divided by this
 };
 
 // Presets: "chat" (support chats: groups of sessions share a system prompt,

@@ -98,6 +98,8 @@ TEST(Workload, RecordedSessionsShareOnlyThePreambleAcrossSessions) {
   ASSERT_EQ(a.turns.size(), 3u);  // the sub-agent's request in between
   EXPECT_EQ(a.turns[0].max_tokens, 5u);
   EXPECT_EQ(a.turns[1].think_ms, 1500u);  // the pause before the third request, halved
+  options.max_think_ms = 1000;
+  EXPECT_EQ(parse_workload(line("a"), "weka", options)->sessions[0].turns[1].think_ms, 1000u);
   // 160 preamble tokens = 2 shared blocks of 64; block 3 is the session's own.
   EXPECT_EQ(a.turns[0].prompt.substr(0, 32), b.turns[0].prompt.substr(0, 32));
   EXPECT_NE(a.turns[0].prompt.substr(32, 16), b.turns[0].prompt.substr(32, 16));
