@@ -27,9 +27,10 @@ case "${1:-mooncake}" in
     ;;
   weka)
     policies=(round_robin session_hash cache_aware)
-    blocks=${3:-4096}
-    # The longest scaled prompt is 755,680 / 32 = 23,615 tokens.
-    max_model_len=32768
+    blocks=${3:-1600}
+    # The longest scaled prompt is 755,680 / 32 = 23,615 tokens; 1,600
+    # blocks of 16 hold 25,600, about six sessions' contexts per replica.
+    max_model_len=25600
     workload=(--workload "$traces/weka-claude-code/claude_code_traces_0001-0050.jsonl.gz" --sessions "${2:-8}"
               --concurrency 8 --trace-block-tokens 2 --time-scale 1000 --max-think-ms 500)
     ;;

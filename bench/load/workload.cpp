@@ -60,7 +60,11 @@ Workload chat_preset(const WorkloadOptions& options) {
         32, 0));
     const auto turns = between(random, 4, 8);
     for (std::uint32_t turn = 1; turn < turns; ++turn) {
-      session.turns.push_back(chat_turn(words(random, between(random, 60, 240)) + "?", 32, between(random, 0, 200)));
+      // Named first: the order of a call's arguments is unspecified, and
+      // the generator must be drawn from in one order on every compiler.
+      auto question = words(random, between(random, 60, 240)) + "?";
+      const auto think_ms = between(random, 0, 200);
+      session.turns.push_back(chat_turn(std::move(question), 32, think_ms));
     }
     workload.sessions.push_back(std::move(session));
   }

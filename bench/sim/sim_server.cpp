@@ -88,6 +88,11 @@ awaitable<void> SimServer::accept_loop() {
       co_return;
     }
     if (!error) {
+      // As uvicorn does for vLLM: a stream's header and first event are
+      // two small writes, and with Nagle the second waits for the peer's
+      // delayed ACK (40 ms on Linux), which would show up as TTFT.
+      error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);
       asio::co_spawn(io_, serve_sim_connection(*this, std::move(socket)), [](const std::exception_ptr&) {});
     }
   }
