@@ -41,9 +41,8 @@ awaitable<void> AdminServer::serve(tcp::socket socket) {
       co_return;
     }
     auto& request = *read;
-    auto target = request.target();
-    auto reply = handle_admin_request(context_, request.method(), target.substr(0, target.find('?')), request.body(),
-                                      request["x-session-id"]);
+    std::string_view target = request.target();
+    auto reply = handle_admin_request(context_, request.method(), target, request.body(), request["x-session-id"]);
     bhttp::response<bhttp::string_body> response{static_cast<bhttp::status>(reply.status), 11};
     response.set(bhttp::field::server, "kvgate-admin");
     response.set(bhttp::field::content_type, reply.content_type);

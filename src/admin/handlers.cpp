@@ -3,7 +3,7 @@
 #include "kvgate/admin/admin_server.hpp"
 #include "kvgate/openai/request.hpp"
 #include "kvgate/proxy/decision_record.hpp"
-#include "kvgate/proxy/prefix_lookup.hpp"
+#include "kvgate/proxy/inference_request.hpp"
 
 namespace kvgate::admin {
 
@@ -13,7 +13,8 @@ namespace bhttp = http::bhttp;
 namespace {
 
 AdminResponse json_response(unsigned status, const json& body) {
-  return {status, "application/json", body.dump()};
+  // Session keys and engine strings may hold bytes that are not UTF-8.
+  return {status, "application/json", body.dump(-1, ' ', false, json::error_handler_t::replace)};
 }
 
 AdminResponse error_response(const openai::ApiError& error) {
@@ -27,7 +28,7 @@ AdminResponse readiness(proxy::GatewayContext& context) {
   for (const auto& model : table->models) {
     std::size_t healthy = 0;
     for (const auto& worker : model.workers) {
-      healthy += worker->healthy() ? 1 : 0;
+      healthy += worker.state->healthy() ? 1 : 0;
     }
     models[model.name] = {{"healthy_workers", healthy}, {"workers", model.workers.size()}};
     ready = ready && healthy > 0;
@@ -38,32 +39,30 @@ AdminResponse readiness(proxy::GatewayContext& context) {
 
 AdminResponse metrics(proxy::GatewayContext& context) {
   auto table = context.table();
-  for (std::size_t model_index = 0; model_index < table->models.size(); ++model_index) {
-    const auto& model = table->models[model_index];
-    for (std::size_t index = 0; index < model.workers.size(); ++index) {
-      const auto& worker = *model.workers[index];
+  for (const auto& model : table->models) {
+    for (const auto& route : model.workers) {
+      const auto& worker = *route.state;
       const auto& stream = worker.event_stream();
-      const bool events_configured = !table->options->models[model_index].workers[index].kv_events.empty();
       context.metrics().set_worker_state(worker.id(),
                                          {worker.healthy(), worker.in_flight(), worker.pending_prefill_tokens(),
                                           worker.recent_time_to_first_token_seconds()});
-      context.metrics().set_event_stream_state(worker.id(),
-                                               {events_configured, stream.connected, stream.stale, stream.silent,
-                                                model.cache->index.entries_of(model.slots[index])});
+      context.metrics().set_event_stream_state(
+          worker.id(), {!route.options.kv_events.empty(), stream.connected, stream.stale, stream.silent,
+                        model.cache->index.entries_of(route.slot)});
+      context.metrics().set_index_drifting(worker.id(), worker.drifting());
     }
   }
+  context.metrics().set_sessions_active(context.sessions().active(proxy::unix_now_ms()));
   return {200, "text/plain; version=0.0.4; charset=utf-8", context.metrics().serialize()};
 }
 
 AdminResponse debug_workers(proxy::GatewayContext& context) {
   auto table = context.table();
   json workers = json::array();
-  for (std::size_t model_index = 0; model_index < table->models.size(); ++model_index) {
-    const auto& model = table->models[model_index];
-    const auto& model_options = table->options->models[model_index];
-    for (std::size_t index = 0; index < model.workers.size(); ++index) {
-      const auto& worker = *model.workers[index];
-      const auto& worker_options = model_options.workers[index];
+  for (const auto& model : table->models) {
+    for (const auto& route : model.workers) {
+      const auto& worker = *route.state;
+      const auto& worker_options = route.options;
       const auto& stream = worker.event_stream();
       // From the configuration, not the stream status: the ingestion thread
       // may not have taken a new configuration in yet.
@@ -101,6 +100,7 @@ AdminResponse debug_workers(proxy::GatewayContext& context) {
                   {"scraped_unix_ms", scraped->unix_ms}};
       }
       const auto recent_ttft = worker.recent_time_to_first_token_seconds();
+      const auto drift = worker.drift_evidence();
       workers.push_back({
           {"id", worker.id()},
           {"model", model.name},
@@ -113,9 +113,15 @@ AdminResponse debug_workers(proxy::GatewayContext& context) {
                    : stream.stale     ? "stale"
                                       : "events"},
           {"engine", std::move(engine)},
+          {"drifting", worker.drifting()},
+          {"predictions",
+           {{"samples", drift.samples},
+            {"over_predicted", drift.over_predicted},
+            {"predicted_tokens", drift.predicted_tokens},
+            {"reported_tokens", drift.reported_tokens}}},
           {"kv_events", std::move(events)},
           {"index",
-           {{"blocks", model.cache->index.entries_of(model.slots[index])},
+           {{"blocks", model.cache->index.entries_of(route.slot)},
             {"engine_blocks", stream.engine_blocks.load()},
             {"assumed_blocks", stream.assumed_blocks.load()}}},
       });
@@ -124,52 +130,143 @@ AdminResponse debug_workers(proxy::GatewayContext& context) {
   return json_response(200, {{"policy", table->policy->name()}, {"workers", std::move(workers)}});
 }
 
-// Dry run of the routing decision: same inspection and policy as a real
-// request, nothing forwarded, no counter moved.
-AdminResponse debug_route(proxy::GatewayContext& context, std::string_view body, std::string_view session_header) {
-  auto parsed = json::parse(body, nullptr, false);
-  auto endpoint = parsed.is_object() && parsed.contains("prompt") && !parsed.contains("messages")
-                      ? openai::Endpoint::completions
-                      : openai::Endpoint::chat_completions;
-  auto summary = openai::inspect_request(body, endpoint, session_header);
-  if (!summary) {
-    return error_response(summary.error());
+json optional_ms(double value) {
+  return value < 0 ? json(nullptr) : json(value);
+}
+
+// Dry run of the routing decision: the same preparation and the same router
+// as the next real request (the sequence number it would get), nothing
+// forwarded, nothing committed. The endpoint is the query's `endpoint`
+// (chat_completions, completions), else the body's shape: a body with
+// `prompt` and no `messages` is a completions request.
+AdminResponse debug_route(proxy::GatewayContext& context, std::string_view query, std::string_view body,
+                          std::string_view session_header) {
+  std::optional<openai::Endpoint> endpoint;
+  if (query.find("endpoint=completions") != std::string_view::npos) {
+    endpoint = openai::Endpoint::completions;
+  } else if (query.find("endpoint=chat_completions") != std::string_view::npos) {
+    endpoint = openai::Endpoint::chat_completions;
+  } else if (query.find("endpoint=") != std::string_view::npos) {
+    return error_response(
+        openai::invalid_request("endpoint must be chat_completions or completions", "endpoint", "invalid_value"));
+  } else {
+    auto parsed = json::parse(body, nullptr, false);
+    endpoint = parsed.is_object() && parsed.contains("prompt") && !parsed.contains("messages")
+                   ? openai::Endpoint::completions
+                   : openai::Endpoint::chat_completions;
   }
   auto table = context.table();
-  const auto* model = table->find_model(summary->model);
-  if (model == nullptr) {
-    return error_response(openai::model_not_found(summary->model));
+  auto prepared = proxy::prepare_inference(*table, body, *endpoint, session_header);
+  if (!prepared) {
+    return error_response(prepared.error().error);
   }
-  auto tokenised = proxy::prompt_blocks(*model, *summary);
-  if (!tokenised) {
-    return error_response(tokenised.error());
+  const auto& inference = *prepared;
+  const auto& model = *inference.model;
+  route::RouteContext route_context{
+      inference.session_key(), context.peek_decision_sequence(), {}, proxy::unix_now_ms()};
+  auto decision = context.router().decide(*table, model, &inference.prompt, route_context);
+  auto worker_id = [&](const std::optional<std::size_t>& index) {
+    return index ? json(model.workers[*index].state->id()) : json(nullptr);
+  };
+  json session = nullptr;
+  json session_state = nullptr;
+  if (inference.session_key()) {
+    session = *inference.session_key();
+    session_state = {{"previous_worker", decision.session ? json(decision.session->worker) : json(nullptr)},
+                     {"turns", decision.session ? decision.session->turns : 0},
+                     {"expired", decision.session && decision.session->expired}};
   }
-  const auto& prompt = *tokenised;
-  auto cached = proxy::predicted_cached_tokens(*model, prompt);
-  std::vector<policy::WorkerView> views;
-  for (std::size_t index = 0; index < model->workers.size(); ++index) {
-    views.push_back(proxy::worker_view(*model->workers[index], cached[index]));
+  return json_response(
+      200, {{"worker", worker_id(decision.worker)},
+            {"reason", policy::to_string(decision.reason)},
+            {"policy_reason", policy::to_string(decision.policy_reason)},
+            {"policy", table->policy->name()},
+            {"session", std::move(session)},
+            {"session_state", std::move(session_state)},
+            {"input_tokens", decision.input_tokens == 0 ? json(nullptr) : json(decision.input_tokens)},
+            {"predicted_cached_tokens", decision.worker ? json(decision.indexed_cached_tokens) : json(nullptr)},
+            {"runner_up", worker_id(decision.runner_up)},
+            {"gap_ms", optional_ms(decision.gap_ms)},
+            {"tokenization", model.tokenizer ? "exact" : "approximate"},
+            {"blocks", inference.prompt.blocks.size()},
+            {"candidates", proxy::candidates_json(decision.candidates)}});
+}
+
+// %XX escapes in a path segment (a session key may hold any byte).
+std::optional<std::string> percent_decode(std::string_view text) {
+  std::string decoded;
+  decoded.reserve(text.size());
+  for (std::size_t at = 0; at < text.size(); ++at) {
+    if (text[at] != '%') {
+      decoded.push_back(text[at]);
+      continue;
+    }
+    if (at + 2 >= text.size()) {
+      return std::nullopt;
+    }
+    auto hex = [](char c) -> int {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+      return -1;
+    };
+    const int high = hex(text[at + 1]);
+    const int low = hex(text[at + 2]);
+    if (high < 0 || low < 0) {
+      return std::nullopt;
+    }
+    decoded.push_back(static_cast<char>(high * 16 + low));
+    at += 2;
   }
-  std::optional<std::string_view> session_key;
-  if (summary->session_key) {
-    session_key = *summary->session_key;
+  return decoded;
+}
+
+AdminResponse debug_session(proxy::GatewayContext& context, std::string_view encoded_key) {
+  auto key = percent_decode(encoded_key);
+  if (!key || key->empty()) {
+    return error_response(openai::invalid_request("The session key in the path is empty or badly escaped.", "key",
+                                                  "invalid_session_key"));
   }
-  auto decision = table->policy->decide({model->name, session_key, 0, {}, prompt.input_tokens, prompt.blocks}, views);
-  json worker = decision.worker_index ? json(model->workers[*decision.worker_index]->id()) : json(nullptr);
-  return json_response(200, {{"worker", std::move(worker)},
-                             {"reason", decision.reason},
-                             {"policy", table->policy->name()},
-                             {"session", session_key ? json(*session_key) : json(nullptr)},
-                             {"input_tokens", prompt.input_tokens == 0 ? json(nullptr) : json(prompt.input_tokens)},
-                             {"tokenization", model->tokenizer ? "exact" : "approximate"},
-                             {"blocks", prompt.blocks.size()},
-                             {"candidates", proxy::candidates_json(decision.candidates)}});
+  const auto now = proxy::unix_now_ms();
+  auto found = context.sessions().detail(*key, now);
+  if (!found) {
+    // The key is not echoed: it is the client's, and may be anything.
+    auto error = openai::not_found("/debug/sessions/<key>");
+    error.message = "No session with this key (never seen, or evicted from the session table).";
+    error.code = "session_not_found";
+    return error_response(error);
+  }
+  const auto& detail = *found;
+  auto optional_count = [](const std::optional<std::uint32_t>& value) { return value ? json(*value) : json(nullptr); };
+  json turns = json::array();
+  for (const auto& turn : detail.turns) {
+    turns.push_back({{"turn", turn.number},
+                     {"unix_ms", turn.unix_ms},
+                     {"worker", turn.worker},
+                     {"reason", policy::to_string(turn.reason)},
+                     {"input_tokens", turn.input_tokens},
+                     {"predicted_cached_tokens", turn.predicted_cached_tokens},
+                     {"cached_tokens", optional_count(turn.cached_tokens)},
+                     {"prompt_tokens", optional_count(turn.prompt_tokens)},
+                     {"ttft_ms", turn.ttft_ms ? json(*turn.ttft_ms) : json(nullptr)},
+                     {"status", turn.status == 0 ? json(nullptr) : json(turn.status)}});
+  }
+  return json_response(200, {{"key", detail.key},
+                             {"worker", detail.state.worker},
+                             {"turns_total", detail.state.turns},
+                             {"started_unix_ms", detail.started_ms},
+                             {"last_seen_unix_ms", detail.state.last_seen_ms},
+                             {"expired", detail.state.expired},
+                             {"turns", std::move(turns)}});
 }
 
 }  // namespace
 
-AdminResponse handle_admin_request(proxy::GatewayContext& context, bhttp::verb method, std::string_view path,
+AdminResponse handle_admin_request(proxy::GatewayContext& context, bhttp::verb method, std::string_view target,
                                    std::string_view body, std::string_view session_header) {
+  const auto query_at = target.find('?');
+  const auto path = target.substr(0, query_at);
+  const auto query = query_at == std::string_view::npos ? std::string_view() : target.substr(query_at + 1);
   const bool get = method == bhttp::verb::get;
   if (path == "/healthz" && get) {
     return json_response(200, {{"status", "ok"}});
@@ -184,7 +281,14 @@ AdminResponse handle_admin_request(proxy::GatewayContext& context, bhttp::verb m
     return debug_workers(context);
   }
   if (path == "/debug/route" && method == bhttp::verb::post) {
-    return debug_route(context, body, session_header);
+    return debug_route(context, query, body, session_header);
+  }
+  constexpr std::string_view kSessions = "/debug/sessions/";
+  if (path.starts_with(kSessions)) {
+    if (!get) {
+      return error_response(openai::method_not_allowed(std::string(bhttp::to_string(method)), "/debug/sessions/"));
+    }
+    return debug_session(context, path.substr(kSessions.size()));
   }
   for (std::string_view known : {"/healthz", "/readyz", "/metrics", "/debug/workers", "/debug/route"}) {
     if (path == known) {

@@ -54,14 +54,14 @@ int Gateway::run() {
 }
 
 bool Gateway::start() {
-  auto initial = proxy::build_routing_table(options_, nullptr, unix_now(), registry_);
+  auto initial = route::build_routing_table(options_, nullptr, unix_now(), registry_);
   if (!initial) {
     spdlog::critical("{}", initial.error());
     return false;
   }
   context_.publish(*initial);
   ingestion_ = std::make_unique<kv_events::Ingestion>(metrics_, options_->index, options_->kv_events);
-  ingestion_->configure(proxy::worker_feeds(**initial), options_->index, options_->kv_events);
+  ingestion_->configure(route::worker_feeds(**initial), options_->index, options_->kv_events);
   context_.set_ingestion(ingestion_.get());
   if (!open_decision_log(*options_)) {
     return false;
@@ -147,7 +147,7 @@ void Gateway::reload() {
     return;
   }
   auto previous = context_.table();
-  auto built = proxy::build_routing_table(options, previous.get(), unix_now(), registry_);
+  auto built = route::build_routing_table(options, previous.get(), unix_now(), registry_);
   if (!built) {
     spdlog::error("config reload rejected, keeping the running configuration: {}", built.error());
     metrics_.config_reload(false);
@@ -163,7 +163,7 @@ void Gateway::reload() {
     }
   }
   context_.publish(table);
-  ingestion_->configure(proxy::worker_feeds(*table), options->index, options->kv_events);
+  ingestion_->configure(route::worker_feeds(*table), options->index, options->kv_events);
   options_ = options;
   health_.watch(table->all_workers(), options->health_check, table->thresholds);
   scraper_.watch(table->all_workers(), options->metrics_scrape);

@@ -124,7 +124,7 @@ void read_cache_aware(YamlReader& reader, const YAML::Node& node, CacheAwareOpti
   const std::string base = "routing.cache_aware";
   if (!reader.check_mapping(node, base,
                             {"prefill_ms_per_token", "queue_ms_per_pending_token", "queue_ms_per_request",
-                             "queue_ms_per_waiting_request"})) {
+                             "queue_ms_per_waiting_request", "engine_metrics_max_age"})) {
     return;
   }
   reader.optional(node, base, "prefill_ms_per_token",
@@ -137,10 +137,48 @@ void read_cache_aware(YamlReader& reader, const YAML::Node& node, CacheAwareOpti
   reader.optional(node, base, "queue_ms_per_waiting_request", [&](auto& value, auto path) {
     reader.read(value, path, out.queue_ms_per_waiting_request, 0.0, 1e6);
   });
+  reader.optional(node, base, "engine_metrics_max_age", [&](auto& value, auto path) {
+    reader.read_duration(value, path, out.engine_metrics_max_age, Milliseconds(1));
+  });
+}
+
+void read_drift(YamlReader& reader, const YAML::Node& node, DriftOptions& out) {
+  const std::string base = "routing.drift";
+  if (!reader.check_mapping(node, base, {"enabled", "window", "min_samples", "trip_share", "recover_share"})) {
+    return;
+  }
+  reader.optional(node, base, "enabled", [&](auto& value, auto path) { reader.read(value, path, out.enabled); });
+  reader.optional(node, base, "window",
+                  [&](auto& value, auto path) { reader.read(value, path, out.window, 1, 10'000); });
+  reader.optional(node, base, "min_samples",
+                  [&](auto& value, auto path) { reader.read(value, path, out.min_samples, 1, 10'000); });
+  reader.optional(node, base, "trip_share",
+                  [&](auto& value, auto path) { reader.read(value, path, out.trip_share, 0.0, 1.0); });
+  reader.optional(node, base, "recover_share",
+                  [&](auto& value, auto path) { reader.read(value, path, out.recover_share, 0.0, 1.0); });
+  if (out.min_samples > out.window) {
+    reader.problem(node, base + ".min_samples", "must not exceed routing.drift.window");
+  }
+  if (out.recover_share >= out.trip_share) {
+    reader.problem(node, base + ".recover_share", "must be below routing.drift.trip_share");
+  }
+}
+
+void read_sessions(YamlReader& reader, const YAML::Node& node, SessionOptions& out) {
+  const std::string base = "sessions";
+  if (!reader.check_mapping(node, base, {"max_sessions", "idle_ttl", "turns_kept"})) {
+    return;
+  }
+  reader.optional(node, base, "max_sessions",
+                  [&](auto& value, auto path) { reader.read(value, path, out.max_sessions, 1, 100'000'000); });
+  reader.optional(node, base, "idle_ttl",
+                  [&](auto& value, auto path) { reader.read_duration(value, path, out.idle_ttl, Milliseconds(1)); });
+  reader.optional(node, base, "turns_kept",
+                  [&](auto& value, auto path) { reader.read(value, path, out.turns_kept, 1, 1'000); });
 }
 
 void read_routing(YamlReader& reader, const YAML::Node& node, RoutingOptions& out) {
-  if (!reader.check_mapping(node, "routing", {"policy", "cache_aware", "prefix_hash"})) {
+  if (!reader.check_mapping(node, "routing", {"policy", "cache_aware", "prefix_hash", "receipt", "drift"})) {
     return;
   }
   reader.optional(node, "routing", "policy", [&](auto& value, auto path) {
@@ -170,6 +208,8 @@ void read_routing(YamlReader& reader, const YAML::Node& node, RoutingOptions& ou
   });
   reader.optional(node, "routing", "cache_aware",
                   [&](auto& value, auto) { read_cache_aware(reader, value, out.cache_aware); });
+  reader.optional(node, "routing", "receipt", [&](auto& value, auto path) { reader.read(value, path, out.receipt); });
+  reader.optional(node, "routing", "drift", [&](auto& value, auto) { read_drift(reader, value, out.drift); });
 }
 
 void read_index(YamlReader& reader, const YAML::Node& node, IndexOptions& out) {
@@ -314,7 +354,7 @@ void read_root(YamlReader& reader, const YAML::Node& root, Options& out) {
   if (!reader.check_mapping(
           root, "",
           {"listen", "admin_listen", "threads", "log_level", "access_log", "api_keys", "limits", "timeouts", "upstream",
-           "health_check", "metrics_scrape", "models", "routing", "index", "kv_events", "decision_log"})) {
+           "health_check", "metrics_scrape", "models", "routing", "index", "kv_events", "sessions", "decision_log"})) {
     return;
   }
   reader.optional(root, "", "listen", [&](auto& value, auto path) { read_address(reader, value, path, out.listen); });
@@ -346,6 +386,7 @@ void read_root(YamlReader& reader, const YAML::Node& root, Options& out) {
   reader.optional(root, "", "routing", [&](auto& value, auto) { read_routing(reader, value, out.routing); });
   reader.optional(root, "", "index", [&](auto& value, auto) { read_index(reader, value, out.index); });
   reader.optional(root, "", "kv_events", [&](auto& value, auto) { read_kv_events(reader, value, out.kv_events); });
+  reader.optional(root, "", "sessions", [&](auto& value, auto) { read_sessions(reader, value, out.sessions); });
   reader.optional(root, "", "decision_log",
                   [&](auto& value, auto path) { reader.read(value, path, out.decision_log); });
   if (auto models = root["models"]; models) {

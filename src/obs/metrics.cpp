@@ -133,6 +133,29 @@ Metrics::Metrics()
                               "Prompt sections (text between special tokens) of exactly tokenised requests, by "
                               "whether the segment cache had their ids (hit) or they were encoded (miss)")
                           .Register(*registry_);
+  index_drifting_ = &BuildGauge()
+                         .Name("kvgate_index_drifting")
+                         .Help(
+                             "1 while the worker's cache predictions persistently exceed what its engine "
+                             "reports; its index is not credited meanwhile")
+                         .Register(*registry_);
+  session_moves_ = &BuildCounter()
+                        .Name("kvgate_session_moves_total")
+                        .Help(
+                            "Session turns routed away from the session's previous worker, by reason "
+                            "(moved_queue, moved_evicted, moved_unhealthy, moved_better_prefix)")
+                        .Register(*registry_);
+  session_turn_hit_ = &BuildHistogram()
+                           .Name("kvgate_session_turn_hit_ratio")
+                           .Help(
+                               "Engine-reported cached prompt tokens / prompt tokens, per session turn "
+                               "from the second on")
+                           .Register(*registry_);
+  sessions_active_ = &BuildGauge()
+                          .Name("kvgate_sessions_active")
+                          .Help("Sessions seen within sessions.idle_ttl")
+                          .Register(*registry_)
+                          .Add({});
   template_errors_ = &BuildCounter()
                           .Name("kvgate_chat_template_errors_total")
                           .Help("Chat requests whose model's chat template failed to render (answered 400)")
@@ -284,6 +307,24 @@ void Metrics::cache_prediction(std::string_view worker, std::string_view outcome
   cache_predictions_.Add({{"worker", std::string(worker)}, {"outcome", std::string(outcome)}}).Increment();
 }
 
+void Metrics::set_index_drifting(std::string_view worker, bool drifting) {
+  index_drifting_->Add({{"worker", std::string(worker)}}).Set(drifting ? 1 : 0);
+}
+
+void Metrics::session_move(std::string_view model, std::string_view reason) {
+  session_moves_->Add({{"model", std::string(model)}, {"reason", std::string(reason)}}).Increment();
+}
+
+void Metrics::session_turn_hit(std::string_view model, double ratio) {
+  static const prometheus::Histogram::BucketBoundaries kRatioBuckets{0.1, 0.2, 0.3, 0.4,  0.5, 0.6,
+                                                                     0.7, 0.8, 0.9, 0.95, 0.99};
+  session_turn_hit_->Add({{"model", std::string(model)}}, kRatioBuckets).Observe(ratio);
+}
+
+void Metrics::set_sessions_active(std::size_t sessions) {
+  sessions_active_->Set(static_cast<double>(sessions));
+}
+
 Metrics::SegmentCounters Metrics::segment_counters(std::string_view model) {
   return {&prompt_segments_->Add({{"model", std::string(model)}, {"result", "hit"}}),
           &prompt_segments_->Add({{"model", std::string(model)}, {"result", "miss"}})};
@@ -297,7 +338,7 @@ void Metrics::forget_worker(std::string_view worker) {
   worker_up_.Remove(&worker_up_.Add({{"worker", std::string(worker)}}));
   worker_in_flight_.Remove(&worker_in_flight_.Add({{"worker", std::string(worker)}}));
   for (auto* family : {&worker_pending_prefill_, &worker_recent_ttft_, &kv_events_connected_, &kv_events_stale_,
-                       &kv_events_silent_, &index_blocks_}) {
+                       &kv_events_silent_, &index_blocks_, index_drifting_}) {
     if (family->Has({{"worker", std::string(worker)}})) {
       family->Remove(&family->Add({{"worker", std::string(worker)}}));
     }

@@ -72,12 +72,14 @@ ApiError upstream_stream_interrupted(std::string_view detail) {
               {}, "upstream_stream_interrupted");
 }
 
+// Messages may quote client bytes (a path, a model name) that are not
+// UTF-8: those are replaced, never allowed to throw.
 std::string error_body(const ApiError& error) {
-  return error_json(error).dump();
+  return error_json(error).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string stream_error_events(const ApiError& error) {
-  return "data: " + error_json(error).dump() + "\n\ndata: [DONE]\n\n";
+  return "data: " + error_body(error) + "\n\ndata: [DONE]\n\n";
 }
 
 }  // namespace kvgate::openai

@@ -29,11 +29,12 @@ class CacheAware final : public Policy {
     auto pick = pick_best(decision.candidates, request.sequence, better);
     decision.worker_index = pick.index;
     if (!pick.index) {
-      decision.reason = "no_eligible_worker";
+      decision.reason = Reason::no_eligible_worker;
     } else if (pick.eligible == 1) {
-      decision.reason = "only_candidate";
+      decision.reason = Reason::only_candidate;
     } else {
-      decision.reason = decision.candidates[*pick.index].cached_tokens > 0 ? "best_cost" : "best_cost_no_cache";
+      decision.reason =
+          decision.candidates[*pick.index].cached_tokens > 0 ? Reason::best_cost : Reason::best_cost_no_cache;
     }
     return decision;
   }
@@ -43,9 +44,12 @@ class CacheAware final : public Policy {
     auto cached = std::min(worker.cached_tokens, request.input_tokens);
     candidate.cached_tokens = cached;
     candidate.prefill_ms = static_cast<double>(request.input_tokens - cached) * cost_.prefill_ms_per_token;
+    const bool engine_fresh =
+        worker.engine_snapshot_age_ms >= 0 && worker.engine_snapshot_age_ms <= cost_.engine_snapshot_max_age_ms;
+    const double engine_waiting = engine_fresh ? static_cast<double>(worker.engine_waiting) : 0.0;
     candidate.queue_delay_ms = static_cast<double>(worker.pending_prefill_tokens) * cost_.queue_ms_per_pending_token +
                                static_cast<double>(worker.in_flight) * cost_.queue_ms_per_request +
-                               static_cast<double>(worker.engine_waiting) * cost_.queue_ms_per_waiting_request;
+                               engine_waiting * cost_.queue_ms_per_waiting_request;
     candidate.expected_ttft_ms = candidate.queue_delay_ms + candidate.prefill_ms;
     candidate.score = candidate.expected_ttft_ms;
   }

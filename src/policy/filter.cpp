@@ -10,17 +10,18 @@ std::vector<Candidate> filter_candidates(const RouteRequest& request, std::span<
   for (std::size_t index = 0; index < workers.size(); ++index) {
     const auto& worker = workers[index];
     Candidate candidate;
-    candidate.worker = std::string(worker.id);
+    candidate.worker = worker.id;
+    candidate.drifting = worker.drifting;
     candidate.in_flight = worker.in_flight;
     candidate.cached_tokens = worker.cached_tokens;
     if (std::find(request.excluded.begin(), request.excluded.end(), index) != request.excluded.end()) {
-      candidate.ineligible_because = "already_tried";
+      candidate.ineligible_because = Ineligible::already_tried;
     } else if (!worker.healthy) {
-      candidate.ineligible_because = "unhealthy";
+      candidate.ineligible_because = Ineligible::unhealthy;
     } else {
       candidate.eligible = true;
     }
-    candidates.push_back(std::move(candidate));
+    candidates.push_back(candidate);
   }
   return candidates;
 }

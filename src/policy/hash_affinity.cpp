@@ -20,7 +20,7 @@ std::uint64_t rendezvous_score(std::uint64_t key, std::string_view worker_id) {
 // Fills each candidate's score (lower is better, like every policy: the
 // negated rendezvous weight, as a double only for display) and picks.
 Decision pick_by_key(const RouteRequest& request, std::span<const WorkerView> workers, std::uint64_t key,
-                     const char* keyed_reason) {
+                     Reason keyed_reason) {
   Decision decision;
   decision.candidates = filter_candidates(request, workers);
   std::optional<std::size_t> best;
@@ -46,13 +46,14 @@ Decision pick_by_key(const RouteRequest& request, std::span<const WorkerView> wo
   }
   decision.worker_index = best;
   if (!best) {
-    decision.reason = "no_eligible_worker";
+    decision.reason = Reason::no_eligible_worker;
   } else if (best != top_overall) {
     // The key's own worker is unhealthy or already failed this request.
-    decision.reason =
-        decision.candidates[*top_overall].ineligible_because == "already_tried" ? "retry" : "worker_unhealthy";
+    decision.reason = decision.candidates[*top_overall].ineligible_because == Ineligible::already_tried
+                          ? Reason::retry
+                          : Reason::worker_unhealthy;
   } else {
-    decision.reason = eligible == 1 ? "only_candidate" : keyed_reason;
+    decision.reason = eligible == 1 ? Reason::only_candidate : keyed_reason;
   }
   return decision;
 }
@@ -63,10 +64,10 @@ class SessionHash final : public Policy {
 
   [[nodiscard]] Decision decide(const RouteRequest& request, std::span<const WorkerView> workers) const override {
     if (!request.session_key) {
-      return decide_least_load(request, workers, "no_session");
+      return decide_least_load(request, workers, Reason::no_session);
     }
     const auto key = XXH3_64bits(request.session_key->data(), request.session_key->size());
-    return pick_by_key(request, workers, key, "sticky");
+    return pick_by_key(request, workers, key, Reason::sticky);
   }
 };
 
@@ -77,11 +78,11 @@ class PrefixHash final : public Policy {
 
   [[nodiscard]] Decision decide(const RouteRequest& request, std::span<const WorkerView> workers) const override {
     if (request.prompt_blocks.empty()) {
-      return decide_least_load(request, workers, "no_full_block");
+      return decide_least_load(request, workers, Reason::no_full_block);
     }
     // The hashes are chained, so the last one of the prefix stands for all.
     const auto depth = std::min<std::size_t>(prefix_blocks_, request.prompt_blocks.size());
-    return pick_by_key(request, workers, request.prompt_blocks[depth - 1], "prefix_affinity");
+    return pick_by_key(request, workers, request.prompt_blocks[depth - 1], Reason::prefix_affinity);
   }
 
  private:

@@ -11,13 +11,13 @@ class LeastLoad final : public Policy {
   [[nodiscard]] std::string_view name() const override { return "least_load"; }
 
   [[nodiscard]] Decision decide(const RouteRequest& request, std::span<const WorkerView> workers) const override {
-    return decide_least_load(request, workers, "least_load");
+    return decide_least_load(request, workers, Reason::least_load);
   }
 };
 
 }  // namespace
 
-Decision decide_least_load(const RouteRequest& request, std::span<const WorkerView> workers, const char* reason) {
+Decision decide_least_load(const RouteRequest& request, std::span<const WorkerView> workers, Reason reason) {
   Decision decision;
   decision.candidates = filter_candidates(request, workers);
   for (auto& candidate : decision.candidates) {
@@ -26,7 +26,7 @@ Decision decide_least_load(const RouteRequest& request, std::span<const WorkerVi
   auto pick = pick_best(decision.candidates, request.sequence,
                         [](const Candidate& a, const Candidate& b) { return a.in_flight < b.in_flight; });
   decision.worker_index = pick.index;
-  decision.reason = !pick.index ? "no_eligible_worker" : pick.eligible == 1 ? "only_candidate" : reason;
+  decision.reason = !pick.index ? Reason::no_eligible_worker : pick.eligible == 1 ? Reason::only_candidate : reason;
   return decision;
 }
 

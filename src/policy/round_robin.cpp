@@ -12,24 +12,31 @@ class RoundRobin final : public Policy {
   [[nodiscard]] Decision decide(const RouteRequest& request, std::span<const WorkerView> workers) const override {
     Decision decision;
     decision.candidates = filter_candidates(request, workers);
-    std::vector<std::size_t> eligible;
-    for (std::size_t index = 0; index < decision.candidates.size(); ++index) {
-      if (decision.candidates[index].eligible) {
-        eligible.push_back(index);
-      }
+    std::size_t eligible = 0;
+    for (const auto& candidate : decision.candidates) {
+      eligible += candidate.eligible ? 1 : 0;
     }
-    if (eligible.empty()) {
-      decision.reason = "no_eligible_worker";
+    if (eligible == 0) {
+      decision.reason = Reason::no_eligible_worker;
       return decision;
     }
-    auto chosen = eligible[request.sequence % eligible.size()];
-    for (std::size_t rank = 0; rank < eligible.size(); ++rank) {
-      // Score = how many turns until this worker is picked (0 = now).
-      auto index = eligible[(request.sequence + rank) % eligible.size()];
-      decision.candidates[index].score = static_cast<double>(rank);
+    // Score = how many turns until this worker is picked (0 = now): the
+    // eligible workers in order, rotated by the sequence number.
+    const auto first = static_cast<std::size_t>(request.sequence % eligible);
+    std::size_t position = 0;
+    for (std::size_t index = 0; index < decision.candidates.size(); ++index) {
+      auto& candidate = decision.candidates[index];
+      if (!candidate.eligible) {
+        continue;
+      }
+      const auto rank = (position + eligible - first) % eligible;
+      candidate.score = static_cast<double>(rank);
+      if (rank == 0) {
+        decision.worker_index = index;
+      }
+      ++position;
     }
-    decision.worker_index = chosen;
-    decision.reason = eligible.size() == 1 ? "only_candidate" : "round_robin";
+    decision.reason = eligible == 1 ? Reason::only_candidate : Reason::round_robin;
     return decision;
   }
 };

@@ -144,12 +144,17 @@ awaitable<void> ClientSession::respond_error(Exchange& exchange, const openai::A
 void ClientSession::finish(Exchange& exchange) {
   auto elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange.started).count();
   exchange.total_seconds = elapsed;
-  const auto& reported = exchange.reported.cached_tokens;
-  if (exchange.predicted_cached_tokens && reported && exchange.status == 200 && exchange.retries == 0) {
-    const auto predicted = *exchange.predicted_cached_tokens;
-    context().metrics().cache_prediction(exchange.worker, predicted == *reported  ? "exact"
-                                                          : predicted > *reported ? "over"
-                                                                                  : "under");
+  if (exchange.route && exchange.route->worker && exchange.route_model != nullptr) {
+    auto& worker = *exchange.route_model->workers[*exchange.route->worker].state;
+    const double ttft = exchange.first_token_seconds >= 0 ? exchange.first_token_seconds : exchange.first_byte_seconds;
+    std::optional<std::string_view> session_key;
+    if (exchange.session) {
+      session_key = *exchange.session;
+    }
+    context().router().record_outcome(
+        *exchange.table, *exchange.route_model, worker, *exchange.route, session_key, exchange.session_turn,
+        {exchange.status, exchange.retries, exchange.reported.cached_tokens, exchange.reported.prompt_tokens,
+         ttft < 0 ? std::nullopt : std::optional<double>(ttft * 1000)});
   }
   if (exchange.decision_log) {
     auto now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -168,7 +173,7 @@ void ClientSession::finish(Exchange& exchange) {
       exchange.request_id, exchange.method, exchange.path, exchange.model.empty() ? "-" : exchange.model,
       exchange.worker.empty() ? "-" : exchange.worker, exchange.status, elapsed * 1000,
       exchange.first_byte_seconds < 0 ? -1.0 : exchange.first_byte_seconds * 1000, exchange.response_bytes,
-      exchange.retries, exchange.route_reason.empty() ? "-" : exchange.route_reason,
+      exchange.retries, exchange.route ? policy::to_string(exchange.route->reason) : std::string_view("-"),
       exchange.error_code.empty() ? "-" : exchange.error_code, exchange.client_gone ? " client_gone=1" : "");
 }
 

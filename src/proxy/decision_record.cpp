@@ -17,16 +17,25 @@ json optional_count(const std::optional<std::uint32_t>& value) {
 }
 
 json candidate_json(const policy::Candidate& candidate) {
-  return {
-      {"worker", candidate.worker},
-      {"eligible", candidate.eligible},
-      {"ineligible_because", candidate.ineligible_because.empty() ? json(nullptr) : json(candidate.ineligible_because)},
-      {"in_flight", candidate.in_flight},
-      {"score", candidate.score},
-      {"cached_tokens", candidate.cached_tokens},
-      {"queue_delay_ms", optional_number(candidate.queue_delay_ms)},
-      {"prefill_ms", optional_number(candidate.prefill_ms)},
-      {"expected_ttft_ms", optional_number(candidate.expected_ttft_ms)}};
+  return {{"worker", candidate.worker},
+          {"eligible", candidate.eligible},
+          {"ineligible_because", candidate.ineligible_because == policy::Ineligible::none
+                                     ? json(nullptr)
+                                     : json(policy::to_string(candidate.ineligible_because))},
+          {"drifting", candidate.drifting},
+          {"in_flight", candidate.in_flight},
+          {"score", candidate.score},
+          {"cached_tokens", candidate.cached_tokens},
+          {"queue_delay_ms", optional_number(candidate.queue_delay_ms)},
+          {"prefill_ms", optional_number(candidate.prefill_ms)},
+          {"expected_ttft_ms", optional_number(candidate.expected_ttft_ms)}};
+}
+
+json route_runner_up(const Exchange& exchange, const route::RouteDecision& route) {
+  if (!route.runner_up || exchange.route_model == nullptr) {
+    return nullptr;
+  }
+  return exchange.route_model->workers[*route.runner_up].state->id();
 }
 
 }  // namespace
@@ -46,18 +55,24 @@ std::string decision_record(const Exchange& exchange, double unix_seconds) {
       exchange.first_token_seconds >= 0 ? exchange.first_token_seconds : exchange.first_byte_seconds;
   const double ttft_ms = first_token < 0 ? -1 : first_token * 1000;
   const double decode_ms = first_token < 0 ? -1 : (exchange.total_seconds - first_token) * 1000;
+  static const route::RouteDecision kNotRouted;
+  const auto& route = exchange.route ? *exchange.route : kNotRouted;
+  const bool routed = exchange.route.has_value() && route.worker.has_value();
   json record = {
       {"ts", unix_seconds},
       {"request_id", exchange.request_id},
       {"session", exchange.session ? json(*exchange.session) : json(nullptr)},
       {"model", exchange.model},
       {"worker", exchange.worker.empty() ? json(nullptr) : json(exchange.worker)},
-      {"policy", exchange.policy},
-      {"reason", exchange.route_reason},
-      {"input_tokens", exchange.input_tokens == 0 ? json(nullptr) : json(exchange.input_tokens)},
-      {"predicted_cached_tokens",
-       exchange.predicted_cached_tokens ? json(*exchange.predicted_cached_tokens) : json(nullptr)},
-      {"candidates", candidates_json(exchange.candidates)},
+      {"policy", exchange.table->policy->name()},
+      {"reason", policy::to_string(route.reason)},
+      {"policy_reason", policy::to_string(route.policy_reason)},
+      {"session_turn", exchange.session_turn == 0 ? json(nullptr) : json(exchange.session_turn)},
+      {"input_tokens", route.input_tokens == 0 ? json(nullptr) : json(route.input_tokens)},
+      {"predicted_cached_tokens", routed ? json(route.indexed_cached_tokens) : json(nullptr)},
+      {"runner_up", route_runner_up(exchange, route)},
+      {"gap_ms", optional_number(route.gap_ms)},
+      {"candidates", candidates_json(route.candidates)},
       {"status", exchange.status},
       {"cached_tokens", optional_count(exchange.reported.cached_tokens)},
       {"ttft_ms", optional_number(ttft_ms)},
@@ -66,7 +81,9 @@ std::string decision_record(const Exchange& exchange, double unix_seconds) {
       {"retries", exchange.retries},
       {"client_gone", exchange.client_gone},
   };
-  return record.dump();
+  // Session keys come from clients: never let a byte sequence that is not
+  // UTF-8 break the line (replaced, not thrown).
+  return record.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace kvgate::proxy

@@ -4,6 +4,7 @@
 #include <array>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
+#include "kvgate/proxy/inference_request.hpp"
 #include "kvgate/proxy/relay.hpp"
 
 namespace kvgate::proxy {
@@ -57,22 +58,30 @@ class Attempts {
   awaitable<void> run(const ClientRequest& request) {
     auto upstream_request = make_upstream_request(request, exchange_);
     const auto& options = *target_.table.options;
+    auto& router = session_.context().router();
     std::vector<std::size_t> excluded;
     std::optional<openai::ApiError> last_error;
     for (std::uint32_t attempt = 0; attempt <= options.upstream.retries; ++attempt) {
-      auto chosen = choose(excluded);
-      if (!chosen) {
+      route::RouteContext context{target_.session_key, session_.context().next_decision_sequence(), excluded,
+                                  unix_now_ms()};
+      auto decision = router.decide(target_.table, target_.model, target_.prompt, context);
+      if (!decision.worker) {
+        if (!exchange_.route) {
+          note_decision(std::move(decision));
+        }
         break;
       }
+      const auto chosen = *decision.worker;
       if (attempt > 0) {
         ++exchange_.retries;
-        exchange_.route_reason = "retry";
         session_.context().metrics().retry(target_.model.name);
       }
-      auto& worker = *target_.model.workers[*chosen];
-      workers::InFlightRequest in_flight(worker, uncached_tokens(*chosen));
-      auto outcome = co_await try_worker(worker, upstream_request, in_flight);
-      in_flight.finish();
+      auto commitment = router.commit(target_.model, decision, context);
+      exchange_.session_turn = commitment.session_turn;
+      note_decision(std::move(decision));
+      auto& worker = *target_.model.workers[chosen].state;
+      auto outcome = co_await try_worker(worker, upstream_request, commitment.in_flight);
+      commitment.in_flight.finish();
       if (outcome.kind != AttemptOutcome::Kind::retryable) {
         if (outcome.kind == AttemptOutcome::Kind::failed && !link_.client_gone) {
           co_await session_.respond_error(exchange_, *outcome.error);
@@ -80,7 +89,7 @@ class Attempts {
         co_return;
       }
       last_error = std::move(outcome.error);
-      excluded.push_back(*chosen);
+      excluded.push_back(chosen);
     }
     if (link_.client_gone) {
       co_return;
@@ -92,65 +101,24 @@ class Attempts {
   }
 
  private:
-  std::uint32_t uncached_tokens(std::size_t worker) const {
-    if (target_.prompt == nullptr || cached_.empty()) {
-      return 0;
-    }
-    return target_.prompt->input_tokens - std::min(cached_[worker], target_.prompt->input_tokens);
-  }
-
-  std::optional<std::size_t> choose(const std::vector<std::size_t>& excluded) {
-    const auto& workers = target_.model.workers;
-    // One index lookup per request; retries reuse it.
-    if (target_.prompt != nullptr && cached_.empty()) {
-      cached_ = predicted_cached_tokens(target_.model, *target_.prompt);
-    }
-    std::array<policy::WorkerView, 64> inline_views;
-    std::vector<policy::WorkerView> heap_views;
-    std::span<policy::WorkerView> views;
-    if (workers.size() <= inline_views.size()) {
-      views = std::span(inline_views.data(), workers.size());
-    } else {
-      heap_views.resize(workers.size());
-      views = heap_views;
-    }
-    for (std::size_t index = 0; index < workers.size(); ++index) {
-      views[index] = worker_view(*workers[index], cached_.empty() ? 0 : cached_[index]);
-    }
-    const std::uint32_t input_tokens = target_.prompt != nullptr ? target_.prompt->input_tokens : 0;
-    policy::RouteRequest route{target_.model.name, target_.session_key, session_.context().next_decision_sequence(),
-                               excluded, input_tokens};
-    if (target_.prompt != nullptr) {
-      route.prompt_blocks = target_.prompt->blocks;
-    }
-    auto decision = target_.table.policy->decide(route, views);
-    if (!exchange_.routed) {
-      exchange_.routed = true;
-      exchange_.policy = std::string(target_.table.policy->name());
+  // The exchange keeps the decision of the attempt that got the request
+  // (decision log, receipt, the outcome's comparison).
+  void note_decision(route::RouteDecision decision) {
+    if (!exchange_.route) {
       if (target_.session_key) {
         exchange_.session = std::string(*target_.session_key);
       }
       exchange_.decision_log = session_.context().decision_log();
-      exchange_.input_tokens = input_tokens;
-      if (decision.worker_index && !cached_.empty()) {
-        exchange_.predicted_cached_tokens = cached_[*decision.worker_index];
+    }
+    exchange_.route_model = &target_.model;
+    if (decision.worker) {
+      exchange_.worker = target_.model.workers[*decision.worker].state->id();
+      if (exchange_.explain) {
+        exchange_.receipt = route::route_receipt(target_.model, decision);
       }
-      if (exchange_.decision_log) {
-        exchange_.candidates = std::move(decision.candidates);
-      }
     }
-    if (!decision.worker_index) {
-      return std::nullopt;
-    }
-    // The chosen worker will hold these blocks once it has run the prompt:
-    // the index learns it now, so that a burst sharing a new prefix follows
-    // the first request instead of scattering before the engine's events.
-    if (auto* ingestion = session_.context().ingestion(); ingestion != nullptr && target_.prompt != nullptr) {
-      ingestion->assume(target_.model.cache, target_.model.slots[*decision.worker_index], target_.prompt->blocks);
-    }
-    exchange_.worker = workers[*decision.worker_index]->id();
-    exchange_.route_reason = decision.reason;
-    return decision.worker_index;
+    decision.blocks = {};  // views the prompt, which ends before the exchange does
+    exchange_.route = std::move(decision);
   }
 
   awaitable<AttemptOutcome> try_worker(workers::WorkerState& worker, UpstreamRequest& upstream_request,
@@ -200,7 +168,6 @@ class Attempts {
   Exchange& exchange_;
   const ForwardTarget& target_;
   CancelLink& link_;
-  std::vector<std::uint32_t> cached_;  // per worker: predicted cached tokens
 };
 
 awaitable<void> run_attempts(ClientSession& session, const ClientRequest& request, Exchange& exchange,

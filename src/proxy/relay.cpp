@@ -81,6 +81,9 @@ void Relay::prepare_client_header() {
   }
   response.set("x-kvgate-worker", worker_.id());
   response.set("x-request-id", exchange_.request_id);
+  if (!exchange_.receipt.empty()) {
+    response.set("x-kvgate-route", exchange_.receipt);
+  }
   response.keep_alive(exchange_.keep_alive && !session_.context().draining());
   exchange_.status = response.result_int();
 }

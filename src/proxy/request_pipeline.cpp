@@ -8,6 +8,7 @@
 
 #include "kvgate/openai/request.hpp"
 #include "kvgate/proxy/forwarder.hpp"
+#include "kvgate/proxy/inference_request.hpp"
 
 namespace kvgate::proxy {
 
@@ -35,8 +36,8 @@ bool authorized(const config::Options& options, const ClientRequest& request) {
 
 // Other /v1/* paths go to the model named in a JSON body, else to the first
 // model that has a healthy worker.
-const ModelRoute* model_for_passthrough(const RoutingTable& table, const ClientRequest& request,
-                                        std::string& named_model) {
+const route::ModelRoute* model_for_passthrough(const route::RoutingTable& table, const ClientRequest& request,
+                                               std::string& named_model) {
   if (!request.body().empty()) {
     auto body = nlohmann::json::parse(request.body(), nullptr, false);
     if (body.is_object()) {
@@ -48,7 +49,8 @@ const ModelRoute* model_for_passthrough(const RoutingTable& table, const ClientR
     }
   }
   for (const auto& model : table.models) {
-    if (std::any_of(model.workers.begin(), model.workers.end(), [](const auto& w) { return w->healthy(); })) {
+    if (std::any_of(model.workers.begin(), model.workers.end(),
+                    [](const auto& worker) { return worker.state->healthy(); })) {
       return &model;
     }
   }
@@ -56,42 +58,34 @@ const ModelRoute* model_for_passthrough(const RoutingTable& table, const ClientR
 }
 
 awaitable<void> handle_inference(ClientSession& session, ClientRequest& request, Exchange& exchange,
-                                 const RoutingTable& table, openai::Endpoint endpoint) {
-  auto summary = openai::inspect_request(request.body(), endpoint, request["x-session-id"]);
-  if (!summary) {
-    co_await session.respond_error(exchange, summary.error());
-    co_return;
-  }
-  const auto* model = table.find_model(summary->model);
-  if (model == nullptr) {
-    // The client's model name never becomes a metric label (unbounded).
-    co_await session.respond_error(exchange, openai::model_not_found(summary->model));
-    co_return;
-  }
-  exchange.model = model->name;
-  std::optional<std::string_view> session_key;
-  if (summary->session_key) {
-    session_key = *summary->session_key;
-  }
-  auto tokenised = prompt_blocks(*model, *summary);
-  if (!tokenised) {
-    if (tokenised.error().code == "chat_template_error") {
-      session.context().metrics().template_error(model->name);
+                                 const route::RoutingTable& table, openai::Endpoint endpoint) {
+  auto prepared = prepare_inference(table, request.body(), endpoint, request["x-session-id"]);
+  if (!prepared) {
+    const auto& [error, model] = prepared.error();
+    if (model != nullptr) {
+      // The model's tokenisation refused the prompt (e.g. the template raised).
+      exchange.model = model->name;
+      if (error.code == "chat_template_error") {
+        session.context().metrics().template_error(model->name);
+      }
+      spdlog::info("request {}: model {}: {}", exchange.request_id, model->name, error.message);
     }
-    spdlog::info("request {}: model {}: {}", exchange.request_id, model->name, tokenised.error().message);
-    co_await session.respond_error(exchange, tokenised.error());
+    co_await session.respond_error(exchange, error);
     co_return;
   }
-  auto prompt = std::move(*tokenised);
-  if (prompt.exact) {
-    session.thread().metrics().prompt_segments(model->name, prompt.segment_hits, prompt.segment_misses);
+  const auto& inference = *prepared;
+  const auto& model = *inference.model;
+  exchange.model = model.name;
+  if (inference.prompt.exact) {
+    session.thread().metrics().prompt_segments(model.name, inference.prompt.segment_hits,
+                                               inference.prompt.segment_misses);
   }
-  exchange.strip_usage_event = summary->stream && !summary->include_usage;
-  co_await forward(session, request, exchange, ForwardTarget{table, *model, session_key, &prompt});
+  exchange.strip_usage_event = inference.summary.stream && !inference.summary.include_usage;
+  co_await forward(session, request, exchange, ForwardTarget{table, model, inference.session_key(), &inference.prompt});
 }
 
 awaitable<void> handle_passthrough(ClientSession& session, ClientRequest& request, Exchange& exchange,
-                                   const RoutingTable& table) {
+                                   const route::RoutingTable& table) {
   std::string named_model;
   const auto* model = model_for_passthrough(table, request, named_model);
   if (model == nullptr) {
@@ -119,6 +113,7 @@ std::string make_request_id() {
 
 awaitable<void> handle_request(ClientSession& session, ClientRequest& request, Exchange& exchange) {
   const auto& table = exchange.table;
+  exchange.explain = table->options->routing.receipt || request["x-kvgate-explain"] == "1";
   auto target = request.target();
   exchange.path = std::string(target.substr(0, target.find('?')));
   exchange.method = std::string(request.method_string());

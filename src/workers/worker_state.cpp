@@ -45,4 +45,17 @@ void WorkerState::record_time_to_first_token(double seconds) {
   } while (!recent_ttft_seconds_.compare_exchange_weak(current, next, std::memory_order_relaxed));
 }
 
+DriftChange WorkerState::record_prediction(std::uint32_t predicted, std::uint32_t reported,
+                                           const DriftOptions& options) {
+  std::lock_guard lock(drift_mutex_);
+  auto change = drift_.record(predicted, reported, options);
+  drifting_.store(drift_.drifting(), std::memory_order_relaxed);
+  return change;
+}
+
+DriftEvidence WorkerState::drift_evidence() const {
+  std::lock_guard lock(drift_mutex_);
+  return drift_.evidence();
+}
+
 }  // namespace kvgate::workers

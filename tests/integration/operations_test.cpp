@@ -164,8 +164,10 @@ TEST(Operations, DebugEndpointsExplainWorkersAndRoutes) {
   ASSERT_EQ(route.status, 200) << route.body;
   auto decision = json::parse(route.body);
   EXPECT_TRUE(decision["worker"] == "u0" || decision["worker"] == "u1");
-  EXPECT_EQ(decision["reason"], "least_load");
+  EXPECT_EQ(decision["reason"], "new_session");  // the first turn of s-1
+  EXPECT_EQ(decision["policy_reason"], "least_load");
   EXPECT_EQ(decision["session"], "s-1");
+  EXPECT_EQ(decision["session_state"]["turns"], 0);
   ASSERT_EQ(decision["candidates"].size(), 2u);
   EXPECT_EQ(decision["candidates"][1]["eligible"], true);
   // A dry run forwards nothing.

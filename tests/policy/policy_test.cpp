@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
+#include <type_traits>
 
 #include "kvgate/policy/policy.hpp"
 
@@ -19,7 +21,7 @@ TEST(RoundRobin, RotatesBySequence) {
     auto decision = policy->decide({"m", std::nullopt, sequence, {}}, workers);
     ASSERT_TRUE(decision.worker_index);
     picked.push_back(std::string(workers[*decision.worker_index].id));
-    EXPECT_EQ(decision.reason, "round_robin");
+    EXPECT_EQ(decision.reason, Reason::round_robin);
   }
   EXPECT_EQ(picked, (std::vector<std::string>{"a", "b", "c", "a", "b", "c"}));
 }
@@ -32,9 +34,9 @@ TEST(RoundRobin, SkipsUnhealthyAndTriedWorkers) {
   auto decision = policy->decide({"m", std::nullopt, 0, tried}, workers);
   ASSERT_TRUE(decision.worker_index);
   EXPECT_EQ(*decision.worker_index, 2u);
-  EXPECT_EQ(decision.reason, "only_candidate");
-  EXPECT_EQ(decision.candidates[0].ineligible_because, "already_tried");
-  EXPECT_EQ(decision.candidates[1].ineligible_because, "unhealthy");
+  EXPECT_EQ(decision.reason, Reason::only_candidate);
+  EXPECT_EQ(decision.candidates[0].ineligible_because, Ineligible::already_tried);
+  EXPECT_EQ(decision.candidates[1].ineligible_because, Ineligible::unhealthy);
   EXPECT_TRUE(decision.candidates[2].eligible);
 }
 
@@ -43,7 +45,7 @@ TEST(RoundRobin, NothingEligibleGivesNoWorker) {
   std::vector<WorkerView> workers{{"a", false, 0}};
   auto decision = policy->decide({"m", std::nullopt, 0, {}}, workers);
   EXPECT_FALSE(decision.worker_index);
-  EXPECT_EQ(decision.reason, "no_eligible_worker");
+  EXPECT_EQ(decision.reason, Reason::no_eligible_worker);
   ASSERT_EQ(decision.candidates.size(), 1u);
   EXPECT_FALSE(decision.candidates[0].eligible);
 }
@@ -55,7 +57,7 @@ TEST(LeastLoad, PicksFewestInFlight) {
     auto decision = policy->decide({"m", std::nullopt, sequence, {}}, workers);
     ASSERT_TRUE(decision.worker_index);
     EXPECT_EQ(*decision.worker_index, 1u);
-    EXPECT_EQ(decision.reason, "least_load");
+    EXPECT_EQ(decision.reason, Reason::least_load);
     EXPECT_EQ(decision.candidates[0].score, 5.0);
   }
 }
@@ -113,7 +115,7 @@ TEST(SessionHash, ASessionStaysOnItsWorkerAndOnlyItsKeysMoveWhenItFails) {
     auto key = "session-" + std::to_string(session);
     auto first = policy->decide({"m", key, 0, {}}, workers);
     ASSERT_TRUE(first.worker_index);
-    EXPECT_EQ(first.reason, "sticky");
+    EXPECT_EQ(first.reason, Reason::sticky);
     workers[*first.worker_index].in_flight = 50;  // load does not move a session
     auto again = policy->decide({"m", key, 7, {}}, workers);
     workers[*first.worker_index].in_flight = 0;
@@ -130,10 +132,10 @@ TEST(SessionHash, ASessionStaysOnItsWorkerAndOnlyItsKeysMoveWhenItFails) {
     ASSERT_TRUE(moved.worker_index);
     if (worker != 1) {
       EXPECT_EQ(*moved.worker_index, worker) << key;
-      EXPECT_EQ(moved.reason, "sticky");
+      EXPECT_EQ(moved.reason, Reason::sticky);
     } else {
       EXPECT_NE(*moved.worker_index, 1u);
-      EXPECT_EQ(moved.reason, "worker_unhealthy");
+      EXPECT_EQ(moved.reason, Reason::worker_unhealthy);
     }
   }
 }
@@ -145,7 +147,7 @@ TEST(SessionHash, RequestsWithoutASessionGoToTheLeastLoaded) {
   workers[2].in_flight = 1;
   auto decision = policy->decide({"m", std::nullopt, 0, {}}, workers);
   EXPECT_EQ(decision.worker_index, 1u);
-  EXPECT_EQ(decision.reason, "no_session");
+  EXPECT_EQ(decision.reason, Reason::no_session);
 }
 
 TEST(PrefixHash, PromptsSharingTheirFirstBlocksShareAWorker) {
@@ -157,7 +159,7 @@ TEST(PrefixHash, PromptsSharingTheirFirstBlocksShareAWorker) {
   auto b = policy->decide({"m", "s2", 5, {}, 48, same_start}, workers);
   ASSERT_TRUE(a.worker_index);
   EXPECT_EQ(a.worker_index, b.worker_index);
-  EXPECT_EQ(a.reason, "prefix_affinity");
+  EXPECT_EQ(a.reason, Reason::prefix_affinity);
   // Different second blocks: some pair of prefixes lands elsewhere.
   bool moved = false;
   for (std::uint64_t second = 0; second < 16 && !moved; ++second) {
@@ -166,7 +168,7 @@ TEST(PrefixHash, PromptsSharingTheirFirstBlocksShareAWorker) {
   }
   EXPECT_TRUE(moved);
   auto short_prompt = policy->decide({"m", "s4", 0, {}, 3, {}}, workers);
-  EXPECT_EQ(short_prompt.reason, "no_full_block");
+  EXPECT_EQ(short_prompt.reason, Reason::no_full_block);
 }
 
 TEST(CacheAware, PrefersTheWorkerHoldingThePromptWhileThatPays) {
@@ -175,7 +177,7 @@ TEST(CacheAware, PrefersTheWorkerHoldingThePromptWhileThatPays) {
   RouteRequest request{"m", std::nullopt, 0, {}, 4'000};
   auto decision = policy->decide(request, workers);
   EXPECT_EQ(decision.worker_index, 1u);
-  EXPECT_EQ(decision.reason, "best_cost");
+  EXPECT_EQ(decision.reason, Reason::best_cost);
   EXPECT_DOUBLE_EQ(decision.candidates[1].prefill_ms, 80);   // 800 uncached tokens
   EXPECT_DOUBLE_EQ(decision.candidates[0].prefill_ms, 400);  // all 4000
   EXPECT_DOUBLE_EQ(decision.candidates[1].expected_ttft_ms, 100);
@@ -188,17 +190,54 @@ TEST(CacheAware, BreaksAffinityWhenTheHoldersQueueCostsMoreThanTheSaving) {
   std::vector<WorkerView> workers{{"a", true, 0, 0, 0}, {"b", true, 2, 5'000, 3'200}};
   auto decision = policy->decide({"m", std::nullopt, 0, {}, 4'000}, workers);
   EXPECT_EQ(decision.worker_index, 0u);
-  EXPECT_EQ(decision.reason, "best_cost_no_cache");
+  EXPECT_EQ(decision.reason, Reason::best_cost_no_cache);
 }
 
 TEST(CacheAware, RequestsTheEngineReportsWaitingCountAsQueue) {
   auto policy = make_cache_aware({0.1, 0.1, 20, 5});
   // Same cache, same gateway load; b's engine has 10 requests waiting from
   // elsewhere.
-  std::vector<WorkerView> workers{{"a", true, 0, 0, 0, 0}, {"b", true, 0, 0, 0, 10}};
+  std::vector<WorkerView> workers{{"a", true, 0, 0, 0, 0, 100}, {"b", true, 0, 0, 0, 10, 100}};
   auto decision = policy->decide({"m", std::nullopt, 1, {}, 100}, workers);
   EXPECT_EQ(decision.worker_index, 0u);
   EXPECT_DOUBLE_EQ(decision.candidates[1].queue_delay_ms, 50);
+}
+
+TEST(CacheAware, AnEngineSnapshotOlderThanTheBoundIsIgnored) {
+  CostModel cost{0.1, 0.1, 20, 5};
+  cost.engine_snapshot_max_age_ms = 1'000;
+  auto policy = make_cache_aware(cost);
+  // b's engine reported a long queue, but 3 s ago (and never, for c): only
+  // the gateway's own counts judge them.
+  std::vector<WorkerView> workers{
+      {"a", true, 1, 0, 0, 0, 10}, {"b", true, 0, 0, 0, 50, 3'000}, {"c", true, 0, 0, 0, 9, -1}};
+  auto decision = policy->decide({"m", std::nullopt, 0, {}, 100}, workers);
+  EXPECT_DOUBLE_EQ(decision.candidates[1].queue_delay_ms, 0);
+  EXPECT_DOUBLE_EQ(decision.candidates[2].queue_delay_ms, 0);
+  EXPECT_DOUBLE_EQ(decision.candidates[0].queue_delay_ms, 20);
+  EXPECT_NE(decision.worker_index, 0u);
+  workers[1].engine_snapshot_age_ms = 500;  // fresh: its queue counts again
+  EXPECT_DOUBLE_EQ(policy->decide({"m", std::nullopt, 0, {}, 100}, workers).candidates[1].queue_delay_ms, 250);
+}
+
+TEST(Reasons, EveryReasonHasItsOwnSpelling) {
+  std::set<std::string_view> spellings;
+  for (int value = 0; value <= static_cast<int>(kLastReason); ++value) {
+    auto spelling = to_string(static_cast<Reason>(value));
+    EXPECT_NE(spelling, "unknown") << value;
+    EXPECT_TRUE(spellings.insert(spelling).second) << spelling;
+  }
+  EXPECT_TRUE(is_session_move(Reason::moved_queue));
+  EXPECT_FALSE(is_session_move(Reason::sticky));
+  EXPECT_FALSE(is_session_move(Reason::new_session));
+}
+
+TEST(Candidates, ScoringAllocatesNothingBeyondTheCandidateList) {
+  // Candidate is a plain value: the worker id views the WorkerView's string.
+  static_assert(std::is_trivially_copyable_v<Candidate>);
+  std::vector<WorkerView> workers{{"a", true, 0}};
+  auto decision = make_cache_aware({})->decide({"m", std::nullopt, 0, {}, 10}, workers);
+  EXPECT_EQ(decision.candidates[0].worker.data(), workers[0].id.data());
 }
 
 TEST(CacheAware, SkipsIneligibleWorkersAndSaysWhenOneIsLeft) {
@@ -206,7 +245,7 @@ TEST(CacheAware, SkipsIneligibleWorkersAndSaysWhenOneIsLeft) {
   std::vector<WorkerView> workers{{"a", true, 0, 0, 0}, {"b", false, 0, 0, 4'000}};
   auto decision = policy->decide({"m", std::nullopt, 0, {}, 4'000}, workers);
   EXPECT_EQ(decision.worker_index, 0u);
-  EXPECT_EQ(decision.reason, "only_candidate");
+  EXPECT_EQ(decision.reason, Reason::only_candidate);
   EXPECT_FALSE(decision.candidates[1].eligible);
   std::vector<std::size_t> tried{0};
   EXPECT_FALSE(policy->decide({"m", std::nullopt, 0, tried, 4'000}, workers).worker_index);

@@ -33,8 +33,9 @@ struct AdminResponse {
   std::string body;
 };
 
-// Pure request handling, separate from the socket code for tests.
-AdminResponse handle_admin_request(proxy::GatewayContext& context, http::bhttp::verb method, std::string_view path,
+// Request handling, separate from the socket code. `target` is the request
+// target (path and query).
+AdminResponse handle_admin_request(proxy::GatewayContext& context, http::bhttp::verb method, std::string_view target,
                                    std::string_view body, std::string_view session_header);
 
 }  // namespace kvgate::admin

@@ -69,6 +69,18 @@ struct CacheAwareOptions {
   double queue_ms_per_pending_token = 0.027;
   double queue_ms_per_request = 0.5;
   double queue_ms_per_waiting_request = 5;
+  // Engine snapshots (scraped /metrics) older than this are ignored.
+  Milliseconds engine_metrics_max_age{5'000};
+};
+
+// The router's check of its cache predictions against the engines' usage
+// (workers/prediction_drift.hpp explains the rule).
+struct DriftOptions {
+  bool enabled = true;
+  std::uint32_t window = 32;
+  std::uint32_t min_samples = 8;
+  double trip_share = 0.5;
+  double recover_share = 0.25;
 };
 
 // Scraping each worker's Prometheus /metrics (engine load, KV capacity).
@@ -84,6 +96,17 @@ struct RoutingOptions {
   CacheAwareOptions cache_aware;
   // prefix_hash: how many leading blocks form the affinity key.
   std::uint32_t prefix_hash_blocks = 4;
+  // Every response carries x-kvgate-route (else only when the request asks
+  // with x-kvgate-explain: 1).
+  bool receipt = false;
+  DriftOptions drift;
+};
+
+// The session table (route/README.md): one entry per session key.
+struct SessionOptions {
+  std::uint32_t max_sessions = 65'536;  // LRU beyond
+  Milliseconds idle_ttl{1'800'000};     // a key idle longer starts a new session (session_expired)
+  std::uint32_t turns_kept = 8;         // the last turns kept per session for /debug/sessions
 };
 
 struct IndexOptions {
@@ -120,6 +143,7 @@ struct Options {
   RoutingOptions routing;
   IndexOptions index;
   KvEventOptions kv_events;
+  SessionOptions sessions;
   std::string decision_log;  // empty: off
 };
 

@@ -58,6 +58,15 @@ class Metrics {
   // A routed request whose engine reported its cached tokens: kvgate's
   // prediction was "exact", "over" or "under" what the engine reported.
   void cache_prediction(std::string_view worker, std::string_view outcome);
+  // 1 while the worker's predictions drift (route/README.md).
+  void set_index_drifting(std::string_view worker, bool drifting);
+
+  // Sessions (the router): a turn that left its session's previous worker,
+  // by reason; the engine-reported hit ratio of turns 2 and later; the
+  // sessions seen within their idle TTL (refreshed when /metrics is read).
+  void session_move(std::string_view model, std::string_view reason);
+  void session_turn_hit(std::string_view model, double ratio);
+  void set_sessions_active(std::size_t sessions);
 
   // Exact tokenisation of a request: sections served from the segment cache
   // and sections encoded; template errors answered with a 400.
@@ -108,6 +117,10 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& kv_events_silent_;
   prometheus::Family<prometheus::Gauge>& index_blocks_;
   prometheus::Family<prometheus::Counter>& cache_predictions_;
+  prometheus::Family<prometheus::Gauge>* index_drifting_ = nullptr;
+  prometheus::Family<prometheus::Counter>* session_moves_ = nullptr;
+  prometheus::Family<prometheus::Histogram>* session_turn_hit_ = nullptr;
+  prometheus::Gauge* sessions_active_ = nullptr;
   prometheus::Family<prometheus::Counter>* prompt_segments_ = nullptr;
   prometheus::Family<prometheus::Counter>* template_errors_ = nullptr;
   prometheus::Counter* index_evictions_;

@@ -13,9 +13,11 @@
 #include <string_view>
 #include <vector>
 
+#include "kvgate/policy/reason.hpp"
+
 namespace kvgate::policy {
 
-// One worker as the policy sees it, built by the shell from live state.
+// One worker as the policy sees it, built by the router from live state.
 struct WorkerView {
   std::string_view id;
   bool healthy = true;
@@ -24,11 +26,20 @@ struct WorkerView {
   // yet: the load the engine's own metrics cannot show yet.
   std::uint64_t pending_prefill_tokens = 0;
   // Leading prompt tokens the prefix index says this worker holds, already
-  // capped as the engine caps a hit (never the last prompt token).
+  // capped as the engine caps a hit (never the last prompt token); 0 when
+  // the router stopped crediting the worker's index (drifting).
   std::uint32_t cached_tokens = 0;
   // Requests the engine itself reports waiting (its last scrape): load that
   // other clients or gateways put there, which kvgate's own counts miss.
   std::uint32_t engine_waiting = 0;
+  // Age of the engine snapshot engine_waiting comes from, in milliseconds;
+  // negative: never scraped. Policies ignore a snapshot older than their
+  // configured bound (an engine that stopped answering scrapes is judged by
+  // the gateway's own counts only).
+  std::int64_t engine_snapshot_age_ms = -1;
+  // The worker's predictions persistently disagree with what its engine
+  // reports (route/README.md): its index entries are not credited.
+  bool drifting = false;
 };
 
 struct RouteRequest {
@@ -46,10 +57,14 @@ struct RouteRequest {
   std::span<const std::uint64_t> prompt_blocks;
 };
 
+// One worker's line in a decision. Trivially copyable: the worker id views
+// the WorkerState's string, which the routing-table snapshot keeps alive as
+// long as anything holding the decision does.
 struct Candidate {
-  std::string worker;
+  std::string_view worker;
   bool eligible = false;
-  std::string ineligible_because;  // "unhealthy", "already_tried"; empty when eligible
+  Ineligible ineligible_because = Ineligible::none;
+  bool drifting = false;  // cached tokens not credited (WorkerView::drifting)
   std::uint32_t in_flight = 0;
   std::uint32_t cached_tokens = 0;
   // The cost model's parts (cache_aware); negative: not computed.
@@ -61,8 +76,8 @@ struct Candidate {
 
 struct Decision {
   std::optional<std::size_t> worker_index;  // empty: nothing eligible
-  std::string reason;                       // decision-log vocabulary (contract)
-  std::vector<Candidate> candidates;        // one per worker, in the span's order
+  Reason reason = Reason::no_eligible_worker;
+  std::vector<Candidate> candidates;  // one per worker, in the span's order
 };
 
 class Policy {
@@ -88,6 +103,9 @@ struct CostModel {
   // Each request the engine reports waiting: it was not admitted yet (batch
   // or KV limits), so its whole prefill is ahead; ~200 prompt tokens.
   double queue_ms_per_waiting_request = 5;
+  // Engine snapshots older than this are ignored (several missed scrapes at
+  // the default 1 s interval).
+  std::int64_t engine_snapshot_max_age_ms = 5'000;
 };
 
 std::unique_ptr<Policy> make_round_robin();
@@ -103,10 +121,11 @@ std::unique_ptr<Policy> make_cache_aware(CostModel cost);
 // The least_load decision (fewest requests in flight, ties rotate) with the
 // given reason; also the fallback of the hashing policies for requests
 // without a key.
-Decision decide_least_load(const RouteRequest& request, std::span<const WorkerView> workers, const char* reason);
+Decision decide_least_load(const RouteRequest& request, std::span<const WorkerView> workers, Reason reason);
 
 // Shared first stage of every policy: one Candidate per worker, eligible when
-// healthy and not yet tried for this request.
+// healthy and not yet tried for this request. The only allocation of a
+// decision (one vector); scoring and picking allocate nothing.
 std::vector<Candidate> filter_candidates(const RouteRequest& request, std::span<const WorkerView> workers);
 
 // Shared last stage: the eligible candidate that `better(a, b)` ranks first.

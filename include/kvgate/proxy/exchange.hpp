@@ -10,33 +10,35 @@
 
 #include "kvgate/obs/decision_log.hpp"
 #include "kvgate/openai/usage_scan.hpp"
-#include "kvgate/policy/policy.hpp"
-#include "kvgate/proxy/routing_table.hpp"
+#include "kvgate/route/router.hpp"
+#include "kvgate/route/routing_table.hpp"
 
 namespace kvgate::proxy {
 
 struct Exchange {
   // The configuration this exchange runs under, loaded once when it starts
   // (a reload mid-request does not change it).
-  std::shared_ptr<const RoutingTable> table;
+  std::shared_ptr<const route::RoutingTable> table;
   std::string request_id;
   std::string method;
   std::string path;
   std::chrono::steady_clock::time_point started;
   std::string model;
   std::string worker;
-  std::string route_reason;
-  // Filled when the request went through the policy (decision log).
-  bool routed = false;
-  std::optional<std::string> session;
-  std::string policy;
-  std::vector<policy::Candidate> candidates;  // of the first decision
-  std::uint32_t input_tokens = 0;             // 0: not tokenised
+  // The routing decision of the attempt that got the request (the last
+  // one), once the router was asked; its model lives in `table`.
+  std::optional<route::RouteDecision> route;
+  const route::ModelRoute* route_model = nullptr;
+  std::optional<std::string> session;  // the session key, when the request had one
+  std::uint64_t session_turn = 0;      // the turn the session table recorded (0: none)
+  // The client asked for the route receipt (x-kvgate-explain: 1), or the
+  // configuration adds it to every response.
+  bool explain = false;
+  std::string receipt;  // x-kvgate-route, when explain
   // The client streams without asking for usage: kvgate asks for it (to
   // learn the engine's cached tokens) and strips the usage event.
   bool strip_usage_event = false;
-  openai::ReportedUsage reported;  // the engine's usage numbers, when it sent them
-  std::optional<std::uint32_t> predicted_cached_tokens;
+  openai::ReportedUsage reported;                  // the engine's usage numbers, when it sent them
   std::shared_ptr<obs::DecisionLog> decision_log;  // set when routed and the log is on
   int status = 0;
   double first_byte_seconds = -1;   // the response header; < 0: no upstream response

@@ -2,7 +2,9 @@
 // State shared by every I/O thread and the control thread. Concurrency
 // scheme: the routing table is an immutable snapshot behind an atomic
 // shared_ptr (readers never block the reload); counters are atomics; metrics
-// are prometheus-cpp's own thread-safe objects. Nothing else is shared.
+// are prometheus-cpp's own thread-safe objects; the router's session table
+// locks one shard per call (route/session_table.hpp). Nothing else is
+// shared.
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -10,21 +12,34 @@
 
 #include "kvgate/obs/decision_log.hpp"
 #include "kvgate/obs/metrics.hpp"
-#include "kvgate/proxy/routing_table.hpp"
+#include "kvgate/route/router.hpp"
+#include "kvgate/route/routing_table.hpp"
+#include "kvgate/route/session_table.hpp"
 
 namespace kvgate::proxy {
 
 class GatewayContext {
  public:
-  explicit GatewayContext(obs::Metrics& metrics) : metrics_(metrics) {}
+  explicit GatewayContext(obs::Metrics& metrics) : metrics_(metrics), router_(sessions_, metrics) {}
 
-  [[nodiscard]] std::shared_ptr<const RoutingTable> table() const { return table_.load(std::memory_order_acquire); }
-  void publish(std::shared_ptr<const RoutingTable> table) { table_.store(std::move(table), std::memory_order_release); }
+  [[nodiscard]] std::shared_ptr<const route::RoutingTable> table() const {
+    return table_.load(std::memory_order_acquire);
+  }
+  void publish(std::shared_ptr<const route::RoutingTable> table) {
+    sessions_.set_limits(session_limits(table->options->sessions));
+    table_.store(std::move(table), std::memory_order_release);
+  }
+
+  route::Router& router() { return router_; }
+  [[nodiscard]] const route::SessionTable& sessions() const { return sessions_; }
 
   obs::Metrics& metrics() { return metrics_; }
 
   // The index writer; set once before any I/O thread starts.
-  void set_ingestion(kv_events::Ingestion* ingestion) { ingestion_ = ingestion; }
+  void set_ingestion(kv_events::Ingestion* ingestion) {
+    ingestion_ = ingestion;
+    router_.set_ingestion(ingestion);
+  }
   [[nodiscard]] kv_events::Ingestion* ingestion() const { return ingestion_; }
 
   // Empty when no decision_log is configured. Replaced on reload (which
@@ -32,7 +47,13 @@ class GatewayContext {
   [[nodiscard]] std::shared_ptr<obs::DecisionLog> decision_log() const { return decision_log_.load(); }
   void publish(std::shared_ptr<obs::DecisionLog> log) { decision_log_.store(std::move(log)); }
 
+  // The sequence number of the next routing decision (rotation, ties): the
+  // data plane takes one per decision; a dry run peeks at the next one, so
+  // it explains what the next request would get.
   std::uint64_t next_decision_sequence() { return decision_sequence_.fetch_add(1, std::memory_order_relaxed); }
+  [[nodiscard]] std::uint64_t peek_decision_sequence() const {
+    return decision_sequence_.load(std::memory_order_relaxed);
+  }
 
   [[nodiscard]] bool draining() const { return draining_.load(std::memory_order_acquire); }
   void start_draining() { draining_.store(true, std::memory_order_release); }
@@ -48,7 +69,13 @@ class GatewayContext {
  private:
   obs::Metrics& metrics_;
   kv_events::Ingestion* ingestion_ = nullptr;
-  std::atomic<std::shared_ptr<const RoutingTable>> table_;
+  static route::SessionLimits session_limits(const config::SessionOptions& options) {
+    return {options.max_sessions, static_cast<std::uint64_t>(options.idle_ttl.count()), options.turns_kept};
+  }
+
+  route::SessionTable sessions_;
+  route::Router router_;
+  std::atomic<std::shared_ptr<const route::RoutingTable>> table_;
   std::atomic<std::shared_ptr<obs::DecisionLog>> decision_log_;
   std::atomic<std::uint64_t> decision_sequence_{0};
   std::atomic<bool> draining_{false};

@@ -8,10 +8,13 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "kvgate/core/address.hpp"
+#include "kvgate/workers/prediction_drift.hpp"
 #include "kvgate/workers/prometheus_text.hpp"
 
 namespace kvgate::workers {
@@ -89,6 +92,14 @@ class WorkerState {
   void prefill_added(std::uint64_t tokens) { pending_prefill_tokens_.fetch_add(tokens, std::memory_order_relaxed); }
   void prefill_answered(std::uint64_t tokens) { pending_prefill_tokens_.fetch_sub(tokens, std::memory_order_relaxed); }
 
+  // Prediction drift (prediction_drift.hpp): fed by any I/O thread when a
+  // routed request ends with the engine's cached tokens; read lock-free by
+  // the router. The mutex guards only the sample window (held for one
+  // sample).
+  [[nodiscard]] bool drifting() const { return drifting_.load(std::memory_order_relaxed); }
+  DriftChange record_prediction(std::uint32_t predicted, std::uint32_t reported, const DriftOptions& options);
+  [[nodiscard]] DriftEvidence drift_evidence() const;
+
   // Active checks (control thread only).
   HealthChange record_check(bool success, const HealthThresholds& thresholds);
   // Traffic outcomes (any I/O thread): connect errors and 5xx count as
@@ -107,6 +118,9 @@ class WorkerState {
   std::atomic<double> recent_ttft_seconds_{-1};  // < 0: no sample yet
   std::atomic<std::uint32_t> passive_failure_streak_{0};
   EventStreamStatus event_stream_;
+  std::atomic<bool> drifting_{false};
+  mutable std::mutex drift_mutex_;
+  PredictionDrift drift_;
   std::atomic<std::shared_ptr<const ScrapedLoad>> engine_load_;
   std::uint32_t check_failure_streak_ = 0;
   std::uint32_t check_success_streak_ = 0;
@@ -127,6 +141,9 @@ class InFlightRequest {
   }
   InFlightRequest(const InFlightRequest&) = delete;
   InFlightRequest& operator=(const InFlightRequest&) = delete;
+  InFlightRequest(InFlightRequest&& other) noexcept
+      : worker_(std::exchange(other.worker_, nullptr)), prefill_tokens_(std::exchange(other.prefill_tokens_, 0)) {}
+  InFlightRequest& operator=(InFlightRequest&&) = delete;
   ~InFlightRequest() { finish(); }
 
   void answering() {

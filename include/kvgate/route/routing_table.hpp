@@ -1,8 +1,8 @@
 #pragma once
 // The immutable snapshot the request path reads: options, models, their
-// workers' shared live state, and the policy. A reload builds a new table
-// and publishes it atomically; requests in flight keep the table they
-// started with (shared_ptr), so nothing is torn mid-request.
+// workers, and the policy. A reload builds a new table and publishes it
+// atomically; requests in flight keep the table they started with
+// (shared_ptr), so nothing is torn mid-request.
 #include <memory>
 #include <string>
 #include <string_view>
@@ -14,17 +14,30 @@
 #include "kvgate/kv_events/model_cache.hpp"
 #include "kvgate/policy/policy.hpp"
 #include "kvgate/prompt/model_tokenizer.hpp"
+#include "kvgate/prompt/prepared_prompt.hpp"
 #include "kvgate/workers/worker_state.hpp"
 
-namespace kvgate::proxy {
+namespace kvgate::route {
+
+// One worker of a model: its live state (shared by every table that keeps
+// the worker, so health, load and drift survive reloads), its slot in the
+// model's prefix index and its configuration.
+struct WorkerRoute {
+  std::shared_ptr<workers::WorkerState> state;
+  index::WorkerSlot slot = 0;
+  config::WorkerOptions options;
+};
 
 struct ModelRoute {
   std::string name;
   std::uint32_t block_size = 16;
-  std::vector<std::shared_ptr<workers::WorkerState>> workers;
+  std::vector<WorkerRoute> workers;
   std::shared_ptr<kv_events::ModelCache> cache;             // the model's prefix index
-  std::vector<index::WorkerSlot> slots;                     // each worker's slot in it
   std::shared_ptr<const prompt::ModelTokenizer> tokenizer;  // null: approximate tokenisation
+
+  [[nodiscard]] prompt::PromptModel prompt_model() const { return {name, block_size, tokenizer.get()}; }
+  // Index of the worker with this id; workers.size() when there is none.
+  [[nodiscard]] std::size_t find_worker(std::string_view id) const;
 };
 
 struct RoutingTable {
@@ -42,11 +55,11 @@ struct RoutingTable {
 std::unique_ptr<policy::Policy> make_policy(const config::RoutingOptions& routing);
 
 // Reuses the WorkerState of `previous` for every worker whose id and URL are
-// unchanged, so health and in-flight counts survive a reload; indexes and
-// worker slots come from the registry (kept across reloads). Tokenizers are
-// loaded from their folders, or reused from `previous` when a model's folder
-// is unchanged; all of them load before anything else changes, so a reload
-// with a broken tokenizer is rejected whole.
+// unchanged, so health, in-flight counts and drift survive a reload; indexes
+// and worker slots come from the registry (kept across reloads). Tokenizers
+// are loaded from their folders, or reused from `previous` when a model's
+// folder is unchanged; all of them load before anything else changes, so a
+// reload with a broken tokenizer is rejected whole.
 Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
     std::shared_ptr<const config::Options> options, const RoutingTable* previous, long created_unix_seconds,
     kv_events::CacheRegistry& registry);
@@ -54,4 +67,4 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
 // What the ingestion thread follows for this table.
 std::vector<kv_events::WorkerFeed> worker_feeds(const RoutingTable& table);
 
-}  // namespace kvgate::proxy
+}  // namespace kvgate::route

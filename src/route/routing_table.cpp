@@ -1,8 +1,17 @@
-#include "kvgate/proxy/routing_table.hpp"
+#include "kvgate/route/routing_table.hpp"
 
 #include "kvgate/openai/request.hpp"
 
-namespace kvgate::proxy {
+namespace kvgate::route {
+
+std::size_t ModelRoute::find_worker(std::string_view id) const {
+  for (std::size_t index = 0; index < workers.size(); ++index) {
+    if (workers[index].state->id() == id) {
+      return index;
+    }
+  }
+  return workers.size();
+}
 
 const ModelRoute* RoutingTable::find_model(std::string_view name) const {
   for (const auto& model : models) {
@@ -16,7 +25,9 @@ const ModelRoute* RoutingTable::find_model(std::string_view name) const {
 std::vector<std::shared_ptr<workers::WorkerState>> RoutingTable::all_workers() const {
   std::vector<std::shared_ptr<workers::WorkerState>> result;
   for (const auto& model : models) {
-    result.insert(result.end(), model.workers.begin(), model.workers.end());
+    for (const auto& worker : model.workers) {
+      result.push_back(worker.state);
+    }
   }
   return result;
 }
@@ -34,7 +45,8 @@ std::unique_ptr<policy::Policy> make_policy(const config::RoutingOptions& routin
     case config::PolicyKind::cache_aware: {
       const auto& cost = routing.cache_aware;
       return policy::make_cache_aware({cost.prefill_ms_per_token, cost.queue_ms_per_pending_token,
-                                       cost.queue_ms_per_request, cost.queue_ms_per_waiting_request});
+                                       cost.queue_ms_per_request, cost.queue_ms_per_waiting_request,
+                                       cost.engine_metrics_max_age.count()});
     }
   }
   return policy::make_least_load();
@@ -87,9 +99,9 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
   for (std::size_t model_index = 0; model_index < options->models.size(); ++model_index) {
     const auto& model_options = options->models[model_index];
     const auto& assignment = (*assignments)[model_index];
-    ModelRoute model{model_options.name, model_options.block_size, {},
-                     assignment.cache,   assignment.slots,         tokenizers[model_index]};
-    for (const auto& worker : model_options.workers) {
+    ModelRoute model{model_options.name, model_options.block_size, {}, assignment.cache, tokenizers[model_index]};
+    for (std::size_t index = 0; index < model_options.workers.size(); ++index) {
+      const auto& worker = model_options.workers[index];
       std::shared_ptr<workers::WorkerState> state;
       for (const auto& old : old_workers) {
         if (old->id() == worker.id && old->url() == worker.url) {
@@ -99,7 +111,7 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
       if (!state) {
         state = std::make_shared<workers::WorkerState>(worker.id, worker.url, worker.endpoint);
       }
-      model.workers.push_back(std::move(state));
+      model.workers.push_back({std::move(state), assignment.slots[index], worker});
     }
     names.push_back(model.name);
     table->models.push_back(std::move(model));
@@ -110,17 +122,14 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
 
 std::vector<kv_events::WorkerFeed> worker_feeds(const RoutingTable& table) {
   std::vector<kv_events::WorkerFeed> feeds;
-  for (std::size_t model_index = 0; model_index < table.models.size(); ++model_index) {
-    const auto& model = table.models[model_index];
-    const auto& model_options = table.options->models[model_index];
-    for (std::size_t index = 0; index < model.workers.size(); ++index) {
-      const auto& worker_options = model_options.workers[index];
-      feeds.push_back({model.workers[index], model.cache, model.slots[index], worker_options.kv_events,
-                       worker_options.kv_events_replay, worker_options.kv_capacity_blocks,
+  for (const auto& model : table.models) {
+    for (const auto& worker : model.workers) {
+      feeds.push_back({worker.state, model.cache, worker.slot, worker.options.kv_events,
+                       worker.options.kv_events_replay, worker.options.kv_capacity_blocks,
                        table.options->index.default_kv_capacity_blocks});
     }
   }
   return feeds;
 }
 
-}  // namespace kvgate::proxy
+}  // namespace kvgate::route

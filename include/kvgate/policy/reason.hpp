@@ -1,0 +1,98 @@
+#pragma once
+// The decision-log vocabulary (contract.md, README "Decision log"): why a
+// request went where it went. One enum, one spelling per value; code
+// compares the enum, only logs and JSON see the strings.
+#include <cstdint>
+#include <string_view>
+
+namespace kvgate::policy {
+
+enum class Reason : std::uint8_t {
+  // What a policy says of its own pick.
+  round_robin,         // round_robin's turn
+  least_load,          // fewest requests in flight
+  best_cost,           // lowest expected TTFT, on a worker holding part of the prompt
+  best_cost_no_cache,  // lowest expected TTFT, nothing of the prompt cached there
+  sticky,              // session_hash: the key's own worker; router: the session's previous worker again
+  worker_unhealthy,    // session_hash/prefix_hash: the key's own worker cannot take it
+  no_session,          // session_hash: no session key, least loaded instead
+  prefix_affinity,     // prefix_hash: the prompt head's worker
+  no_full_block,       // prefix_hash: prompt shorter than a block, least loaded instead
+  only_candidate,      // one eligible worker left
+  no_eligible_worker,  // nothing eligible: the request gets 503
+  retry,               // a later attempt after a failure before the first response byte
+  // What the router says of a request with a session key (route/README.md).
+  new_session,          // first turn the gateway sees of this key
+  session_expired,      // the key was known but idle longer than sessions.idle_ttl
+  moved_queue,          // the previous worker still holds the blocks; its queue made it slower
+  moved_evicted,        // the index says the previous worker lost the session's blocks
+  moved_unhealthy,      // the previous worker is down (or failed this request)
+  moved_better_prefix,  // another worker holds more of this prompt (e.g. a shared system prompt)
+};
+
+inline constexpr std::string_view to_string(Reason reason) {
+  switch (reason) {
+    case Reason::round_robin:
+      return "round_robin";
+    case Reason::least_load:
+      return "least_load";
+    case Reason::best_cost:
+      return "best_cost";
+    case Reason::best_cost_no_cache:
+      return "best_cost_no_cache";
+    case Reason::sticky:
+      return "sticky";
+    case Reason::worker_unhealthy:
+      return "worker_unhealthy";
+    case Reason::no_session:
+      return "no_session";
+    case Reason::prefix_affinity:
+      return "prefix_affinity";
+    case Reason::no_full_block:
+      return "no_full_block";
+    case Reason::only_candidate:
+      return "only_candidate";
+    case Reason::no_eligible_worker:
+      return "no_eligible_worker";
+    case Reason::retry:
+      return "retry";
+    case Reason::new_session:
+      return "new_session";
+    case Reason::session_expired:
+      return "session_expired";
+    case Reason::moved_queue:
+      return "moved_queue";
+    case Reason::moved_evicted:
+      return "moved_evicted";
+    case Reason::moved_unhealthy:
+      return "moved_unhealthy";
+    case Reason::moved_better_prefix:
+      return "moved_better_prefix";
+  }
+  return "unknown";
+}
+
+inline constexpr Reason kLastReason = Reason::moved_better_prefix;
+
+// The session moves the router counts (kvgate_session_moves_total).
+inline constexpr bool is_session_move(Reason reason) {
+  return reason == Reason::moved_queue || reason == Reason::moved_evicted || reason == Reason::moved_unhealthy ||
+         reason == Reason::moved_better_prefix;
+}
+
+// Why a worker was not a candidate for this request.
+enum class Ineligible : std::uint8_t { none, unhealthy, already_tried };
+
+inline constexpr std::string_view to_string(Ineligible why) {
+  switch (why) {
+    case Ineligible::none:
+      return "";
+    case Ineligible::unhealthy:
+      return "unhealthy";
+    case Ineligible::already_tried:
+      return "already_tried";
+  }
+  return "";
+}
+
+}  // namespace kvgate::policy

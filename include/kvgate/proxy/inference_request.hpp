@@ -1,0 +1,42 @@
+#pragma once
+// The front half of every routed inference request, in one place for the
+// data plane and POST /debug/route: read the body's routing fields, find
+// the model, prepare its prompt (tokens, blocks). The two must agree, or a
+// dry run would explain a decision the real request does not get.
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "kvgate/core/result.hpp"
+#include "kvgate/openai/errors.hpp"
+#include "kvgate/openai/request.hpp"
+#include "kvgate/prompt/prepared_prompt.hpp"
+#include "kvgate/route/routing_table.hpp"
+
+namespace kvgate::proxy {
+
+struct InferenceRequest {
+  openai::RequestSummary summary;
+  const route::ModelRoute* model = nullptr;
+  prompt::PreparedPrompt prompt;
+
+  [[nodiscard]] std::optional<std::string_view> session_key() const {
+    return summary.session_key ? std::optional<std::string_view>(*summary.session_key) : std::nullopt;
+  }
+};
+
+// Errors: 400 (malformed body, failing chat template: code
+// chat_template_error), 404 (unknown model).
+struct InferenceError {
+  openai::ApiError error;
+  const route::ModelRoute* model = nullptr;  // set when the model was found
+};
+
+// Reads the local clock for the chat template's strftime_now.
+Result<InferenceRequest, InferenceError> prepare_inference(const route::RoutingTable& table, std::string_view body,
+                                                           openai::Endpoint endpoint, std::string_view session_header);
+
+// Milliseconds since the Unix epoch: the router's notion of now.
+std::uint64_t unix_now_ms();
+
+}  // namespace kvgate::proxy

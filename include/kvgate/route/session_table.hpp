@@ -1,0 +1,132 @@
+#pragma once
+// What the gateway remembers of each conversation, keyed by the contract's
+// session key (x-session-id, prompt_cache_key, user): the worker its last
+// turn went to, when it was last seen, how long its last prompt was, and
+// its last few turns with the predicted and engine-reported cached tokens.
+//
+// Bounded: at most max_sessions entries (least recently used evicted
+// first), at most turns_kept turns each; keys longer than kMaxKeyBytes are
+// stored as a hash of themselves. Time is an input (milliseconds since the
+// Unix epoch); nothing here reads a clock.
+//
+// Threading: sharded by key hash, a mutex per shard held for one lookup or
+// update (no allocation under the lock except a new entry's). Every I/O
+// thread and the admin thread may call any method.
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <absl/container/flat_hash_map.h>
+
+#include "kvgate/policy/reason.hpp"
+
+namespace kvgate::route {
+
+struct SessionLimits {
+  std::uint32_t max_sessions = 65'536;
+  std::uint64_t idle_ttl_ms = 1'800'000;
+  std::uint32_t turns_kept = 8;
+};
+
+// Longer keys are replaced by "xxh3:" and a 128-bit hash of the key (a
+// client cannot make the table hold arbitrarily large strings).
+inline constexpr std::size_t kMaxKeyBytes = 256;
+std::string session_table_key(std::string_view key);
+
+// One turn as routed, then completed.
+struct SessionTurn {
+  std::uint64_t number = 0;  // 1-based, counted since the session started
+  std::uint64_t unix_ms = 0;
+  std::string worker;  // worker ids are short: no allocation (small-string storage)
+  policy::Reason reason = policy::Reason::new_session;
+  std::uint32_t input_tokens = 0;
+  std::uint32_t predicted_cached_tokens = 0;
+  // Filled when the response ends with the engine's usage.
+  std::optional<std::uint32_t> cached_tokens;
+  std::optional<std::uint32_t> prompt_tokens;  // the engine's count
+  std::optional<double> ttft_ms;
+  int status = 0;  // 0: not finished yet
+};
+
+// What routing needs of a session (a copy, taken under the shard lock).
+struct SessionState {
+  std::string worker;  // the previous turn's worker
+  std::uint64_t turns = 0;
+  std::uint64_t last_seen_ms = 0;
+  std::uint32_t last_input_tokens = 0;
+  bool expired = false;  // idle longer than idle_ttl: the next turn starts a new session
+};
+
+struct SessionDetail {
+  std::string key;
+  SessionState state;
+  std::uint64_t started_ms = 0;
+  std::vector<SessionTurn> turns;  // the last turns_kept, oldest first
+};
+
+class SessionTable {
+ public:
+  explicit SessionTable(SessionLimits limits = {});
+
+  // New bounds (reload); entries beyond a smaller cap go at the next insert.
+  void set_limits(SessionLimits limits);
+
+  // No side effects: a dry run (/debug/route) and the real request see the
+  // same state.
+  [[nodiscard]] std::optional<SessionState> find(std::string_view key, std::uint64_t now_ms) const;
+
+  // Records a routed turn; returns its number. An expired entry starts over
+  // (turn 1). `same_request`: a retry of the session's last turn, which
+  // replaces that turn's worker and reason instead of adding a turn.
+  std::uint64_t commit_turn(std::string_view key, SessionTurn turn, std::uint64_t now_ms, bool same_request = false);
+
+  // Completes turn `number` of the session, if the table still has it.
+  struct Outcome {
+    int status = 0;
+    std::optional<std::uint32_t> cached_tokens;
+    std::optional<std::uint32_t> prompt_tokens;
+    std::optional<double> ttft_ms;
+  };
+  void record_outcome(std::string_view key, std::uint64_t number, const Outcome& outcome);
+
+  [[nodiscard]] std::optional<SessionDetail> detail(std::string_view key, std::uint64_t now_ms) const;
+
+  [[nodiscard]] std::size_t size() const;
+  // Entries seen within idle_ttl of now (a scan: for /metrics, not per request).
+  [[nodiscard]] std::size_t active(std::uint64_t now_ms) const;
+
+ private:
+  struct Entry {
+    std::string key;
+    std::uint64_t started_ms = 0;
+    std::uint64_t last_seen_ms = 0;
+    std::uint64_t turns = 0;
+    std::uint32_t last_input_tokens = 0;
+    std::string worker;
+    std::deque<SessionTurn> recent;
+  };
+  struct Shard {
+    mutable std::mutex mutex;
+    std::list<Entry> lru;                                                      // most recently used first
+    absl::flat_hash_map<std::string_view, std::list<Entry>::iterator> by_key;  // views the Entry's key
+  };
+  static constexpr std::size_t kShards = 16;
+
+  Shard& shard_for(std::string_view stored_key) const;
+  [[nodiscard]] std::size_t shard_capacity() const;
+
+  mutable std::array<Shard, kShards> shards_;
+  std::atomic<std::uint32_t> max_sessions_;
+  std::atomic<std::uint64_t> idle_ttl_ms_;
+  std::atomic<std::uint32_t> turns_kept_;
+};
+
+}  // namespace kvgate::route

@@ -1,0 +1,43 @@
+#include "kvgate/prompt/prepared_prompt.hpp"
+
+#include "kvgate/openai/prompt.hpp"
+#include "kvgate/prompt/exact_tokens.hpp"
+#include "kvgate/tokenizer/approximate.hpp"
+
+namespace kvgate::prompt {
+
+Result<PreparedPrompt, openai::ApiError> prepare_prompt(const PromptModel& model, const openai::RequestSummary& request,
+                                                        const std::tm& local_now) {
+  PreparedPrompt result;
+  std::vector<prefix::TokenId> tokens;
+  if (model.tokenizer != nullptr) {
+    // Each thread encodes with its own workspace; the segment cache in it
+    // remembers the sections of recent prompts.
+    thread_local tokenizer::EncodeWorkspace workspace;
+    auto hits = workspace.segment_cache_hits();
+    auto misses = workspace.segment_cache_misses();
+    auto exact = exact_prompt_tokens(*model.tokenizer, request, workspace, {local_now});
+    if (!exact) {
+      const auto& problem = exact.error();
+      return unexpected(openai::invalid_request(problem.message, problem.param,
+                                                problem.template_failed ? "chat_template_error" : "invalid_value"));
+    }
+    tokens = std::move(*exact);
+    result.exact = true;
+    result.segment_hits = workspace.segment_cache_hits() - hits;
+    result.segment_misses = workspace.segment_cache_misses() - misses;
+  } else {
+    tokens = tokenizer::approximate_prompt_tokens(
+        request.chat_body ? openai::extract_prompt(*request.chat_body, openai::Endpoint::chat_completions)
+                          : request.prompt);
+  }
+  if (tokens.empty() || tokens.size() > UINT32_MAX) {
+    return result;
+  }
+  result.input_tokens = static_cast<std::uint32_t>(tokens.size());
+  auto seed = prefix::partition_seed({model.name, "", request.cache_salt.value_or("")});
+  result.blocks = prefix::hash_blocks(tokens, model.block_size, seed);
+  return result;
+}
+
+}  // namespace kvgate::prompt

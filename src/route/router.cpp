@@ -1,0 +1,232 @@
+#include "kvgate/route/router.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+
+namespace kvgate::route {
+
+using policy::Reason;
+
+namespace {
+
+using PerWorker = std::array<std::uint32_t, index::kMaxWorkers>;  // the registry caps a model's workers
+
+// Per worker: leading prompt tokens its index entries cover, capped as vLLM
+// caps a hit (it never serves the last prompt token from the cache, so at
+// most floor((input_tokens - 1) / block_size) blocks count).
+PerWorker indexed_cached_tokens(const ModelRoute& model, const prompt::PreparedPrompt* prompt) {
+  PerWorker cached{};
+  if (prompt == nullptr || prompt->input_tokens == 0 || prompt->blocks.empty() || !model.cache) {
+    return cached;
+  }
+  const std::uint32_t reusable_blocks = (prompt->input_tokens - 1) / model.block_size;
+  auto match = model.cache->index.longest_prefix(prompt->blocks);
+  for (std::size_t worker = 0; worker < model.workers.size(); ++worker) {
+    cached[worker] = std::min(match.blocks[model.workers[worker].slot], reusable_blocks) * model.block_size;
+  }
+  return cached;
+}
+
+policy::WorkerView worker_view(const workers::WorkerState& worker, std::uint32_t indexed, std::uint64_t now_unix_ms) {
+  policy::WorkerView view{worker.id(), worker.healthy(), worker.in_flight(), worker.pending_prefill_tokens()};
+  view.drifting = worker.drifting();
+  view.cached_tokens = view.drifting ? 0 : indexed;
+  if (auto scraped = worker.engine_load(); scraped && scraped->load.waiting) {
+    view.engine_waiting = static_cast<std::uint32_t>(std::max(0.0, *scraped->load.waiting));
+    view.engine_snapshot_age_ms =
+        now_unix_ms > scraped->unix_ms ? static_cast<std::int64_t>(now_unix_ms - scraped->unix_ms) : 0;
+  }
+  return view;
+}
+
+// The eligible candidate ranked next after the chosen one (lowest score,
+// then fewest in flight, then configuration order).
+std::optional<std::size_t> runner_up(const std::vector<policy::Candidate>& candidates, std::size_t chosen) {
+  std::optional<std::size_t> best;
+  for (std::size_t index = 0; index < candidates.size(); ++index) {
+    const auto& candidate = candidates[index];
+    if (index == chosen || !candidate.eligible) {
+      continue;
+    }
+    if (!best || candidate.score < candidates[*best].score ||
+        (candidate.score == candidates[*best].score && candidate.in_flight < candidates[*best].in_flight)) {
+      best = index;
+    }
+  }
+  return best;
+}
+
+// Why a session stayed or moved (route/README.md has the rules).
+Reason session_reason(const ModelRoute& model, const RouteDecision& decision, const PerWorker& indexed,
+                      std::span<const policy::WorkerView> views) {
+  if (!decision.session) {
+    return Reason::new_session;
+  }
+  const auto& session = *decision.session;
+  if (session.expired) {
+    return Reason::session_expired;
+  }
+  const auto chosen = *decision.worker;
+  const auto previous = model.find_worker(session.worker);
+  if (previous == chosen) {
+    return Reason::sticky;
+  }
+  if (previous == model.workers.size() || !decision.candidates[previous].eligible) {
+    return Reason::moved_unhealthy;  // down, failed this request, or removed from the configuration
+  }
+  // The previous turn's prompt is the head of this one: its full blocks
+  // should still be on the previous worker. Less than half of them left
+  // means the engine evicted them (or the index learned it did).
+  const auto shared = std::min(session.last_input_tokens, decision.input_tokens);
+  const std::uint32_t expected = shared == 0 ? 0 : (shared - 1) / model.block_size * model.block_size;
+  if (expected > 0 && indexed[previous] * 2 < expected) {
+    return Reason::moved_evicted;
+  }
+  if (views[chosen].cached_tokens > views[previous].cached_tokens) {
+    return Reason::moved_better_prefix;
+  }
+  return Reason::moved_queue;
+}
+
+}  // namespace
+
+RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model, const prompt::PreparedPrompt* prompt,
+                             const RouteContext& context) const {
+  RouteDecision result;
+  const auto count = model.workers.size();
+  const auto indexed = indexed_cached_tokens(model, prompt);
+  std::array<policy::WorkerView, index::kMaxWorkers> views;
+  for (std::size_t index = 0; index < count; ++index) {
+    views[index] = worker_view(*model.workers[index].state, indexed[index], context.now_unix_ms);
+  }
+  const auto view_span = std::span<const policy::WorkerView>(views.data(), count);
+  policy::RouteRequest request{model.name, context.session_key, context.sequence, context.excluded};
+  if (prompt != nullptr) {
+    request.input_tokens = prompt->input_tokens;
+    request.prompt_blocks = prompt->blocks;
+    result.input_tokens = prompt->input_tokens;
+    result.blocks = prompt->blocks;
+  }
+  auto decision = table.policy->decide(request, view_span);
+  result.worker = decision.worker_index;
+  result.policy_reason = decision.reason;
+  result.reason = decision.reason;
+  result.candidates = std::move(decision.candidates);
+  if (!result.worker) {
+    return result;
+  }
+  const auto chosen = *result.worker;
+  result.predicted_cached_tokens = views[chosen].cached_tokens;
+  result.indexed_cached_tokens = indexed[chosen];
+  result.runner_up = runner_up(result.candidates, chosen);
+  if (result.runner_up) {
+    const auto& winner = result.candidates[chosen];
+    const auto& second = result.candidates[*result.runner_up];
+    if (winner.expected_ttft_ms >= 0 && second.expected_ttft_ms >= 0) {
+      result.gap_ms = second.expected_ttft_ms - winner.expected_ttft_ms;
+    }
+  }
+  if (!context.excluded.empty()) {
+    result.reason = Reason::retry;
+  } else if (context.session_key) {
+    result.session = sessions_.find(*context.session_key, context.now_unix_ms);
+    result.reason = session_reason(model, result, indexed, view_span);
+  }
+  return result;
+}
+
+Commitment Router::commit(const ModelRoute& model, const RouteDecision& decision, const RouteContext& context) {
+  const auto& worker = model.workers[*decision.worker];
+  const auto uncached = decision.input_tokens - std::min(decision.predicted_cached_tokens, decision.input_tokens);
+  Commitment commitment{workers::InFlightRequest(*worker.state, uncached)};
+  // The chosen worker will hold these blocks once it has run the prompt:
+  // the index learns it now, so that a burst sharing a new prefix follows
+  // the first request instead of scattering before the engine's events.
+  if (ingestion_ != nullptr && !decision.blocks.empty()) {
+    ingestion_->assume(model.cache, worker.slot, decision.blocks);
+  }
+  if (context.session_key) {
+    SessionTurn turn;
+    turn.worker = worker.state->id();
+    turn.reason = decision.reason;
+    turn.input_tokens = decision.input_tokens;
+    turn.predicted_cached_tokens = decision.indexed_cached_tokens;
+    // A retry re-targets the request's own turn instead of adding one.
+    const bool same_request = !context.excluded.empty();
+    commitment.session_turn =
+        sessions_.commit_turn(*context.session_key, std::move(turn), context.now_unix_ms, same_request);
+    if (policy::is_session_move(decision.reason)) {
+      metrics_.session_move(model.name, policy::to_string(decision.reason));
+    }
+  }
+  return commitment;
+}
+
+void Router::record_outcome(const RoutingTable& table, const ModelRoute& model, workers::WorkerState& worker,
+                            const RouteDecision& decision, std::optional<std::string_view> session_key,
+                            std::uint64_t session_turn, const Outcome& outcome) {
+  // Only a clean first attempt compares like with like: a retry's
+  // prediction was made for another worker's state.
+  if (outcome.cached_tokens && outcome.status == 200 && outcome.retries == 0) {
+    const auto predicted = decision.indexed_cached_tokens;
+    const auto reported = *outcome.cached_tokens;
+    metrics_.cache_prediction(worker.id(), predicted == reported ? "exact" : predicted > reported ? "over" : "under");
+    const auto& drift_options = table.options->routing.drift;
+    const auto change = worker.record_prediction(predicted, reported, drift_options);
+    if (change != workers::DriftChange::none) {
+      const auto evidence = worker.drift_evidence();
+      metrics_.set_index_drifting(worker.id(), change == workers::DriftChange::started);
+      if (change == workers::DriftChange::started) {
+        spdlog::warn(
+            "worker {}: cache predictions drifting: {} of the last {} predictions over the engine's figure "
+            "({} tokens predicted, {} reported); its index is not credited until they agree again "
+            "(check kv_capacity_blocks, block_size, the tokenizer and the event stream)",
+            worker.id(), evidence.over_predicted, evidence.samples, evidence.predicted_tokens,
+            evidence.reported_tokens);
+      } else {
+        spdlog::info("worker {}: cache predictions agree again ({} of the last {} over); its index is credited",
+                     worker.id(), evidence.over_predicted, evidence.samples);
+      }
+    }
+  }
+  if (!session_key || session_turn == 0) {
+    return;
+  }
+  sessions_.record_outcome(*session_key, session_turn,
+                           {outcome.status, outcome.cached_tokens, outcome.prompt_tokens, outcome.ttft_ms});
+  const auto prompt_tokens = outcome.prompt_tokens.value_or(decision.input_tokens);
+  if (session_turn >= 2 && outcome.status == 200 && outcome.cached_tokens && prompt_tokens > 0) {
+    metrics_.session_turn_hit(
+        model.name, std::min(1.0, static_cast<double>(*outcome.cached_tokens) / static_cast<double>(prompt_tokens)));
+  }
+}
+
+std::string route_receipt(const ModelRoute& model, const RouteDecision& decision) {
+  std::string receipt;
+  if (!decision.worker) {
+    return receipt;
+  }
+  receipt.reserve(128);
+  receipt += "worker=";
+  receipt += model.workers[*decision.worker].state->id();
+  receipt += "; reason=";
+  receipt += policy::to_string(decision.reason);
+  receipt += "; predicted_cached=";
+  receipt += std::to_string(decision.indexed_cached_tokens);
+  if (decision.runner_up) {
+    receipt += "; runner_up=";
+    receipt += model.workers[*decision.runner_up].state->id();
+    if (decision.gap_ms >= 0) {
+      char gap[32];
+      std::snprintf(gap, sizeof gap, "%.1f", decision.gap_ms);
+      receipt += "; gap_ms=";
+      receipt += gap;
+    }
+  }
+  return receipt;
+}
+
+}  // namespace kvgate::route

@@ -1,0 +1,186 @@
+#include "kvgate/route/session_table.hpp"
+
+#include <xxhash.h>
+
+#include <algorithm>
+
+namespace kvgate::route {
+
+std::string session_table_key(std::string_view key) {
+  if (key.size() <= kMaxKeyBytes) {
+    return std::string(key);
+  }
+  const auto hash = XXH3_128bits(key.data(), key.size());
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string stored = "xxh3:";
+  for (auto half : {hash.high64, hash.low64}) {
+    for (int shift = 60; shift >= 0; shift -= 4) {
+      stored.push_back(kHex[(half >> shift) & 0xF]);
+    }
+  }
+  return stored;
+}
+
+namespace {
+
+// Keys within the limit are used as they are, without a copy.
+template <class Use>
+auto with_stored_key(std::string_view key, Use use) {
+  if (key.size() <= kMaxKeyBytes) {
+    return use(key);
+  }
+  const auto stored = session_table_key(key);
+  return use(std::string_view(stored));
+}
+
+bool expired(std::uint64_t last_seen_ms, std::uint64_t now_ms, std::uint64_t ttl_ms) {
+  return now_ms > last_seen_ms && now_ms - last_seen_ms > ttl_ms;
+}
+
+}  // namespace
+
+SessionTable::SessionTable(SessionLimits limits)
+    : max_sessions_(limits.max_sessions), idle_ttl_ms_(limits.idle_ttl_ms), turns_kept_(limits.turns_kept) {}
+
+void SessionTable::set_limits(SessionLimits limits) {
+  max_sessions_ = std::max<std::uint32_t>(limits.max_sessions, 1);
+  idle_ttl_ms_ = limits.idle_ttl_ms;
+  turns_kept_ = std::max<std::uint32_t>(limits.turns_kept, 1);
+}
+
+SessionTable::Shard& SessionTable::shard_for(std::string_view stored_key) const {
+  return shards_[XXH3_64bits(stored_key.data(), stored_key.size()) % kShards];
+}
+
+std::size_t SessionTable::shard_capacity() const {
+  return std::max<std::size_t>(1, (max_sessions_.load() + kShards - 1) / kShards);
+}
+
+std::optional<SessionState> SessionTable::find(std::string_view key, std::uint64_t now_ms) const {
+  return with_stored_key(key, [&](std::string_view stored) -> std::optional<SessionState> {
+    auto& shard = shard_for(stored);
+    std::lock_guard lock(shard.mutex);
+    auto found = shard.by_key.find(stored);
+    if (found == shard.by_key.end()) {
+      return std::nullopt;
+    }
+    const auto& entry = *found->second;
+    return SessionState{entry.worker, entry.turns, entry.last_seen_ms, entry.last_input_tokens,
+                        expired(entry.last_seen_ms, now_ms, idle_ttl_ms_.load())};
+  });
+}
+
+std::uint64_t SessionTable::commit_turn(std::string_view key, SessionTurn turn, std::uint64_t now_ms,
+                                        bool same_request) {
+  return with_stored_key(key, [&](std::string_view stored) -> std::uint64_t {
+    auto& shard = shard_for(stored);
+    const auto capacity = shard_capacity();
+    const auto turns_kept = turns_kept_.load();
+    std::lock_guard lock(shard.mutex);
+    auto found = shard.by_key.find(stored);
+    std::list<Entry>::iterator entry;
+    if (found == shard.by_key.end()) {
+      while (shard.lru.size() >= capacity) {
+        shard.by_key.erase(std::string_view(shard.lru.back().key));
+        shard.lru.pop_back();
+      }
+      shard.lru.push_front(Entry{std::string(stored), now_ms, now_ms, 0, 0, {}, {}});
+      entry = shard.lru.begin();
+      shard.by_key.emplace(std::string_view(entry->key), entry);
+    } else {
+      entry = found->second;
+      shard.lru.splice(shard.lru.begin(), shard.lru, entry);  // iterators stay valid
+      if (same_request && !entry->recent.empty() && entry->recent.back().number == entry->turns) {
+        auto& last = entry->recent.back();
+        last.worker = turn.worker;
+        last.reason = turn.reason;
+        last.predicted_cached_tokens = turn.predicted_cached_tokens;
+        entry->worker = std::move(turn.worker);
+        entry->last_seen_ms = now_ms;
+        return entry->turns;
+      }
+      if (expired(entry->last_seen_ms, now_ms, idle_ttl_ms_.load())) {
+        entry->turns = 0;
+        entry->started_ms = now_ms;
+        entry->recent.clear();
+      }
+    }
+    entry->turns += 1;
+    entry->last_seen_ms = now_ms;
+    entry->last_input_tokens = turn.input_tokens;
+    entry->worker = turn.worker;
+    turn.number = entry->turns;
+    turn.unix_ms = now_ms;
+    entry->recent.push_back(std::move(turn));
+    while (entry->recent.size() > turns_kept) {
+      entry->recent.pop_front();
+    }
+    return entry->turns;
+  });
+}
+
+void SessionTable::record_outcome(std::string_view key, std::uint64_t number, const Outcome& outcome) {
+  with_stored_key(key, [&](std::string_view stored) {
+    auto& shard = shard_for(stored);
+    std::lock_guard lock(shard.mutex);
+    auto found = shard.by_key.find(stored);
+    if (found == shard.by_key.end()) {
+      return 0;
+    }
+    for (auto& turn : found->second->recent) {
+      if (turn.number == number) {
+        turn.status = outcome.status;
+        turn.cached_tokens = outcome.cached_tokens;
+        turn.prompt_tokens = outcome.prompt_tokens;
+        turn.ttft_ms = outcome.ttft_ms;
+      }
+    }
+    return 0;
+  });
+}
+
+std::optional<SessionDetail> SessionTable::detail(std::string_view key, std::uint64_t now_ms) const {
+  return with_stored_key(key, [&](std::string_view stored) -> std::optional<SessionDetail> {
+    auto& shard = shard_for(stored);
+    std::lock_guard lock(shard.mutex);
+    auto found = shard.by_key.find(stored);
+    if (found == shard.by_key.end()) {
+      return std::nullopt;
+    }
+    const auto& entry = *found->second;
+    SessionDetail detail;
+    detail.key = entry.key;
+    detail.state = {entry.worker, entry.turns, entry.last_seen_ms, entry.last_input_tokens,
+                    expired(entry.last_seen_ms, now_ms, idle_ttl_ms_.load())};
+    detail.started_ms = entry.started_ms;
+    detail.turns.assign(entry.recent.begin(), entry.recent.end());
+    return detail;
+  });
+}
+
+std::size_t SessionTable::size() const {
+  std::size_t total = 0;
+  for (const auto& shard : shards_) {
+    std::lock_guard lock(shard.mutex);
+    total += shard.lru.size();
+  }
+  return total;
+}
+
+std::size_t SessionTable::active(std::uint64_t now_ms) const {
+  const auto ttl = idle_ttl_ms_.load();
+  std::size_t total = 0;
+  for (const auto& shard : shards_) {
+    std::lock_guard lock(shard.mutex);
+    // Most recently used first: stop at the first expired entry.
+    for (const auto& entry : shard.lru) {
+      if (expired(entry.last_seen_ms, now_ms, ttl)) {
+        break;
+      }
+      ++total;
+    }
+  }
+  return total;
+}
+
+}  // namespace kvgate::route

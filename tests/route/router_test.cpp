@@ -1,0 +1,296 @@
+// The router on synthetic fleets: real policies, a real prefix index and
+// session table, worker state driven by hand. No sockets.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "kvgate/route/router.hpp"
+
+namespace kvgate::route {
+namespace {
+
+using policy::Reason;
+
+constexpr std::uint64_t kNow = 1'700'000'000'000;
+
+class Fleet {
+ public:
+  explicit Fleet(std::shared_ptr<const policy::Policy> policy, std::size_t workers = 3, config::Options options = {}) {
+    options.sessions.idle_ttl = std::chrono::minutes(30);
+    table.options = std::make_shared<config::Options>(options);
+    table.policy = std::move(policy);
+    model.name = "m";
+    model.block_size = 16;
+    model.cache = std::make_shared<kv_events::ModelCache>("m", 16, 1u << 20);
+    for (std::size_t index = 0; index < workers; ++index) {
+      auto id = std::string(1, static_cast<char>('a' + index));
+      model.workers.push_back({std::make_shared<workers::WorkerState>(id, "http://127.0.0.1:1", HttpUrl{}),
+                               static_cast<index::WorkerSlot>(index), config::WorkerOptions{}});
+    }
+  }
+
+  workers::WorkerState& worker(std::size_t index) { return *model.workers[index].state; }
+
+  // The worker's cache holds the prompt's first `blocks` blocks.
+  void hold(std::size_t worker, const prompt::PreparedPrompt& prompt, std::size_t blocks) {
+    model.cache->caches.assume(model.workers[worker].slot, std::span(prompt.blocks).first(blocks), 0, UINT64_MAX / 2,
+                               1u << 20);
+  }
+
+  RouteDecision decide(const prompt::PreparedPrompt& prompt, std::optional<std::string_view> session,
+                       std::uint64_t sequence = 0, std::uint64_t now = kNow) {
+    return router.decide(table, model, &prompt, {session, sequence, {}, now});
+  }
+
+  // Decides and commits one turn, as the forwarder does.
+  RouteDecision turn(const prompt::PreparedPrompt& prompt, std::string_view session, std::uint64_t now = kNow) {
+    RouteContext context{session, 0, {}, now};
+    auto decision = router.decide(table, model, &prompt, context);
+    auto commitment = router.commit(model, decision, context);
+    return decision;
+  }
+
+  RoutingTable table;
+  ModelRoute model;
+  SessionTable sessions;
+  obs::Metrics metrics;
+  Router router{sessions, metrics};
+};
+
+// A prompt of `tokens` tokens whose blocks are numbered from `first`
+// (prompts with the same numbers share those blocks).
+prompt::PreparedPrompt prompt_of(std::uint32_t tokens, std::uint64_t first = 1) {
+  prompt::PreparedPrompt prompt;
+  prompt.input_tokens = tokens;
+  prompt.blocks.resize(tokens / 16);
+  std::iota(prompt.blocks.begin(), prompt.blocks.end(), first);
+  return prompt;
+}
+
+std::shared_ptr<const policy::Policy> cache_aware() {
+  return policy::make_cache_aware({0.1, 0.1, 1, 5});
+}
+
+TEST(Router, DecideHasNoSideEffects) {
+  Fleet fleet(cache_aware());
+  auto prompt = prompt_of(640);
+  auto first = fleet.decide(prompt, "s");
+  auto again = fleet.decide(prompt, "s");
+  EXPECT_EQ(first.worker, again.worker);
+  EXPECT_EQ(first.reason, Reason::new_session);
+  EXPECT_EQ(again.reason, Reason::new_session);
+  EXPECT_FALSE(fleet.sessions.find("s", kNow));
+  for (std::size_t worker = 0; worker < 3; ++worker) {
+    EXPECT_EQ(fleet.worker(worker).in_flight(), 0u);
+    EXPECT_EQ(fleet.worker(worker).pending_prefill_tokens(), 0u);
+    EXPECT_EQ(fleet.model.cache->index.entries_of(fleet.model.workers[worker].slot), 0u);
+  }
+}
+
+TEST(Router, CommitAccountsTheLoadAndRemembersTheSession) {
+  Fleet fleet(cache_aware());
+  auto prompt = prompt_of(640);
+  fleet.hold(1, prompt, 20);  // 320 of the 640 tokens on b
+  RouteContext context{"s", 0, {}, kNow};
+  auto decision = fleet.router.decide(fleet.table, fleet.model, &prompt, context);
+  ASSERT_EQ(decision.worker, 1u);
+  EXPECT_EQ(decision.predicted_cached_tokens, 320u);
+  {
+    auto commitment = fleet.router.commit(fleet.model, decision, context);
+    EXPECT_EQ(commitment.session_turn, 1u);
+    EXPECT_EQ(fleet.worker(1).in_flight(), 1u);
+    EXPECT_EQ(fleet.worker(1).pending_prefill_tokens(), 320u);  // the uncached part
+    auto session = fleet.sessions.find("s", kNow);
+    ASSERT_TRUE(session);
+    EXPECT_EQ(session->worker, "b");
+    EXPECT_EQ(session->last_input_tokens, 640u);
+  }
+  EXPECT_EQ(fleet.worker(1).in_flight(), 0u);  // the commitment ended
+  EXPECT_EQ(fleet.worker(1).pending_prefill_tokens(), 0u);
+}
+
+TEST(Router, ASessionStaysWhereItsTurnsAreCached) {
+  Fleet fleet(cache_aware());
+  auto first = prompt_of(320);
+  auto served = fleet.turn(first, "s");
+  ASSERT_TRUE(served.worker);
+  fleet.hold(*served.worker, first, 19);
+  auto second = prompt_of(480);  // the first turn's blocks, then more
+  auto next = fleet.decide(second, "s");
+  EXPECT_EQ(next.worker, served.worker);
+  EXPECT_EQ(next.reason, Reason::sticky);
+  EXPECT_EQ(next.policy_reason, Reason::best_cost);
+  ASSERT_TRUE(next.session);
+  EXPECT_EQ(next.session->turns, 1u);
+}
+
+TEST(Router, ASessionLeavesAQueuedWorkerAndSaysSo) {
+  Fleet fleet(cache_aware());
+  auto first = prompt_of(320);
+  auto served = fleet.turn(first, "s");
+  const auto home = *served.worker;
+  fleet.hold(home, first, 19);
+  // 10,000 prompt tokens queued there (1 s) against 30 ms of prefill saved.
+  fleet.worker(home).prefill_added(10'000);
+  auto next = fleet.decide(prompt_of(480), "s");
+  ASSERT_TRUE(next.worker);
+  EXPECT_NE(*next.worker, home);
+  EXPECT_EQ(next.reason, Reason::moved_queue);
+  fleet.worker(home).prefill_answered(10'000);
+}
+
+TEST(Router, ASessionWhoseBlocksWereEvictedMovesWithThatReason) {
+  Fleet fleet(cache_aware());
+  auto first = prompt_of(320);
+  auto served = fleet.turn(first, "s");
+  const auto home = *served.worker;
+  // The home worker holds nothing any more (its engine evicted the blocks),
+  // and is a little busier than the others.
+  fleet.worker(home).request_started();
+  auto next = fleet.decide(prompt_of(480), "s");
+  ASSERT_TRUE(next.worker);
+  EXPECT_NE(*next.worker, home);
+  EXPECT_EQ(next.reason, Reason::moved_evicted);
+  fleet.worker(home).request_finished();
+}
+
+TEST(Router, ASessionMovesToAWorkerHoldingMoreOfItsPrompt) {
+  Fleet fleet(cache_aware());
+  auto first = prompt_of(320);
+  auto served = fleet.turn(first, "s");
+  const auto home = *served.worker;
+  const auto other = (home + 1) % 3;
+  fleet.hold(home, first, 19);
+  auto second = prompt_of(960);
+  fleet.hold(other, second, 59);  // another conversation left all of it there
+  auto next = fleet.decide(second, "s");
+  EXPECT_EQ(next.worker, other);
+  EXPECT_EQ(next.reason, Reason::moved_better_prefix);
+}
+
+TEST(Router, ASessionOnADownWorkerMovesAsUnhealthy) {
+  Fleet fleet(cache_aware());
+  auto first = prompt_of(320);
+  auto served = fleet.turn(first, "s");
+  const auto home = *served.worker;
+  fleet.hold(home, first, 19);
+  workers::HealthThresholds thresholds{1, 1, 1};
+  fleet.worker(home).record_traffic(true, thresholds);
+  ASSERT_FALSE(fleet.worker(home).healthy());
+  auto next = fleet.decide(prompt_of(480), "s");
+  ASSERT_TRUE(next.worker);
+  EXPECT_NE(*next.worker, home);
+  EXPECT_EQ(next.reason, Reason::moved_unhealthy);
+}
+
+TEST(Router, AnIdleSessionComesBackAsExpired) {
+  Fleet fleet(cache_aware());
+  auto first = prompt_of(320);
+  fleet.turn(first, "s", kNow);
+  auto later = fleet.decide(prompt_of(480), "s", 0, kNow + 31 * 60 * 1000);
+  EXPECT_EQ(later.reason, Reason::session_expired);
+  auto soon = fleet.decide(prompt_of(480), "s", 0, kNow + 60 * 1000);
+  EXPECT_NE(soon.reason, Reason::session_expired);
+}
+
+TEST(Router, RequestsWithoutASessionKeepThePolicysReason) {
+  Fleet fleet(policy::make_round_robin());
+  auto decision = fleet.decide(prompt_of(64), std::nullopt, 4);
+  EXPECT_EQ(decision.reason, Reason::round_robin);
+  EXPECT_EQ(decision.worker, 1u);  // 4 % 3
+  EXPECT_FALSE(decision.session);
+}
+
+TEST(Router, ARetryIsARetryWhateverTheSession) {
+  Fleet fleet(cache_aware());
+  std::vector<std::size_t> tried{0};
+  auto prompt = prompt_of(64);
+  auto decision = fleet.router.decide(fleet.table, fleet.model, &prompt, {"s", 0, tried, kNow});
+  ASSERT_TRUE(decision.worker);
+  EXPECT_NE(*decision.worker, 0u);
+  EXPECT_EQ(decision.reason, Reason::retry);
+}
+
+TEST(Router, NamesTheRunnerUpAndTheExpectedTtftGap) {
+  Fleet fleet(cache_aware());
+  auto prompt = prompt_of(1'000);
+  fleet.hold(2, prompt, 40);  // 640 cached on c
+  fleet.hold(0, prompt, 20);  // 320 cached on a
+  auto decision = fleet.decide(prompt, std::nullopt);
+  ASSERT_EQ(decision.worker, 2u);
+  ASSERT_EQ(decision.runner_up, 0u);
+  // a: 680 uncached (68 ms); c: 360 uncached (36 ms).
+  EXPECT_NEAR(decision.gap_ms, 32.0, 1e-9);
+  EXPECT_EQ(route_receipt(fleet.model, decision),
+            "worker=c; reason=best_cost; predicted_cached=640; runner_up=a; gap_ms=32.0");
+}
+
+TEST(Router, ADriftingWorkersIndexIsNotCredited) {
+  config::Options options;
+  options.routing.drift.window = 8;
+  options.routing.drift.min_samples = 4;
+  Fleet fleet(cache_aware(), 2, options);
+  auto prompt = prompt_of(640);
+  fleet.hold(0, prompt, 39);
+  auto trusted = fleet.decide(prompt, std::nullopt);
+  ASSERT_EQ(trusted.worker, 0u);
+  EXPECT_EQ(trusted.predicted_cached_tokens, 624u);
+  // The engine keeps reporting nothing cached where the index says 624.
+  for (int request = 0; request < 4; ++request) {
+    fleet.router.record_outcome(fleet.table, fleet.model, fleet.worker(0), trusted, std::nullopt, 0,
+                                {200, 0, 0u, 640u, 5.0});
+  }
+  ASSERT_TRUE(fleet.worker(0).drifting());
+  auto distrusted = fleet.decide(prompt, std::nullopt, 1);
+  EXPECT_EQ(distrusted.candidates[0].cached_tokens, 0u);
+  EXPECT_TRUE(distrusted.candidates[0].drifting);
+  EXPECT_EQ(distrusted.predicted_cached_tokens, 0u);  // whichever it picked, nothing is credited
+  EXPECT_EQ(distrusted.reason, Reason::best_cost_no_cache);
+  auto on_a = fleet.decide(prompt, std::nullopt, 0);
+  if (on_a.worker == 0u) {
+    EXPECT_EQ(on_a.indexed_cached_tokens, 624u);  // the index's own claim is still reported
+  }
+  // The engine agrees again: the worker is credited again.
+  for (int request = 0; request < 8 && fleet.worker(0).drifting(); ++request) {
+    fleet.router.record_outcome(fleet.table, fleet.model, fleet.worker(0), trusted, std::nullopt, 0,
+                                {200, 0, 624u, 640u, 5.0});
+  }
+  EXPECT_FALSE(fleet.worker(0).drifting());
+  EXPECT_EQ(fleet.decide(prompt, std::nullopt, 2).worker, 0u);
+}
+
+TEST(Router, OutcomesCompleteTheSessionsTurn) {
+  Fleet fleet(cache_aware());
+  auto prompt = prompt_of(320);
+  RouteContext context{"s", 0, {}, kNow};
+  auto decision = fleet.router.decide(fleet.table, fleet.model, &prompt, context);
+  auto commitment = fleet.router.commit(fleet.model, decision, context);
+  fleet.router.record_outcome(fleet.table, fleet.model, fleet.worker(*decision.worker), decision, "s",
+                              commitment.session_turn, {200, 0, 0u, 320u, 7.5});
+  auto detail = fleet.sessions.detail("s", kNow);
+  ASSERT_TRUE(detail);
+  ASSERT_EQ(detail->turns.size(), 1u);
+  EXPECT_EQ(detail->turns[0].status, 200);
+  EXPECT_EQ(detail->turns[0].cached_tokens, 0u);
+  EXPECT_EQ(detail->turns[0].ttft_ms, 7.5);
+  EXPECT_EQ(detail->turns[0].reason, Reason::new_session);
+  auto metrics = fleet.metrics.serialize();
+  EXPECT_NE(metrics.find("kvgate_cache_predictions_total{outcome=\"exact\",worker=\""), std::string::npos);
+}
+
+TEST(Router, AMoveIsCountedOnCommitOnly) {
+  Fleet fleet(cache_aware());
+  auto first = prompt_of(320);
+  auto served = fleet.turn(first, "s");
+  fleet.worker(*served.worker).prefill_added(100'000);
+  auto second = prompt_of(480);
+  ASSERT_EQ(fleet.decide(second, "s").reason, Reason::moved_evicted);
+  EXPECT_EQ(fleet.metrics.serialize().find("kvgate_session_moves_total{"), std::string::npos);
+  fleet.turn(second, "s");
+  EXPECT_NE(fleet.metrics.serialize().find("kvgate_session_moves_total{model=\"m\",reason=\"moved_evicted\"} 1"),
+            std::string::npos);
+  fleet.worker(*served.worker).prefill_answered(100'000);
+}
+
+}  // namespace
+}  // namespace kvgate::route

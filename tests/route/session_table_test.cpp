@@ -1,0 +1,135 @@
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "kvgate/route/session_table.hpp"
+
+namespace kvgate::route {
+namespace {
+
+SessionTurn turn_on(const std::string& worker, std::uint32_t input_tokens = 100) {
+  SessionTurn turn;
+  turn.worker = worker;
+  turn.reason = policy::Reason::sticky;
+  turn.input_tokens = input_tokens;
+  return turn;
+}
+
+TEST(SessionTable, RemembersTheLastWorkerAndCountsTurns) {
+  SessionTable table({100, 60'000, 4});
+  EXPECT_FALSE(table.find("s", 1'000));
+  EXPECT_EQ(table.commit_turn("s", turn_on("a", 100), 1'000), 1u);
+  EXPECT_EQ(table.commit_turn("s", turn_on("b", 180), 2'000), 2u);
+  auto state = table.find("s", 2'500);
+  ASSERT_TRUE(state);
+  EXPECT_EQ(state->worker, "b");
+  EXPECT_EQ(state->turns, 2u);
+  EXPECT_EQ(state->last_input_tokens, 180u);
+  EXPECT_EQ(state->last_seen_ms, 2'000u);
+  EXPECT_FALSE(state->expired);
+}
+
+TEST(SessionTable, FindHasNoSideEffects) {
+  SessionTable table({2, 60'000, 4});
+  table.commit_turn("old", turn_on("a"), 1'000);
+  table.commit_turn("new", turn_on("a"), 2'000);
+  // Looking at "old" must not make it the most recently used one.
+  ASSERT_TRUE(table.find("old", 3'000));
+  for (int key = 0; key < 40; ++key) {
+    table.commit_turn("other-" + std::to_string(key), turn_on("a"), 4'000 + key);
+  }
+  EXPECT_FALSE(table.find("old", 5'000));
+}
+
+TEST(SessionTable, AnIdleSessionExpiresAndStartsOver) {
+  SessionTable table({100, 10'000, 4});
+  table.commit_turn("s", turn_on("a"), 1'000);
+  table.commit_turn("s", turn_on("a"), 2'000);
+  EXPECT_FALSE(table.find("s", 12'000)->expired);
+  EXPECT_TRUE(table.find("s", 12'001)->expired);
+  EXPECT_EQ(table.active(12'001), 0u);
+  EXPECT_EQ(table.commit_turn("s", turn_on("b"), 20'000), 1u);  // a new session under the same key
+  auto detail = table.detail("s", 20'000);
+  ASSERT_TRUE(detail);
+  EXPECT_EQ(detail->turns.size(), 1u);
+  EXPECT_EQ(detail->started_ms, 20'000u);
+  EXPECT_EQ(table.active(20'000), 1u);
+}
+
+TEST(SessionTable, KeepsTheLastTurnsWithTheirOutcomes) {
+  SessionTable table({100, 60'000, 3});
+  for (int turn = 1; turn <= 5; ++turn) {
+    auto routed = turn_on("a", 100 * turn);
+    routed.predicted_cached_tokens = 96 * (turn - 1);
+    EXPECT_EQ(table.commit_turn("s", routed, 1'000 * turn), static_cast<std::uint64_t>(turn));
+  }
+  table.record_outcome("s", 5, {200, 384, 500, 12.5});
+  table.record_outcome("s", 1, {200, 0, 100, 3.0});  // no longer kept: ignored
+  auto detail = table.detail("s", 6'000);
+  ASSERT_TRUE(detail);
+  ASSERT_EQ(detail->turns.size(), 3u);
+  EXPECT_EQ(detail->turns.front().number, 3u);
+  EXPECT_EQ(detail->turns.back().number, 5u);
+  EXPECT_EQ(detail->turns.back().cached_tokens, 384u);
+  EXPECT_EQ(detail->turns.back().prompt_tokens, 500u);
+  EXPECT_EQ(detail->turns.back().ttft_ms, 12.5);
+  EXPECT_EQ(detail->turns.back().status, 200);
+  EXPECT_FALSE(detail->turns[1].cached_tokens);
+  EXPECT_EQ(detail->state.turns, 5u);
+}
+
+TEST(SessionTable, ARetryReplacesItsTurnInsteadOfAddingOne) {
+  SessionTable table({100, 60'000, 4});
+  table.commit_turn("s", turn_on("a"), 1'000);
+  auto moved = turn_on("b");
+  moved.reason = policy::Reason::retry;
+  EXPECT_EQ(table.commit_turn("s", moved, 1'100, /*same_request=*/true), 1u);
+  auto detail = table.detail("s", 1'200);
+  ASSERT_EQ(detail->turns.size(), 1u);
+  EXPECT_EQ(detail->turns[0].worker, "b");
+  EXPECT_EQ(detail->turns[0].reason, policy::Reason::retry);
+  EXPECT_EQ(detail->state.worker, "b");
+}
+
+TEST(SessionTable, LongKeysAreStoredAsTheirHash) {
+  SessionTable table;
+  const std::string long_key(10'000, 'k');
+  table.commit_turn(long_key, turn_on("a"), 1'000);
+  auto detail = table.detail(long_key, 1'000);
+  ASSERT_TRUE(detail);
+  EXPECT_LE(detail->key.size(), kMaxKeyBytes);
+  EXPECT_TRUE(detail->key.starts_with("xxh3:"));
+  EXPECT_EQ(session_table_key(long_key), detail->key);
+  EXPECT_FALSE(table.find(std::string(10'000, 'j'), 1'000));  // another long key is another session
+  EXPECT_EQ(session_table_key("short"), "short");
+}
+
+// A flood of distinct keys (one per request, as a broken client or an
+// attacker would send) never grows the table past its cap; the oldest go.
+TEST(SessionTable, AMillionDistinctKeysStayWithinTheCap) {
+  constexpr std::uint32_t kCap = 4'096;
+  SessionTable table({kCap, 3'600'000, 8});
+  for (std::uint64_t key = 0; key < 1'000'000; ++key) {
+    table.commit_turn("flood-" + std::to_string(key), turn_on("a"), 1'000 + key / 1'000);
+  }
+  EXPECT_LE(table.size(), kCap);
+  EXPECT_GE(table.size(), kCap * 9 / 10);  // the shards fill evenly
+  EXPECT_TRUE(table.find("flood-999999", 3'000));
+  EXPECT_FALSE(table.find("flood-0", 3'000));
+  EXPECT_FALSE(table.find("flood-500000", 3'000));
+}
+
+TEST(SessionTable, ASmallerCapTakesEffectOnTheNextInserts) {
+  SessionTable table({1'000, 3'600'000, 8});
+  for (int key = 0; key < 1'000; ++key) {
+    table.commit_turn("k" + std::to_string(key), turn_on("a"), 1'000);
+  }
+  table.set_limits({64, 3'600'000, 8});
+  for (int key = 0; key < 1'000; ++key) {
+    table.commit_turn("n" + std::to_string(key), turn_on("a"), 2'000);
+  }
+  EXPECT_LE(table.size(), 64u);
+}
+
+}  // namespace
+}  // namespace kvgate::route
