@@ -76,7 +76,9 @@ class Fleet {
     }
   }
 
-  void start_gateway(const std::string& settings = "", const std::string& events_override = "") {
+  // `health_check`: replaces the default (checks every 200 ms).
+  void start_gateway(const std::string& settings = "", const std::string& events_override = "",
+                     const std::string& health_check = "health_check: {interval: 200ms}\n") {
     std::string models = "models:\n  - name: \"sim-model\"\n    block_size: 16\n";
     if (!tokenizer.empty()) {
       models += "    tokenizer: \"" + tokenizer + "\"\n";
@@ -90,7 +92,7 @@ class Fleet {
         models += "        kv_events_replay: \"" + process->replay_endpoint() + "\"\n";
       }
     }
-    harness.start_gateway("routing: {policy: cache_aware}\nhealth_check: {interval: 200ms}\n" + settings, models);
+    harness.start_gateway("routing: {policy: cache_aware}\n" + health_check + settings, models);
     if (events_override.empty()) {
       for (auto& [id, process] : sims_) {
         warm_up(id);

@@ -1,0 +1,316 @@
+// The router end to end: kvgate in front of real replica processes
+// (kvgate-test-upstream, kvgate-sim with KV events over ZMQ). A dry run
+// explains exactly what the next request gets; sessions say why they stay
+// or move; the receipt header; prediction drift detected and acted on.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <regex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "support/fleet.hpp"
+
+namespace kvgate::testing {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+std::map<std::string, std::string> parse_receipt(const std::string& receipt) {
+  std::map<std::string, std::string> fields;
+  static const std::regex kField(R"(([a-z_]+)=([^;]*)(; )?)");
+  for (std::sregex_iterator at(receipt.begin(), receipt.end(), kField), end; at != end; ++at) {
+    fields[(*at)[1]] = (*at)[2];
+  }
+  return fields;
+}
+
+const Headers kExplain{{"x-kvgate-explain", "1"}};
+
+// For every policy, round robin included: a dry run followed by the same
+// request (nothing else in between) names the worker that request gets.
+TEST(Router, ADryRunNamesTheWorkerTheNextRequestGetsForEveryPolicy) {
+  for (const char* policy : {"round_robin", "least_load", "session_hash", "prefix_hash", "cache_aware"}) {
+    SCOPED_TRACE(policy);
+    Harness harness;
+    harness.start_upstream("u0");
+    harness.start_upstream("u1");
+    harness.start_upstream("u2");
+    harness.start_gateway(std::string("routing: {policy: ") + policy + "}\n", harness.models_for_upstreams());
+    for (int request = 0; request < 7; ++request) {
+      // Distinct prompts (nothing shared through the index) and a few
+      // sessions, some without a key.
+      auto content = "question " + std::to_string(request) + ": " + std::string(200, static_cast<char>('a' + request));
+      json body = {
+          {"model", "test-model"}, {"max_tokens", 4}, {"messages", {{{"role", "user"}, {"content", content}}}}};
+      Headers headers;
+      if (request % 3 != 0) {
+        headers.emplace_back("x-session-id", "session-" + std::to_string(request % 2));
+      }
+      auto dry = post_json(harness.admin_port(), "/debug/route", body.dump(), headers);
+      ASSERT_EQ(dry.status, 200) << dry.body;
+      auto decision = json::parse(dry.body);
+      headers.insert(headers.end(), kExplain.begin(), kExplain.end());
+      auto real = post_json(harness.api_port(), "/v1/chat/completions", body.dump(), headers);
+      ASSERT_EQ(real.status, 200) << real.body;
+      EXPECT_EQ(real.header("x-kvgate-worker"), decision["worker"].get<std::string>()) << request << ": " << dry.body;
+      auto receipt = parse_receipt(real.header("x-kvgate-route"));
+      EXPECT_EQ(receipt["reason"], decision["reason"].get<std::string>()) << request;
+      EXPECT_EQ(receipt["worker"], decision["worker"].get<std::string>());
+    }
+  }
+}
+
+TEST(Router, TheReceiptIsOffByDefaultOnPerRequestAndOnForAllByConfig) {
+  Harness harness;
+  harness.start_upstream("u0");
+  harness.start_upstream("u1");
+  harness.start_gateway("routing: {policy: cache_aware}\n", harness.models_for_upstreams());
+  EXPECT_EQ(post_json(harness.api_port(), "/v1/chat/completions", chat_body()).header("x-kvgate-route"), "");
+  auto explained = post_json(harness.api_port(), "/v1/chat/completions", chat_body(), kExplain);
+  // The documented grammar, and no prompt content.
+  static const std::regex kGrammar(
+      R"(worker=[^;= ]+; reason=[a-z_]+; predicted_cached=[0-9]+(; runner_up=[^;= ]+(; gap_ms=-?[0-9]+\.[0-9])?)?)");
+  EXPECT_TRUE(std::regex_match(explained.header("x-kvgate-route"), kGrammar)) << explained.header("x-kvgate-route");
+  EXPECT_EQ(parse_receipt(explained.header("x-kvgate-route"))["worker"], explained.header("x-kvgate-worker"));
+
+  Harness always;
+  always.start_upstream("u0");
+  always.start_gateway("routing: {policy: round_robin, receipt: true}\n", always.models_for_upstreams());
+  auto receipt = post_json(always.api_port(), "/v1/chat/completions", chat_body()).header("x-kvgate-route");
+  EXPECT_EQ(parse_receipt(receipt)["reason"], "only_candidate") << receipt;
+}
+
+std::string turn_reason(const HttpResponse& response) {
+  return parse_receipt(response.header("x-kvgate-route"))["reason"];
+}
+
+// A conversation through kvgate-sim replicas: its turns stay together while
+// that pays, /debug/sessions shows each turn's prediction next to the
+// engine's figure, and a turn whose worker went down says so.
+TEST(Router, SessionsStayTogetherAndExplainTheirMoves) {
+  Fleet fleet;
+  fleet.add_sim("a");
+  fleet.add_sim("b");
+  fleet.start_gateway("", "", "health_check: {interval: 100ms, unhealthy_threshold: 1}\n");
+  const Headers session{{"x-session-id", "conversation-1"}, {"x-kvgate-explain", "1"}};
+  auto messages = first_turn("My bathroom fan rattles. Which part usually wears out?");
+  auto first = post_json(fleet.harness.api_port(), "/v1/chat/completions", chat_request(messages).dump(), session);
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(turn_reason(first), "new_session");
+  const auto home = first.header("x-kvgate-worker");
+  for (const char* question : {"And how do I reach it?", "Which screwdriver?", "Anything else to check?"}) {
+    fleet.wait_synced(home);
+    auto answer = json::parse(first.body)["choices"][0]["message"]["content"].get<std::string>();
+    messages = second_turn(messages, answer, question);
+    first = post_json(fleet.harness.api_port(), "/v1/chat/completions", chat_request(messages).dump(), session);
+    ASSERT_EQ(first.status, 200);
+    EXPECT_EQ(first.header("x-kvgate-worker"), home);
+    EXPECT_EQ(turn_reason(first), "sticky") << first.header("x-kvgate-route");
+  }
+
+  // The gateway writes the engine's figures once the response has ended.
+  json detail;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    detail = json::parse(get(fleet.harness.admin_port(), "/debug/sessions/conversation-1").body);
+    if (detail["turns"].size() == 4 && !detail["turns"][3]["cached_tokens"].is_null()) {
+      break;
+    }
+    std::this_thread::sleep_for(20ms);  // polling a remote process's state
+  }
+  EXPECT_EQ(detail["key"], "conversation-1");
+  EXPECT_EQ(detail["worker"], home);
+  ASSERT_EQ(detail["turns"].size(), 4u) << detail.dump();
+  EXPECT_EQ(detail["turns"][0]["reason"], "new_session");
+  for (std::size_t turn = 1; turn < 4; ++turn) {
+    const auto& record = detail["turns"][turn];
+    EXPECT_EQ(record["reason"], "sticky");
+    EXPECT_GT(record["predicted_cached_tokens"].get<int>(), 0);
+    EXPECT_EQ(record["predicted_cached_tokens"], record["cached_tokens"]) << record.dump();
+    EXPECT_EQ(record["status"], 200);
+    EXPECT_GE(record["ttft_ms"].get<double>(), 0.0);
+  }
+  auto metrics = get(fleet.harness.admin_port(), "/metrics").body;
+  EXPECT_NE(metrics.find("kvgate_sessions_active 1"), std::string::npos);
+  EXPECT_NE(metrics.find("kvgate_session_turn_hit_ratio_count{model=\"sim-model\"} 3"), std::string::npos) << metrics;
+
+  // The session's worker goes down: the next turn moves, and says why.
+  fleet.sim(home).stop();
+  fleet.wait_until(home, [](const json& worker) { return worker["healthy"] == false; });
+  messages = second_turn(messages, "ok", "Thanks, one last thing?");
+  auto moved = post_json(fleet.harness.api_port(), "/v1/chat/completions", chat_request(messages).dump(), session);
+  ASSERT_EQ(moved.status, 200) << moved.body;
+  EXPECT_NE(moved.header("x-kvgate-worker"), home);
+  EXPECT_EQ(turn_reason(moved), "moved_unhealthy");
+  metrics = get(fleet.harness.admin_port(), "/metrics").body;
+  EXPECT_NE(metrics.find("kvgate_session_moves_total{model=\"sim-model\",reason=\"moved_unhealthy\"} 1"),
+            std::string::npos);
+}
+
+TEST(Router, UnknownOrMalformedSessionKeysAreClearErrors) {
+  Harness harness;
+  harness.start_upstream("u0");
+  harness.start_gateway("", harness.models_for_upstreams());
+  auto unknown = get(harness.admin_port(), "/debug/sessions/never-seen");
+  EXPECT_EQ(unknown.status, 404);
+  auto error = json::parse(unknown.body)["error"];
+  EXPECT_EQ(error["code"], "session_not_found");
+  EXPECT_EQ(error["message"].get<std::string>().find("never-seen"), std::string::npos);  // not echoed
+  EXPECT_EQ(get(harness.admin_port(), "/debug/sessions/bad%zzescape").status, 400);
+  EXPECT_EQ(post_json(harness.admin_port(), "/debug/sessions/x", "{}").status, 405);
+
+  // A key with bytes that are not UTF-8 (headers may carry any byte) and a
+  // key longer than the table keeps: stored, shown escaped, found again.
+  const std::string odd_key = "caf\xe9-<script>";
+  ASSERT_EQ(post_json(harness.api_port(), "/v1/chat/completions", chat_body(), {{"x-session-id", odd_key}}).status,
+            200);
+  auto odd = get(harness.admin_port(), "/debug/sessions/caf%E9-%3Cscript%3E");
+  ASSERT_EQ(odd.status, 200) << odd.body;
+  // The byte that is not UTF-8 comes back replaced, inside a JSON string.
+  EXPECT_EQ(json::parse(odd.body)["key"], "caf\xef\xbf\xbd-<script>");
+  const std::string long_key(4'000, 'k');
+  ASSERT_EQ(post_json(harness.api_port(), "/v1/chat/completions", chat_body(), {{"x-session-id", long_key}}).status,
+            200);
+  auto stored = get(harness.admin_port(), "/debug/sessions/" + long_key);
+  ASSERT_EQ(stored.status, 200);
+  EXPECT_TRUE(json::parse(stored.body)["key"].get<std::string>().starts_with("xxh3:"));
+}
+
+// --- Prediction drift ---
+
+json worker_state(Harness& harness, const std::string& id) {
+  const auto workers = json::parse(get(harness.admin_port(), "/debug/workers").body);
+  for (const auto& worker : workers["workers"]) {
+    if (worker["id"] == id) {
+      return worker;
+    }
+  }
+  return nullptr;
+}
+
+// Sessions whose prompts grow turn by turn, sent round-robin over the
+// sessions (each turn a completions request extending the session's text).
+class GrowingSessions {
+ public:
+  GrowingSessions(int sessions, int chars_per_turn) : chars_per_turn_(chars_per_turn) {
+    for (int session = 0; session < sessions; ++session) {
+      texts_.push_back("session " + std::to_string(session) + " " +
+                       std::string(static_cast<std::size_t>(chars_per_turn), static_cast<char>('a' + session % 26)));
+    }
+  }
+  // The next request body, for session (count % sessions).
+  json next(const std::string& model) {
+    auto& text = texts_[count_ % texts_.size()];
+    text += " turn " + std::to_string(count_) +
+            std::string(static_cast<std::size_t>(chars_per_turn_ + static_cast<int>(count_ % 7) * 3), 'x');
+    ++count_;
+    return {{"model", model}, {"prompt", text}, {"max_tokens", 1}};
+  }
+  void reset_texts() {
+    for (std::size_t session = 0; session < texts_.size(); ++session) {
+      texts_[session] = "round two " + std::to_string(session) + std::string(64, 'r');
+    }
+  }
+
+ private:
+  int chars_per_turn_;
+  std::size_t count_ = 0;
+  std::vector<std::string> texts_;
+};
+
+// A worker without events whose configured KV capacity is far above the
+// engine's real one: the gateway keeps predicting prefixes the engine has
+// long evicted. Within a bounded number of requests the worker is marked
+// drifting, its index stops being credited, and the other (healthy) worker
+// never trips.
+TEST(RouterDrift, AConfiguredCapacityFarAboveTheEnginesIsDetectedAndRoutingFallsBack) {
+  Harness harness;
+  SimProcess small(harness, {"--num-gpu-blocks", "40", "--max-model-len", "512"}, "small");
+  SimProcess large(harness, {"--num-gpu-blocks", "100000"}, "large");
+  harness.start_gateway("routing: {policy: cache_aware}\nmetrics_scrape: {enabled: false}\n",
+                        "models:\n  - name: \"sim-model\"\n    block_size: 16\n    workers:\n"
+                        "      - id: \"misconfigured\"\n        url: \"" +
+                            small.url() +
+                            "\"\n        kv_capacity_blocks: 1000000\n"
+                            "      - id: \"right\"\n        url: \"" +
+                            large.url() + "\"\n        kv_capacity_blocks: 100000\n");
+  // Each turn adds ~100 tokens; 8 sessions of up to ~330 tokens against an
+  // engine that holds 640.
+  GrowingSessions sessions(8, 400);
+  int requests = 0;
+  for (; requests < 120 && worker_state(harness, "misconfigured")["drifting"] != true; ++requests) {
+    auto response = post_json(harness.api_port(), "/v1/completions", sessions.next("sim-model").dump());
+    ASSERT_EQ(response.status, 200) << response.body;
+    if (requests % 24 == 23) {
+      sessions.reset_texts();  // within the engines' 512-token limit
+    }
+  }
+  auto state = worker_state(harness, "misconfigured");
+  ASSERT_EQ(state["drifting"], true) << "not detected within " << requests << " requests: " << state.dump();
+  RecordProperty("requests_until_detected", requests);
+  EXPECT_GE(state["predictions"]["over_predicted"].get<int>(), 8);
+  EXPECT_EQ(worker_state(harness, "right")["drifting"], false);
+  auto metrics = get(harness.admin_port(), "/metrics").body;
+  EXPECT_NE(metrics.find("kvgate_index_drifting{worker=\"misconfigured\"} 1"), std::string::npos);
+  EXPECT_NE(metrics.find("kvgate_index_drifting{worker=\"right\"} 0"), std::string::npos);
+  // The fallback: the drifting worker is scored as if it held nothing.
+  auto route = json::parse(post_json(harness.admin_port(), "/debug/route", sessions.next("sim-model").dump()).body);
+  for (const auto& candidate : route["candidates"]) {
+    if (candidate["worker"] == "misconfigured") {
+      EXPECT_EQ(candidate["drifting"], true);
+      EXPECT_EQ(candidate["cached_tokens"], 0);
+    }
+  }
+  // The evidence was logged once.
+  harness.gateway().stop();
+  auto log = harness.gateway().stderr_text();
+  EXPECT_NE(log.find("worker misconfigured: cache predictions drifting"), std::string::npos);
+}
+
+// A replica whose KV block size (64) is not the configured one (16): the
+// gateway predicts hits at 16-token granularity that the engine cannot
+// give. Detected within a bounded number of requests.
+TEST(RouterDrift, ABlockSizeThatDiffersFromTheEnginesIsDetected) {
+  Harness harness;
+  SimProcess sim(harness, {"--block-size", "64"}, "sim64");
+  harness.start_gateway("routing: {policy: cache_aware}\n",
+                        "models:\n  - name: \"sim-model\"\n    block_size: 16\n    workers:\n"
+                        "      - id: \"a\"\n        url: \"" +
+                            sim.url() + "\"\n");
+  GrowingSessions sessions(4, 30);
+  int requests = 0;
+  for (; requests < 80 && worker_state(harness, "a")["drifting"] != true; ++requests) {
+    ASSERT_EQ(post_json(harness.api_port(), "/v1/completions", sessions.next("sim-model").dump()).status, 200);
+  }
+  EXPECT_EQ(worker_state(harness, "a")["drifting"], true) << worker_state(harness, "a").dump();
+  RecordProperty("requests_until_detected", requests);
+}
+
+// Replicas with KV events under heavy KV pressure (sessions evicting each
+// other): predictions stay right, nothing drifts.
+TEST(RouterDrift, AHealthyFleetUnderKvPressureNeverTrips) {
+  Fleet fleet;
+  fleet.add_sim("a", "map", true, {"--num-gpu-blocks", "48", "--max-model-len", "512"});
+  fleet.add_sim("b", "map", true, {"--num-gpu-blocks", "48", "--max-model-len", "512"});
+  fleet.start_gateway();
+  // ~2,600 prompt tokens of live sessions against 2 x 768 cached.
+  GrowingSessions sessions(8, 400);
+  for (int request = 0; request < 96; ++request) {
+    ASSERT_EQ(post_json(fleet.harness.api_port(), "/v1/completions", sessions.next("sim-model").dump()).status, 200);
+    if (request % 24 == 23) {
+      sessions.reset_texts();
+    }
+  }
+  auto metrics = get(fleet.harness.admin_port(), "/metrics").body;
+  for (const auto* id : {"a", "b"}) {
+    auto state = fleet.worker(id);
+    EXPECT_EQ(state["drifting"], false) << state.dump();
+    EXPECT_GT(state["predictions"]["samples"].get<int>(), 0) << state.dump();
+  }
+  EXPECT_EQ(metrics.find("kvgate_index_drifting{worker=\"a\"} 1"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvgate::testing
