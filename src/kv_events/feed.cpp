@@ -8,11 +8,8 @@
 namespace kvgate::kv_events {
 namespace {
 
-// Bounds on one feed's work per wake-up and on live batches held back while
-// a replay runs (beyond that the replay is abandoned as failed).
+// Bound on one feed's work per wake-up.
 constexpr int kMaxMessagesPerReceive = 4096;
-constexpr std::size_t kMaxHeldBatches = 100'000;
-constexpr std::uint64_t kEndOfReplay = UINT64_MAX;  // vLLM's end marker: eight 0xFF bytes
 
 std::optional<std::uint64_t> read_sequence(const zmq::message_t& frame) {
   if (frame.size() != 8) {
@@ -73,6 +70,7 @@ Feed::Feed(zmq::context_t& context, obs::Metrics& metrics, WorkerFeed config, Fe
       settings_(settings),
       status_(config_.worker->event_stream()),
       worker_id_(config_.worker->id()),
+      tracker_(sequence_settings(), now_ms),
       stored_events_(&metrics.kv_events(worker_id_, "BlockStored")),
       removed_events_(&metrics.kv_events(worker_id_, "BlockRemoved")),
       cleared_events_(&metrics.kv_events(worker_id_, "AllBlocksCleared")),
@@ -82,7 +80,6 @@ Feed::Feed(zmq::context_t& context, obs::Metrics& metrics, WorkerFeed config, Fe
   status_.stale = false;
   status_.silent = false;
   status_.last_sequence = -1;
-  last_event_ms_ = now_ms;
   if (!events_on()) {
     return;
   }
@@ -126,6 +123,16 @@ void Feed::update(const WorkerFeed& other, FeedSettings settings) {
   config_.configured_capacity_blocks = other.configured_capacity_blocks;
   config_.default_capacity_blocks = other.default_capacity_blocks;
   settings_ = settings;
+  tracker_.update(sequence_settings());
+}
+
+SequenceSettings Feed::sequence_settings() const {
+  SequenceSettings settings;
+  settings.replay_available = !config_.replay_endpoint.empty();
+  settings.replay_timeout_ms = static_cast<std::uint64_t>(settings_.replay_timeout_ms);
+  settings.approximate_ttl_ms = static_cast<std::uint64_t>(settings_.approximate_ttl_ms);
+  settings.silence_after_ms = static_cast<std::uint64_t>(settings_.silence_after_ms);
+  return settings;
 }
 
 void Feed::add_poll_items(std::vector<zmq::pollitem_t>& items) {
@@ -158,7 +165,7 @@ void Feed::receive_monitor() {
       spdlog::info("kv events: worker {} connected to {}", worker_id_, config_.events_endpoint);
     } else if (event == ZMQ_EVENT_DISCONNECTED) {
       status_.connected = false;
-      disconnected_since_last_ = true;
+      tracker_.on_disconnected();
       spdlog::warn("kv events: worker {} lost its publisher {}; reconnecting", worker_id_, config_.events_endpoint);
     }
   }
@@ -177,56 +184,11 @@ void Feed::receive_live(std::uint64_t now_ms) {
       metrics_.kv_event_decode_error(worker_id_);
       continue;
     }
-    on_live({*sequence, (*frames)[2].to_string()}, now_ms);
+    perform(tracker_.on_live({*sequence, (*frames)[2].to_string()}, now_ms), now_ms);
   }
 }
 
-void Feed::on_live(Message message, std::uint64_t now_ms) {
-  if (replaying_) {
-    held_.push_back(std::move(message));
-    if (held_.size() > kMaxHeldBatches) {
-      finish_replay(false, now_ms);
-    }
-    return;
-  }
-  auto sequence = message.sequence;
-  if (last_sequence_ &&
-      (sequence <= *last_sequence_ || (disconnected_since_last_ && sequence != *last_sequence_ + 1))) {
-    engine_restarted();
-  }
-  disconnected_since_last_ = false;
-  if (!last_sequence_) {
-    if (sequence > 0 && replay_) {
-      held_.push_back(std::move(message));
-      start_replay(0, /*late_join=*/true, now_ms);
-      return;
-    }
-    apply(message, now_ms);
-    return;
-  }
-  if (sequence == *last_sequence_ + 1) {
-    apply(message, now_ms);
-    return;
-  }
-  ++status_.gaps;
-  metrics_.kv_event_gap(worker_id_);
-  spdlog::warn("kv events: worker {} sequence gap: expected {}, got {}", worker_id_, *last_sequence_ + 1, sequence);
-  if (replay_) {
-    auto from = *last_sequence_ + 1;
-    held_.push_back(std::move(message));
-    start_replay(from, /*late_join=*/false, now_ms);
-    return;
-  }
-  mark_stale(now_ms);
-  apply(message, now_ms);
-}
-
-void Feed::start_replay(std::uint64_t from, bool late_join, std::uint64_t now_ms) {
-  replaying_ = true;
-  replay_late_join_ = late_join;
-  replay_missed_ = false;
-  replay_next_ = from;
-  replay_deadline_ms_ = now_ms + static_cast<std::uint64_t>(settings_.replay_timeout_ms);
+void Feed::send_replay_request(std::uint64_t from) {
   ++status_.replays;
   auto start = sequence_bytes(from);
   replay_->send(zmq::const_buffer("", 0), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
@@ -242,7 +204,7 @@ void Feed::receive_replay(std::uint64_t now_ms) {
     if (!frames) {
       return;
     }
-    if (!replaying_) {
+    if (!tracker_.replaying()) {
       continue;  // a late answer to a replay already given up
     }
     // ["", topic, seq, payload] (newer vLLM) or ["", seq, payload] (older
@@ -256,55 +218,82 @@ void Feed::receive_replay(std::uint64_t now_ms) {
       metrics_.kv_event_decode_error(worker_id_);
       continue;
     }
-    if (*sequence == kEndOfReplay) {
-      finish_replay(true, now_ms);
-      continue;
-    }
-    Message message{*sequence, frames->back().to_string()};
-    if (message.sequence < replay_next_) {
-      continue;
-    }
-    if (message.sequence > replay_next_) {
-      replay_missed_ = true;  // the buffer no longer reaches back far enough
-    }
-    apply(message, now_ms);
-    replay_next_ = message.sequence + 1;
+    perform(tracker_.on_replay({*sequence, frames->back().to_string()}, now_ms), now_ms);
   }
 }
 
-// The replay ended (or timed out, or held too much): apply the held live
-// batches in order; anything still missing is lost for good.
-void Feed::finish_replay(bool ended, std::uint64_t now_ms) {
-  replaying_ = false;
-  bool missed = replay_missed_ || !ended;
-  for (auto& message : held_) {
-    if (message.sequence < replay_next_) {
-      continue;
+void Feed::perform(SequenceActions actions, std::uint64_t now_ms) {
+  using Kind = SequenceAction::Kind;
+  for (auto& action : actions) {
+    switch (action.kind) {
+      case Kind::apply:
+        apply(action.message, now_ms);
+        break;
+      case Kind::gap:
+        ++status_.gaps;
+        metrics_.kv_event_gap(worker_id_);
+        spdlog::warn("kv events: worker {} sequence gap: expected {}, got {}", worker_id_, action.expected, action.got);
+        break;
+      case Kind::engine_restarted:
+        ++status_.resets;
+        metrics_.kv_event_reset(worker_id_);
+        spdlog::warn("kv events: worker {} restarted (sequence went back); its index entries were dropped", worker_id_);
+        config_.cache->caches.drop_worker(config_.slot);
+        status_.last_sequence = -1;
+        break;
+      case Kind::request_replay:
+        send_replay_request(action.expected);
+        break;
+      case Kind::replay_finished:
+        finished_replay(action);
+        break;
+      case Kind::reopen_replay_socket:
+        open_replay_socket();
+        break;
+      case Kind::stale_started:
+        config_.cache->caches.forget_confirmed(config_.slot);
+        if (!status_.stale.exchange(true)) {
+          spdlog::warn("kv events: worker {} is stale; approximate routing until its events rebuild the index",
+                       worker_id_);
+        }
+        break;
+      case Kind::stale_ended:
+        status_.stale = false;
+        spdlog::info("kv events: worker {} is no longer stale", worker_id_);
+        break;
+      case Kind::silent_started:
+        status_.silent = true;
+        spdlog::error(
+            "kv events: worker {} got traffic but sent no KV event for {} ms; check the engine's "
+            "--kv-events-config and {}",
+            worker_id_, settings_.silence_after_ms, config_.events_endpoint);
+        break;
+      case Kind::silent_ended:
+        status_.silent = false;
+        spdlog::info("kv events: worker {} is sending events again", worker_id_);
+        break;
     }
-    missed = missed || message.sequence > replay_next_;
-    apply(message, now_ms);
-    replay_next_ = message.sequence + 1;
   }
-  held_.clear();
-  if (!ended) {
-    open_replay_socket();  // drop whatever a slow engine still sends for this one
+}
+
+void Feed::finished_replay(const SequenceAction& finished) {
+  if (finished.timed_out) {
+    spdlog::warn("kv events: worker {} replay timed out", worker_id_);
   }
-  metrics_.kv_event_replay(worker_id_, !missed);
-  if (!missed) {
+  metrics_.kv_event_replay(worker_id_, finished.closed);
+  if (finished.closed) {
     spdlog::info("kv events: worker {} replay closed the gap", worker_id_);
     return;
   }
   ++status_.failed_replays;
-  if (replay_late_join_) {
+  if (finished.late_join) {
     spdlog::info("kv events: worker {} joined late; blocks stored before the replay buffer are unknown", worker_id_);
     return;
   }
   spdlog::warn("kv events: worker {} replay could not close the gap", worker_id_);
-  mark_stale(now_ms);
 }
 
-void Feed::apply(const Message& message, std::uint64_t now_ms) {
-  last_sequence_ = message.sequence;
+void Feed::apply(const EventMessage& message, std::uint64_t now_ms) {
   status_.last_sequence = static_cast<std::int64_t>(message.sequence);
   ++status_.batches;
   auto batch = decode_batch(message.payload);
@@ -333,44 +322,19 @@ void Feed::apply(const Message& message, std::uint64_t now_ms) {
     spdlog::error("kv events: worker {} reported more blocks than any engine holds; its entries were reset",
                   worker_id_);
   }
-  last_event_ms_ = now_ms;
   status_.last_event_unix_ms = unix_ms();
-  unreported_blocks_ = 0;
-  if (status_.silent.exchange(false)) {
-    spdlog::info("kv events: worker {} is sending events again", worker_id_);
-  }
-}
-
-void Feed::engine_restarted() {
-  ++status_.resets;
-  metrics_.kv_event_reset(worker_id_);
-  spdlog::warn("kv events: worker {} restarted (sequence went back); its index entries were dropped", worker_id_);
-  config_.cache->caches.drop_worker(config_.slot);
-  last_sequence_.reset();
-  status_.last_sequence = -1;
-}
-
-void Feed::mark_stale(std::uint64_t now_ms) {
-  config_.cache->caches.forget_confirmed(config_.slot);
-  stale_until_ms_ = now_ms + static_cast<std::uint64_t>(settings_.approximate_ttl_ms);
-  if (!status_.stale.exchange(true)) {
-    spdlog::warn("kv events: worker {} is stale; approximate routing until its events rebuild the index", worker_id_);
-  }
 }
 
 void Feed::assume(std::span<const BlockHash> blocks, std::uint64_t now_ms) {
-  const bool approximate = !events_on() || status_.stale;
+  const bool approximate = !events_on() || tracker_.stale();
   auto ttl = approximate ? settings_.approximate_ttl_ms : settings_.speculative_ttl_ms;
   auto result =
       config_.cache->caches.assume(config_.slot, blocks, now_ms, static_cast<std::uint64_t>(ttl), capacity_blocks());
   if (result.evicted_entries > 0) {
     metrics_.index_evictions(result.evicted_entries);
   }
-  if (events_on() && result.new_blocks > 0) {
-    if (unreported_blocks_ == 0) {
-      unreported_since_ms_ = now_ms;
-    }
-    unreported_blocks_ += result.new_blocks;
+  if (events_on()) {
+    tracker_.on_routed(result.new_blocks, now_ms);
   }
 }
 
@@ -386,25 +350,8 @@ std::uint64_t Feed::capacity_blocks() const {
 }
 
 void Feed::tick(std::uint64_t now_ms) {
-  if (replaying_ && now_ms >= replay_deadline_ms_) {
-    spdlog::warn("kv events: worker {} replay timed out", worker_id_);
-    finish_replay(false, now_ms);
-  }
-  if (status_.stale && now_ms >= stale_until_ms_) {
-    status_.stale = false;
-    spdlog::info("kv events: worker {} is no longer stale", worker_id_);
-  }
-  // New blocks were routed here but no event came for silence_after: the
-  // engine is probably not publishing (kv-events-config missing, wrong
-  // address, a firewall).
-  if (events_on() && unreported_blocks_ > 0 &&
-      now_ms - std::max(unreported_since_ms_, last_event_ms_) >=
-          static_cast<std::uint64_t>(settings_.silence_after_ms) &&
-      !status_.silent.exchange(true)) {
-    spdlog::error(
-        "kv events: worker {} got traffic but sent no KV event for {} ms; check the engine's "
-        "--kv-events-config and {}",
-        worker_id_, settings_.silence_after_ms, config_.events_endpoint);
+  if (events_on()) {
+    perform(tracker_.on_tick(now_ms), now_ms);
   }
   publish_counts();
 }

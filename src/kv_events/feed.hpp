@@ -1,15 +1,17 @@
 #pragma once
-// One worker's KV-event stream inside the ingestion thread: its sockets, its
-// sequence tracking and replay, and its routing-time inserts. Owned and used
-// by the ingestion thread only (see ingestion.hpp for the rules).
+// One worker's KV-event stream inside the ingestion thread: a thin adapter
+// between its ZMQ sockets and the pure SequenceTracker (sequence_tracker.hpp
+// has the protocol rules), which carries out the tracker's actions on the
+// worker's index, status atomics, metrics and log; and its routing-time
+// inserts. Owned and used by the ingestion thread only (ingestion.hpp).
 #include <cstdint>
-#include <deque>
 #include <optional>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
 
 #include "kvgate/kv_events/ingestion.hpp"
+#include "kvgate/kv_events/sequence_tracker.hpp"
 
 namespace kvgate::kv_events {
 
@@ -37,27 +39,18 @@ class Feed {
   void drop_entries();
 
  private:
-  struct Message {
-    std::uint64_t sequence = 0;
-    std::string payload;
-  };
-  enum class Frames { ok, malformed, end_of_replay };
-
   void open_replay_socket();
   void receive_monitor();
   void receive_live(std::uint64_t now_ms);
   void receive_replay(std::uint64_t now_ms);
-  void on_live(Message message, std::uint64_t now_ms);
-  void start_replay(std::uint64_t from, bool late_join, std::uint64_t now_ms);
-  void finish_replay(bool ended, std::uint64_t now_ms);
-  // Applies a batch that comes next in sequence order (live or replayed).
-  void apply_in_order(const Message& message, std::uint64_t now_ms);
-  void apply(const Message& message, std::uint64_t now_ms);
-  void engine_restarted();
-  void mark_stale(std::uint64_t now_ms);
+  void perform(SequenceActions actions, std::uint64_t now_ms);
+  void apply(const EventMessage& message, std::uint64_t now_ms);
+  void send_replay_request(std::uint64_t from);
+  void finished_replay(const SequenceAction& finished);
   void publish_counts();
   [[nodiscard]] bool events_on() const { return !config_.events_endpoint.empty(); }
   [[nodiscard]] std::uint64_t capacity_blocks() const;
+  [[nodiscard]] SequenceSettings sequence_settings() const;
 
   zmq::context_t& context_;
   obs::Metrics& metrics_;
@@ -68,24 +61,7 @@ class Feed {
   std::optional<zmq::socket_t> subscriber_;
   std::optional<zmq::socket_t> monitor_;
   std::optional<zmq::socket_t> replay_;
-
-  std::optional<std::uint64_t> last_sequence_;
-  bool disconnected_since_last_ = false;
-  // Replay in progress: the next sequence wanted, the live batches held back
-  // meanwhile, and whether a miss marks the worker stale.
-  bool replaying_ = false;
-  bool replay_late_join_ = false;
-  bool replay_missed_ = false;
-  std::uint64_t replay_next_ = 0;
-  std::uint64_t replay_deadline_ms_ = 0;
-  std::deque<Message> held_;
-
-  std::uint64_t stale_until_ms_ = 0;
-  std::uint64_t last_event_ms_ = 0;
-  // Blocks routed here that the engine should have reported storing, and
-  // since when (silence detection).
-  std::uint64_t unreported_blocks_ = 0;
-  std::uint64_t unreported_since_ms_ = 0;
+  SequenceTracker tracker_;
 
   prometheus::Counter* stored_events_;
   prometheus::Counter* removed_events_;
