@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "kvgate/core/utf8.hpp"
 #include "kvgate/tokenizer/hf_tokenizer.hpp"
-#include "kvgate/tokenizer/utf8.hpp"
 
 using kvgate::tokenizer::Tokenizer;
 
@@ -26,16 +26,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     try {
       auto loaded = Tokenizer::load(text, "{}");
       kvgate::tokenizer::EncodeWorkspace workspace;
-      std::vector<kvgate::tokenizer::TokenId> ids;
+      std::vector<kvgate::TokenId> ids;
       (void)loaded.encode("fuzz text 123 <|x|>", true, workspace, ids);
     } catch (const kvgate::tokenizer::TokenizerLoadError&) {
     }
     return 0;
   }
   static kvgate::tokenizer::EncodeWorkspace workspace;
-  std::vector<kvgate::tokenizer::TokenId> ids;
+  std::vector<kvgate::TokenId> ids;
   auto encoded = qwen3().encode(text, false, workspace, ids);
-  if (encoded.has_value() != kvgate::tokenizer::is_valid_utf8(text)) __builtin_trap();
+  if (encoded.has_value() != kvgate::is_valid_utf8(text)) __builtin_trap();
   if (encoded && text.find_first_of("\xCC\xCD") == std::string::npos && text.find('\xE1') == std::string::npos) {
     // Without combining marks or Hangul jamo the text is NFC already, and
     // byte-level decoding is exact.

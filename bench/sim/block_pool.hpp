@@ -25,8 +25,8 @@
 namespace kvgate::sim {
 
 using BlockId = std::uint32_t;
+using kvgate::TokenId;
 using prefix::BlockHash;
-using prefix::TokenId;
 
 struct BlockStored {
   std::vector<BlockHash> block_hashes;

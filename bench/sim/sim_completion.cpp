@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "kvgate/openai/prompt.hpp"
+#include "kvgate/prompt/approximate_prompt.hpp"
 #include "kvgate/prompt/exact_tokens.hpp"
-#include "kvgate/tokenizer/approximate.hpp"
 #include "sim_server.hpp"
 
 namespace kvgate::sim {
@@ -91,7 +91,7 @@ std::optional<std::string> read_prompt(const json& body, Completion& completion)
     return completion.chat ? "each message must be an object"
                            : "prompt must be a string or a list of token ids (batched prompts are not simulated)";
   }
-  completion.prompt = tokenizer::approximate_prompt_tokens(prompt);
+  completion.prompt = prompt::approximate_prompt_tokens(prompt);
   return std::nullopt;
 }
 

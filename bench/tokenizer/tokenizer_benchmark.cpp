@@ -20,8 +20,8 @@
 
 namespace {
 
+using kvgate::TokenId;
 using kvgate::tokenizer::EncodeWorkspace;
-using kvgate::tokenizer::TokenId;
 using kvgate::tokenizer::Tokenizer;
 
 std::string family() {

@@ -34,7 +34,7 @@ ordered_json encode_text(const tokenizer::Tokenizer& tokenizer, tokenizer::Encod
   if (request.is_discarded() || !request.is_object() || !request.contains("text") || !request["text"].is_string()) {
     return error_line("each line must be a JSON object with a string \"text\"");
   }
-  std::vector<tokenizer::TokenId> ids;
+  std::vector<kvgate::TokenId> ids;
   auto encoded = tokenizer.encode(request["text"].get<std::string>(), false, workspace, ids);
   if (!encoded) return error_line(encoded.error());
   return ordered_json{{"ids", ids}};
@@ -50,7 +50,7 @@ ordered_json encode_chat(const tokenizer::Tokenizer& tokenizer, const chat_templ
   input->now = local_now();
   auto prompt = chat_template.render(*input);
   if (!prompt) return error_line(prompt.error());
-  std::vector<tokenizer::TokenId> ids;
+  std::vector<kvgate::TokenId> ids;
   auto encoded = tokenizer.encode(*prompt, false, workspace, ids);
   if (!encoded) return error_line(encoded.error());
   return ordered_json{{"prompt", *prompt}, {"ids", ids}};

@@ -7,7 +7,7 @@
 #include <ctime>
 
 #include "interpreter.hpp"
-#include "kvgate/tokenizer/utf8.hpp"
+#include "kvgate/core/utf8.hpp"
 
 namespace kvgate::chat_template {
 
@@ -20,10 +20,10 @@ std::string strip(const std::string& text, bool left, bool right, const Value* c
   if (characters == nullptr || characters->is_none() || characters->is_undefined() || !characters->is_string()) {
     std::string_view view = text;
     if (left) {
-      view = tokenizer::trim_start_javascript(view);
+      view = kvgate::trim_start_javascript(view);
     }
     if (right) {
-      view = tokenizer::trim_end_javascript(view);
+      view = kvgate::trim_end_javascript(view);
     }
     return std::string(view);
   }
@@ -68,7 +68,7 @@ std::string replace_all(const std::string& text, const std::string& old_text, co
         break;
       }
       std::size_t start = position;
-      tokenizer::next_code_point(text, position);
+      kvgate::next_code_point(text, position);
       out.append(text, start, position - start);
     }
     return out;
@@ -415,7 +415,7 @@ Value string_filter(const std::string& name, const Value& operand, Arguments& ar
     std::size_t position = 0;
     while (position < text.size()) {
       std::size_t start = position;
-      tokenizer::next_code_point(text, position);
+      kvgate::next_code_point(text, position);
       if (start > 0 && separator && separator->is_string()) {
         out += separator->as_string();
       }

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "kvgate/tokenizer/utf8.hpp"
+#include "kvgate/core/utf8.hpp"
 
 namespace kvgate::chat_template {
 
@@ -17,7 +17,7 @@ std::vector<std::string> code_points(const std::string& text) {
   std::size_t position = 0;
   while (position < text.size()) {
     std::size_t start = position;
-    tokenizer::next_code_point(text, position);
+    kvgate::next_code_point(text, position);
     points.push_back(text.substr(start, position - start));
   }
   return points;

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "kvgate/tokenizer/utf8.hpp"
+#include "kvgate/core/utf8.hpp"
 
 namespace kvgate::chat_template {
 
@@ -155,7 +155,7 @@ void append_json_string(std::string& out, std::string_view text, bool ensure_asc
     auto byte = static_cast<unsigned char>(text[position]);
     if (byte >= 0x80) {
       std::size_t start = position;
-      char32_t code_point = tokenizer::next_code_point(text, position);
+      char32_t code_point = kvgate::next_code_point(text, position);
       if (!ensure_ascii) {
         out.append(text.substr(start, position - start));
         continue;

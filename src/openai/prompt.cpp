@@ -34,12 +34,12 @@ std::string content_text(const Json& content) {
 }
 
 template <class Json>
-tokenizer::PromptInput chat_prompt(const Json& body) {
+openai::PromptInput chat_prompt(const Json& body) {
   auto messages = body.find("messages");
   if (messages == body.end() || !messages->is_array()) {
     return std::monostate{};
   }
-  tokenizer::ChatPrompt chat;
+  openai::ChatPrompt chat;
   chat.messages.reserve(messages->size());
   for (const auto& message : *messages) {
     if (!message.is_object()) {
@@ -57,7 +57,7 @@ tokenizer::PromptInput chat_prompt(const Json& body) {
 }
 
 template <class Json>
-tokenizer::PromptInput completion_prompt(const Json& body) {
+openai::PromptInput completion_prompt(const Json& body) {
   auto prompt = body.find("prompt");
   if (prompt == body.end()) {
     return std::monostate{};
@@ -68,19 +68,19 @@ tokenizer::PromptInput completion_prompt(const Json& body) {
   if (!prompt->is_array() || prompt->empty()) {
     return std::monostate{};
   }
-  std::vector<prefix::TokenId> ids;
+  std::vector<kvgate::TokenId> ids;
   ids.reserve(prompt->size());
   for (const auto& token : *prompt) {
     if (!token.is_number_unsigned() || token.template get<std::uint64_t>() > UINT32_MAX) {
       return std::monostate{};
     }
-    ids.push_back(token.template get<prefix::TokenId>());
+    ids.push_back(token.template get<kvgate::TokenId>());
   }
   return ids;
 }
 
 template <class Json>
-tokenizer::PromptInput extract_prompt_from(const Json& body, Endpoint endpoint) {
+openai::PromptInput extract_prompt_from(const Json& body, Endpoint endpoint) {
   if (!body.is_object()) {
     return std::monostate{};
   }
@@ -101,10 +101,10 @@ std::optional<std::string> extract_cache_salt_from(const Json& body) {
 
 }  // namespace
 
-tokenizer::PromptInput extract_prompt(const nlohmann::json& body, Endpoint endpoint) {
+openai::PromptInput extract_prompt(const nlohmann::json& body, Endpoint endpoint) {
   return extract_prompt_from(body, endpoint);
 }
-tokenizer::PromptInput extract_prompt(const nlohmann::ordered_json& body, Endpoint endpoint) {
+openai::PromptInput extract_prompt(const nlohmann::ordered_json& body, Endpoint endpoint) {
   return extract_prompt_from(body, endpoint);
 }
 std::optional<std::string> extract_cache_salt(const nlohmann::json& body) {

@@ -2,11 +2,11 @@
 
 namespace kvgate::prompt {
 
-Result<std::vector<tokenizer::TokenId>, PromptError> exact_prompt_tokens(const ModelTokenizer& model,
-                                                                         const openai::RequestSummary& request,
-                                                                         tokenizer::EncodeWorkspace& workspace,
-                                                                         const ExactOptions& options) {
-  std::vector<tokenizer::TokenId> ids;
+Result<std::vector<kvgate::TokenId>, PromptError> exact_prompt_tokens(const ModelTokenizer& model,
+                                                                      const openai::RequestSummary& request,
+                                                                      tokenizer::EncodeWorkspace& workspace,
+                                                                      const ExactOptions& options) {
+  std::vector<kvgate::TokenId> ids;
   if (request.chat_body) {
     if (!model.chat_template) {
       return ids;
@@ -34,7 +34,7 @@ Result<std::vector<tokenizer::TokenId>, PromptError> exact_prompt_tokens(const M
     if (!encoded) {
       return unexpected(PromptError{encoded.error(), "prompt", false});
     }
-  } else if (const auto* given = std::get_if<std::vector<prefix::TokenId>>(&request.prompt)) {
+  } else if (const auto* given = std::get_if<std::vector<kvgate::TokenId>>(&request.prompt)) {
     ids = *given;
   }
   return ids;

@@ -1,15 +1,15 @@
 #include "kvgate/prompt/prepared_prompt.hpp"
 
 #include "kvgate/openai/prompt.hpp"
+#include "kvgate/prompt/approximate_prompt.hpp"
 #include "kvgate/prompt/exact_tokens.hpp"
-#include "kvgate/tokenizer/approximate.hpp"
 
 namespace kvgate::prompt {
 
 Result<PreparedPrompt, openai::ApiError> prepare_prompt(const PromptModel& model, const openai::RequestSummary& request,
                                                         const std::tm& local_now) {
   PreparedPrompt result;
-  std::vector<prefix::TokenId> tokens;
+  std::vector<kvgate::TokenId> tokens;
   if (model.tokenizer != nullptr) {
     // Each thread encodes with its own workspace; the segment cache in it
     // remembers the sections of recent prompts.
@@ -27,7 +27,7 @@ Result<PreparedPrompt, openai::ApiError> prepare_prompt(const PromptModel& model
     result.segment_hits = workspace.segment_cache_hits() - hits;
     result.segment_misses = workspace.segment_cache_misses() - misses;
   } else {
-    tokens = tokenizer::approximate_prompt_tokens(
+    tokens = approximate_prompt_tokens(
         request.chat_body ? openai::extract_prompt(*request.chat_body, openai::Endpoint::chat_completions)
                           : request.prompt);
   }

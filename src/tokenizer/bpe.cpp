@@ -4,7 +4,7 @@
 #include <array>
 #include <queue>
 
-#include "kvgate/tokenizer/utf8.hpp"
+#include "kvgate/core/utf8.hpp"
 
 namespace kvgate::tokenizer {
 

@@ -3,8 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include "bpe.hpp"
+#include "kvgate/core/utf8.hpp"
 #include "kvgate/tokenizer/hf_tokenizer.hpp"
-#include "kvgate/tokenizer/utf8.hpp"
 #include "normalizer.hpp"
 #include "regex.hpp"
 

@@ -12,11 +12,10 @@
 #include <string_view>
 #include <vector>
 
-#include "kvgate/prefix/block_hash.hpp"
+#include "kvgate/core/token.hpp"
 
 namespace kvgate::tokenizer {
 
-using prefix::TokenId;
 inline constexpr TokenId kNoToken = UINT32_MAX;
 
 inline std::uint64_t hash_bytes(std::string_view bytes) {

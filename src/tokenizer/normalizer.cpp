@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "kvgate/core/utf8.hpp"
 #include "kvgate/tokenizer/hf_tokenizer.hpp"
-#include "kvgate/tokenizer/utf8.hpp"
 #include "regex.hpp"
 
 namespace kvgate::tokenizer {

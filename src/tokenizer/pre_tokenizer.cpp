@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "kvgate/core/utf8.hpp"
 #include "kvgate/tokenizer/hf_tokenizer.hpp"
-#include "kvgate/tokenizer/utf8.hpp"
 #include "normalizer.hpp"
 #include "regex.hpp"
 

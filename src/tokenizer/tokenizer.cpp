@@ -2,8 +2,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "kvgate/core/utf8.hpp"
 #include "kvgate/tokenizer/hf_tokenizer.hpp"
-#include "kvgate/tokenizer/utf8.hpp"
 #include "tokenizer_impl.hpp"
 
 namespace kvgate::tokenizer {

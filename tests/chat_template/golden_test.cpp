@@ -60,7 +60,7 @@ TEST_P(TemplateGolden, EveryConversationRendersAndEncodesLikeTheReference) {
     }
     ASSERT_TRUE(rendered.has_value()) << where << ": " << rendered.error();
     EXPECT_EQ(*rendered, expected["prompt"].get<std::string>()) << where;
-    std::vector<tokenizer::TokenId> ids;
+    std::vector<kvgate::TokenId> ids;
     ASSERT_TRUE(tokenizer.encode(*rendered, false, workspace, ids).has_value());
     EXPECT_EQ(json(ids), expected["ids"]) << where;
   }

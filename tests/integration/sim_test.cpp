@@ -116,7 +116,7 @@ TEST(Sim, PublishesTheStoredBlocksWithTheirTokenIds) {
   auto full = expected_tokens.size() / 16 * 16;
   // Blocks already cached are not stored again: this batch carries the
   // blocks after the longest cached prefix, with their tokens.
-  auto tokens = events[0]["token_ids"].get<std::vector<prefix::TokenId>>();
+  auto tokens = events[0]["token_ids"].get<std::vector<kvgate::TokenId>>();
   ASSERT_FALSE(tokens.empty());
   ASSERT_LE(tokens.size(), full);
   EXPECT_TRUE(std::equal(tokens.begin(), tokens.end(), expected_tokens.begin() + (full - tokens.size())));

@@ -92,14 +92,14 @@ TEST(InspectRequest, ReadsThePromptAndCacheSalt) {
   EXPECT_EQ(chat->cache_salt, "tenant-a");
   ASSERT_NE(chat->chat_body, nullptr);
   auto read = extract_prompt(*chat->chat_body, kChat);
-  const auto& prompt = std::get<tokenizer::ChatPrompt>(read);
+  const auto& prompt = std::get<openai::ChatPrompt>(read);
   EXPECT_FALSE(prompt.add_generation_prompt);
   ASSERT_EQ(prompt.messages.size(), 2u);
   EXPECT_EQ(prompt.messages[1].role, "user");
   EXPECT_EQ(prompt.messages[1].text, "a\nb");  // text parts joined, other parts skipped
 
   auto ids = inspect_request(R"({"model":"m","prompt":[5,6,7]})", Endpoint::completions, "");
-  EXPECT_EQ(std::get<std::vector<prefix::TokenId>>(ids->prompt), (std::vector<prefix::TokenId>{5, 6, 7}));
+  EXPECT_EQ(std::get<std::vector<kvgate::TokenId>>(ids->prompt), (std::vector<kvgate::TokenId>{5, 6, 7}));
   // A batch of prompts is forwarded but cannot be routed by prefix.
   auto batch = inspect_request(R"({"model":"m","prompt":["a","b"]})", Endpoint::completions, "");
   EXPECT_TRUE(std::holds_alternative<std::monostate>(batch->prompt));

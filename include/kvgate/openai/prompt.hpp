@@ -6,8 +6,8 @@
 #include <optional>
 #include <string>
 
+#include "kvgate/openai/prompt_input.hpp"
 #include "kvgate/openai/request.hpp"
-#include "kvgate/tokenizer/prompt.hpp"
 
 namespace kvgate::openai {
 
@@ -15,8 +15,8 @@ namespace kvgate::openai {
 // parts of a list) and add_generation_prompt (vLLM's extension, default
 // true). Completions: a string, or a list of token ids; anything else
 // (batched prompts) gives monostate. Never throws on any JSON value.
-tokenizer::PromptInput extract_prompt(const nlohmann::json& body, Endpoint endpoint);
-tokenizer::PromptInput extract_prompt(const nlohmann::ordered_json& body, Endpoint endpoint);
+openai::PromptInput extract_prompt(const nlohmann::json& body, Endpoint endpoint);
+openai::PromptInput extract_prompt(const nlohmann::ordered_json& body, Endpoint endpoint);
 
 // The body's cache_salt when it is a non-empty string (vLLM and SGLang
 // partition their prefix cache by it).

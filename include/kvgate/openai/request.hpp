@@ -11,7 +11,7 @@
 
 #include "kvgate/core/result.hpp"
 #include "kvgate/openai/errors.hpp"
-#include "kvgate/tokenizer/prompt.hpp"
+#include "kvgate/openai/prompt_input.hpp"
 
 namespace kvgate::openai {
 
@@ -25,7 +25,7 @@ struct RequestSummary {
   // Completions: what the engine will read (see prompt.hpp). Chat: left
   // empty; the body below holds the messages, read by whichever
   // tokenisation the model uses (extract_prompt for the approximate one).
-  tokenizer::PromptInput prompt;
+  openai::PromptInput prompt;
   std::optional<std::string> cache_salt;                    // partitions the engine's prefix cache
   std::shared_ptr<const nlohmann::ordered_json> chat_body;  // chat requests: the parsed body
 };

@@ -14,10 +14,12 @@
 #include <string_view>
 #include <vector>
 
+#include "kvgate/core/token.hpp"
+
 namespace kvgate::prefix {
 
 using BlockHash = std::uint64_t;
-using TokenId = std::uint32_t;
+using TokenId = kvgate::TokenId;
 
 struct Partition {
   std::string_view model;

@@ -30,9 +30,9 @@ struct ExactOptions {
 
 // Empty ids when the request has nothing to tokenise exactly (batched
 // prompts, or a chat for a model without a chat template).
-Result<std::vector<tokenizer::TokenId>, PromptError> exact_prompt_tokens(const ModelTokenizer& model,
-                                                                         const openai::RequestSummary& request,
-                                                                         tokenizer::EncodeWorkspace& workspace,
-                                                                         const ExactOptions& options);
+Result<std::vector<kvgate::TokenId>, PromptError> exact_prompt_tokens(const ModelTokenizer& model,
+                                                                      const openai::RequestSummary& request,
+                                                                      tokenizer::EncodeWorkspace& workspace,
+                                                                      const ExactOptions& options);
 
 }  // namespace kvgate::prompt

@@ -17,11 +17,9 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "kvgate/core/result.hpp"
-#include "kvgate/prefix/block_hash.hpp"
+#include "kvgate/core/token.hpp"
 
 namespace kvgate::tokenizer {
-
-using prefix::TokenId;
 
 class TokenizerLoadError : public std::runtime_error {
  public:

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "kvgate/prompt/approximate_prompt.hpp"
 #include "kvgate/tokenizer/approximate.hpp"
 #include "support/harness.hpp"
 
@@ -66,9 +67,9 @@ class SimProcess {
     return json::parse(response.body);
   }
 
-  static std::vector<prefix::TokenId> prompt_tokens(const std::string& user_text) {
+  static std::vector<kvgate::TokenId> prompt_tokens(const std::string& user_text) {
     return tokenizer::approximate_tokens(
-        tokenizer::render_approximate_chat({{"system", kSystem}, {"user", user_text}}, true));
+        prompt::render_approximate_chat({{"system", kSystem}, {"user", user_text}}, true));
   }
 
   static constexpr const char* kSystem =

@@ -1,8 +1,8 @@
-#include "kvgate/tokenizer/utf8.hpp"
+#include "kvgate/core/utf8.hpp"
 
 #include <cstring>
 
-namespace kvgate::tokenizer {
+namespace kvgate {
 
 namespace {
 
@@ -195,4 +195,4 @@ std::string_view trim_end_javascript(std::string_view text) {
   return text.substr(0, end);
 }
 
-}  // namespace kvgate::tokenizer
+}  // namespace kvgate

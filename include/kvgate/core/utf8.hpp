@@ -1,12 +1,13 @@
 #pragma once
-// UTF-8 helpers shared by the tokenizer and the chat templates. Invalid input
+// UTF-8 helpers shared by the tokenizer, the chat templates and the request
+// shell. Invalid input
 // never reaches them unchecked: callers validate once with is_valid_utf8.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
-namespace kvgate::tokenizer {
+namespace kvgate {
 
 // Strict RFC 3629: no overlongs, no surrogates, nothing above U+10FFFF.
 bool is_valid_utf8(std::string_view text);
@@ -43,4 +44,4 @@ bool is_javascript_whitespace(char32_t code_point);
 std::string_view trim_start_javascript(std::string_view text);
 std::string_view trim_end_javascript(std::string_view text);
 
-}  // namespace kvgate::tokenizer
+}  // namespace kvgate

@@ -5,9 +5,9 @@
 #include <variant>
 #include <vector>
 
-#include "kvgate/prefix/block_hash.hpp"
+#include "kvgate/core/token.hpp"
 
-namespace kvgate::tokenizer {
+namespace kvgate::openai {
 
 struct ChatMessage {
   std::string role;
@@ -21,6 +21,6 @@ struct ChatPrompt {
 
 // monostate: nothing kvgate can tokenise (e.g. a batch of prompts); such a
 // request is routed without prefix information.
-using PromptInput = std::variant<std::monostate, ChatPrompt, std::string, std::vector<prefix::TokenId>>;
+using PromptInput = std::variant<std::monostate, ChatPrompt, std::string, std::vector<TokenId>>;
 
-}  // namespace kvgate::tokenizer
+}  // namespace kvgate::openai
