@@ -31,12 +31,14 @@ cmake --build build-asan -j"$jobs"
   ctest --output-on-failure -j"$jobs" --timeout 300 -LE node)
 echo "== ThreadSanitizer (the code shared between threads without Asio)"
 # The prefix index (one writer, lock-free readers), the tokenizer's shared
-# segment cache and the worker state atomics, each with a multi-threaded test.
+# segment cache, the worker state atomics (and drift window) and the
+# router's session table, each with a multi-threaded test.
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVGATE_SANITIZE_THREAD=ON >/dev/null
-cmake --build build-tsan -j"$jobs" --target index_test tokenizer_test workers_test
+cmake --build build-tsan -j"$jobs" --target index_test tokenizer_test workers_test route_test
 for target in index_test tokenizer_test workers_test; do
   TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/"$target" --gtest_brief=1
 done
+TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/route_test --gtest_brief=1 --gtest_filter="*Threads*"
 echo "== fuzz smoke (libFuzzer, clang)"
 cmake -S fuzz -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 cmake --build build-fuzz -j"$jobs"

@@ -4,7 +4,12 @@
 #include <benchmark/benchmark.h>
 
 #include <unistd.h>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <fstream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -16,6 +21,28 @@
 #include "kvgate/openai/errors.hpp"
 #include "kvgate/openai/request.hpp"
 #include "kvgate/policy/policy.hpp"
+#include "kvgate/route/router.hpp"
+
+// Heap allocations made by this process, counted so that benchmarks can
+// report allocations per operation (the routing decision must make exactly
+// one: its candidate list).
+namespace {
+std::atomic<std::uint64_t> g_allocations{0};
+}  // namespace
+
+void* operator new(std::size_t size) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* memory = std::malloc(size == 0 ? 1 : size)) {
+    return memory;
+  }
+  throw std::bad_alloc();
+}
+void operator delete(void* memory) noexcept {
+  std::free(memory);
+}
+void operator delete(void* memory, std::size_t) noexcept {
+  std::free(memory);
+}
 
 namespace {
 
@@ -58,7 +85,12 @@ void decide(benchmark::State& state) {
     benchmark::DoNotOptimize(decision);
   }
 }
+std::unique_ptr<kvgate::policy::Policy> make_default_cache_aware() {
+  return kvgate::policy::make_cache_aware({});
+}
 BENCHMARK(decide<kvgate::policy::make_round_robin>)->Arg(4)->Arg(16)->Arg(64);
+// The policy alone over 1,000 workers (a model's prefix index holds 64).
+BENCHMARK(decide<make_default_cache_aware>)->Arg(16)->Arg(64)->Arg(1000);
 BENCHMARK(decide<kvgate::policy::make_least_load>)->Arg(4)->Arg(16)->Arg(64);
 
 void error_body(benchmark::State& state) {
@@ -115,6 +147,70 @@ void index_lookup(benchmark::State& state) {
   }
 }
 BENCHMARK(index_lookup);
+
+// Router::decide after tokenisation, as a request gets it: a 32,768-token
+// prompt (2,048 blocks) looked up in the model's index where worker w holds
+// its first 128 * (w + 1) blocks (so the lookup walks the whole prompt),
+// live worker state, the session table holding 100,000 sessions and this
+// request's own, and the cache_aware policy. Reports the p99 of single
+// decisions and the heap allocations per decision.
+void router_decide(benchmark::State& state) {
+  namespace route = kvgate::route;
+  const auto workers = static_cast<std::size_t>(state.range(0));
+  route::RoutingTable table;
+  table.options = std::make_shared<kvgate::config::Options>();
+  table.policy = kvgate::policy::make_cache_aware({});
+  route::ModelRoute model;
+  model.name = "qwen3";
+  model.cache = std::make_shared<kvgate::kv_events::ModelCache>("qwen3", 16, 1u << 26);
+  kvgate::prompt::PreparedPrompt prompt;
+  prompt.input_tokens = 32'768;
+  prompt.blocks.resize(2'048);
+  for (std::size_t block = 0; block < prompt.blocks.size(); ++block) {
+    prompt.blocks[block] = 0x9e3779b97f4a7c15ULL * (block + 1);
+  }
+  for (std::size_t index = 0; index < workers; ++index) {
+    auto id = "worker-" + std::to_string(index);
+    model.workers.push_back(
+        {std::make_shared<kvgate::workers::WorkerState>(id, "http://127.0.0.1:1", kvgate::HttpUrl{}),
+         static_cast<kvgate::index::WorkerSlot>(index),
+         {}});
+    auto held = std::min<std::size_t>(prompt.blocks.size(), 128 * (index % 16 + 1));
+    model.cache->index.insert(static_cast<kvgate::index::WorkerSlot>(index), std::span(prompt.blocks).first(held),
+                              kvgate::index::Tier::gpu, 1);
+    model.workers.back().state->prefill_added(1'000 * (index % 5));
+  }
+  route::SessionTable sessions({200'000, 3'600'000, 8});
+  kvgate::obs::Metrics metrics;
+  route::Router router(sessions, metrics);
+  for (int session = 0; session < 100'000; ++session) {
+    route::SessionTurn turn;
+    turn.worker = "worker-" + std::to_string(session % workers);
+    sessions.commit_turn("session-" + std::to_string(session), turn, 1'000);
+  }
+  std::vector<double> nanoseconds;
+  nanoseconds.reserve(1 << 20);
+  std::uint64_t sequence = 0;
+  std::uint64_t allocations = 0;
+  for (auto _ : state) {
+    const auto before = g_allocations.load(std::memory_order_relaxed);
+    const auto start = std::chrono::steady_clock::now();
+    auto decision = router.decide(table, model, &prompt, {"session-4242", sequence++, {}, 2'000});
+    const auto elapsed = std::chrono::steady_clock::now() - start;
+    allocations += g_allocations.load(std::memory_order_relaxed) - before;
+    benchmark::DoNotOptimize(decision);
+    if (nanoseconds.size() < nanoseconds.capacity()) {
+      nanoseconds.push_back(static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count()));
+    }
+  }
+  std::sort(nanoseconds.begin(), nanoseconds.end());
+  if (!nanoseconds.empty()) {
+    state.counters["p99_us"] = nanoseconds[nanoseconds.size() * 99 / 100] / 1000;
+  }
+  state.counters["allocs_per_decision"] =
+      static_cast<double>(allocations) / static_cast<double>(std::max<std::int64_t>(state.iterations(), 1));
+}
+BENCHMARK(router_decide)->Arg(16)->Arg(64)->Unit(benchmark::kMicrosecond);
 
 // Resident memory per (block, worker) entry with 10 million entries, each
 // block held by Arg(0) of 16 workers (1: 10 M blocks, the worst case for

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "kvgate/route/session_table.hpp"
 
@@ -129,6 +131,43 @@ TEST(SessionTable, ASmallerCapTakesEffectOnTheNextInserts) {
     table.commit_turn("n" + std::to_string(key), turn_on("a"), 2'000);
   }
   EXPECT_LE(table.size(), 64u);
+}
+
+}  // namespace
+}  // namespace kvgate::route
+
+namespace kvgate::route {
+namespace {
+
+// Every I/O thread and the admin thread use the table at once (the
+// ThreadSanitizer stage runs this).
+TEST(SessionTable, ThreadsCommittingReadingAndListingAtOnceStayConsistent) {
+  SessionTable table({512, 3'600'000, 4});
+  std::vector<std::thread> threads;
+  for (int thread = 0; thread < 4; ++thread) {
+    threads.emplace_back([&table, thread] {
+      for (int request = 0; request < 5'000; ++request) {
+        const auto key = "s" + std::to_string((request * 7 + thread) % 300);
+        SessionTurn turn;
+        turn.worker = "w" + std::to_string(thread);
+        const auto number = table.commit_turn(key, turn, 1'000 + request);
+        table.record_outcome(key, number, {200, 16u, 64u, 1.0});
+        (void)table.find(key, 1'000 + request);
+        if (request % 500 == 0) {
+          (void)table.active(1'000 + request);
+          (void)table.detail(key, 1'000 + request);
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  EXPECT_EQ(table.size(), 300u);
+  auto detail = table.detail("s0", 10'000);
+  ASSERT_TRUE(detail);
+  EXPECT_LE(detail->turns.size(), 4u);
+  EXPECT_GT(detail->state.turns, 0u);
 }
 
 }  // namespace

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+#include <vector>
+
 namespace kvgate::workers {
 namespace {
 
@@ -81,6 +85,36 @@ TEST(WorkerState, AStreamsPrefillIsPendingUntilItsFirstToken) {
   }
   EXPECT_EQ(worker.in_flight(), 0u);
   EXPECT_DOUBLE_EQ(*worker.recent_time_to_first_token_seconds(), 0.25);
+}
+
+}  // namespace
+}  // namespace kvgate::workers
+
+namespace kvgate::workers {
+namespace {
+
+// I/O threads record predictions while routers read the drift flag (the
+// ThreadSanitizer stage runs this).
+TEST(WorkerState, PredictionsRecordedFromSeveralThreadsWhileTheRouterReads) {
+  WorkerState worker("w0", "http://127.0.0.1:1", HttpUrl{{"127.0.0.1", 1}, "127.0.0.1:1"});
+  DriftOptions options;
+  std::atomic<int> seen_drifting{0};
+  std::vector<std::thread> threads;
+  for (int thread = 0; thread < 3; ++thread) {
+    threads.emplace_back([&] {
+      for (int sample = 0; sample < 2'000; ++sample) {
+        worker.record_prediction(256, 0, options);
+        seen_drifting += worker.drifting() ? 1 : 0;
+        (void)worker.drift_evidence();
+      }
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  EXPECT_TRUE(worker.drifting());
+  EXPECT_GT(seen_drifting.load(), 0);
+  EXPECT_EQ(worker.drift_evidence().samples, options.window);
 }
 
 }  // namespace
