@@ -56,17 +56,27 @@ std::size_t SessionTable::shard_capacity() const {
   return std::max<std::size_t>(1, (max_sessions_.load() + kShards - 1) / kShards);
 }
 
-std::optional<SessionState> SessionTable::find(std::string_view key, std::uint64_t now_ms) const {
-  return with_stored_key(key, [&](std::string_view stored) -> std::optional<SessionState> {
+SessionState SessionTable::state_of(const Entry& entry, std::uint64_t now_ms) const {
+  return {entry.worker, entry.turns, entry.last_seen_ms, entry.last_input_tokens,
+          expired(entry.last_seen_ms, now_ms, idle_ttl_ms_.load())};
+}
+
+template <class Visit>
+auto SessionTable::with_entry(std::string_view key, Visit visit) const {
+  return with_stored_key(key, [&](std::string_view stored) {
     auto& shard = shard_for(stored);
     std::lock_guard lock(shard.mutex);
     auto found = shard.by_key.find(stored);
-    if (found == shard.by_key.end()) {
+    return visit(found == shard.by_key.end() ? nullptr : &*found->second);
+  });
+}
+
+std::optional<SessionState> SessionTable::find(std::string_view key, std::uint64_t now_ms) const {
+  return with_entry(key, [&](const Entry* entry) -> std::optional<SessionState> {
+    if (entry == nullptr) {
       return std::nullopt;
     }
-    const auto& entry = *found->second;
-    return SessionState{entry.worker, entry.turns, entry.last_seen_ms, entry.last_input_tokens,
-                        expired(entry.last_seen_ms, now_ms, idle_ttl_ms_.load())};
+    return state_of(*entry, now_ms);
   });
 }
 
@@ -120,14 +130,11 @@ std::uint64_t SessionTable::commit_turn(std::string_view key, SessionTurn turn, 
 }
 
 void SessionTable::record_outcome(std::string_view key, std::uint64_t number, const Outcome& outcome) {
-  with_stored_key(key, [&](std::string_view stored) {
-    auto& shard = shard_for(stored);
-    std::lock_guard lock(shard.mutex);
-    auto found = shard.by_key.find(stored);
-    if (found == shard.by_key.end()) {
+  with_entry(key, [&](Entry* found) {
+    if (found == nullptr) {
       return 0;
     }
-    for (auto& turn : found->second->recent) {
+    for (auto& turn : found->recent) {
       if (turn.number == number) {
         turn.status = outcome.status;
         turn.cached_tokens = outcome.cached_tokens;
@@ -140,20 +147,15 @@ void SessionTable::record_outcome(std::string_view key, std::uint64_t number, co
 }
 
 std::optional<SessionDetail> SessionTable::detail(std::string_view key, std::uint64_t now_ms) const {
-  return with_stored_key(key, [&](std::string_view stored) -> std::optional<SessionDetail> {
-    auto& shard = shard_for(stored);
-    std::lock_guard lock(shard.mutex);
-    auto found = shard.by_key.find(stored);
-    if (found == shard.by_key.end()) {
+  return with_entry(key, [&](const Entry* entry) -> std::optional<SessionDetail> {
+    if (entry == nullptr) {
       return std::nullopt;
     }
-    const auto& entry = *found->second;
     SessionDetail detail;
-    detail.key = entry.key;
-    detail.state = {entry.worker, entry.turns, entry.last_seen_ms, entry.last_input_tokens,
-                    expired(entry.last_seen_ms, now_ms, idle_ttl_ms_.load())};
-    detail.started_ms = entry.started_ms;
-    detail.turns.assign(entry.recent.begin(), entry.recent.end());
+    detail.key = entry->key;
+    detail.state = state_of(*entry, now_ms);
+    detail.started_ms = entry->started_ms;
+    detail.turns.assign(entry->recent.begin(), entry->recent.end());
     return detail;
   });
 }

@@ -121,6 +121,11 @@ class SessionTable {
   static constexpr std::size_t kShards = 16;
 
   Shard& shard_for(std::string_view stored_key) const;
+  // Calls visit(Entry*) (null: no such key) under the shard's lock (the
+  // shards are mutable: a const lookup still locks).
+  template <class Visit>
+  auto with_entry(std::string_view key, Visit visit) const;
+  [[nodiscard]] SessionState state_of(const Entry& entry, std::uint64_t now_ms) const;
   [[nodiscard]] std::size_t shard_capacity() const;
 
   mutable std::array<Shard, kShards> shards_;
