@@ -5,6 +5,8 @@
 //   stall           read the request, never answer
 //   drop_after:N    stream N events, then reset the connection
 //   hold_after:N    stream N events, then wait for POST /control/release
+//   hold_last       stream everything up to "data: [DONE]", then hold the
+//                   body's end (the chunk terminator) until released
 //   delay_ms:D      wait D ms before each event / before a plain answer
 // Several may be combined with commas: "delay_ms:50,drop_after:3".
 #include <optional>
@@ -18,6 +20,7 @@ struct Fault {
   std::optional<int> drop_after;
   std::optional<int> hold_after;
   bool hold_first = false;  // a stream's header goes out, then nothing until released (a prefill in progress)
+  bool hold_last = false;   // [DONE] goes out, the body's end waits until released
   int delay_ms = 0;
 };
 
@@ -43,6 +46,8 @@ inline Fault parse_fault(std::string_view header) {
       fault.drop_after = value;
     } else if (name == "hold_first") {
       fault.hold_first = true;
+    } else if (name == "hold_last") {
+      fault.hold_last = true;
     } else if (name == "hold_after") {
       fault.hold_after = value;
     } else if (name == "delay_ms") {

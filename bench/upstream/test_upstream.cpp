@@ -312,6 +312,10 @@ class Connection {
       co_await write_event(final_event.dump());
     }
     co_await write_event("[DONE]");
+    if (fault.hold_last && co_await pause_or_abort(stream_, &upstream_.release, 0)) {
+      finished(true);
+      co_return false;
+    }
     auto [last_error, last_bytes] = co_await asio::async_write(stream_, bhttp::make_chunk_last(), use_nothrow);
     finished(false);
     co_return !last_error && request.keep_alive();

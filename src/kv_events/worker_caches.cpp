@@ -165,8 +165,10 @@ WorkerCaches::AssumeResult WorkerCaches::assume(WorkerSlot slot, std::span<const
   }
   // Refreshes recency of blocks already held too, so the cap keeps hot ones.
   result.evicted_entries = index_.insert(slot, blocks, Tier::gpu, seconds(now_ms));
+  // The worker's cache is full: what it held longest is what it evicts.
   while (state.assumed.size() > capacity_blocks) {
     unassume(slot, state, state.assumed_order.front());
+    ++result.evicted_entries;
   }
   return result;
 }

@@ -133,6 +133,15 @@ Metrics::Metrics()
                               "Prompt sections (text between special tokens) of exactly tokenised requests, by "
                               "whether the segment cache had their ids (hit) or they were encoded (miss)")
                           .Register(*registry_);
+  // Engines send a stream's header at admission (llama.cpp; vLLM too when
+  // the request queues), so the first byte says nothing of the prefill: the
+  // first data event does.
+  first_token_ = &BuildHistogram()
+                      .Name("kvgate_time_to_first_token_seconds")
+                      .Help(
+                          "Time from the request read to a stream's first data event (the first token), by model "
+                          "and worker")
+                      .Register(*registry_);
   index_drifting_ = &BuildGauge()
                          .Name("kvgate_index_drifting")
                          .Help(
@@ -195,11 +204,13 @@ Metrics::RequestSeries Metrics::request_series(std::string_view model, std::stri
                                  {"status", status_label(status)}});
   series.duration = &request_duration_.Add({{"model", model_label}}, latency_buckets());
   series.first_byte = &first_byte_.Add({{"model", model_label}}, latency_buckets());
+  series.first_token = &first_token_->Add(
+      {{"model", model_label}, {"worker", std::string(worker.empty() ? "none" : worker)}}, latency_buckets());
   return series;
 }
 
 void ThreadMetrics::request_finished(std::string_view model, std::string_view worker, int status,
-                                     double duration_seconds, double first_byte_seconds) {
+                                     double duration_seconds, double first_byte_seconds, double first_token_seconds) {
   key_.clear();
   key_.append(model).push_back('\n');
   key_.append(worker).push_back('\n');
@@ -212,6 +223,9 @@ void ThreadMetrics::request_finished(std::string_view model, std::string_view wo
   found->second.duration->Observe(duration_seconds);
   if (first_byte_seconds >= 0) {
     found->second.first_byte->Observe(first_byte_seconds);
+  }
+  if (first_token_seconds >= 0) {
+    found->second.first_token->Observe(first_token_seconds);
   }
 }
 

@@ -1,7 +1,10 @@
 #include "kvgate/openai/usage_scan.hpp"
 
+#include <algorithm>
 #include <array>
 #include <utility>
+
+#include <nlohmann/json.hpp>
 
 namespace kvgate::openai {
 namespace {
@@ -86,6 +89,40 @@ bool usage_only(std::string_view event) {
          event.find(R"("usage":{)") != std::string_view::npos;
 }
 
+// What the client gets of a usage-only event: nothing when it holds only
+// the chunk envelope and `usage` (vLLM, SGLang); the event without `usage`
+// when the engine put more in it (llama.cpp moves its `timings`, with
+// `cache_n`, into that chunk); the event untouched when it is not the one
+// JSON object kvgate expects. The relay never drops what an engine sent.
+void append_without_usage(std::string_view event, std::string& out) {
+  static constexpr std::array<std::string_view, 9> kEnvelope{
+      "id", "object", "created", "model", "system_fingerprint", "choices", "usage", "service_tier", "obfuscation"};
+  constexpr std::string_view kData = "data:";
+  auto payload = event;
+  if (!payload.starts_with(kData)) {
+    out.append(event);
+    return;
+  }
+  payload.remove_prefix(kData.size());
+  auto body = nlohmann::ordered_json::parse(payload, nullptr, false);
+  if (!body.is_object()) {
+    out.append(event);
+    return;
+  }
+  bool more = false;
+  for (const auto& [key, value] : body.items()) {
+    more = more || std::find(kEnvelope.begin(), kEnvelope.end(), key) == kEnvelope.end();
+  }
+  if (!more) {
+    return;
+  }
+  body.erase("usage");
+  const bool crlf = event.ends_with("\r\n\r\n");
+  out.append("data: ");
+  out.append(body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
+  out.append(crlf ? "\r\n\r\n" : "\n\n");
+}
+
 }  // namespace
 
 void UsageEventStripper::feed(std::string_view piece, std::string& out) {
@@ -93,7 +130,9 @@ void UsageEventStripper::feed(std::string_view piece, std::string& out) {
   std::string_view rest = pending_;
   for (auto end = event_end(rest); end != std::string_view::npos; end = event_end(rest)) {
     auto event = rest.substr(0, end);
-    if (!usage_only(event)) {
+    if (usage_only(event)) {
+      append_without_usage(event, out);
+    } else {
       out.append(event);
     }
     rest.remove_prefix(end);

@@ -161,7 +161,7 @@ void ClientSession::finish(Exchange& exchange) {
     exchange.decision_log->write(decision_record(exchange, now));
   }
   thread_.metrics().request_finished(exchange.model, exchange.worker, exchange.status, elapsed,
-                                     exchange.first_byte_seconds);
+                                     exchange.first_byte_seconds, exchange.first_token_seconds);
   if (!exchange.table->options->access_log) {
     return;
   }

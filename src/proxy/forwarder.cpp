@@ -186,7 +186,9 @@ awaitable<void> forward(ClientSession& session, ClientRequest& request, Exchange
   CancelLink link;
   co_await (run_attempts(session, request, exchange, target, link) && watch_client(session.stream().socket(), link));
   if (link.client_gone) {
-    exchange.client_gone = true;
+    // The connection is gone either way; the exchange only failed when the
+    // engine's answer was not complete yet.
+    exchange.client_gone = !exchange.engine_done;
     exchange.keep_alive = false;
   }
 }

@@ -178,7 +178,23 @@ void Relay::observe_piece(bhttp::buffer_body::value_type& piece) {
   usage_.feed(bytes);
   if (!piece.more) {
     usage_.finish();
-    exchange_.reported = usage_.usage();
+    exchange_.engine_done = true;
+  }
+  // Every piece: a client that leaves right after [DONE] must not lose the
+  // engine's figures (the usage event comes before it).
+  exchange_.reported = usage_.usage();
+  if (event_stream_ && !exchange_.engine_done) {
+    constexpr std::string_view kDone = "data: [DONE]";
+    constexpr std::size_t kKeep = kDone.size() - 1;  // enough of the last piece to complete a split marker
+    done_carry_.append(bytes.substr(0, kKeep));
+    if (bytes.find(kDone) != std::string_view::npos || done_carry_.find(kDone) != std::string::npos) {
+      exchange_.engine_done = true;
+    }
+    if (bytes.size() >= kKeep) {
+      done_carry_.assign(bytes.substr(bytes.size() - kKeep));
+    } else if (done_carry_.size() > kKeep) {
+      done_carry_.erase(0, done_carry_.size() - kKeep);
+    }
   }
   if (!exchange_.strip_usage_event || !event_stream_) {
     return;

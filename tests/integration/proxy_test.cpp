@@ -2,6 +2,10 @@
 // relay, cancellation, retries and the error statuses of the contract.
 #include <gtest/gtest.h>
 
+#include <csignal>
+#include <fstream>
+#include <thread>
+
 #include <nlohmann/json.hpp>
 
 #include "support/harness.hpp"
@@ -121,6 +125,50 @@ TEST_F(ProxyTest, ClientLeavingMidStreamClosesTheUpstreamConnection) {
   auto stats = json::parse(harness.wait_upstream(worker, "aborted=1").body);
   EXPECT_EQ(stats["aborted"], 1);
   EXPECT_EQ(stats["completed"], 0);
+}
+
+// The openai SDK stops reading at "data: [DONE]" and closes; the engine's
+// answer was complete, so the exchange is recorded as completed, with the
+// engine's usage (which kvgate asked for and stripped from the stream).
+TEST_F(ProxyTest, AClientThatLeavesAfterDoneIsACompletedRequestWithItsUsage) {
+  harness.start_upstream("u0");
+  auto log = harness.folder() + "/decisions.jsonl";
+  harness.start_gateway("decision_log: \"" + log + "\"\n", harness.models_for_upstreams());
+  EventStream stream(harness.api_port(), "/v1/chat/completions", chat_body(true, 3), {{"x-test-fault", "hold_last"}});
+  ASSERT_EQ(stream.status(), 200);
+  std::vector<std::string> events;
+  while (auto event = stream.next_event()) {
+    events.push_back(*event);
+    if (*event == "[DONE]") {
+      break;
+    }
+  }
+  ASSERT_FALSE(events.empty());
+  ASSERT_EQ(events.back(), "[DONE]");
+  for (const auto& event : events) {
+    EXPECT_EQ(event.find("\"usage\""), std::string::npos) << event;  // the client did not ask for it
+  }
+  stream.close();  // before the body's end, which the upstream holds back
+  harness.wait_upstream("u0", "aborted=1");
+  std::vector<json> records;
+  for (int attempt = 0; attempt < 100 && records.empty(); ++attempt) {
+    harness.gateway().send_signal(SIGHUP);  // reopens the log, flushing what was written
+    std::this_thread::sleep_for(20ms);      // the decision log is written by a background thread
+    std::ifstream file(log);
+    for (std::string line; std::getline(file, line);) {
+      records.push_back(json::parse(line));
+    }
+  }
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0]["client_gone"], false) << records[0].dump();
+  EXPECT_EQ(records[0]["status"], 200);
+  EXPECT_EQ(records[0]["cached_tokens"], 0);  // the test upstream reports no cache hit
+  EXPECT_EQ(records[0]["output_tokens"], 3);
+  auto metrics = get(harness.admin_port(), "/metrics").body;
+  EXPECT_NE(metrics.find("kvgate_cache_predictions_total{outcome=\"exact\",worker=\"u0\"} 1"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("kvgate_time_to_first_token_seconds_count{model=\"test-model\",worker=\"u0\"} 1"),
+            std::string::npos);
 }
 
 TEST_F(ProxyTest, ClientLeavingBeforeTheResponseHeaderClosesTheUpstream) {

@@ -132,8 +132,9 @@ TEST_F(WorkerCachesTest, AssumptionsExpireAndStayWithinTheWorkersCapacity) {
   auto result = caches.assume(0, first, 1'000, 500, 4);
   EXPECT_EQ(result.new_blocks, 3u);
   EXPECT_EQ(caches.assume(0, first, 1'100, 500, 4).new_blocks, 0u);
-  // Capacity 4 blocks: two more push out the least recently assumed.
-  caches.assume(0, request_blocks(tokens(300, 8)), 1'200, 500, 4);
+  // Capacity 4 blocks: two more push out the least recently assumed, and
+  // that eviction is reported (kvgate_index_evictions_total).
+  EXPECT_EQ(caches.assume(0, request_blocks(tokens(300, 8)), 1'200, 500, 4).evicted_entries, 1u);
   EXPECT_EQ(caches.assumed_blocks(0), 4u);
   EXPECT_EQ(index.longest_prefix(first).blocks[0], 0u);  // its first block went first
   caches.expire(1'650);                                  // the refresh at 1'100 keeps the rest of `first` until 1'600

@@ -56,6 +56,45 @@ TEST(UsageEventStripper, DropsOnlyTheUsageEventAndKeepsEventsWhole) {
   }
 }
 
+// The usage chunk as each engine sends it: vLLM and SGLang put only the
+// envelope and usage there (dropped); llama.cpp adds its timings (cache_n),
+// which the client must still get, without the usage it did not ask for.
+TEST(UsageEventStripper, KeepsWhatAnEngineAddedToTheUsageChunk) {
+  const std::string vllm =
+      R"(data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],)"
+      R"("usage":{"prompt_tokens":9,"total_tokens":12,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":0}}})"
+      "\n\n";
+  const std::string sglang =
+      R"(data: {"id":"a1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],)"
+      R"("usage":{"prompt_tokens":9,"total_tokens":12,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":0}}})"
+      "\n\n";
+  const std::string llamacpp =
+      R"(data: {"choices":[],"created":1,"id":"chatcmpl-x","model":"m","system_fingerprint":"b1-abc",)"
+      R"("object":"chat.completion.chunk","usage":{"completion_tokens":3,"prompt_tokens":9,"total_tokens":12},)"
+      R"("timings":{"cache_n":8,"prompt_n":1,"prompt_ms":1.5,"predicted_n":3}})"
+      "\r\n\r\n";
+  for (const auto* dropped : {&vllm, &sglang}) {
+    UsageEventStripper stripper;
+    std::string out;
+    stripper.feed(*dropped + "data: [DONE]\n\n", out);
+    stripper.finish(out);
+    EXPECT_EQ(out, "data: [DONE]\n\n");
+  }
+  UsageEventStripper stripper;
+  std::string out;
+  stripper.feed(llamacpp + "data: [DONE]\r\n\r\n", out);
+  stripper.finish(out);
+  EXPECT_EQ(out,
+            R"(data: {"choices":[],"created":1,"id":"chatcmpl-x","model":"m","system_fingerprint":"b1-abc",)"
+            R"("object":"chat.completion.chunk","timings":{"cache_n":8,"prompt_n":1,"prompt_ms":1.5,"predicted_n":3}})"
+            "\r\n\r\ndata: [DONE]\r\n\r\n");
+  // Not the JSON object expected: passed on as it is.
+  UsageEventStripper odd;
+  std::string kept;
+  odd.feed("data: {\"choices\":[],\"usage\":{\"x\":1} trailing\n\n", kept);
+  EXPECT_EQ(kept, "data: {\"choices\":[],\"usage\":{\"x\":1} trailing\n\n");
+}
+
 TEST(UsageEventStripper, HandsOverAnUnfinishedEventAtTheEnd) {
   UsageEventStripper stripper;
   std::string out;

@@ -63,8 +63,10 @@ class WorkerCaches {
 
   // Routing-time insert for the GPU tier.
   struct AssumeResult {
-    std::uint64_t evicted_entries = 0;  // index cap evictions caused
-    std::uint64_t new_blocks = 0;       // blocks the worker was not known to hold: the engine will store them
+    // Entries evicted: by the index's cap, or as the worker's full cache
+    // would evict them (its KV capacity reached).
+    std::uint64_t evicted_entries = 0;
+    std::uint64_t new_blocks = 0;  // blocks the worker was not known to hold: the engine will store them
   };
   AssumeResult assume(WorkerSlot worker, std::span<const BlockHash> blocks, std::uint64_t now_ms, std::uint64_t ttl_ms,
                       std::uint64_t capacity_blocks);

@@ -26,6 +26,7 @@ class Metrics {
     prometheus::Counter* count = nullptr;
     prometheus::Histogram* duration = nullptr;
     prometheus::Histogram* first_byte = nullptr;
+    prometheus::Histogram* first_token = nullptr;  // by model and worker
   };
   RequestSeries request_series(std::string_view model, std::string_view worker, int status);
 
@@ -96,6 +97,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Histogram>& request_duration_;
   prometheus::Family<prometheus::Histogram>& first_byte_;
+  prometheus::Family<prometheus::Histogram>* first_token_ = nullptr;
   prometheus::Family<prometheus::Counter>& upstream_errors_;
   prometheus::Family<prometheus::Counter>& retries_;
   prometheus::Family<prometheus::Counter>& client_errors_;
@@ -138,8 +140,10 @@ class ThreadMetrics {
  public:
   explicit ThreadMetrics(Metrics& metrics) : metrics_(metrics) {}
 
+  // `first_token_seconds`: a stream's first data event (< 0: not a stream,
+  // or none).
   void request_finished(std::string_view model, std::string_view worker, int status, double duration_seconds,
-                        double first_byte_seconds);
+                        double first_byte_seconds, double first_token_seconds);
   // Sections of an exactly tokenised prompt served from / added to the
   // segment cache.
   void prompt_segments(std::string_view model, std::uint64_t hits, std::uint64_t misses);

@@ -47,8 +47,12 @@ struct Exchange {
   std::uint32_t retries = 0;
   std::uint64_t response_bytes = 0;
   bool keep_alive = true;    // may the client connection serve another request
-  bool client_gone = false;  // the client closed its connection mid-exchange
-  std::string error_code;    // kvgate's own error code, when kvgate answered with an error
+  bool client_gone = false;  // the client closed its connection before the engine's answer was complete
+  // The engine's answer is complete: a stream's "data: [DONE]" went to the
+  // client, or any body's last byte. A client that closes after that (the
+  // openai SDK stops reading at [DONE]) got everything.
+  bool engine_done = false;
+  std::string error_code;  // kvgate's own error code, when kvgate answered with an error
 };
 
 }  // namespace kvgate::proxy

@@ -92,7 +92,8 @@ class Relay {
   bool reusable_ = false;
   openai::UsageScanner usage_;
   openai::UsageEventStripper stripper_;
-  std::string stripped_;  // the piece as the client gets it, when stripping
+  std::string stripped_;    // the piece as the client gets it, when stripping
+  std::string done_carry_;  // the end of the previous piece: "data: [DONE]" may be split
 };
 
 }  // namespace kvgate::proxy
