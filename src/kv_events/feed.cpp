@@ -325,17 +325,21 @@ void Feed::apply(const EventMessage& message, std::uint64_t now_ms) {
   status_.last_event_unix_ms = unix_ms();
 }
 
-void Feed::assume(std::span<const BlockHash> blocks, std::uint64_t now_ms) {
+void Feed::assume(std::span<const BlockHash> blocks, std::uint64_t now_ms, std::uint64_t ticket) {
   const bool approximate = !events_on() || tracker_.stale();
   auto ttl = approximate ? settings_.approximate_ttl_ms : settings_.speculative_ttl_ms;
-  auto result =
-      config_.cache->caches.assume(config_.slot, blocks, now_ms, static_cast<std::uint64_t>(ttl), capacity_blocks());
+  auto result = config_.cache->caches.assume(config_.slot, blocks, now_ms, static_cast<std::uint64_t>(ttl),
+                                             capacity_blocks(), ticket);
   if (result.evicted_entries > 0) {
     metrics_.index_evictions(result.evicted_entries);
   }
   if (events_on()) {
     tracker_.on_routed(result.new_blocks, now_ms);
   }
+}
+
+void Feed::withdraw(std::span<const BlockHash> blocks, std::uint64_t ticket) {
+  config_.cache->caches.withdraw(config_.slot, blocks, ticket);
 }
 
 std::uint64_t Feed::capacity_blocks() const {

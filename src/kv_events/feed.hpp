@@ -34,7 +34,8 @@ class Feed {
   void add_poll_items(std::vector<zmq::pollitem_t>& items);
   // Takes what the sockets have (never blocks).
   void receive(std::uint64_t now_ms);
-  void assume(std::span<const BlockHash> blocks, std::uint64_t now_ms);
+  void assume(std::span<const BlockHash> blocks, std::uint64_t now_ms, std::uint64_t ticket);
+  void withdraw(std::span<const BlockHash> blocks, std::uint64_t ticket);
   void tick(std::uint64_t now_ms);
   void drop_entries();
 

@@ -14,10 +14,14 @@
 namespace kvgate::kv_events {
 
 struct Ingestion::Commands {
+  // A routing-time insert, or its withdrawal; kept in one queue so that
+  // a withdrawal never overtakes its insert.
   struct Assume {
     std::shared_ptr<ModelCache> cache;
     WorkerSlot slot = 0;
     std::vector<BlockHash> blocks;
+    std::uint64_t ticket = 0;
+    bool withdraw = false;
   };
   struct Configure {
     std::vector<WorkerFeed> feeds;
@@ -89,8 +93,13 @@ class Ingestion::Loop {
     }
     for (auto& assume : assumes) {
       auto found = feeds_.find(FeedKey{assume.cache.get(), assume.slot});
-      if (found != feeds_.end()) {
-        found->second->assume(assume.blocks, now_ms());
+      if (found == feeds_.end()) {
+        continue;
+      }
+      if (assume.withdraw) {
+        found->second->withdraw(assume.blocks, assume.ticket);
+      } else {
+        found->second->assume(assume.blocks, now_ms(), assume.ticket);
       }
     }
     return !stop;
@@ -183,11 +192,22 @@ void Ingestion::configure(std::vector<WorkerFeed> feeds, config::IndexOptions in
   wake();
 }
 
-void Ingestion::assume(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::span<const BlockHash> blocks) {
+void Ingestion::assume(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::span<const BlockHash> blocks,
+                       std::uint64_t ticket) {
+  enqueue(cache, slot, blocks, ticket, false);
+}
+
+void Ingestion::withdraw(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::span<const BlockHash> blocks,
+                         std::uint64_t ticket) {
+  enqueue(cache, slot, blocks, ticket, true);
+}
+
+void Ingestion::enqueue(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::span<const BlockHash> blocks,
+                        std::uint64_t ticket, bool withdraw) {
   if (blocks.empty()) {
     return;
   }
-  Commands::Assume command{cache, slot, {blocks.begin(), blocks.end()}};
+  Commands::Assume command{cache, slot, {blocks.begin(), blocks.end()}, ticket, withdraw};
   bool first = false;
   {
     std::lock_guard lock(commands_->mutex);

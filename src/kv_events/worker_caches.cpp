@@ -147,7 +147,7 @@ void WorkerCaches::remove(WorkerSlot slot, const BlockRemoved& event, ApplyStats
 
 WorkerCaches::AssumeResult WorkerCaches::assume(WorkerSlot slot, std::span<const BlockHash> blocks,
                                                 std::uint64_t now_ms, std::uint64_t ttl_ms,
-                                                std::uint64_t capacity_blocks) {
+                                                std::uint64_t capacity_blocks, std::uint64_t ticket) {
   auto& state = worker(slot);
   AssumeResult result;
   const auto& confirmed = state.confirmed[tier_number(Tier::gpu)];
@@ -161,7 +161,8 @@ WorkerCaches::AssumeResult WorkerCaches::assume(WorkerSlot slot, std::span<const
       state.assumed_order.erase(entry->second.position);
     }
     state.assumed_order.push_back(block);
-    entry->second = {now_ms + ttl_ms, std::prev(state.assumed_order.end())};
+    const auto creator = added ? ticket : entry->second.ticket;
+    entry->second = {now_ms + ttl_ms, std::prev(state.assumed_order.end()), creator};
   }
   // Refreshes recency of blocks already held too, so the cap keeps hot ones.
   result.evicted_entries = index_.insert(slot, blocks, Tier::gpu, seconds(now_ms));
@@ -171,6 +172,19 @@ WorkerCaches::AssumeResult WorkerCaches::assume(WorkerSlot slot, std::span<const
     ++result.evicted_entries;
   }
   return result;
+}
+
+std::uint64_t WorkerCaches::withdraw(WorkerSlot slot, std::span<const BlockHash> blocks, std::uint64_t ticket) {
+  auto& state = worker(slot);
+  std::uint64_t withdrawn = 0;
+  for (auto block : blocks) {
+    auto found = state.assumed.find(block);
+    if (found != state.assumed.end() && found->second.ticket == ticket) {
+      unassume(slot, state, block);
+      ++withdrawn;
+    }
+  }
+  return withdrawn;
 }
 
 void WorkerCaches::forget_assumption(Worker& state, BlockHash block) {

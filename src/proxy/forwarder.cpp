@@ -78,10 +78,15 @@ class Attempts {
       }
       auto commitment = router.commit(target_.model, decision, context);
       exchange_.session_turn = commitment.session_turn;
+      const auto blocks = decision.blocks;  // views the prompt, alive for the whole forward
       note_decision(std::move(decision));
       auto& worker = *target_.model.workers[chosen].state;
       auto outcome = co_await try_worker(worker, upstream_request, commitment.in_flight);
       commitment.in_flight.finish();
+      const bool engine_refused = outcome.kind == AttemptOutcome::Kind::relayed && exchange_.status >= 400;
+      if (engine_refused || outcome.kind == AttemptOutcome::Kind::retryable) {
+        router.withdraw(target_.model, chosen, blocks, commitment);
+      }
       if (outcome.kind != AttemptOutcome::Kind::retryable) {
         if (outcome.kind == AttemptOutcome::Kind::failed && !link_.client_gone) {
           co_await session_.respond_error(exchange_, *outcome.error);

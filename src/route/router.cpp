@@ -142,11 +142,13 @@ Commitment Router::commit(const ModelRoute& model, const RouteDecision& decision
   const auto& worker = model.workers[*decision.worker];
   const auto uncached = decision.input_tokens - std::min(decision.predicted_cached_tokens, decision.input_tokens);
   Commitment commitment{workers::InFlightRequest(*worker.state, uncached)};
+  // Decision sequence numbers are unique: they name this attempt's insert.
+  commitment.ticket = context.sequence;
   // The chosen worker will hold these blocks once it has run the prompt:
   // the index learns it now, so that a burst sharing a new prefix follows
   // the first request instead of scattering before the engine's events.
   if (ingestion_ != nullptr && !decision.blocks.empty()) {
-    ingestion_->assume(model.cache, worker.slot, decision.blocks);
+    ingestion_->assume(model.cache, worker.slot, decision.blocks, commitment.ticket);
   }
   if (context.session_key) {
     SessionTurn turn;
@@ -163,6 +165,13 @@ Commitment Router::commit(const ModelRoute& model, const RouteDecision& decision
     }
   }
   return commitment;
+}
+
+void Router::withdraw(const ModelRoute& model, std::size_t worker, std::span<const prefix::BlockHash> blocks,
+                      const Commitment& commitment) {
+  if (ingestion_ != nullptr && !blocks.empty()) {
+    ingestion_->withdraw(model.cache, model.workers[worker].slot, blocks, commitment.ticket);
+  }
 }
 
 void Router::record_outcome(const RoutingTable& table, const ModelRoute& model, workers::WorkerState& worker,

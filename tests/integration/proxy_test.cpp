@@ -171,6 +171,40 @@ TEST_F(ProxyTest, AClientThatLeavesAfterDoneIsACompletedRequestWithItsUsage) {
             std::string::npos);
 }
 
+// A prompt the engine refuses (e.g. llama.cpp's 400 exceed_context_size)
+// was not cached there: the routing-time insert is withdrawn, so the same
+// request is not predicted a hit on that worker. An accepted one stays.
+TEST_F(ProxyTest, ARequestTheEngineRefusedIsNotCreditedAsCached) {
+  harness.start_upstream("u0");
+  harness.start_gateway("routing: {policy: cache_aware}\n", harness.models_for_upstreams());
+  auto body = [](const std::string& topic) {
+    return json{{"model", "test-model"},
+                {"max_tokens", 2},
+                {"messages", {{{"role", "user"}, {"content", topic + std::string(400, 'q')}}}}}
+        .dump();
+  };
+  auto predicted = [&](const std::string& request) {
+    auto route = json::parse(post_json(harness.admin_port(), "/debug/route", request).body);
+    return route["candidates"][0]["cached_tokens"].get<int>();
+  };
+  ASSERT_EQ(chat(body("accepted "), {}).status, 200);
+  auto refused = chat(body("refused "), {{"x-test-fault", "status:400"}});
+  ASSERT_EQ(refused.status, 400);
+  // Routing-time inserts and withdrawals reach the index through its writer
+  // thread: wait until the accepted prompt is indexed, then the refused one
+  // has been withdrawn too (same queue, in order).
+  for (int attempt = 0; attempt < 100 && predicted(body("accepted ")) == 0; ++attempt) {
+    std::this_thread::sleep_for(20ms);
+  }
+  auto probe = body("probe ");
+  ASSERT_EQ(chat(probe).status, 200);  // queued after the withdrawal
+  for (int attempt = 0; attempt < 100 && predicted(probe) == 0; ++attempt) {
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_GT(predicted(body("accepted ")), 0);
+  EXPECT_EQ(predicted(body("refused ")), 0);
+}
+
 TEST_F(ProxyTest, ClientLeavingBeforeTheResponseHeaderClosesTheUpstream) {
   start_two();
   auto bytes = std::string("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nx-test-fault: stall\r\n") +

@@ -127,6 +127,27 @@ TEST_F(WorkerCachesTest, AllBlocksClearedForgetsEventsAndAssumptions) {
   EXPECT_EQ(index.entries_of(1), 1u);
 }
 
+// A request the engine refused is withdrawn: only the assumptions it
+// created go; a shared head another request created, and blocks the events
+// confirmed, stay.
+TEST_F(WorkerCachesTest, AWithdrawnRequestTakesOnlyWhatItAdded) {
+  auto shared = tokens(100, 8);  // two blocks, routed first by request 1
+  auto longer = shared;
+  auto extra = tokens(500, 8);
+  longer.insert(longer.end(), extra.begin(), extra.end());  // four blocks, request 2
+  caches.assume(0, request_blocks(shared), 1'000, 60'000, 100, /*ticket=*/1);
+  caches.assume(0, request_blocks(longer), 1'100, 60'000, 100, /*ticket=*/2);
+  ASSERT_EQ(held_blocks(0, longer), 4u);
+  EXPECT_EQ(caches.withdraw(0, request_blocks(longer), 2), 2u);
+  EXPECT_EQ(held_blocks(0, longer), 2u);  // request 1's head stays
+  EXPECT_EQ(caches.assumed_blocks(0), 2u);
+  EXPECT_EQ(caches.withdraw(0, request_blocks(longer), 2), 0u);  // twice is once
+  // Confirmed blocks are the events' to remove.
+  caches.apply(0, batch({stored({11, 12}, std::nullopt, tokens(100, 8))}), 1'200);
+  EXPECT_EQ(caches.withdraw(0, request_blocks(shared), 1), 0u);
+  EXPECT_EQ(held_blocks(0, shared), 2u);
+}
+
 TEST_F(WorkerCachesTest, AssumptionsExpireAndStayWithinTheWorkersCapacity) {
   auto first = request_blocks(tokens(100, 12));
   auto result = caches.assume(0, first, 1'000, 500, 4);

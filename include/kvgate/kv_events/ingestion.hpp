@@ -58,13 +58,20 @@ class Ingestion {
   // Workers no longer present have their entries dropped.
   void configure(std::vector<WorkerFeed> feeds, config::IndexOptions index_options,
                  config::KvEventOptions event_options);
-  // I/O threads: the request with these blocks was routed to `slot`.
-  void assume(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::span<const BlockHash> blocks);
+  // I/O threads: the request `ticket` with these blocks was routed to `slot`.
+  void assume(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::span<const BlockHash> blocks,
+              std::uint64_t ticket = 0);
+  // I/O threads: the request `ticket` was not run there (an error before
+  // its first token): the assumptions it created are withdrawn.
+  void withdraw(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::span<const BlockHash> blocks,
+                std::uint64_t ticket);
 
  private:
   struct Commands;
   class Loop;
   void wake();
+  void enqueue(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::span<const BlockHash> blocks,
+               std::uint64_t ticket, bool withdraw);
 
   std::unique_ptr<Commands> commands_;
   std::unique_ptr<Loop> loop_;

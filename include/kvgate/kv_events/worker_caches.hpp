@@ -68,8 +68,15 @@ class WorkerCaches {
     std::uint64_t evicted_entries = 0;
     std::uint64_t new_blocks = 0;  // blocks the worker was not known to hold: the engine will store them
   };
+  // `ticket` names the routed request (its decision sequence number); a
+  // block's assumption belongs to the request that created it.
   AssumeResult assume(WorkerSlot worker, std::span<const BlockHash> blocks, std::uint64_t now_ms, std::uint64_t ttl_ms,
-                      std::uint64_t capacity_blocks);
+                      std::uint64_t capacity_blocks, std::uint64_t ticket = 0);
+  // The request `ticket` was not run (the engine answered an error before
+  // its first token, or never answered): the assumptions it created go,
+  // those other requests created or the events confirmed stay. Returns how
+  // many went.
+  std::uint64_t withdraw(WorkerSlot worker, std::span<const BlockHash> blocks, std::uint64_t ticket);
   // Drops assumptions whose TTL has passed.
   void expire(std::uint64_t now_ms);
 
@@ -91,6 +98,7 @@ class WorkerCaches {
   struct Assumed {
     std::uint64_t expires_ms = 0;
     std::list<BlockHash>::iterator position;
+    std::uint64_t ticket = 0;  // the request that created it
   };
   struct Worker {
     absl::flat_hash_map<EngineHash, EngineBlock> engine[2];      // by tier

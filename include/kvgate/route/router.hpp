@@ -70,6 +70,7 @@ struct RouteDecision {
 struct Commitment {
   workers::InFlightRequest in_flight;
   std::uint64_t session_turn = 0;  // 0: no session key
+  std::uint64_t ticket = 0;        // names the routing-time insert (withdraw)
 };
 
 class Router {
@@ -85,6 +86,14 @@ class Router {
 
   // Precondition: decision.worker is set.
   Commitment commit(const ModelRoute& model, const RouteDecision& decision, const RouteContext& context);
+
+  // The committed attempt was not run by the engine: it answered an error
+  // status before the first token (e.g. a prompt over its context length)
+  // or the connection failed before any response byte. The routing-time
+  // insert this attempt created is withdrawn, so the identical request is
+  // not predicted a hit there next time. `blocks` as in the decision.
+  void withdraw(const ModelRoute& model, std::size_t worker, std::span<const prefix::BlockHash> blocks,
+                const Commitment& commitment);
 
   struct Outcome {
     int status = 0;
