@@ -30,7 +30,8 @@ void read_address(YamlReader& reader, const YAML::Node& node, const std::string&
 }
 
 void read_limits(YamlReader& reader, const YAML::Node& node, LimitOptions& out) {
-  if (!reader.check_mapping(node, "limits", {"max_body_size", "max_header_size", "max_connections"})) {
+  if (!reader.check_mapping(node, "limits",
+                            {"max_body_size", "max_header_size", "max_header_fields", "max_connections"})) {
     return;
   }
   reader.optional(node, "limits", "max_body_size", [&](auto& value, auto path) {
@@ -41,6 +42,8 @@ void read_limits(YamlReader& reader, const YAML::Node& node, LimitOptions& out) 
     reader.read_byte_size(value, path, bytes, 1024, 1024 * 1024);
     out.max_header_bytes = static_cast<std::uint32_t>(bytes);
   });
+  reader.optional(node, "limits", "max_header_fields",
+                  [&](auto& value, auto path) { reader.read(value, path, out.max_header_fields, 8, 10'000); });
   reader.optional(node, "limits", "max_connections",
                   [&](auto& value, auto path) { reader.read(value, path, out.max_connections, 1, 1'000'000); });
 }

@@ -1,5 +1,6 @@
 #include "kvgate/openai/request.hpp"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "kvgate/openai/prompt.hpp"
@@ -89,8 +90,43 @@ Result<bool, ApiError> read_stream_flags(const json& body, bool& include_usage) 
 
 }  // namespace
 
+std::size_t json_nesting_depth(std::string_view text) {
+  std::size_t depth = 0;
+  std::size_t deepest = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 Result<RequestSummary, ApiError> inspect_request(std::string_view body_text, Endpoint endpoint,
                                                  std::string_view session_header) {
+  // Checked before parsing: the parser recurses once per level, and no
+  // engine reads a body nested this deep (vLLM's own request models would
+  // reject it after a costly parse).
+  if (json_nesting_depth(body_text) > kMaxJsonDepth) {
+    return unexpected(invalid_request(
+        "The request body nests arrays or objects deeper than " + std::to_string(kMaxJsonDepth) + " levels.", {},
+        "json_too_deep"));
+  }
   // No exceptions: a discarded value marks a parse error (including invalid UTF-8).
   auto body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) {

@@ -69,6 +69,20 @@ awaitable<bool> ClientSession::serve_one(bool first_request) {
     }
     co_return false;
   }
+  // A request with more header lines than any client sends is refused before
+  // its body is read (the connection closes: the body is not read).
+  const auto fields = static_cast<std::size_t>(std::distance(parser.get().begin(), parser.get().end()));
+  if (fields > options.limits.max_header_fields) {
+    exchange.request_id = make_request_id();
+    exchange.keep_alive = false;
+    auto error = openai::invalid_request("The request has " + std::to_string(fields) + " header fields; at most " +
+                                             std::to_string(options.limits.max_header_fields) + " are accepted.",
+                                         {}, "too_many_headers");
+    error.status = 431;
+    co_await respond_error(exchange, error);
+    finish(exchange);
+    co_return false;
+  }
   if (parser.get()[bhttp::field::expect] == "100-continue" && !parser.is_done()) {
     bhttp::response<bhttp::empty_body> proceed{bhttp::status::continue_, 11};
     auto [continue_error, ignored] = co_await bhttp::async_write(stream_, proceed, use_nothrow);

@@ -217,9 +217,10 @@ awaitable<void> Relay::end_interrupted_stream(const error_code& error) {
   metrics.upstream_error(worker_.id(), timed_out ? "timeout" : "stream_interrupted");
   spdlog::warn("request_id={} worker={} response interrupted after {} bytes: {}", exchange_.request_id, worker_.id(),
                exchange_.response_bytes, error.message());
-  exchange_.keep_alive = false;
   exchange_.error_code = "upstream_stream_interrupted";
   if (!event_stream_ || !parser_.get().chunked()) {
+    // Only closing the connection can tell the client the body is short.
+    exchange_.keep_alive = false;
     co_return;
   }
   auto events = openai::stream_error_events(

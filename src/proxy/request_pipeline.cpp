@@ -38,7 +38,7 @@ bool authorized(const config::Options& options, const ClientRequest& request) {
 // model that has a healthy worker.
 const route::ModelRoute* model_for_passthrough(const route::RoutingTable& table, const ClientRequest& request,
                                                std::string& named_model) {
-  if (!request.body().empty()) {
+  if (!request.body().empty() && openai::json_nesting_depth(request.body()) <= openai::kMaxJsonDepth) {
     auto body = nlohmann::json::parse(request.body(), nullptr, false);
     if (body.is_object()) {
       auto model = body.find("model");

@@ -336,6 +336,52 @@ TEST_F(ProxyTest, OversizedChunkedBodyIs413AndMalformedHttpIs400) {
   EXPECT_NE(garbage.find("bad_http_request"), std::string::npos);
 }
 
+// Hostile shapes found by a user: a content nested 5,000 arrays deep and a
+// request with 2,000 header fields. Neither reaches a replica, and the
+// gateway serves the next request.
+TEST_F(ProxyTest, DeeplyNestedBodiesAndFloodsOfHeadersAreRefused) {
+  start_two();
+  std::string content = std::string(5'000, '[') + "\"x\"" + std::string(5'000, ']');
+  auto deep = chat(R"({"model":"test-model","messages":[{"role":"user","content":)" + content + "}]}");
+  EXPECT_EQ(deep.status, 400);
+  EXPECT_EQ(error_of(deep)["code"], "json_too_deep");
+  std::string headers;
+  for (int field = 0; field < 2'000; ++field) {
+    headers += "x-filler-" + std::to_string(field) + ": y\r\n";
+  }
+  auto body = chat_body();
+  auto flood = raw_exchange(harness.api_port(), "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + headers +
+                                                    "Content-Type: application/json\r\nContent-Length: " +
+                                                    std::to_string(body.size()) + "\r\n\r\n" + body);
+  EXPECT_TRUE(flood.starts_with("HTTP/1.1 431")) << flood.substr(0, 200);
+  EXPECT_NE(flood.find("too_many_headers"), std::string::npos);
+  for (const auto* id : {"u0", "u1"}) {
+    EXPECT_EQ(json::parse(get(harness.upstream(id).port, "/control/stats").body)["requests"], 0) << id;
+  }
+  EXPECT_EQ(chat().status, 200);
+}
+
+// After a worker dies mid-stream the client gets one error event, [DONE]
+// and the end of the chunked body: a well-formed response on a connection
+// that said keep-alive, so the connection stays open for the next request.
+TEST_F(ProxyTest, TheConnectionStaysOpenAfterAWellFormedEndOfAnInterruptedStream) {
+  start_two();
+  auto streamed = chat_body(true, 10);
+  auto plain = chat_body();
+  auto answer = raw_exchange(harness.api_port(),
+                             "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nx-test-fault: drop_after:2\r\n"
+                             "Content-Type: application/json\r\nContent-Length: " +
+                                 std::to_string(streamed.size()) + "\r\n\r\n" + streamed +
+                                 "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                                 "Content-Type: application/json\r\nContent-Length: " +
+                                 std::to_string(plain.size()) + "\r\n\r\n" + plain);
+  auto first_end = answer.find("upstream_stream_interrupted");
+  ASSERT_NE(first_end, std::string::npos) << answer;
+  auto second = answer.find("HTTP/1.1 200", first_end);
+  EXPECT_NE(second, std::string::npos) << answer;
+  EXPECT_NE(answer.find("chat.completion", second), std::string::npos);
+}
+
 TEST_F(ProxyTest, ChunkedRequestBodyIsForwardedWhole) {
   start_two();
   auto body = chat_body();

@@ -84,6 +84,26 @@ INSTANTIATE_TEST_SUITE_P(
         Rejected{"{\"model\":\"m\",\"messages\":[\"hi\"]}", "messages[0]", "invalid_type"},
         Rejected{"{\"model\":\"m\",\"messages\":[{\"content\":\"hi\"}]}", "messages[0].role", "invalid_value"}));
 
+TEST(JsonNestingDepth, CountsArraysAndObjectsOutsideStrings) {
+  EXPECT_EQ(json_nesting_depth(""), 0u);
+  EXPECT_EQ(json_nesting_depth(R"({"a":[1,{"b":[]}]})"), 4u);
+  EXPECT_EQ(json_nesting_depth(R"({"text":"[[[[{{{{ \" ]]]] [[["})"), 1u);  // brackets in a string, an escaped quote
+  EXPECT_EQ(json_nesting_depth("]]]]{"), 1u);                               // stray closers do not go below zero
+  EXPECT_EQ(json_nesting_depth(std::string(10'000, '[')), 10'000u);         // not JSON at all: still total
+}
+
+TEST(InspectRequest, BodiesNestedDeeperThanTheLimitAreRefusedBeforeParsing) {
+  std::string content = std::string(5'000, '[') + "\"x\"" + std::string(5'000, ']');
+  auto body = R"({"model":"m","messages":[{"role":"user","content":)" + content + "}]}";
+  auto summary = inspect_request(body, Endpoint::chat_completions, "");
+  ASSERT_FALSE(summary);
+  EXPECT_EQ(summary.error().status, 400);
+  EXPECT_EQ(summary.error().code, "json_too_deep");
+  // Real bodies are far from the limit.
+  EXPECT_TRUE(inspect_request(R"({"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]})",
+                              Endpoint::chat_completions, ""));
+}
+
 TEST(InspectRequest, ReadsThePromptAndCacheSalt) {
   auto chat = inspect_request(
       R"({"model":"m","cache_salt":"tenant-a","add_generation_prompt":false,"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url"},{"type":"text","text":"b"}]}]})",

@@ -33,6 +33,7 @@ struct ModelOptions {
 struct LimitOptions {
   std::uint64_t max_body_bytes = 16ull * 1024 * 1024;
   std::uint32_t max_header_bytes = 64 * 1024;
+  std::uint32_t max_header_fields = 100;  // header lines per request; more is 431
   std::uint32_t max_connections = 10'000;
 };
 

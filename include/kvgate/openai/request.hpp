@@ -30,6 +30,13 @@ struct RequestSummary {
   std::shared_ptr<const nlohmann::ordered_json> chat_body;  // chat requests: the parsed body
 };
 
+// Bodies nested deeper than this are refused (400 json_too_deep) before
+// they are parsed. Chat bodies nest about 6 levels; tool schemas a few more.
+inline constexpr std::size_t kMaxJsonDepth = 128;
+// Deepest nesting of arrays and objects in JSON text (strings skipped);
+// any byte sequence is accepted.
+std::size_t json_nesting_depth(std::string_view text);
+
 // Session key, first present wins: header x-session-id, body
 // prompt_cache_key, body user (the contract's order).
 Result<RequestSummary, ApiError> inspect_request(std::string_view body, Endpoint endpoint,
