@@ -14,9 +14,13 @@ struct Key {
   std::optional<std::uint32_t> ReportedUsage::*field;
 };
 
-constexpr std::array<Key, 3> kKeys{{{R"("prompt_tokens":)", &ReportedUsage::prompt_tokens},
+// llama.cpp reports its prompt-cache hit as `timings.cache_n` (in the last
+// chunk of a stream, or the answer's `timings`), besides or instead of
+// usage.prompt_tokens_details.cached_tokens.
+constexpr std::array<Key, 4> kKeys{{{R"("prompt_tokens":)", &ReportedUsage::prompt_tokens},
                                     {R"("completion_tokens":)", &ReportedUsage::completion_tokens},
-                                    {R"("cached_tokens":)", &ReportedUsage::cached_tokens}}};
+                                    {R"("cached_tokens":)", &ReportedUsage::cached_tokens},
+                                    {R"("cache_n":)", &ReportedUsage::cached_tokens}}};
 
 bool is_digit(char c) {
   return c >= '0' && c <= '9';

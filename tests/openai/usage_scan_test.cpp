@@ -39,6 +39,16 @@ TEST(UsageScanner, TheLastReportWins) {
   EXPECT_EQ(scanner.usage().completion_tokens, 2u);
 }
 
+TEST(UsageScanner, ReadsLlamaCppsCacheHitFromItsTimings) {
+  UsageScanner scanner;
+  scanner.feed(R"(data: {"choices":[],"usage":{"completion_tokens":3,"prompt_tokens":90,"total_tokens":93},)"
+               R"("timings":{"cache_n":64,"prompt_n":26,"prompt_ms":4.1}})"
+               "\n\n");
+  scanner.finish();
+  EXPECT_EQ(scanner.usage().cached_tokens, 64u);
+  EXPECT_EQ(scanner.usage().prompt_tokens, 90u);
+}
+
 TEST(UsageEventStripper, DropsOnlyTheUsageEventAndKeepsEventsWhole) {
   const std::string stream =
       "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n"
