@@ -181,26 +181,47 @@ void read_sessions(YamlReader& reader, const YAML::Node& node, SessionOptions& o
 }
 
 void read_routing(YamlReader& reader, const YAML::Node& node, RoutingOptions& out) {
-  if (!reader.check_mapping(node, "routing", {"policy", "cache_aware", "prefix_hash", "receipt", "drift"})) {
+  if (!reader.check_mapping(
+          node, "routing",
+          {"policy", "cache_aware", "prefix_hash", "dynamo_cost", "sglang_cache_aware", "receipt", "drift"})) {
     return;
   }
   reader.optional(node, "routing", "policy", [&](auto& value, auto path) {
     std::string name;
     reader.read(value, path, name);
-    if (name == "round_robin") {
-      out.policy = PolicyKind::round_robin;
-    } else if (name == "least_load") {
-      out.policy = PolicyKind::least_load;
-    } else if (name == "cache_aware") {
-      out.policy = PolicyKind::cache_aware;
-    } else if (name == "session_hash") {
-      out.policy = PolicyKind::session_hash;
-    } else if (name == "prefix_hash") {
-      out.policy = PolicyKind::prefix_hash;
-    } else if (value.IsScalar()) {
-      reader.problem(value, path,
-                     "unknown policy '" + name + "' (cache_aware, least_load, round_robin, session_hash, prefix_hash)");
+    std::string known;
+    for (auto kind : kPolicyKinds) {
+      if (name == to_string(kind)) {
+        out.policy = kind;
+        return;
+      }
+      known += (known.empty() ? "" : ", ") + std::string(to_string(kind));
     }
+    if (value.IsScalar()) {
+      reader.problem(value, path, "unknown policy '" + name + "' (" + known + ")");
+    }
+  });
+  reader.optional(node, "routing", "dynamo_cost", [&](auto& value, auto) {
+    if (!reader.check_mapping(value, "routing.dynamo_cost", {"overlap_weight"})) {
+      return;
+    }
+    reader.optional(value, "routing.dynamo_cost", "overlap_weight", [&](auto& weight, auto path) {
+      reader.read(weight, path, out.dynamo_overlap_weight, 0.0, 1000.0);
+    });
+  });
+  reader.optional(node, "routing", "sglang_cache_aware", [&](auto& value, auto) {
+    const std::string base = "routing.sglang_cache_aware";
+    if (!reader.check_mapping(value, base, {"cache_threshold", "balance_abs_threshold", "balance_rel_threshold"})) {
+      return;
+    }
+    reader.optional(value, base, "cache_threshold",
+                    [&](auto& field, auto path) { reader.read(field, path, out.sglang_cache_threshold, 0.0, 1.0); });
+    reader.optional(value, base, "balance_abs_threshold", [&](auto& field, auto path) {
+      reader.read(field, path, out.sglang_balance_abs_threshold, 0, 1'000'000);
+    });
+    reader.optional(value, base, "balance_rel_threshold", [&](auto& field, auto path) {
+      reader.read(field, path, out.sglang_balance_rel_threshold, 1.0, 1000.0);
+    });
   });
   reader.optional(node, "routing", "prefix_hash", [&](auto& value, auto) {
     if (!reader.check_mapping(value, "routing.prefix_hash", {"prefix_blocks"})) {
@@ -458,6 +479,10 @@ std::string_view to_string(PolicyKind policy) {
       return "prefix_hash";
     case PolicyKind::cache_aware:
       return "cache_aware";
+    case PolicyKind::dynamo_cost:
+      return "dynamo_cost";
+    case PolicyKind::sglang_cache_aware:
+      return "sglang_cache_aware";
   }
   return "unknown";
 }

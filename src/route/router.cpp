@@ -32,6 +32,7 @@ PerWorker indexed_cached_tokens(const ModelRoute& model, const prompt::PreparedP
 
 policy::WorkerView worker_view(const workers::WorkerState& worker, std::uint32_t indexed, std::uint64_t now_unix_ms) {
   policy::WorkerView view{worker.id(), worker.healthy(), worker.in_flight(), worker.pending_prefill_tokens()};
+  view.active_tokens = worker.active_tokens();
   view.drifting = worker.drifting();
   view.cached_tokens = view.drifting ? 0 : indexed;
   if (auto scraped = worker.engine_load(); scraped && scraped->load.waiting) {
@@ -101,6 +102,9 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   std::array<policy::WorkerView, index::kMaxWorkers> views;
   for (std::size_t index = 0; index < count; ++index) {
     views[index] = worker_view(*model.workers[index].state, indexed[index], context.now_unix_ms);
+    if (model.cache) {
+      views[index].indexed_blocks = model.cache->index.entries_of(model.workers[index].slot);
+    }
   }
   const auto view_span = std::span<const policy::WorkerView>(views.data(), count);
   policy::RouteRequest request{model.name, context.session_key, context.sequence, context.excluded};
@@ -141,7 +145,7 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
 Commitment Router::commit(const ModelRoute& model, const RouteDecision& decision, const RouteContext& context) {
   const auto& worker = model.workers[*decision.worker];
   const auto uncached = decision.input_tokens - std::min(decision.predicted_cached_tokens, decision.input_tokens);
-  Commitment commitment{workers::InFlightRequest(*worker.state, uncached)};
+  Commitment commitment{workers::InFlightRequest(*worker.state, uncached, decision.input_tokens)};
   // Decision sequence numbers are unique: they name this attempt's insert.
   commitment.ticket = context.sequence;
   // The chosen worker will hold these blocks once it has run the prompt:

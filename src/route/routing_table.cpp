@@ -42,6 +42,11 @@ std::unique_ptr<policy::Policy> make_policy(const config::RoutingOptions& routin
       return policy::make_session_hash();
     case config::PolicyKind::prefix_hash:
       return policy::make_prefix_hash(routing.prefix_hash_blocks);
+    case config::PolicyKind::dynamo_cost:
+      return policy::make_dynamo_cost({routing.dynamo_overlap_weight});
+    case config::PolicyKind::sglang_cache_aware:
+      return policy::make_sglang_cache_aware(
+          {routing.sglang_cache_threshold, routing.sglang_balance_abs_threshold, routing.sglang_balance_rel_threshold});
     case config::PolicyKind::cache_aware: {
       const auto& cost = routing.cache_aware;
       return policy::make_cache_aware({cost.prefill_ms_per_token, cost.queue_ms_per_pending_token,

@@ -32,7 +32,8 @@ const Headers kExplain{{"x-kvgate-explain", "1"}};
 // For every policy, round robin included: a dry run followed by the same
 // request (nothing else in between) names the worker that request gets.
 TEST(Router, ADryRunNamesTheWorkerTheNextRequestGetsForEveryPolicy) {
-  for (const char* policy : {"round_robin", "least_load", "session_hash", "prefix_hash", "cache_aware"}) {
+  for (const char* policy : {"round_robin", "least_load", "session_hash", "prefix_hash", "cache_aware", "dynamo_cost",
+                             "sglang_cache_aware"}) {
     SCOPED_TRACE(policy);
     Harness harness;
     harness.start_upstream("u0");

@@ -253,3 +253,77 @@ TEST(CacheAware, SkipsIneligibleWorkersAndSaysWhenOneIsLeft) {
 
 }  // namespace
 }  // namespace kvgate::policy
+
+namespace kvgate::policy {
+namespace {
+
+WorkerView loaded(std::string_view id, std::uint32_t in_flight, std::uint32_t cached, std::uint64_t pending = 0,
+                  std::uint64_t active = 0, std::uint64_t indexed = 0) {
+  WorkerView view{id, true, in_flight, pending, cached};
+  view.active_tokens = active;
+  view.indexed_blocks = indexed;
+  return view;
+}
+
+// Dynamo: logit = overlap_weight x (uncached prompt + pending prefill) +
+// active prompt tokens; lowest wins.
+TEST(DynamoCost, WeighsPrefillLeftAgainstTheDecodeLoadAlreadyThere) {
+  auto policy = make_dynamo_cost({1.0});
+  // a holds 3,000 of 4,000 tokens but decodes 5,000 tokens of other
+  // prompts; b holds nothing and is idle.
+  std::vector<WorkerView> workers{loaded("a", 2, 3'000, 0, 5'000), loaded("b", 0, 0)};
+  auto decision = policy->decide({"m", std::nullopt, 0, {}, 4'000}, workers);
+  EXPECT_DOUBLE_EQ(decision.candidates[0].score, 1'000 + 5'000);
+  EXPECT_DOUBLE_EQ(decision.candidates[1].score, 4'000);
+  EXPECT_EQ(decision.worker_index, 1u);
+  EXPECT_EQ(decision.reason, Reason::best_cost_no_cache);
+  // A heavier overlap weight makes the cached prefix win.
+  auto weighted = make_dynamo_cost({3.0})->decide({"m", std::nullopt, 0, {}, 4'000}, workers);
+  EXPECT_EQ(weighted.worker_index, 0u);
+  EXPECT_EQ(weighted.reason, Reason::best_cost);
+}
+
+TEST(DynamoCost, PendingPrefillCountsAsPrefillStillToCompute) {
+  auto policy = make_dynamo_cost({1.0});
+  std::vector<WorkerView> workers{loaded("a", 1, 2'000, 3'000), loaded("b", 0, 0)};
+  auto decision = policy->decide({"m", std::nullopt, 0, {}, 2'400}, workers);
+  EXPECT_DOUBLE_EQ(decision.candidates[0].score, 400 + 3'000);
+  EXPECT_EQ(decision.worker_index, 1u);
+}
+
+// SGLang: imbalance first, then the longest match above the threshold, else
+// the smallest cache.
+TEST(SglangCacheAware, ALongEnoughMatchWinsWhileTheFleetIsBalanced) {
+  auto policy = make_sglang_cache_aware({});
+  std::vector<WorkerView> workers{loaded("a", 5, 100, 0, 0, 900), loaded("b", 3, 600, 0, 0, 50),
+                                  loaded("c", 2, 0, 0, 0, 10)};
+  auto decision = policy->decide({"m", std::nullopt, 0, {}, 1'000}, workers);
+  EXPECT_EQ(decision.worker_index, 1u);  // 60% > 30%
+  EXPECT_EQ(decision.reason, Reason::prefix_match);
+}
+
+TEST(SglangCacheAware, AShortMatchGoesToTheWorkerHoldingLeast) {
+  auto policy = make_sglang_cache_aware({});
+  std::vector<WorkerView> workers{loaded("a", 0, 250, 0, 0, 900), loaded("b", 0, 0, 0, 0, 50),
+                                  loaded("c", 0, 0, 0, 0, 400)};
+  auto decision = policy->decide({"m", std::nullopt, 0, {}, 1'000}, workers);
+  EXPECT_EQ(decision.worker_index, 1u);  // 25% is not enough; b's cache is the smallest
+  EXPECT_EQ(decision.reason, Reason::smallest_cache);
+}
+
+TEST(SglangCacheAware, AnImbalancedFleetGoesToTheLeastLoadedWhateverTheCache) {
+  auto policy = make_sglang_cache_aware({});
+  // max - min = 70 > 64 and 80 > 1.5 x 10.
+  std::vector<WorkerView> workers{loaded("a", 80, 900), loaded("b", 10, 0), loaded("c", 30, 0)};
+  auto decision = policy->decide({"m", std::nullopt, 0, {}, 1'000}, workers);
+  EXPECT_EQ(decision.worker_index, 1u);
+  EXPECT_EQ(decision.reason, Reason::imbalanced);
+  // Both thresholds must be crossed: 70 apart but 220 < 1.5 x 150 is balanced.
+  std::vector<WorkerView> close{loaded("a", 220, 900), loaded("b", 150, 0)};
+  auto balanced = policy->decide({"m", std::nullopt, 0, {}, 1'000}, close);
+  EXPECT_EQ(balanced.worker_index, 0u);
+  EXPECT_EQ(balanced.reason, Reason::prefix_match);
+}
+
+}  // namespace
+}  // namespace kvgate::policy

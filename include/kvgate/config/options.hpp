@@ -12,7 +12,18 @@
 
 namespace kvgate::config {
 
-enum class PolicyKind { round_robin, least_load, session_hash, prefix_hash, cache_aware };
+enum class PolicyKind {
+  round_robin,
+  least_load,
+  session_hash,
+  prefix_hash,
+  cache_aware,
+  dynamo_cost,
+  sglang_cache_aware
+};
+inline constexpr PolicyKind kPolicyKinds[] = {
+    PolicyKind::cache_aware, PolicyKind::session_hash, PolicyKind::prefix_hash,       PolicyKind::least_load,
+    PolicyKind::round_robin, PolicyKind::dynamo_cost,  PolicyKind::sglang_cache_aware};
 
 struct WorkerOptions {
   std::string id;
@@ -97,6 +108,11 @@ struct RoutingOptions {
   CacheAwareOptions cache_aware;
   // prefix_hash: how many leading blocks form the affinity key.
   std::uint32_t prefix_hash_blocks = 4;
+  // The peers' algorithms (policy/README.md): their own defaults.
+  double dynamo_overlap_weight = 1.0;
+  double sglang_cache_threshold = 0.3;
+  std::uint32_t sglang_balance_abs_threshold = 64;
+  double sglang_balance_rel_threshold = 1.5;
   // Every response carries x-kvgate-route (else only when the request asks
   // with x-kvgate-explain: 1).
   bool receipt = false;

@@ -40,6 +40,11 @@ struct WorkerView {
   // The worker's predictions persistently disagree with what its engine
   // reports (route/README.md): its index entries are not credited.
   bool drifting = false;
+  // Prompt tokens of the requests in flight here: their KV blocks while they
+  // decode (Dynamo's "active blocks" load signal, in tokens).
+  std::uint64_t active_tokens = 0;
+  // Blocks the prefix index credits to this worker (SGLang's "tree size").
+  std::uint64_t indexed_blocks = 0;
 };
 
 struct RouteRequest {
@@ -117,6 +122,35 @@ std::unique_ptr<Policy> make_session_hash();
 // `prefix_blocks` blocks picks a worker by rendezvous hashing.
 std::unique_ptr<Policy> make_prefix_hash(std::uint32_t prefix_blocks);
 std::unique_ptr<Policy> make_cache_aware(CostModel cost);
+
+// Peers behind the same interface, so that "better than the alternatives"
+// is measured (README.md in this folder gives their sources and defaults).
+//
+// Dynamo's KV router (ai-dynamo/dynamo, lib/llm/src/kv_router): the
+// worker with the lowest logit
+//   overlap_weight x (prefill still to compute there: the request's uncached
+//                     part plus the prompts dispatched and not yet answered)
+//   + decode load (the prompts of the requests in flight there)
+// with temperature 0 (deterministic argmin). Block counts there, tokens here:
+// the same argmin.
+struct DynamoCostOptions {
+  double overlap_weight = 1.0;
+};
+std::unique_ptr<Policy> make_dynamo_cost(DynamoCostOptions options);
+
+// SGLang's router (sgl-project/sglang, sgl-router, policy cache_aware):
+// when the fleet is imbalanced (max - min in-flight > balance_abs_threshold
+// and max > balance_rel_threshold x min) the least loaded worker; else the
+// worker holding the longest prefix if that covers more than
+// cache_threshold of the prompt; else the worker holding the least. Its
+// own approximate tree of routed text is replaced by kvgate's index (events
+// plus routing history), which only makes the peer better informed.
+struct SglangCacheAwareOptions {
+  double cache_threshold = 0.3;
+  std::uint32_t balance_abs_threshold = 64;
+  double balance_rel_threshold = 1.5;
+};
+std::unique_ptr<Policy> make_sglang_cache_aware(SglangCacheAwareOptions options);
 
 // The least_load decision (fewest requests in flight, ties rotate) with the
 // given reason; also the fallback of the hashing policies for requests

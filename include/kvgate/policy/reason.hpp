@@ -21,6 +21,9 @@ enum class Reason : std::uint8_t {
   only_candidate,      // one eligible worker left
   no_eligible_worker,  // nothing eligible: the request gets 503
   retry,               // a later attempt after a failure before the first response byte
+  imbalanced,          // sglang_cache_aware: the fleet's load is imbalanced, least loaded instead
+  prefix_match,        // sglang_cache_aware: the longest cached prefix covers enough of the prompt
+  smallest_cache,      // sglang_cache_aware: no worker holds enough: the one holding least
   // What the router says of a request with a session key (route/README.md).
   new_session,          // first turn the gateway sees of this key
   session_expired,      // the key was known but idle longer than sessions.idle_ttl
@@ -56,6 +59,12 @@ inline constexpr std::string_view to_string(Reason reason) {
       return "no_eligible_worker";
     case Reason::retry:
       return "retry";
+    case Reason::imbalanced:
+      return "imbalanced";
+    case Reason::prefix_match:
+      return "prefix_match";
+    case Reason::smallest_cache:
+      return "smallest_cache";
     case Reason::new_session:
       return "new_session";
     case Reason::session_expired:

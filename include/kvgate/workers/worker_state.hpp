@@ -77,6 +77,8 @@ class WorkerState {
   [[nodiscard]] std::uint64_t pending_prefill_tokens() const {
     return pending_prefill_tokens_.load(std::memory_order_relaxed);
   }
+  // Prompt tokens of the requests in flight here (dispatch to finish).
+  [[nodiscard]] std::uint64_t active_tokens() const { return active_tokens_.load(std::memory_order_relaxed); }
   // Recent time to first token of the worker's streamed answers, measured by
   // the gateway from dispatch to the first body byte (an exponentially
   // weighted mean; nullopt before the first one). It includes the queueing
@@ -91,6 +93,8 @@ class WorkerState {
   void request_finished() { in_flight_.fetch_sub(1, std::memory_order_relaxed); }
   void prefill_added(std::uint64_t tokens) { pending_prefill_tokens_.fetch_add(tokens, std::memory_order_relaxed); }
   void prefill_answered(std::uint64_t tokens) { pending_prefill_tokens_.fetch_sub(tokens, std::memory_order_relaxed); }
+  void active_added(std::uint64_t tokens) { active_tokens_.fetch_add(tokens, std::memory_order_relaxed); }
+  void active_finished(std::uint64_t tokens) { active_tokens_.fetch_sub(tokens, std::memory_order_relaxed); }
 
   // Prediction drift (prediction_drift.hpp): fed by any I/O thread when a
   // routed request ends with the engine's cached tokens; read lock-free by
@@ -115,6 +119,7 @@ class WorkerState {
   std::atomic<bool> healthy_{true};
   std::atomic<std::uint32_t> in_flight_{0};
   std::atomic<std::uint64_t> pending_prefill_tokens_{0};
+  std::atomic<std::uint64_t> active_tokens_{0};
   std::atomic<double> recent_ttft_seconds_{-1};  // < 0: no sample yet
   std::atomic<std::uint32_t> passive_failure_streak_{0};
   EventStreamStatus event_stream_;
@@ -134,15 +139,20 @@ class WorkerState {
 // a stream answers at its first body byte, any other response at its header.
 class InFlightRequest {
  public:
-  explicit InFlightRequest(WorkerState& worker, std::uint64_t prefill_tokens = 0)
-      : worker_(&worker), prefill_tokens_(prefill_tokens) {
+  // `prompt_tokens`: the whole prompt, counted as the worker's active load
+  // until the request finishes.
+  explicit InFlightRequest(WorkerState& worker, std::uint64_t prefill_tokens = 0, std::uint64_t prompt_tokens = 0)
+      : worker_(&worker), prefill_tokens_(prefill_tokens), prompt_tokens_(prompt_tokens) {
     worker.request_started();
     worker.prefill_added(prefill_tokens);
+    worker.active_added(prompt_tokens);
   }
   InFlightRequest(const InFlightRequest&) = delete;
   InFlightRequest& operator=(const InFlightRequest&) = delete;
   InFlightRequest(InFlightRequest&& other) noexcept
-      : worker_(std::exchange(other.worker_, nullptr)), prefill_tokens_(std::exchange(other.prefill_tokens_, 0)) {}
+      : worker_(std::exchange(other.worker_, nullptr)),
+        prefill_tokens_(std::exchange(other.prefill_tokens_, 0)),
+        prompt_tokens_(std::exchange(other.prompt_tokens_, 0)) {}
   InFlightRequest& operator=(InFlightRequest&&) = delete;
   ~InFlightRequest() { finish(); }
 
@@ -163,6 +173,7 @@ class InFlightRequest {
   void finish() {
     if (worker_ != nullptr) {
       answering();
+      worker_->active_finished(prompt_tokens_);
       worker_->request_finished();
       worker_ = nullptr;
     }
@@ -171,6 +182,7 @@ class InFlightRequest {
  private:
   WorkerState* worker_;
   std::uint64_t prefill_tokens_;
+  std::uint64_t prompt_tokens_;
 };
 
 }  // namespace kvgate::workers
