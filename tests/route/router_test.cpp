@@ -100,6 +100,7 @@ TEST(Router, CommitAccountsTheLoadAndRemembersTheSession) {
     EXPECT_EQ(commitment.session_turn, 1u);
     EXPECT_EQ(fleet.worker(1).in_flight(), 1u);
     EXPECT_EQ(fleet.worker(1).pending_prefill_tokens(), 320u);  // the uncached part
+    EXPECT_EQ(fleet.worker(1).active_tokens(), 640u);           // the whole prompt, until it finishes
     auto session = fleet.sessions.find("s", kNow);
     ASSERT_TRUE(session);
     EXPECT_EQ(session->worker, "b");
@@ -107,6 +108,7 @@ TEST(Router, CommitAccountsTheLoadAndRemembersTheSession) {
   }
   EXPECT_EQ(fleet.worker(1).in_flight(), 0u);  // the commitment ended
   EXPECT_EQ(fleet.worker(1).pending_prefill_tokens(), 0u);
+  EXPECT_EQ(fleet.worker(1).active_tokens(), 0u);
 }
 
 TEST(Router, ASessionStaysWhereItsTurnsAreCached) {
