@@ -28,14 +28,7 @@ class CacheAware final : public Policy {
     }
     auto pick = pick_best(decision.candidates, request.sequence, better);
     decision.worker_index = pick.index;
-    if (!pick.index) {
-      decision.reason = Reason::no_eligible_worker;
-    } else if (pick.eligible == 1) {
-      decision.reason = Reason::only_candidate;
-    } else {
-      decision.reason =
-          decision.candidates[*pick.index].cached_tokens > 0 ? Reason::best_cost : Reason::best_cost_no_cache;
-    }
+    decision.reason = cost_pick_reason(pick, decision.candidates);
     return decision;
   }
 

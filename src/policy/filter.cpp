@@ -26,4 +26,14 @@ std::vector<Candidate> filter_candidates(const RouteRequest& request, std::span<
   return candidates;
 }
 
+Reason cost_pick_reason(const Pick& pick, const std::vector<Candidate>& candidates) {
+  if (!pick.index) {
+    return Reason::no_eligible_worker;
+  }
+  if (pick.eligible == 1) {
+    return Reason::only_candidate;
+  }
+  return candidates[*pick.index].cached_tokens > 0 ? Reason::best_cost : Reason::best_cost_no_cache;
+}
+
 }  // namespace kvgate::policy

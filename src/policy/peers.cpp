@@ -32,14 +32,7 @@ class DynamoCost final : public Policy {
     auto pick = pick_best(decision.candidates, request.sequence,
                           [](const Candidate& a, const Candidate& b) { return a.score < b.score; });
     decision.worker_index = pick.index;
-    if (!pick.index) {
-      decision.reason = Reason::no_eligible_worker;
-    } else if (pick.eligible == 1) {
-      decision.reason = Reason::only_candidate;
-    } else {
-      decision.reason =
-          decision.candidates[*pick.index].cached_tokens > 0 ? Reason::best_cost : Reason::best_cost_no_cache;
-    }
+    decision.reason = cost_pick_reason(pick, decision.candidates);
     return decision;
   }
 

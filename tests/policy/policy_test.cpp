@@ -232,8 +232,9 @@ TEST(Reasons, EveryReasonHasItsOwnSpelling) {
   EXPECT_FALSE(is_session_move(Reason::new_session));
 }
 
-TEST(Candidates, ScoringAllocatesNothingBeyondTheCandidateList) {
-  // Candidate is a plain value: the worker id views the WorkerView's string.
+// Candidate is a plain value (the allocation count is measured by the
+// router_decide benchmark): the worker id views the WorkerView's string.
+TEST(Candidates, AreValuesThatViewTheWorkersIds) {
   static_assert(std::is_trivially_copyable_v<Candidate>);
   std::vector<WorkerView> workers{{"a", true, 0}};
   auto decision = make_cache_aware({})->decide({"m", std::nullopt, 0, {}, 10}, workers);

@@ -170,6 +170,10 @@ struct Pick {
   std::optional<std::size_t> index;
   std::size_t eligible = 0;
 };
+// The reason of a cost policy's pick: nothing eligible, one candidate left,
+// or the cheapest with or without part of the prompt cached there.
+Reason cost_pick_reason(const Pick& pick, const std::vector<Candidate>& candidates);
+
 template <class Better>
 Pick pick_best(const std::vector<Candidate>& candidates, std::uint64_t sequence, Better better) {
   Pick pick;

@@ -107,8 +107,6 @@ class Router {
                       const RouteDecision& decision, std::optional<std::string_view> session_key,
                       std::uint64_t session_turn, const Outcome& outcome);
 
-  SessionTable& sessions() { return sessions_; }
-
  private:
   SessionTable& sessions_;
   obs::Metrics& metrics_;
