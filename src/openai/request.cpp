@@ -117,15 +117,22 @@ std::size_t json_nesting_depth(std::string_view text) {
   return deepest;
 }
 
+std::optional<ApiError> check_json_depth(std::string_view body) {
+  if (json_nesting_depth(body) <= kMaxJsonDepth) {
+    return std::nullopt;
+  }
+  return invalid_request(
+      "The request body nests arrays or objects deeper than " + std::to_string(kMaxJsonDepth) + " levels.", {},
+      "json_too_deep");
+}
+
 Result<RequestSummary, ApiError> inspect_request(std::string_view body_text, Endpoint endpoint,
                                                  std::string_view session_header) {
   // Checked before parsing: the parser recurses once per level, and no
   // engine reads a body nested this deep (vLLM's own request models would
   // reject it after a costly parse).
-  if (json_nesting_depth(body_text) > kMaxJsonDepth) {
-    return unexpected(invalid_request(
-        "The request body nests arrays or objects deeper than " + std::to_string(kMaxJsonDepth) + " levels.", {},
-        "json_too_deep"));
+  if (auto too_deep = check_json_depth(body_text)) {
+    return unexpected(std::move(*too_deep));
   }
   // No exceptions: a discarded value marks a parse error (including invalid UTF-8).
   auto body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);

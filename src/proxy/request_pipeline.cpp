@@ -38,7 +38,7 @@ bool authorized(const config::Options& options, const ClientRequest& request) {
 // model that has a healthy worker.
 const route::ModelRoute* model_for_passthrough(const route::RoutingTable& table, const ClientRequest& request,
                                                std::string& named_model) {
-  if (!request.body().empty() && openai::json_nesting_depth(request.body()) <= openai::kMaxJsonDepth) {
+  if (!request.body().empty()) {
     auto body = nlohmann::json::parse(request.body(), nullptr, false);
     if (body.is_object()) {
       auto model = body.find("model");
@@ -86,6 +86,10 @@ awaitable<void> handle_inference(ClientSession& session, ClientRequest& request,
 
 awaitable<void> handle_passthrough(ClientSession& session, ClientRequest& request, Exchange& exchange,
                                    const route::RoutingTable& table) {
+  if (auto too_deep = openai::check_json_depth(request.body())) {
+    co_await session.respond_error(exchange, *too_deep);
+    co_return;
+  }
   std::string named_model;
   const auto* model = model_for_passthrough(table, request, named_model);
   if (model == nullptr) {

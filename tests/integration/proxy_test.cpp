@@ -345,6 +345,10 @@ TEST_F(ProxyTest, DeeplyNestedBodiesAndFloodsOfHeadersAreRefused) {
   auto deep = chat(R"({"model":"test-model","messages":[{"role":"user","content":)" + content + "}]}");
   EXPECT_EQ(deep.status, 400);
   EXPECT_EQ(error_of(deep)["code"], "json_too_deep");
+  auto deep_elsewhere =
+      post_json(harness.api_port(), "/v1/embeddings", R"({"model":"test-model","input":)" + content + "}");
+  EXPECT_EQ(deep_elsewhere.status, 400);
+  EXPECT_EQ(error_of(deep_elsewhere)["code"], "json_too_deep");
   std::string headers;
   for (int field = 0; field < 2'000; ++field) {
     headers += "x-filler-" + std::to_string(field) + ": y\r\n";

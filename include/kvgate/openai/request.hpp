@@ -36,6 +36,9 @@ inline constexpr std::size_t kMaxJsonDepth = 128;
 // Deepest nesting of arrays and objects in JSON text (strings skipped);
 // any byte sequence is accepted.
 std::size_t json_nesting_depth(std::string_view text);
+// 400 json_too_deep for a body nested deeper than kMaxJsonDepth (checked
+// for every body kvgate would parse, before it is parsed).
+std::optional<ApiError> check_json_depth(std::string_view body);
 
 // Session key, first present wins: header x-session-id, body
 // prompt_cache_key, body user (the contract's order).
