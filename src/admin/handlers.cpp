@@ -155,6 +155,11 @@ AdminResponse debug_route(proxy::GatewayContext& context, std::string_view query
                    ? openai::Endpoint::completions
                    : openai::Endpoint::chat_completions;
   }
+  // Routing-time inserts reach the index through the ingestion thread; the
+  // next request decides after them, so the dry run waits for them too.
+  if (auto* ingestion = context.ingestion()) {
+    ingestion->settle(std::chrono::milliseconds(200));
+  }
   auto table = context.table();
   auto prepared = proxy::prepare_inference(*table, body, *endpoint, session_header);
   if (!prepared) {

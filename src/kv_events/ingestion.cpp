@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <zmq.hpp>
 
@@ -32,6 +33,10 @@ struct Ingestion::Commands {
   std::vector<Assume> assumes;
   std::optional<Configure> configure;
   bool stop = false;
+  // Inserts handed over and inserts applied, for settle(): both only grow.
+  std::uint64_t enqueued = 0;
+  std::uint64_t applied = 0;
+  std::condition_variable applied_changed;
 };
 
 // Everything the ingestion thread owns. Only that thread touches it.
@@ -88,6 +93,18 @@ class Ingestion::Loop {
       configure.swap(commands.configure);
       stop = commands.stop;
     }
+    apply(assumes, configure);
+    if (!assumes.empty()) {
+      {
+        std::lock_guard lock(commands.mutex);
+        commands.applied += assumes.size();
+      }
+      commands.applied_changed.notify_all();
+    }
+    return !stop;
+  }
+
+  void apply(std::vector<Commands::Assume>& assumes, std::optional<Commands::Configure>& configure) {
     if (configure) {
       reconfigure(std::move(*configure));
     }
@@ -102,7 +119,6 @@ class Ingestion::Loop {
         found->second->assume(assume.blocks, now_ms(), assume.ticket);
       }
     }
-    return !stop;
   }
 
   void reconfigure(Commands::Configure configure) {
@@ -213,12 +229,19 @@ void Ingestion::enqueue(const std::shared_ptr<ModelCache>& cache, WorkerSlot slo
     std::lock_guard lock(commands_->mutex);
     first = commands_->assumes.empty();
     commands_->assumes.push_back(std::move(command));
+    ++commands_->enqueued;
   }
   // The thread takes the whole queue when it wakes: one wake-up (a syscall)
   // per batch of inserts, not one per request.
   if (first) {
     wake();
   }
+}
+
+bool Ingestion::settle(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(commands_->mutex);
+  const auto target = commands_->enqueued;
+  return commands_->applied_changed.wait_for(lock, timeout, [&] { return commands_->applied >= target; });
 }
 
 }  // namespace kvgate::kv_events

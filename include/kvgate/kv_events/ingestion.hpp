@@ -19,6 +19,7 @@
 // from 0 (what the engine stored before kvgate connected), without marking
 // the worker stale when it cannot be closed (missing stores only make the
 // index under-report, never claim blocks that are gone).
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -65,6 +66,10 @@ class Ingestion {
   // its first token): the assumptions it created are withdrawn.
   void withdraw(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::span<const BlockHash> blocks,
                 std::uint64_t ticket);
+  // Any thread, off the request path: waits until every insert handed over
+  // before the call is in the index (false when `timeout` passed first).
+  // Lets /debug/route explain with the state the next request will see.
+  bool settle(std::chrono::milliseconds timeout);
 
  private:
   struct Commands;
