@@ -6,10 +6,15 @@
 # announces its address and puts that line in $started (later lines can be
 # read from file descriptor $started_fd). Call it directly,
 # not inside $(...): a subshell would lose the PID and leak the server.
-# start_fleet BLOCKS MAX_MODEL_LEN POLICY...: three kvgate-sim replicas with
-# KV events and one kvgate per policy in front of all three; sets $runs
-# (kvgate-bench --run flags), $resets (--reset flags), $api and $admin (the
-# last gateway's).
+# start_fleet BLOCKS MAX_MODEL_LEN TARGET...: kvgate-sim replicas with KV
+# events (BLOCKS KV blocks of 16 tokens each: the KV-pressure knob) and, per
+# TARGET, a kvgate with that routing policy or a peer load balancer
+# (bench/peers: nginx_sticky, haproxy_leastconn, haproxy_sticky) in front of
+# all of them. Sets $runs (kvgate-bench --run flags), $resets (--reset
+# flags), $fleet (a description for the report), $api and $admin (the last
+# gateway's). Environment: KVGATE_REPLICAS (default 3), KVGATE_TIME_SCALE
+# (default 20), KVGATE_SIM_FLAGS (more kvgate-sim flags, e.g. timing).
+# free_port: an unused TCP port on 127.0.0.1. wait_port PORT: until it answers.
 
 begin_run() {
   work=$(mktemp -d "/tmp/kvgate-$1-XXXXXX")
@@ -40,30 +45,67 @@ start_server() {
   started_fd=$fd  # the server's stdout, for any further announcement lines
 }
 
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+wait_port() {
+  local tries
+  for tries in $(seq 200); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
+      return 0
+    fi
+    sleep 0.05  # start-up poll of a process that announces nothing (nginx, HAProxy)
+  done
+  echo "port $1 never answered" >&2
+  return 1
+}
+
 start_fleet() {
   local blocks=$1 max_model_len=$2
   shift 2
-  local workers_yaml="" id line events_line replay_line policy
+  local replicas=${KVGATE_REPLICAS:-3} time_scale=${KVGATE_TIME_SCALE:-20}
+  local sim_flags=(${KVGATE_SIM_FLAGS:-})
+  local workers_yaml="" id line events_line replay_line target index port
+  local urls=()
   resets=()
-  for id in r0 r1 r2; do
-    start_server "$id" build/bench/sim/kvgate-sim --model demo-model --block-size 16 \
-      --num-gpu-blocks "$blocks" --max-model-len "$max_model_len" --time-scale 20 \
-      --kv-events-endpoint tcp://127.0.0.1:0 --kv-events-replay-endpoint tcp://127.0.0.1:0
+  for ((index = 0; index < replicas; index++)); do
+    id=r$index
+    start_server "$id" build/bench/sim/kvgate-sim --model demo-model --id "$id" --block-size 16 \
+      --num-gpu-blocks "$blocks" --max-model-len "$max_model_len" --time-scale "$time_scale" \
+      --kv-events-endpoint tcp://127.0.0.1:0 --kv-events-replay-endpoint tcp://127.0.0.1:0 "${sim_flags[@]}"
     line=$started
     read -r -t 10 -u "$started_fd" events_line
     read -r -t 10 -u "$started_fd" replay_line
     workers_yaml+="      - {id: $id, url: \"http://${line#listening }\", kv_events: \"${events_line#kv-events }\","
     workers_yaml+=" kv_events_replay: \"${replay_line#kv-events-replay }\", kv_capacity_blocks: $blocks}"$'\n'
     resets+=(--reset "http://${line#listening }")
+    urls+=("http://${line#listening }")
   done
+  fleet="$replicas kvgate-sim replicas x $blocks KV blocks of 16 tokens (max_model_len $max_model_len),"
+  fleet+=" time scale $time_scale, default step costs (Llama-3-8B on an H100)${sim_flags:+, ${sim_flags[*]}}"
   runs=()
-  for policy in "$@"; do
-    cat >"$work/$policy.yaml" <<YAML
+  for target in "$@"; do
+    case "$target" in
+      nginx_* | haproxy_*)
+        port=$(free_port)
+        bench/peers/peer.sh "$target" "$port" "$work/$target" "${urls[@]}" >"$work/$target.log" 2>&1 &
+        pids+=($!)
+        if ! wait_port "$port"; then
+          cat "$work/$target.log" >&2
+          exit 1
+        fi
+        runs+=(--run "$target=http://127.0.0.1:$port")
+        echo "$target: http://127.0.0.1:$port"
+        continue
+        ;;
+    esac
+    cat >"$work/$target.yaml" <<YAML
 listen: "127.0.0.1:0"
 admin_listen: "127.0.0.1:0"
 threads: 1
 access_log: false
-routing: {policy: $policy}
+routing: {policy: $target}
 health_check: {interval: 1s}
 models:
   - name: demo-model
@@ -71,10 +113,10 @@ models:
     workers:
 $workers_yaml
 YAML
-    start_server "kvgate-$policy" build/src/kvgate --config "$work/$policy.yaml"
+    start_server "kvgate-$target" build/src/kvgate --config "$work/$target.yaml"
     api=$(sed -E 's/.*api=([^ ]+).*/\1/' <<<"$started")
     admin=$(sed -E 's/.*admin=([^ ]+).*/\1/' <<<"$started")
-    runs+=(--run "$policy=http://$api")
-    echo "kvgate ($policy): api http://$api  admin http://$admin"
+    runs+=(--run "$target=http://$api")
+    echo "kvgate ($target): api http://$api  admin http://$admin"
   done
 }

@@ -11,11 +11,12 @@ build_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libutf8proc-dev zlib1g-dev libabsl-dev
 )
 # Tests: clang for the libFuzzer targets and the format check, promtool to
-# validate /metrics, curl for scripts.
-test_packages=(clang clang-format clang-tidy libclang-rt-14-dev prometheus curl)
-# Benchmarks: wrk as the load generator, nginx as the reference proxy,
-# python3 to find free ports for nginx.
-bench_packages=(wrk nginx-light python3)
+# validate /metrics, curl for scripts; nginx and HAProxy are the peers a
+# kvgate-bench test compares against (bench/peers), python3 finds free ports.
+test_packages=(clang clang-format clang-tidy libclang-rt-14-dev prometheus curl nginx-light haproxy python3)
+# Benchmarks: wrk as the load generator, chromium (headless) to render the
+# HTML reports to PNG (scripts/report_screenshot.sh).
+bench_packages=(wrk chromium)
 
 want=("${build_packages[@]}")
 case "${1:-build}" in
@@ -46,10 +47,11 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# The nginx package starts a default site on port 80 where a service manager
-# exists; the benchmark runs its own nginx, so that one is not needed.
-if [[ "${1:-build}" == bench ]] && command -v service >/dev/null 2>&1; then
+# The nginx and HAProxy packages start default services where a service
+# manager exists; tests and benchmarks run their own, so those are stopped.
+if [[ "${1:-build}" != build ]] && command -v service >/dev/null 2>&1; then
   service nginx stop >/dev/null 2>&1 || true
+  service haproxy stop >/dev/null 2>&1 || true
 fi
 
 if [[ "${1:-build}" != build ]]; then

@@ -102,6 +102,10 @@ awaitable<Answer> Connection::post(const std::string& path, const std::string& b
     const auto& response = parser.get();
     answer.status = response.result_int();
     answer.worker = std::string(response["x-kvgate-worker"]);
+    if (answer.worker.empty()) {
+      // Behind another proxy (nginx, HAProxy): the simulator names itself.
+      answer.worker = std::string(response["x-kvgate-sim-replica"]);
+    }
     if (!response.keep_alive()) {
       connected_ = false;
       stream_.close();

@@ -5,6 +5,7 @@
 // replicas' caches before each, and reports them side by side.
 #include <zlib.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -12,6 +13,8 @@
 #include <iostream>
 #include <sstream>
 
+#include "capacity.hpp"
+#include "dial.hpp"
 #include "report.hpp"
 #include "runner.hpp"
 #include "workload.hpp"
@@ -19,12 +22,15 @@
 namespace {
 
 using kvgate::load::RunOptions;
+using kvgate::load::Workload;
 using kvgate::load::WorkloadOptions;
 using nlohmann::json;
 
 constexpr const char* kUsage =
     "usage: kvgate-bench run --target URL --workload FILE|PRESET --out DIR [options]\n"
     "       kvgate-bench compare --run NAME=URL [--run NAME=URL ...] --workload FILE|PRESET --out DIR [options]\n"
+    "       kvgate-bench capacity --run NAME=URL [...] --workload FILE|PRESET --out DIR --slo-p90-ttft-ms X "
+    "--reset URL [...] [options]\n"
     "options:\n"
     "  --sessions N            sessions of a preset, or the first N of a file (default: preset's / all)\n"
     "  --concurrency N         sessions in flight at once (default 8; traces run open loop)\n"
@@ -37,6 +43,19 @@ constexpr const char* kUsage =
     "  --time-scale X          traces: arrival and think times divided by X (default 1)\n"
     "  --max-think-ms N        recorded sessions: cap each (scaled) think time at N ms\n"
     "  --trace-block-tokens N  traces: tokens per hash id (default: the trace's own, Mooncake 512, WEKA 64)\n"
+    "  --output-scale X        traces: output lengths divided by X (at least 1 token)\n"
+    "  --strict                refuse a workload file with a malformed line (default: skip it and say so)\n"
+    "  --load F                offered load, round robin's prefill utilisation (0.7: 70%): sessions start as a\n"
+    "                          Poisson process (seeded), a trace's arrivals are sped up to match\n"
+    "  --prefill-tokens-per-s R  the fleet's prefill capacity (all replicas; default: read from the --reset\n"
+    "                          replicas' /metrics, kvgate_sim_prefill_tokens_per_second)\n"
+    "  --replicas N            replicas behind the targets (default: the number of --reset URLs)\n"
+    "  --block-tokens N        the engines' KV block size, for the reuse ceiling (default 16)\n"
+    "  --fleet TEXT            a description of the fleet, printed in the report\n"
+    "  --baseline NAME         a run the others are compared with (repeatable; default: the first run)\n"
+    "  --slo-p90-ttft-ms X     capacity: the SLO, p90 time to first token in ms\n"
+    "  --start-load F          capacity: the first step's load (default 0.5)\n"
+    "  --max-steps N           capacity: runs per target (default 7)\n"
     "presets: chat, agent\n";
 
 struct Command {
@@ -47,6 +66,15 @@ struct Command {
   std::vector<std::string> resets;
   WorkloadOptions workload_options;
   RunOptions run_options;
+  double load = 0;  // 0: no dial (closed-loop sessions, the trace's own times)
+  double prefill_tokens_per_s = 0;
+  std::uint32_t replicas = 0;
+  std::uint32_t block_tokens = 16;
+  std::string fleet;
+  std::vector<std::string> baselines;
+  double slo_p90_ttft_ms = 0;
+  double start_load = 0.5;
+  std::uint32_t max_steps = 7;
 };
 
 template <class Number>
@@ -62,13 +90,17 @@ std::string parse(int argc, char** argv, Command& command) {
     return "missing command";
   }
   command.mode = argv[1];
-  if (command.mode != "run" && command.mode != "compare") {
+  if (command.mode != "run" && command.mode != "compare" && command.mode != "capacity") {
     return "unknown command '" + command.mode + "'";
   }
   std::string name = "run";
   std::string target;
   for (int index = 2; index < argc; ++index) {
     const std::string flag = argv[index];
+    if (flag == "--strict") {
+      command.workload_options.strict = true;
+      continue;
+    }
     if (index + 1 >= argc) {
       return flag + " needs a value";
     }
@@ -104,11 +136,31 @@ std::string parse(int argc, char** argv, Command& command) {
       good = read_number(value, command.workload_options.max_requests);
     } else if (flag == "--time-scale") {
       good = read_number(value, command.workload_options.time_scale) && command.workload_options.time_scale > 0;
+    } else if (flag == "--output-scale") {
+      good = read_number(value, command.workload_options.output_scale) && command.workload_options.output_scale > 0;
     } else if (flag == "--max-think-ms") {
       good = read_number(value, command.workload_options.max_think_ms);
     } else if (flag == "--trace-block-tokens") {
       good = read_number(value, command.workload_options.trace_block_tokens) &&
              command.workload_options.trace_block_tokens > 0;
+    } else if (flag == "--load") {
+      good = read_number(value, command.load) && command.load > 0 && command.load <= 2;
+    } else if (flag == "--prefill-tokens-per-s") {
+      good = read_number(value, command.prefill_tokens_per_s) && command.prefill_tokens_per_s > 0;
+    } else if (flag == "--replicas") {
+      good = read_number(value, command.replicas) && command.replicas > 0;
+    } else if (flag == "--block-tokens") {
+      good = read_number(value, command.block_tokens) && command.block_tokens > 0;
+    } else if (flag == "--fleet") {
+      command.fleet = value;
+    } else if (flag == "--baseline") {
+      command.baselines.push_back(value);
+    } else if (flag == "--slo-p90-ttft-ms") {
+      good = read_number(value, command.slo_p90_ttft_ms) && command.slo_p90_ttft_ms > 0;
+    } else if (flag == "--start-load") {
+      good = read_number(value, command.start_load) && command.start_load > 0;
+    } else if (flag == "--max-steps") {
+      good = read_number(value, command.max_steps) && command.max_steps > 0;
     } else {
       return "unknown flag " + flag;
     }
@@ -122,7 +174,24 @@ std::string parse(int argc, char** argv, Command& command) {
     }
     command.runs.emplace_back(name, target);
   } else if (command.runs.empty() || !target.empty()) {
-    return "compare takes --run NAME=URL (one or more), not --target";
+    return command.mode + " takes --run NAME=URL (one or more), not --target";
+  }
+  if (command.mode == "capacity") {
+    if (command.slo_p90_ttft_ms <= 0) {
+      return "capacity needs --slo-p90-ttft-ms";
+    }
+    if (command.resets.empty()) {
+      return "capacity needs --reset URL for each replica (each step starts from cold caches)";
+    }
+    if (command.load > 0) {
+      return "capacity chooses the load itself; use --start-load for its first step";
+    }
+  }
+  for (const auto& baseline : command.baselines) {
+    if (std::none_of(command.runs.begin(), command.runs.end(),
+                     [&](const auto& run) { return run.first == baseline; })) {
+      return "--baseline " + baseline + " names no --run";
+    }
   }
   if (command.workload.empty() || command.out.empty()) {
     return "--workload and --out are required";
@@ -176,6 +245,170 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
   }
 }
 
+// The fleet's prefill capacity in tokens per real second: the flag, else
+// the replicas' own figure.
+kvgate::Result<double, std::string> fleet_capacity(const Command& command) {
+  if (command.prefill_tokens_per_s > 0) {
+    return command.prefill_tokens_per_s;
+  }
+  if (command.resets.empty()) {
+    return kvgate::unexpected(std::string("--load needs --prefill-tokens-per-s or the replicas (--reset URL)"));
+  }
+  auto metrics = kvgate::load::scrape_replicas(command.resets);
+  if (!metrics) {
+    return kvgate::unexpected("reading the replicas' prefill rate: " + metrics.error());
+  }
+  double total = 0;
+  for (const auto& replica : *metrics) {
+    if (!replica.prefill_tokens_per_s) {
+      return kvgate::unexpected(
+          std::string("a replica does not export kvgate_sim_prefill_tokens_per_second; give --prefill-tokens-per-s"));
+    }
+    total += *replica.prefill_tokens_per_s;
+  }
+  return total;
+}
+
+// The workload and options of one run at `load`, and what the dial set.
+struct Dialled {
+  Workload workload;
+  RunOptions options;
+  json dial;
+};
+
+Dialled dial_to(const Command& command, const Workload& base, const kvgate::load::OfferedTokens& offered,
+                double fleet_tokens_per_s, double load) {
+  Dialled out{base, command.run_options, json::object()};
+  out.dial = {{"load", load},
+              {"offered_requests", offered.requests},
+              {"fleet_prefill_tokens_per_s", fleet_tokens_per_s},
+              {"offered_prompt_tokens", offered.prompt},
+              {"offered_round_robin_tokens", offered.round_robin}};
+  if (!base.sessions.empty()) {
+    const double rate = kvgate::load::session_rate_for_load(offered, base.sessions.size(), load, fleet_tokens_per_s);
+    out.options.session_starts_ms =
+        kvgate::load::poisson_starts_ms(base.sessions.size(), rate, command.workload_options.seed);
+    out.dial["sessions_per_minute"] = rate * 60;
+  } else {
+    const double speedup = kvgate::load::trace_speedup_for_load(offered, load, fleet_tokens_per_s);
+    for (auto& request : out.workload.trace) {
+      request.arrival_ms /= speedup;
+    }
+    out.dial["trace_speedup"] = speedup * command.workload_options.time_scale;
+    out.dial["requests_per_second"] =
+        static_cast<double>(base.trace.size()) / std::max(offered.trace_span_ms / speedup / 1000, 1e-9);
+  }
+  return out;
+}
+
+// One run from reset caches; its summary (with the replicas' measured load)
+// and records file. A target that cannot be reached is a failed run, not
+// the end of the comparison.
+json run_one(const Command& command, const std::string& name, const std::string& target, const Workload& workload,
+             RunOptions options, const json& dial, const std::string& records_name) {
+  if (!command.resets.empty()) {
+    if (auto failed = kvgate::load::reset_prefix_caches(command.resets)) {
+      throw std::runtime_error(*failed);
+    }
+  }
+  options.target = target;
+  std::cerr << "kvgate-bench: " << name << ": " << workload.name << " against " << target << "\n";
+  std::optional<std::vector<kvgate::load::ReplicaMetrics>> before;
+  if (!command.resets.empty()) {
+    if (auto scraped = kvgate::load::scrape_replicas(command.resets)) {
+      before = std::move(*scraped);
+    }
+  }
+  auto result = kvgate::load::run_workload(workload, options);
+  if (!result) {
+    std::cerr << "kvgate-bench: " << name << ": " << result.error() << "\n";
+    json failed = kvgate::load::summarize({name, target, workload.name, 0}, {});
+    failed["failure"] = result.error();
+    return failed;
+  }
+  auto summary = kvgate::load::summarize({name, target, workload.name, result->wall_seconds}, result->records);
+  if (!dial.empty()) {
+    summary["dial"] = dial;
+  }
+  if (before) {
+    if (auto after = kvgate::load::scrape_replicas(command.resets)) {
+      auto load = kvgate::load::fleet_load(*before, *after, result->wall_seconds);
+      if (load.measured) {
+        summary["measured_prefill_utilisation"] = load.prefill_utilisation;
+        summary["measured_busy_fraction"] = load.busy_fraction;
+      }
+    }
+  }
+  std::string records;
+  for (const auto& record : result->records) {
+    records += json{{"session", record.session},
+                    {"turn", record.turn + 1},
+                    {"status", record.status},
+                    {"error", record.error},
+                    {"worker", record.worker},
+                    {"prompt_tokens", record.prompt_tokens},
+                    {"cached_tokens", record.cached_tokens},
+                    {"ceiling_tokens", record.ceiling_tokens},
+                    {"output_tokens", record.output_tokens},
+                    {"sent_ms", record.sent_ms},
+                    {"ttft_ms", record.ttft_ms},
+                    {"latency_ms", record.latency_ms}}
+                   .dump() +
+               "\n";
+  }
+  write_file(std::filesystem::path(command.out) / ("records-" + records_name + ".jsonl"), records);
+  return summary;
+}
+
+// An SLO step holds when every request was answered and p90 TTFT is within it.
+bool slo_held(const json& summary, double slo_p90_ttft_ms) {
+  return !summary.contains("failure") && summary.value("errors", 0) == 0 && summary.value("succeeded", 0) > 0 &&
+         summary["ttft_ms"].value("p90", 0.0) <= slo_p90_ttft_ms;
+}
+
+int run_capacity(const Command& command, const Workload& workload, const kvgate::load::OfferedTokens& offered,
+                 double fleet_tokens_per_s, const json& meta) {
+  json targets = json::array();
+  for (const auto& [name, target] : command.runs) {
+    kvgate::load::CapacitySearch search(command.start_load, command.max_steps);
+    json steps = json::array();
+    while (auto load = search.next()) {
+      auto dialled = dial_to(command, workload, offered, fleet_tokens_per_s, *load);
+      char step_name[64];
+      std::snprintf(step_name, sizeof step_name, "%s-load%.3f", name.c_str(), *load);
+      auto summary = run_one(command, name, target, dialled.workload, dialled.options, dialled.dial, step_name);
+      const bool held = slo_held(summary, command.slo_p90_ttft_ms);
+      search.record(*load, held);
+      steps.push_back({{"load", *load},
+                       {"dial", dialled.dial},
+                       {"held", held},
+                       {"ttft_p90_ms", summary["ttft_ms"].value("p90", 0.0)},
+                       {"errors", summary.value("errors", 0)},
+                       {"hit_rate", summary.value("hit_rate", 0.0)},
+                       {"measured_prefill_utilisation", summary.value("measured_prefill_utilisation", json())}});
+      std::cerr << "kvgate-bench: " << name << ": load " << *load << " p90 TTFT "
+                << summary["ttft_ms"].value("p90", 0.0) << " ms: " << (held ? "held" : "missed") << "\n";
+    }
+    json capacity_dial = nullptr;
+    if (search.capacity() > 0) {
+      capacity_dial = dial_to(command, workload, offered, fleet_tokens_per_s, search.capacity()).dial;
+    }
+    targets.push_back({{"name", name},
+                       {"target", target},
+                       {"capacity_load", search.capacity()},
+                       {"capacity", capacity_dial},
+                       {"steps", steps}});
+  }
+  const json capacity = {
+      {"workload", workload.name}, {"slo_p90_ttft_ms", command.slo_p90_ttft_ms}, {"meta", meta}, {"targets", targets}};
+  write_file(std::filesystem::path(command.out) / "capacity.json", capacity.dump(2) + "\n");
+  const auto markdown = kvgate::load::capacity_markdown(capacity);
+  write_file(std::filesystem::path(command.out) / "report.md", markdown);
+  write_file(std::filesystem::path(command.out) / "report.html", kvgate::load::capacity_html(capacity));
+  std::cout << markdown;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -189,49 +422,52 @@ int main(int argc, char** argv) {
     std::cerr << "kvgate-bench: " << workload.error() << "\n";
     return 2;
   }
+  for (const auto& skipped : workload->skipped) {
+    std::cerr << "kvgate-bench: " << command.workload << ": skipped " << skipped << "\n";
+  }
   try {
     std::filesystem::create_directories(command.out);
+    const auto replicas = command.replicas > 0
+                              ? command.replicas
+                              : static_cast<std::uint32_t>(std::max<std::size_t>(1, command.resets.size()));
+    const auto offered = kvgate::load::offered_tokens(*workload, replicas, command.block_tokens);
+    json meta = {{"fleet", command.fleet},
+                 {"replicas", replicas},
+                 {"baselines", command.baselines},
+                 {"skipped_lines", workload->skipped.size()},
+                 {"workload_ceiling", offered.prompt > 0 ? offered.ceiling / offered.prompt : 0.0}};
+    double fleet_tokens_per_s = 0;
+    if (command.load > 0 || command.mode == "capacity") {
+      auto capacity = fleet_capacity(command);
+      if (!capacity) {
+        std::cerr << "kvgate-bench: " << capacity.error() << "\n";
+        return 2;
+      }
+      fleet_tokens_per_s = *capacity;
+    }
+    if (command.mode == "capacity") {
+      return run_capacity(command, *workload, offered, fleet_tokens_per_s, meta);
+    }
+    Dialled dialled{*workload, command.run_options, json::object()};
+    if (command.load > 0) {
+      dialled = dial_to(command, *workload, offered, fleet_tokens_per_s, command.load);
+      std::cerr << "kvgate-bench: load " << command.load << ": " << dialled.dial.dump() << "\n";
+    }
     std::vector<json> summaries;
     for (const auto& [name, target] : command.runs) {
-      if (!command.resets.empty()) {
-        if (auto failed = kvgate::load::reset_prefix_caches(command.resets)) {
-          std::cerr << "kvgate-bench: " << *failed << "\n";
-          return 1;
-        }
-      }
-      auto options = command.run_options;
-      options.target = target;
-      std::cerr << "kvgate-bench: " << name << ": " << workload->name << " against " << target << "\n";
-      auto result = kvgate::load::run_workload(*workload, options);
-      if (!result) {
-        std::cerr << "kvgate-bench: " << name << ": " << result.error() << "\n";
-        return 1;
-      }
-      summaries.push_back(
-          kvgate::load::summarize({name, target, workload->name, result->wall_seconds}, result->records));
-      std::string records;
-      for (const auto& record : result->records) {
-        records += json{{"session", record.session},
-                        {"turn", record.turn + 1},
-                        {"status", record.status},
-                        {"error", record.error},
-                        {"worker", record.worker},
-                        {"prompt_tokens", record.prompt_tokens},
-                        {"cached_tokens", record.cached_tokens},
-                        {"output_tokens", record.output_tokens},
-                        {"ttft_ms", record.ttft_ms},
-                        {"latency_ms", record.latency_ms}}
-                       .dump() +
-                   "\n";
-      }
-      write_file(std::filesystem::path(command.out) / ("records-" + name + ".jsonl"), records);
+      summaries.push_back(run_one(command, name, target, dialled.workload, dialled.options, dialled.dial, name));
     }
-    const json summary = command.mode == "run" ? summaries.front() : json{{"runs", summaries}};
+    const bool any_failed =
+        std::any_of(summaries.begin(), summaries.end(), [](const json& run) { return run.contains("failure"); });
+    const json summary = command.mode == "run" ? summaries.front() : json{{"runs", summaries}, {"meta", meta}};
     write_file(std::filesystem::path(command.out) / "summary.json", summary.dump(2) + "\n");
-    const auto markdown = kvgate::load::markdown_report(summaries);
+    const auto markdown = kvgate::load::markdown_report(summaries, meta);
     write_file(std::filesystem::path(command.out) / "report.md", markdown);
-    write_file(std::filesystem::path(command.out) / "report.html", kvgate::load::html_report(summaries));
+    write_file(std::filesystem::path(command.out) / "report.html", kvgate::load::html_report(summaries, meta));
     std::cout << markdown;
+    if (any_failed) {
+      return 1;  // the report is written, with the failed runs named in it
+    }
   } catch (const std::exception& error) {
     std::cerr << "kvgate-bench: " << error.what() << "\n";
     return 1;

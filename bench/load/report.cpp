@@ -60,6 +60,15 @@ std::string later_turns(const json& distribution) {
 
 }  // namespace
 
+const json& member(const json& object, const char* key) {
+  static const json kAbsent;
+  if (!object.is_object()) {
+    return kAbsent;
+  }
+  auto found = object.find(key);
+  return found == object.end() ? kAbsent : *found;
+}
+
 json summarize(const RunInfo& run, const std::vector<RequestRecord>& records) {
   Tokens total;
   std::map<std::uint32_t, Tokens> by_turn;
@@ -69,12 +78,27 @@ json summarize(const RunInfo& run, const std::vector<RequestRecord>& records) {
   std::vector<double> ttft;
   std::vector<double> latency;
   std::uint64_t output = 0;
+  std::uint64_t ceiling = 0;
+  double last_sent_ms = 0;
+  for (const auto& record : records) {
+    last_sent_ms = std::max(last_sent_ms, record.sent_ms);
+  }
+  // Requests sent per worker over the run: the hotspot picture.
+  constexpr std::size_t kBins = 40;
+  const double bin_ms = std::max(1.0, last_sent_ms / kBins + 1e-9);
+  std::map<std::string, std::vector<std::uint64_t>> timeline;
   for (const auto& record : records) {
     if (!record.error.empty()) {
       ++errors[record.error];
       continue;
     }
     ++total.requests;
+    ceiling += record.ceiling_tokens;
+    if (!record.worker.empty()) {
+      auto& bins = timeline[record.worker];
+      bins.resize(kBins);
+      ++bins[std::min(kBins - 1, static_cast<std::size_t>(record.sent_ms / bin_ms))];
+    }
     total.prompt += record.prompt_tokens;
     total.cached += record.cached_tokens;
     output += record.output_tokens;
@@ -118,6 +142,13 @@ json summarize(const RunInfo& run, const std::vector<RequestRecord>& records) {
   for (const auto& [kind, count] : errors) {
     error_count += count;
   }
+  // The TTFT distribution as 41 points (every 2.5%), for a CDF chart.
+  json ttft_cdf = json::array();
+  if (!ttft.empty()) {
+    for (int step = 0; step <= 40; ++step) {
+      ttft_cdf.push_back({percentile(ttft, std::max(step / 40.0, 1e-9)), step / 40.0});
+    }
+  }
   return {
       {"name", run.name},
       {"target", run.target},
@@ -132,11 +163,17 @@ json summarize(const RunInfo& run, const std::vector<RequestRecord>& records) {
       {"cached_tokens", total.cached},
       {"output_tokens", output},
       {"hit_rate", ratio(total.cached, total.prompt)},
+      {"ceiling_tokens", ceiling},
+      {"ceiling", ratio(ceiling, total.prompt)},
+      {"hit_over_ceiling", ratio(total.cached, ceiling)},
+      {"prefill_tokens_computed", total.prompt - std::min(total.cached, total.prompt)},
       {"hit_rate_by_turn", turns},
       // The mean over sessions of each one's hit rate after its first turn:
       // what keeping a conversation's turns together earns it.
       {"session_hit_rate_after_first_turn", distribution(session_rates)},
       {"ttft_ms", distribution(ttft)},
+      {"ttft_cdf", ttft_cdf},
+      {"worker_timeline", {{"bin_ms", bin_ms}, {"workers", timeline}}},
       {"latency_ms", distribution(latency)},
       {"requests_per_worker", by_worker},
       // The busiest worker's share over an even share: 1 is perfectly even.
@@ -144,37 +181,97 @@ json summarize(const RunInfo& run, const std::vector<RequestRecord>& records) {
   };
 }
 
-std::string markdown_report(const std::vector<json>& runs) {
+std::vector<std::size_t> baseline_indexes(const std::vector<json>& runs, const json& meta) {
+  std::vector<std::size_t> indexes;
+  if (meta.is_object() && meta.contains("baselines")) {
+    for (const auto& name : meta["baselines"]) {
+      for (std::size_t index = 0; index < runs.size(); ++index) {
+        if (runs[index].value("name", "") == name.get<std::string>()) {
+          indexes.push_back(index);
+        }
+      }
+    }
+  }
+  if (indexes.empty() && !runs.empty()) {
+    indexes.push_back(0);
+  }
+  return indexes;
+}
+
+std::string markdown_report(const std::vector<json>& runs, const json& meta) {
   std::string out = "# kvgate-bench report\n\n";
   if (runs.empty()) {
     return out;
   }
-  out += "Workload `" + runs.front().value("workload", "") + "`.\n\n";
+  out += "Workload `" + runs.front().value("workload", "") + "`";
+  if (meta.is_object() && meta.value("workload_ceiling", 0.0) > 0) {
+    out += "; its reuse ceiling (prompt tokens whose prefix an earlier request sent) is about " +
+           percent(meta.value("workload_ceiling", 0.0));
+  }
+  out += ".\n";
+  if (meta.is_object() && !meta.value("fleet", "").empty()) {
+    out += "Fleet: " + meta.value("fleet", "") + ".\n";
+  }
+  if (runs.front().contains("dial")) {
+    const auto& dial = runs.front()["dial"];
+    out += "Load dial: " + percent(dial.value("load", 0.0)) + " of the fleet's prefill capacity (" +
+           format("%.0f", dial.value("fleet_prefill_tokens_per_s", 0.0)) + " tokens/s), ";
+    out += dial.contains("sessions_per_minute")
+               ? format("%.2f sessions/min (Poisson arrivals)", dial.value("sessions_per_minute", 0.0))
+               : format("trace sped up %.2fx", dial.value("trace_speedup", 0.0));
+    out += ".\n";
+  }
+  out += "\n";
   out +=
-      "| run | requests | errors | hit rate | session hit rate after turn 1 (mean) | TTFT p50 ms | TTFT p99 ms | "
-      "latency p50 ms | req/s | worker imbalance |\n";
-  out += "|---|---|---|---|---|---|---|---|---|---|\n";
+      "| run | requests | errors | hit rate | hit / ceiling | session hit rate after turn 1 (mean) | prefill tokens "
+      "computed | TTFT mean ms | TTFT p50 ms | TTFT p90 ms | TTFT p99 ms | req/s | worker imbalance | measured prefill "
+      "utilisation |\n";
+  out += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& run : runs) {
+    const auto& ttft = run["ttft_ms"];
     out += "| " + run.value("name", "") + " | " + std::to_string(run.value("requests", 0)) + " | " +
            std::to_string(run.value("errors", 0)) + " | " + percent(run.value("hit_rate", 0.0)) + " | " +
-           later_turns(run["session_hit_rate_after_first_turn"]) + " | " +
-           format("%.1f", run["ttft_ms"].value("p50", 0.0)) + " | " + format("%.1f", run["ttft_ms"].value("p99", 0.0)) +
-           " | " + format("%.1f", run["latency_ms"].value("p50", 0.0)) + " | " +
+           (run.value("ceiling_tokens", 0) > 0 ? percent(run.value("hit_over_ceiling", 0.0)) : std::string("-")) +
+           " | " + later_turns(run["session_hit_rate_after_first_turn"]) + " | " +
+           std::to_string(run.value("prefill_tokens_computed", std::uint64_t{0})) + " | " +
+           format("%.1f", ttft.value("mean", 0.0)) + " | " + format("%.1f", ttft.value("p50", 0.0)) + " | " +
+           format("%.1f", ttft.value("p90", 0.0)) + " | " + format("%.1f", ttft.value("p99", 0.0)) + " | " +
            format("%.1f", run.value("requests_per_second", 0.0)) + " | " +
-           format("%.2f", run.value("worker_imbalance", 0.0)) + " |\n";
+           format("%.2f", run.value("worker_imbalance", 0.0)) + " | " +
+           (run.contains("measured_prefill_utilisation") ? percent(run.value("measured_prefill_utilisation", 0.0))
+                                                         : std::string("-")) +
+           " |\n";
   }
+  for (const auto& run : runs) {
+    if (run.contains("failure")) {
+      out += "\nRun `" + run.value("name", "") + "` failed: " + run.value("failure", "") + "\n";
+    }
+  }
+  auto relative = [](double value, double reference) {
+    return reference > 0 ? format("%.2fx", value / reference) : std::string("n/a");
+  };
   if (runs.size() > 1) {
-    const auto& base = runs.front();
-    out += "\nAgainst `" + base.value("name", "") + "` (ratio of this run to it, measured in the same invocation):\n\n";
-    out += "| run | hit rate | TTFT p50 | TTFT p99 |\n|---|---|---|---|\n";
-    auto relative = [](double value, double reference) {
-      return reference > 0 ? format("%.2fx", value / reference) : std::string("n/a");
-    };
-    for (std::size_t index = 1; index < runs.size(); ++index) {
-      const auto& run = runs[index];
-      out += "| " + run.value("name", "") + " | " + relative(run.value("hit_rate", 0.0), base.value("hit_rate", 0.0)) +
-             " | " + relative(run["ttft_ms"].value("p50", 0.0), base["ttft_ms"].value("p50", 0.0)) + " | " +
-             relative(run["ttft_ms"].value("p99", 0.0), base["ttft_ms"].value("p99", 0.0)) + " |\n";
+    for (auto base_index : baseline_indexes(runs, meta)) {
+      const auto& base = runs[base_index];
+      out += "\nAgainst `" + base.value("name", "") +
+             "` (ratio of each run to it, measured in the same invocation; below 1 is better except for the hit "
+             "rate):\n\n";
+      out += "| run | hit rate | prefill tokens computed | TTFT mean | TTFT p50 | TTFT p90 | TTFT p99 |\n";
+      out += "|---|---|---|---|---|---|---|\n";
+      for (std::size_t index = 0; index < runs.size(); ++index) {
+        if (index == base_index) {
+          continue;
+        }
+        const auto& run = runs[index];
+        out += "| " + run.value("name", "") + " | " +
+               relative(run.value("hit_rate", 0.0), base.value("hit_rate", 0.0)) + " | " +
+               relative(run.value("prefill_tokens_computed", 0.0), base.value("prefill_tokens_computed", 0.0)) + " | ";
+        for (const char* statistic : {"mean", "p50", "p90", "p99"}) {
+          out += relative(run["ttft_ms"].value(statistic, 0.0), base["ttft_ms"].value(statistic, 0.0)) + " | ";
+        }
+        out.pop_back();
+        out += "\n";
+      }
     }
   }
   out += "\n## Prefix-cache hit rate by turn\n\n| turn |";
@@ -195,6 +292,69 @@ std::string markdown_report(const std::vector<json>& runs) {
       out += " " + (turn < by_turn.size() ? percent(by_turn[turn].value("hit_rate", 0.0)) : std::string("-")) + " |";
     }
     out += "\n";
+  }
+  return out;
+}
+
+std::string capacity_markdown(const json& capacity) {
+  std::string out = "# kvgate-bench capacity\n\nWorkload `" + capacity.value("workload", "") +
+                    "`, SLO: p90 TTFT <= " + format("%.0f", capacity.value("slo_p90_ttft_ms", 0.0)) +
+                    " ms, no errors.\n";
+  const auto& meta = member(capacity, "meta");
+  if (meta.is_object() && !meta.value("fleet", "").empty()) {
+    out += "Fleet: " + meta.value("fleet", "") + ".\n";
+  }
+  const auto& targets = member(capacity, "targets");
+  auto rate_of = [](const json& target) {
+    const auto& dial = member(target, "capacity");
+    if (!dial.is_object()) {
+      return 0.0;
+    }
+    return dial.contains("sessions_per_minute") ? dial.value("sessions_per_minute", 0.0)
+                                                : dial.value("requests_per_second", 0.0);
+  };
+  const bool sessions = !targets.empty() && member(targets.front(), "capacity").is_object() &&
+                        targets.front()["capacity"].contains("sessions_per_minute");
+  out += "\n| target | capacity (load) | capacity (" + std::string(sessions ? "sessions/min" : "requests/s") +
+         ") | steps |";
+  std::vector<std::string> references;
+  for (const auto& target : targets) {
+    const auto name = target.value("name", "");
+    if (name == "round_robin" || name.starts_with("nginx")) {
+      references.push_back(name);
+      out += " vs " + name + " |";
+    }
+  }
+  out += "\n|---|---|---|---|";
+  for (std::size_t index = 0; index < references.size(); ++index) {
+    out += "---|";
+  }
+  out += "\n";
+  for (const auto& target : targets) {
+    out += "| " + target.value("name", "") + " | " + percent(target.value("capacity_load", 0.0)) + " | " +
+           format("%.2f", rate_of(target)) + " | " + std::to_string(member(target, "steps").size()) + " |";
+    for (const auto& reference : references) {
+      double base = 0;
+      for (const auto& other : targets) {
+        if (other.value("name", "") == reference) {
+          base = other.value("capacity_load", 0.0);
+        }
+      }
+      out += " " + (base > 0 ? format("%.2fx", target.value("capacity_load", 0.0) / base) : std::string("n/a")) + " |";
+    }
+    out += "\n";
+  }
+  out += "\n## Steps\n\n| target | load | p90 TTFT ms | errors | hit rate | measured prefill utilisation | SLO |\n";
+  out += "|---|---|---|---|---|---|---|\n";
+  for (const auto& target : targets) {
+    for (const auto& step : member(target, "steps")) {
+      const auto& measured = member(step, "measured_prefill_utilisation");
+      out += "| " + target.value("name", "") + " | " + percent(step.value("load", 0.0)) + " | " +
+             format("%.1f", step.value("ttft_p90_ms", 0.0)) + " | " + std::to_string(step.value("errors", 0)) + " | " +
+             percent(step.value("hit_rate", 0.0)) + " | " +
+             (measured.is_number() ? percent(measured.get<double>()) : std::string("-")) + " | " +
+             (step.value("held", false) ? "held" : "missed") + " |\n";
+    }
   }
   return out;
 }

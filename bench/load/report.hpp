@@ -21,6 +21,8 @@ struct RequestRecord {
   std::uint32_t output_tokens = 0;
   double ttft_ms = -1;  // to the first streamed event; < 0: none
   double latency_ms = 0;
+  double sent_ms = 0;                // when it was sent, from the run's start
+  std::uint32_t ceiling_tokens = 0;  // the reuse ceiling's share of prompt_tokens (dial.hpp)
 };
 
 struct RunInfo {
@@ -31,13 +33,25 @@ struct RunInfo {
 };
 
 // Totals, the prefix-cache hit rate (cached / prompt tokens) overall, by
-// turn and per session after its first turn, latency percentiles and how
-// evenly the workers were used.
+// turn and per session after its first turn, against the reuse ceiling,
+// the prefill tokens computed (prompt - cached: the GPU work spent),
+// latency percentiles and the TTFT distribution's curve, and how evenly
+// the workers were used, overall and over time.
 nlohmann::json summarize(const RunInfo& run, const std::vector<RequestRecord>& records);
 
-// One or more run summaries side by side; the first run is the baseline
-// the others' ratios refer to.
-std::string markdown_report(const std::vector<nlohmann::json>& runs);
-std::string html_report(const std::vector<nlohmann::json>& runs);
+// One or more run summaries side by side. `meta` (optional): "fleet" (a
+// description), "workload_ceiling", "baselines" (run names the others are
+// compared with; default: the first run).
+std::string markdown_report(const std::vector<nlohmann::json>& runs, const nlohmann::json& meta = {});
+std::string html_report(const std::vector<nlohmann::json>& runs, const nlohmann::json& meta = {});
+
+// A member of a JSON object or, when absent (or not an object), null, which
+// iterates as empty: a reference, never a temporary to iterate over.
+const nlohmann::json& member(const nlohmann::json& object, const char* key);
+
+// Capacity at an SLO (kvgate-bench capacity's capacity.json): per target the
+// highest load that held, its rate, and every step.
+std::string capacity_markdown(const nlohmann::json& capacity);
+std::string capacity_html(const nlohmann::json& capacity);
 
 }  // namespace kvgate::load

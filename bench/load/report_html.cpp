@@ -1,7 +1,10 @@
-// The HTML report: the Markdown tables' numbers as two inline SVG charts
-// (hit rate by turn, one line per run; TTFT p50 and p99 per run), no
-// scripts and no external files, so it opens anywhere.
+// The HTML reports: the Markdown report's figures as inline SVG charts, no
+// scripts and no external files, so they open anywhere (and render the same
+// in a headless browser, scripts/report_screenshot.sh). Every chart is a
+// <figure data-chart=NAME> so a check can tell which ones are present.
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 
 #include "report.hpp"
@@ -11,15 +14,30 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<const char*, 6> kColours = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf"};
-constexpr double kWidth = 640;
-constexpr double kHeight = 300;
-constexpr double kMargin = 50;
+constexpr std::array<const char*, 8> kColours = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd",
+                                                 "#ff7f0e", "#17becf", "#8c564b", "#e377c2"};
+constexpr double kWidth = 720;
+constexpr double kHeight = 320;
+constexpr double kLeft = 64;
+constexpr double kRight = 16;
+constexpr double kTop = 40;
+constexpr double kBottom = 44;
 
-std::string number(double value) {
+std::string number(double value, const char* pattern = "%.1f") {
   std::array<char, 32> buffer{};
-  std::snprintf(buffer.data(), buffer.size(), "%.1f", value);
+  std::snprintf(buffer.data(), buffer.size(), pattern, value);
   return buffer.data();
+}
+
+// A tick label: few digits, whatever the magnitude.
+std::string tick(double value) {
+  if (value == 0) {
+    return "0";
+  }
+  if (std::fabs(value) >= 1000) {
+    return number(value / 1000, std::fabs(value) >= 10000 ? "%.0fk" : "%.1fk");
+  }
+  return number(value, std::fabs(value) >= 10 ? "%.0f" : (std::fabs(value) >= 1 ? "%.1f" : "%.2f"));
 }
 
 std::string escape(const std::string& text) {
@@ -38,6 +56,9 @@ std::string escape(const std::string& text) {
       case '"':
         out += "&quot;";
         break;
+      case '\'':
+        out += "&#39;";
+        break;
       default:
         out += character;
     }
@@ -45,100 +66,261 @@ std::string escape(const std::string& text) {
   return out;
 }
 
-std::string axes(const std::string& y_label, double y_max, const std::string& y_unit) {
-  std::string svg;
-  const double plot_height = kHeight - 2 * kMargin;
-  for (int tick = 0; tick <= 4; ++tick) {
-    const double y = kHeight - kMargin - plot_height * tick / 4.0;
-    svg += "<line x1='" + number(kMargin) + "' x2='" + number(kWidth - 10) + "' y1='" + number(y) + "' y2='" +
-           number(y) + "' stroke='#ddd'/>";
-    svg += "<text x='" + number(kMargin - 6) + "' y='" + number(y + 4) + "' text-anchor='end' font-size='11'>" +
-           number(y_max * tick / 4.0) + y_unit + "</text>";
+struct Series {
+  std::string name;
+  std::vector<std::pair<double, double>> points;  // x, y
+};
+
+struct Axis {
+  std::string label;
+  double low = 0;
+  double high = 1;
+  bool log = false;
+  double scale = 1;  // tick labels show value x scale (100 for percentages)
+  std::string unit;
+};
+
+class Plot {
+ public:
+  Plot(Axis x, Axis y) : x_(std::move(x)), y_(std::move(y)) {
+    if (x_.log) {
+      x_.low = std::max(x_.low, 1e-3);
+      x_.high = std::max(x_.high, x_.low * 10);
+    }
+    if (x_.high <= x_.low) {
+      x_.high = x_.low + 1;
+    }
+    if (y_.high <= y_.low) {
+      y_.high = y_.low + 1;
+    }
   }
-  svg += "<text x='12' y='" + number(kHeight / 2) + "' font-size='12' transform='rotate(-90 12 " + number(kHeight / 2) +
-         ")' text-anchor='middle'>" + escape(y_label) + "</text>";
-  return svg;
+
+  [[nodiscard]] double px(double x) const {
+    const double width = kWidth - kLeft - kRight;
+    if (x_.log) {
+      const double at = std::log10(std::max(x, x_.low));
+      return kLeft + width * (at - std::log10(x_.low)) / (std::log10(x_.high) - std::log10(x_.low));
+    }
+    return kLeft + width * (x - x_.low) / (x_.high - x_.low);
+  }
+  [[nodiscard]] double py(double y) const {
+    const double height = kHeight - kTop - kBottom;
+    return kHeight - kBottom - height * (std::clamp(y, y_.low, y_.high) - y_.low) / (y_.high - y_.low);
+  }
+
+  [[nodiscard]] std::string frame(const std::vector<std::string>& names) const {
+    std::string svg = "<svg xmlns='http://www.w3.org/2000/svg' width='" + number(kWidth) + "' height='" +
+                      number(kHeight) + "' font-family='sans-serif'>";
+    for (int step = 0; step <= 4; ++step) {
+      const double value = y_.low + (y_.high - y_.low) * step / 4.0;
+      const double y = py(value);
+      svg += "<line x1='" + number(kLeft) + "' x2='" + number(kWidth - kRight) + "' y1='" + number(y) + "' y2='" +
+             number(y) + "' stroke='#ddd'/><text x='" + number(kLeft - 6) + "' y='" + number(y + 4) +
+             "' text-anchor='end' font-size='11'>" + tick(value * y_.scale) + y_.unit + "</text>";
+    }
+    std::vector<double> ticks;
+    if (x_.log) {
+      for (double decade = std::pow(10, std::floor(std::log10(x_.low))); decade <= x_.high * 1.0001; decade *= 10) {
+        for (double multiple : {1.0, 2.0, 5.0}) {
+          if (decade * multiple >= x_.low && decade * multiple <= x_.high) {
+            ticks.push_back(decade * multiple);
+          }
+        }
+      }
+    } else {
+      for (int step = 0; step <= 5; ++step) {
+        ticks.push_back(x_.low + (x_.high - x_.low) * step / 5.0);
+      }
+    }
+    for (double value : ticks) {
+      svg += "<text x='" + number(px(value)) + "' y='" + number(kHeight - kBottom + 16) +
+             "' text-anchor='middle' font-size='11'>" + tick(value * x_.scale) + x_.unit + "</text>";
+    }
+    svg += "<line x1='" + number(kLeft) + "' x2='" + number(kWidth - kRight) + "' y1='" + number(kHeight - kBottom) +
+           "' y2='" + number(kHeight - kBottom) + "' stroke='#444'/>";
+    svg += "<text x='" + number((kLeft + kWidth - kRight) / 2) + "' y='" + number(kHeight - 8) +
+           "' text-anchor='middle' font-size='12'>" + escape(x_.label) + "</text>";
+    svg += "<text x='14' y='" + number(kHeight / 2) + "' font-size='12' transform='rotate(-90 14 " +
+           number(kHeight / 2) + ")' text-anchor='middle'>" + escape(y_.label) + "</text>";
+    double legend_x = kLeft;
+    for (std::size_t index = 0; index < names.size(); ++index) {
+      svg += "<rect x='" + number(legend_x) + "' y='10' width='12' height='12' fill='" +
+             kColours[index % kColours.size()] + "'/><text x='" + number(legend_x + 16) + "' y='20' font-size='12'>" +
+             escape(names[index]) + "</text>";
+      legend_x += 24 + 7.0 * static_cast<double>(names[index].size());
+    }
+    return svg;
+  }
+
+  [[nodiscard]] std::string lines(const std::vector<Series>& series, bool markers = false) const {
+    std::vector<std::string> names;
+    names.reserve(series.size());
+    for (const auto& one : series) {
+      names.push_back(one.name);
+    }
+    std::string svg = frame(names);
+    for (std::size_t index = 0; index < series.size(); ++index) {
+      const std::string colour = kColours[index % kColours.size()];
+      std::string points;
+      for (const auto& [x, y] : series[index].points) {
+        points += number(px(x)) + "," + number(py(y)) + " ";
+        if (markers) {
+          svg += "<circle cx='" + number(px(x)) + "' cy='" + number(py(y)) + "' r='3' fill='" + colour + "'/>";
+        }
+      }
+      svg += "<polyline fill='none' stroke-width='2' stroke='" + colour + "' points='" + points + "'/>";
+    }
+    return svg;
+  }
+
+ private:
+  Axis x_;
+  Axis y_;
+};
+
+std::string figure(const std::string& name, const std::string& title, const std::string& svg,
+                   const std::string& caption = "") {
+  return "<figure data-chart='" + name + "'><h2>" + escape(title) + "</h2>" + svg + "</svg>" +
+         (caption.empty() ? std::string() : "<figcaption>" + escape(caption) + "</figcaption>") + "</figure>";
 }
 
-std::string legend(const std::vector<json>& runs) {
-  std::string svg;
-  for (std::size_t index = 0; index < runs.size(); ++index) {
-    const double x = kMargin + 130.0 * static_cast<double>(index);
-    svg += "<rect x='" + number(x) + "' y='8' width='12' height='12' fill='" + kColours[index % kColours.size()] +
-           "'/><text x='" + number(x + 16) + "' y='18' font-size='12'>" + escape(runs[index].value("name", "")) +
-           "</text>";
+std::string ttft_cdf_chart(const std::vector<json>& runs) {
+  std::vector<Series> series;
+  double low = 1e18;
+  double high = 0;
+  for (const auto& run : runs) {
+    Series one{run.value("name", ""), {}};
+    for (const auto& point : member(run, "ttft_cdf")) {
+      const double ms = point[0].get<double>();
+      one.points.emplace_back(ms, point[1].get<double>());
+      if (ms > 0) {
+        low = std::min(low, ms);
+      }
+      high = std::max(high, ms);
+    }
+    series.push_back(std::move(one));
   }
-  return svg;
+  if (high <= 0) {
+    low = 1;
+    high = 10;
+  }
+  Plot plot(
+      {"time to first token (ms, log scale)", std::pow(10, std::floor(std::log10(low))), high * 1.05, true, 1, ""},
+      {"share of requests", 0, 1, false, 100, "%"});
+  return figure("ttft-cdf", "Time to first token (CDF)", plot.lines(series),
+                "Further left is faster; the right end of each curve is the slowest request.");
 }
 
 std::string hit_rate_chart(const std::vector<json>& runs) {
-  std::size_t turns = 1;
+  std::vector<Series> series;
+  double turns = 1;
   for (const auto& run : runs) {
-    turns = std::max(turns, run["hit_rate_by_turn"].size());
-  }
-  const double plot_width = kWidth - kMargin - 20;
-  const double plot_height = kHeight - 2 * kMargin;
-  auto x_of = [&](std::size_t turn) {
-    return kMargin +
-           (turns == 1 ? plot_width / 2 : plot_width * static_cast<double>(turn) / static_cast<double>(turns - 1));
-  };
-  std::string svg = "<svg xmlns='http://www.w3.org/2000/svg' width='" + number(kWidth) + "' height='" +
-                    number(kHeight) + "'>" + axes("prefix-cache hit rate", 100, "%") + legend(runs);
-  for (std::size_t turn = 0; turn < turns; ++turn) {
-    svg += "<text x='" + number(x_of(turn)) + "' y='" + number(kHeight - kMargin + 16) +
-           "' text-anchor='middle' font-size='11'>" + std::to_string(turn + 1) + "</text>";
-  }
-  svg += "<text x='" + number(kWidth / 2) + "' y='" + number(kHeight - 10) +
-         "' text-anchor='middle' font-size='12'>turn</text>";
-  for (std::size_t index = 0; index < runs.size(); ++index) {
-    std::string points;
-    const auto& by_turn = runs[index]["hit_rate_by_turn"];
-    for (std::size_t turn = 0; turn < by_turn.size(); ++turn) {
-      const double y = kHeight - kMargin - plot_height * by_turn[turn].value("hit_rate", 0.0);
-      points += number(x_of(turn)) + "," + number(y) + " ";
+    Series one{run.value("name", ""), {}};
+    for (const auto& turn : member(run, "hit_rate_by_turn")) {
+      one.points.emplace_back(turn.value("turn", 1), turn.value("hit_rate", 0.0));
+      turns = std::max(turns, static_cast<double>(turn.value("turn", 1)));
     }
-    svg += "<polyline fill='none' stroke-width='2' stroke='" + std::string(kColours[index % kColours.size()]) +
-           "' points='" + points + "'/>";
+    series.push_back(std::move(one));
   }
-  return svg + "</svg>";
+  Plot plot({"turn", 1, std::max(2.0, turns), false, 1, ""}, {"prefix-cache hit rate", 0, 1, false, 100, "%"});
+  return figure("hit-by-turn", "Prefix-cache hit rate by turn", plot.lines(series, true));
 }
 
-std::string ttft_chart(const std::vector<json>& runs) {
+std::string prefill_chart(const std::vector<json>& runs) {
   double top = 1;
   for (const auto& run : runs) {
-    top = std::max(top, run["ttft_ms"].value("p99", 0.0));
+    top = std::max(top, run.value("prefill_tokens_computed", 0.0));
   }
-  const double plot_width = kWidth - kMargin - 20;
-  const double plot_height = kHeight - 2 * kMargin;
-  const double group = plot_width / static_cast<double>(std::max<std::size_t>(runs.size(), 1));
-  std::string svg = "<svg xmlns='http://www.w3.org/2000/svg' width='" + number(kWidth) + "' height='" +
-                    number(kHeight) + "'>" + axes("time to first token (ms)", top, "") + legend(runs);
+  const double row = 26;
+  const double height = kTop + row * static_cast<double>(runs.size()) + 10;
+  const double left = 170;
+  const double width = kWidth - left - 90;
+  std::string svg = "<svg xmlns='http://www.w3.org/2000/svg' width='" + number(kWidth) + "' height='" + number(height) +
+                    "' font-family='sans-serif'>";
+  svg += "<text x='" + number(left) + "' y='20' font-size='12'>prompt tokens computed (prompt - cached), summed</text>";
   for (std::size_t index = 0; index < runs.size(); ++index) {
-    const auto& ttft = runs[index]["ttft_ms"];
-    const std::array<std::pair<const char*, double>, 2> bars = {
-        {{"p50", ttft.value("p50", 0.0)}, {"p99", ttft.value("p99", 0.0)}}};
-    for (std::size_t bar = 0; bar < bars.size(); ++bar) {
-      const double height = plot_height * bars[bar].second / top;
-      const double x = kMargin + group * static_cast<double>(index) + group * (0.15 + 0.35 * static_cast<double>(bar));
-      svg += "<rect x='" + number(x) + "' y='" + number(kHeight - kMargin - height) + "' width='" +
-             number(group * 0.3) + "' height='" + number(height) + "' fill='" + kColours[index % kColours.size()] +
-             "' fill-opacity='" + (bar == 0 ? "1" : "0.5") + "'/>";
-      svg += "<text x='" + number(x + group * 0.15) + "' y='" + number(kHeight - kMargin + 16) +
-             "' text-anchor='middle' font-size='11'>" + bars[bar].first + "</text>";
-    }
+    const double value = runs[index].value("prefill_tokens_computed", 0.0);
+    const double y = kTop + row * static_cast<double>(index);
+    svg += "<text x='" + number(left - 8) + "' y='" + number(y + 14) + "' text-anchor='end' font-size='12'>" +
+           escape(runs[index].value("name", "")) + "</text><rect x='" + number(left) + "' y='" + number(y) +
+           "' width='" + number(width * value / top) + "' height='18' fill='" + kColours[index % kColours.size()] +
+           "'/><text x='" + number(left + width * value / top + 6) + "' y='" + number(y + 14) + "' font-size='11'>" +
+           tick(value) + "</text>";
   }
-  return svg + "</svg>";
+  return figure("prefill-computed", "Prefill tokens computed (the GPU work spent)", svg,
+                "Shorter is better: every cached token is prefill the fleet did not have to compute.");
+}
+
+// One small chart per run: requests sent to each worker over the run.
+std::string timeline_charts(const std::vector<json>& runs) {
+  std::string out;
+  for (const auto& run : runs) {
+    const auto& timeline = member(run, "worker_timeline");
+    const double bin_ms = timeline.is_object() ? timeline.value("bin_ms", 1.0) : 1.0;
+    std::vector<Series> series;
+    double top = 1;
+    std::size_t bins = 1;
+    for (const auto& [worker, counts] : member(timeline, "workers").items()) {
+      Series one{worker, {}};
+      for (std::size_t bin = 0; bin < counts.size(); ++bin) {
+        const double value = counts[bin].get<double>();
+        one.points.emplace_back((static_cast<double>(bin) + 0.5) * bin_ms / 1000, value);
+        top = std::max(top, value);
+      }
+      bins = std::max(bins, counts.size());
+      series.push_back(std::move(one));
+    }
+    Plot plot({"seconds into the run", 0, static_cast<double>(bins) * bin_ms / 1000, false, 1, "s"},
+              {"requests sent per " + number(bin_ms / 1000, "%.2g") + " s", 0, top * 1.1, false, 1, ""});
+    out += figure("worker-timeline", "Requests per worker over time: " + run.value("name", ""), plot.lines(series));
+  }
+  return out;
+}
+
+std::string page(const std::string& title, const std::string& body) {
+  return "<!doctype html><html><head><meta charset='utf-8'><title>" + escape(title) +
+         "</title><style>body{font-family:sans-serif;max-width:64em;margin:2em auto;color:#222}"
+         "figure{margin:1.5em 0}figcaption{color:#555;font-size:0.9em}h2{font-size:1.1em}"
+         "pre{background:#f6f6f6;padding:1em;overflow:auto;font-size:0.8em}</style></head><body><h1>" +
+         escape(title) + "</h1>" + body + "</body></html>\n";
 }
 
 }  // namespace
 
-std::string html_report(const std::vector<json>& runs) {
-  std::string table = markdown_report(runs);
-  return "<!doctype html><html><head><meta charset='utf-8'><title>kvgate-bench report</title>"
-         "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}pre{background:#f6f6f6;padding:1em;"
-         "overflow:auto}</style></head><body><h1>kvgate-bench report</h1><h2>Prefix-cache hit rate by turn</h2>" +
-         hit_rate_chart(runs) + "<h2>Time to first token</h2>" + ttft_chart(runs) + "<h2>Figures</h2><pre>" +
-         escape(table) + "</pre></body></html>\n";
+std::string html_report(const std::vector<json>& runs, const json& meta) {
+  const std::string table = markdown_report(runs, meta);
+  return page("kvgate-bench report", ttft_cdf_chart(runs) + hit_rate_chart(runs) + prefill_chart(runs) +
+                                         timeline_charts(runs) + "<h2>Figures</h2><pre>" + escape(table) + "</pre>");
+}
+
+std::string capacity_html(const json& capacity) {
+  std::vector<Series> series;
+  double top = 1;
+  double right = 0.1;
+  for (const auto& target : member(capacity, "targets")) {
+    Series one{target.value("name", ""), {}};
+    for (const auto& step : member(target, "steps")) {
+      one.points.emplace_back(step.value("load", 0.0), step.value("ttft_p90_ms", 0.0));
+      top = std::max(top, step.value("ttft_p90_ms", 0.0));
+      right = std::max(right, step.value("load", 0.0));
+    }
+    std::sort(one.points.begin(), one.points.end());
+    series.push_back(std::move(one));
+  }
+  const double slo = capacity.value("slo_p90_ttft_ms", 0.0);
+  top = std::max(top, slo) * 1.1;
+  Plot plot({"offered load (round robin's prefill utilisation)", 0, right * 1.05, false, 100, "%"},
+            {"p90 time to first token (ms)", 0, top, false, 1, ""});
+  auto svg = plot.lines(series, true);
+  svg += "<line x1='" + number(plot.px(0)) + "' x2='" + number(plot.px(right * 1.05)) + "' y1='" +
+         number(plot.py(slo)) + "' y2='" + number(plot.py(slo)) + "' stroke='#000' stroke-dasharray='6 4'/><text x='" +
+         number(plot.px(0) + 4) + "' y='" + number(plot.py(slo) - 4) + "' font-size='11'>SLO " + tick(slo) +
+         " ms</text>";
+  return page("kvgate-bench capacity",
+              figure("capacity", "p90 TTFT against offered load", svg,
+                     "Each point is one run from reset caches; a target's capacity is its highest load under the "
+                     "dashed line.") +
+                  "<h2>Figures</h2><pre>" + escape(capacity_markdown(capacity)) + "</pre>");
 }
 
 }  // namespace kvgate::load

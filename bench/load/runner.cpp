@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "client.hpp"
+#include "dial.hpp"
 
 namespace kvgate::load {
 namespace {
@@ -23,6 +24,7 @@ struct Shared {
   std::string failure;  // a run-wide problem (the model list could not be read)
   // Traces: connections whose request ended, for the next request to take.
   std::vector<std::unique_ptr<Connection>> idle_connections;
+  PrefixCeiling ceiling;
 
   [[nodiscard]] bool out_of_time() const {
     return options.duration_seconds > 0 &&
@@ -30,9 +32,16 @@ struct Shared {
   }
 };
 
-void record(Shared& shared, std::size_t session, std::uint32_t turn, const Answer& answer) {
+double since_start_ms(const Shared& shared) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - shared.started).count();
+}
+
+// `reusable`: the prompt's share an earlier request had sent (PrefixCeiling).
+void record(Shared& shared, std::size_t session, std::uint32_t turn, const Answer& answer, double sent_ms,
+            double reusable) {
   shared.records.push_back({session, turn, answer.status, answer.error, answer.worker, answer.prompt_tokens,
-                            answer.cached_tokens, answer.output_tokens, answer.ttft_ms, answer.latency_ms});
+                            answer.cached_tokens, answer.output_tokens, answer.ttft_ms, answer.latency_ms, sent_ms,
+                            static_cast<std::uint32_t>(reusable * answer.prompt_tokens)});
 }
 
 std::string chat_body(const std::string& model, const json& messages, std::uint32_t max_tokens) {
@@ -55,41 +64,76 @@ std::string completion_body(const std::string& model, const std::string& prompt,
       .dump();
 }
 
+awaitable<void> run_session(Shared& shared, Connection& connection, std::size_t index) {
+  auto executor = co_await asio::this_coro::executor;
+  const auto& session = shared.workload.sessions[index];
+  const std::optional<std::string> session_header = session.id;
+  json messages = json::array();
+  std::vector<std::pair<std::string, std::string>> prefix_messages;
+  if (!session.system.empty()) {
+    messages.push_back({{"role", "system"}, {"content", session.system}});
+    prefix_messages.emplace_back("system", session.system);
+  }
+  for (std::uint32_t turn = 0; turn < session.turns.size() && !shared.out_of_time(); ++turn) {
+    const auto& step = session.turns[turn];
+    // One await per turn (and its arguments named first): g++ 12
+    // miscompiles awaits in branches and on temporaries (README).
+    std::string path = "/v1/completions";
+    std::string body;
+    double reusable = 0;
+    if (step.prompt.empty()) {
+      messages.push_back({{"role", "user"}, {"content", step.user}});
+      prefix_messages.emplace_back("user", step.user);
+      path = "/v1/chat/completions";
+      body = chat_body(shared.model, messages, step.max_tokens);
+      reusable = shared.ceiling.observe(chat_prefix_text(prefix_messages));
+    } else {
+      body = completion_body(shared.model, step.prompt, step.max_tokens);
+      reusable = shared.ceiling.observe(step.prompt);
+    }
+    const double sent_ms = since_start_ms(shared);
+    auto answer = co_await connection.post(path, body, session_header);
+    record(shared, index, turn, answer, sent_ms, reusable);
+    if (!answer.error.empty()) {
+      break;  // a conversation whose turn failed does not go on
+    }
+    messages.push_back({{"role", "assistant"}, {"content", answer.text}});
+    prefix_messages.emplace_back("assistant", answer.text);
+    if (step.think_ms > 0) {
+      asio::steady_timer think(executor, std::chrono::milliseconds(step.think_ms));
+      co_await think.async_wait(use_nothrow);
+    }
+  }
+}
+
+// Closed loop: takes the next session when its last one ends.
 awaitable<void> session_worker(Shared& shared) {
   auto executor = co_await asio::this_coro::executor;
   Connection connection(executor, shared.url);
   while (shared.next_session < shared.workload.sessions.size() && !shared.out_of_time()) {
     const auto index = shared.next_session++;
-    const auto& session = shared.workload.sessions[index];
-    const std::optional<std::string> session_header = session.id;
-    json messages = json::array();
-    if (!session.system.empty()) {
-      messages.push_back({{"role", "system"}, {"content", session.system}});
-    }
-    for (std::uint32_t turn = 0; turn < session.turns.size() && !shared.out_of_time(); ++turn) {
-      const auto& step = session.turns[turn];
-      // One await per turn (and its arguments named first): g++ 12
-      // miscompiles awaits in branches and on temporaries (README).
-      std::string path = "/v1/completions";
-      std::string body;
-      if (step.prompt.empty()) {
-        messages.push_back({{"role", "user"}, {"content", step.user}});
-        path = "/v1/chat/completions";
-        body = chat_body(shared.model, messages, step.max_tokens);
-      } else {
-        body = completion_body(shared.model, step.prompt, step.max_tokens);
-      }
-      auto answer = co_await connection.post(path, body, session_header);
-      record(shared, index, turn, answer);
-      if (!answer.error.empty()) {
-        break;  // a conversation whose turn failed does not go on
-      }
-      messages.push_back({{"role", "assistant"}, {"content", answer.text}});
-      if (step.think_ms > 0) {
-        asio::steady_timer think(executor, std::chrono::milliseconds(step.think_ms));
-        co_await think.async_wait(use_nothrow);
-      }
-    }
+    co_await run_session(shared, connection, index);
+  }
+}
+
+awaitable<void> open_session(Shared& shared, std::size_t index) {
+  auto executor = co_await asio::this_coro::executor;
+  Connection connection(executor, shared.url);
+  co_await run_session(shared, connection, index);
+}
+
+// Open loop: each session starts at its time, whatever is in flight.
+awaitable<void> session_scheduler(Shared& shared) {
+  auto executor = co_await asio::this_coro::executor;
+  asio::steady_timer timer(executor);
+  const auto& starts = shared.options.session_starts_ms;
+  const auto count = std::min(starts.size(), shared.workload.sessions.size());
+  for (std::size_t index = 0; index < count && !shared.out_of_time(); ++index) {
+    const auto at = shared.started + std::chrono::duration_cast<Clock::duration>(
+                                         std::chrono::duration<double, std::milli>(starts[index]));
+    timer.expires_at(at);
+    co_await timer.async_wait(use_nothrow);
+    asio::co_spawn(executor, open_session(shared, index), asio::detached);
   }
 }
 
@@ -106,8 +150,10 @@ awaitable<void> trace_request(Shared& shared, std::size_t index) {
   const auto body = completion_body(shared.model, request.prompt, request.max_tokens);
   const std::optional<std::string> no_session;
   const std::string path = "/v1/completions";
+  const double reusable = shared.ceiling.observe(request.prompt);
+  const double sent_ms = since_start_ms(shared);
   auto answer = co_await connection->post(path, body, no_session);
-  record(shared, index, 0, answer);
+  record(shared, index, 0, answer, sent_ms, reusable);
   shared.idle_connections.push_back(std::move(connection));
 }
 
@@ -152,7 +198,36 @@ awaitable<void> reset_one(std::string replica, HttpUrl url, std::string& failure
   }
 }
 
+awaitable<void> scrape_one(std::string replica, HttpUrl url, ReplicaMetrics& out, std::string& failure) {
+  Connection connection(co_await asio::this_coro::executor, std::move(url));
+  const std::string path = "/metrics";
+  auto [status, body] = co_await connection.get(path);
+  if (status != 200) {
+    failure += "GET " + replica + "/metrics failed (" + std::to_string(status) + "); ";
+    co_return;
+  }
+  out = parse_replica_metrics(body);
+}
+
 }  // namespace
+
+Result<std::vector<ReplicaMetrics>, std::string> scrape_replicas(const std::vector<std::string>& replicas) {
+  asio::io_context context;
+  std::string failure;
+  std::vector<ReplicaMetrics> metrics(replicas.size());
+  for (std::size_t index = 0; index < replicas.size(); ++index) {
+    auto url = parse_upstream_url(replicas[index]);
+    if (!url) {
+      return unexpected(replicas[index] + ": " + url.error());
+    }
+    asio::co_spawn(context, scrape_one(replicas[index], *url, metrics[index], failure), asio::detached);
+  }
+  context.run();
+  if (!failure.empty()) {
+    return unexpected(failure);
+  }
+  return metrics;
+}
 
 Result<RunResult, std::string> run_workload(const Workload& workload, const RunOptions& options) {
   auto url = parse_upstream_url(options.target);
@@ -160,7 +235,8 @@ Result<RunResult, std::string> run_workload(const Workload& workload, const RunO
     return unexpected("--target: " + url.error());
   }
   asio::io_context context;
-  Shared shared{workload, options, *url, options.model, Clock::now(), {}, 0, {}, {}};
+  Shared shared{
+      workload, options, *url, options.model, Clock::now(), {}, 0, {}, {}, PrefixCeiling(options.ceiling_block_bytes)};
   asio::co_spawn(context, discover_model(shared), asio::detached);
   context.run();
   if (!shared.failure.empty()) {
@@ -168,7 +244,9 @@ Result<RunResult, std::string> run_workload(const Workload& workload, const RunO
   }
   context.restart();
   shared.started = Clock::now();
-  if (!workload.sessions.empty()) {
+  if (!workload.sessions.empty() && !options.session_starts_ms.empty()) {
+    asio::co_spawn(context, session_scheduler(shared), asio::detached);
+  } else if (!workload.sessions.empty()) {
     for (std::uint32_t worker = 0; worker < std::max<std::uint32_t>(1, options.concurrency); ++worker) {
       asio::co_spawn(context, session_worker(shared), asio::detached);
     }

@@ -3,6 +3,8 @@
 // - Sessions run closed loop: `concurrency` sessions at a time, each on its
 //   own keep-alive connection, turn after turn; a turn's history holds the
 //   answers the target actually gave, as a real chat client's would.
+// - Sessions can instead start open loop at given times (the load dial's
+//   Poisson arrivals), each on its own connection.
 // - Traces run open loop: each request leaves at its arrival time (scaled),
 //   whatever is still in flight, on an idle connection or a new one.
 // One io_context on the calling thread; nothing is shared across threads.
@@ -10,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "dial.hpp"
 #include "report.hpp"
 #include "workload.hpp"
 
@@ -20,6 +23,11 @@ struct RunOptions {
   std::string model;   // empty: the target's first model from GET /v1/models
   std::uint32_t concurrency = 8;
   double duration_seconds = 0;  // stop starting requests after this long (0: run the whole workload)
+  // Sessions open loop: session i starts at session_starts_ms[i] (ms from
+  // the run's start), whatever is in flight. Empty: closed loop.
+  std::vector<double> session_starts_ms;
+  // Block size, in prompt bytes, of the reuse ceiling (dial.hpp).
+  std::uint32_t ceiling_block_bytes = 64;
 };
 
 struct RunResult {
@@ -34,5 +42,8 @@ Result<RunResult, std::string> run_workload(const Workload& workload, const RunO
 // endpoint), so that runs compared side by side start from cold caches.
 // Returns what failed, or nothing.
 std::optional<std::string> reset_prefix_caches(const std::vector<std::string>& replicas);
+
+// GET /metrics on each replica: the simulator's load counters (dial.hpp).
+Result<std::vector<ReplicaMetrics>, std::string> scrape_replicas(const std::vector<std::string>& replicas);
 
 }  // namespace kvgate::load

@@ -1,12 +1,20 @@
 #include "workload.hpp"
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <random>
 
 #include <nlohmann/json.hpp>
 
 namespace kvgate::load {
 namespace {
+
+// A recorded output length divided by output_scale, at least one token.
+std::uint32_t scaled_output(std::uint64_t tokens, const WorkloadOptions& options) {
+  const auto scaled = static_cast<double>(tokens) / std::max(options.output_scale, 1e-9);
+  return static_cast<std::uint32_t>(std::clamp(std::round(scaled), 1.0, 1e6));
+}
 
 using nlohmann::json;
 
@@ -136,7 +144,7 @@ Result<TraceRequest, std::string> parse_trace_line(const json& line, std::size_t
   }
   TraceRequest request;
   request.arrival_ms = line["timestamp"].get<double>() / options.time_scale;
-  request.max_tokens = std::max<std::uint32_t>(1, line["output_length"].get<std::uint32_t>());
+  request.max_tokens = scaled_output(line["output_length"].get<std::uint64_t>(), options);
   const auto& ids = line["hash_ids"];
   // Mooncake counts the partial last block; scaled blocks keep its share.
   const auto input = line["input_length"].get<std::uint64_t>();
@@ -223,7 +231,7 @@ Result<Session, std::string> parse_recorded_session(const json& line, std::size_
     }
     Turn turn;
     turn.prompt = std::move(*prompt);
-    turn.max_tokens = std::max<std::uint32_t>(1, request.value("out", 1u));
+    turn.max_tokens = scaled_output(request.value("out", std::uint64_t{1}), options);
     // The recorded think time precedes a request; the replay pauses after
     // the previous answer, which is the same gap.
     if (index + 1 < requests.size() && requests[index + 1]->is_object()) {
@@ -275,7 +283,11 @@ Result<Workload, std::string> parse_workload(std::string_view text, std::string 
     }
     auto line = json::parse(raw, nullptr, /*allow_exceptions=*/false);
     if (line.is_discarded()) {
-      return unexpected("line " + std::to_string(number) + ": not JSON");
+      if (options.strict) {
+        return unexpected("line " + std::to_string(number) + ": not JSON");
+      }
+      workload.skipped.push_back("line " + std::to_string(number) + ": not JSON");
+      continue;
     }
     if (workload.sessions.empty() && workload.trace.empty()) {
       trace = line.is_object() && line.contains("hash_ids");
@@ -286,8 +298,12 @@ Result<Workload, std::string> parse_workload(std::string_view text, std::string 
         break;
       }
       auto request = parse_trace_line(line, number, options);
-      if (!request) {
+      if (!request && options.strict) {
         return unexpected(request.error());
+      }
+      if (!request) {
+        workload.skipped.push_back(request.error());
+        continue;
       }
       workload.trace.push_back(std::move(*request));
     } else {
@@ -295,14 +311,19 @@ Result<Workload, std::string> parse_workload(std::string_view text, std::string 
         break;
       }
       auto session = recorded ? parse_recorded_session(line, number, options) : parse_session(line, number);
-      if (!session) {
+      if (!session && options.strict) {
         return unexpected(session.error());
+      }
+      if (!session) {
+        workload.skipped.push_back(session.error());
+        continue;
       }
       workload.sessions.push_back(std::move(*session));
     }
   }
   if (workload.sessions.empty() && workload.trace.empty()) {
-    return unexpected("the workload has no sessions or requests");
+    return unexpected(workload.skipped.empty() ? std::string("the workload has no sessions or requests")
+                                               : "no usable line; the first problem: " + workload.skipped.front());
   }
   return workload;
 }

@@ -39,6 +39,8 @@ struct Workload {
   std::string name;
   std::vector<Session> sessions;    // a session workload, or
   std::vector<TraceRequest> trace;  // a trace
+  // Lines left out ("line N: why"): malformed ones when not strict.
+  std::vector<std::string> skipped;
 };
 
 struct WorkloadOptions {
@@ -47,9 +49,13 @@ struct WorkloadOptions {
   std::uint32_t max_requests = 0;        // traces: the first N (0: all)
   std::uint32_t trace_block_tokens = 0;  // tokens each trace hash id stands for (0: the trace's own)
   std::uint32_t bytes_per_token = 4;     // prompt bytes per token when synthesising trace text
-  double time_scale = 1;
-  std::uint32_t max_think_ms = 0;  // recorded sessions: cap on a scaled think time (0: none)                 // traces:
-                                   // arrival times divided by this
+  double time_scale = 1;                 // traces: arrival times divided by this; sessions: think times
+  std::uint32_t max_think_ms = 0;        // recorded sessions: cap on a scaled think time (0: none)
+  // Traces and recorded sessions: output lengths divided by this (at least
+  // one token), to keep decode in proportion when trace_block_tokens
+  // shortens the prompts.
+  double output_scale = 1;
+  bool strict = false;  // a malformed line refuses the file instead of being skipped
 };
 
 // Presets: "chat" (support chats: groups of sessions share a system prompt,

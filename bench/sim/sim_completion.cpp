@@ -20,6 +20,10 @@ using Response = bhttp::response<bhttp::string_body>;
 
 namespace {
 
+// Which replica answered, whatever sits in front (a benchmark's per-replica
+// picture through nginx or HAProxy). Not an engine header.
+constexpr std::string_view kReplicaHeader = "x-kvgate-sim-replica";
+
 Response json_response(unsigned status, const json& body, bool keep_alive) {
   Response response{static_cast<bhttp::status>(status), 11};
   response.set(bhttp::field::content_type, "application/json");
@@ -228,6 +232,7 @@ class CompletionRun {
     }
     auto body = whole_json(completion_, server_.options().model, state_.generated, state_.cached_tokens);
     auto response = json_response(200, body, keep_alive);
+    response.set(kReplicaHeader, server_.options().id);
     auto [error, written] = co_await bhttp::async_write(stream_, response, use_nothrow);
     co_return !error;
   }
@@ -241,6 +246,7 @@ class CompletionRun {
   awaitable<bool> stream_events(bool keep_alive) {
     bhttp::response<bhttp::empty_body> header{bhttp::status::ok, 11};
     header.set(bhttp::field::content_type, "text/event-stream");
+    header.set(kReplicaHeader, server_.options().id);
     header.chunked(true);
     header.keep_alive(keep_alive);
     bhttp::response_serializer<bhttp::empty_body> serializer(header);

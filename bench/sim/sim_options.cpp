@@ -30,7 +30,8 @@ Setter text(std::string& target) {
 }  // namespace
 
 std::string sim_usage() {
-  return "usage: kvgate-sim --model NAME [--tokenizer DIR] [--port P] [--host 127.0.0.1] [--block-size 16]\n"
+  return "usage: kvgate-sim --model NAME [--id NAME] [--tokenizer DIR] [--port P] [--host 127.0.0.1] [--block-size "
+         "16]\n"
          "         [--num-gpu-blocks N]\n"
          "         [--max-model-len N] [--max-num-seqs N] [--max-num-batched-tokens N]\n"
          "         [--kv-events-endpoint tcp://127.0.0.1:5557] [--kv-events-replay-endpoint tcp://127.0.0.1:5558]\n"
@@ -47,6 +48,7 @@ std::optional<std::string> parse_sim_options(const std::vector<std::string>& arg
       {"--host", text(options.host)},
       {"--port", number(options.port, std::uint16_t{0})},
       {"--model", text(options.model)},
+      {"--id", text(options.id)},
       {"--tokenizer", text(options.tokenizer)},
       {"--block-size", number(options.block_size, 1u)},
       {"--num-gpu-blocks", number(options.num_gpu_blocks, 1u)},

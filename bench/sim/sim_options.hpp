@@ -14,6 +14,7 @@ struct SimOptions {
   std::string host = "127.0.0.1";
   std::uint16_t port = 0;
   std::string model;
+  std::string id = "sim";  // names this replica in a response header and /metrics
   // A model folder (tokenizer.json + tokenizer_config.json): prompts are
   // tokenised exactly as the gateway does for such a model (chat template,
   // then the tokenizer). Empty: the approximate tokenisation.

@@ -144,6 +144,9 @@ awaitable<void> SimServer::engine_loop() {
     auto report = engine_.step();
     // The step's tokens exist only once its modelled GPU time has passed.
     auto real_ms = report.duration_ms * fault_.slow_factor / options_.time_scale;
+    busy_seconds_ += real_ms / 1000;
+    prefill_seconds_ +=
+        options_.cost.prefill_ms_per_token * report.prefill_tokens * fault_.slow_factor / options_.time_scale / 1000;
     step_timer.expires_after(std::chrono::microseconds(static_cast<std::int64_t>(real_ms * 1000)));
     co_await step_timer.async_wait(use_nothrow);
     publish_events();
@@ -271,6 +274,23 @@ std::string SimServer::metrics_text() {
       << "# TYPE vllm:cache_config_info gauge\n"
       << "vllm:cache_config_info{block_size=\"" << options_.block_size << "\",enable_prefix_caching=\"True\","
       << "engine=\"0\",num_gpu_blocks=\"" << options_.num_gpu_blocks << "\"} 1.0\n";
+  // Not vLLM metrics: what a benchmark needs to dial and check its load.
+  // Rates and seconds are real (wall-clock) ones, the time scale applied.
+  auto sim_gauge = [&](const char* name, const char* help, double value) {
+    out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << " gauge\n"
+        << name << "{replica=\"" << options_.id << "\"} " << value << '\n';
+  };
+  auto sim_counter = [&](const char* name, const char* help, double value) {
+    out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << " counter\n"
+        << name << "{replica=\"" << options_.id << "\"} " << value << '\n';
+  };
+  sim_gauge(
+      "kvgate_sim_prefill_tokens_per_second", "Prompt tokens the replica computes per real second when busy.",
+      options_.cost.prefill_ms_per_token > 0 ? 1000.0 * options_.time_scale / options_.cost.prefill_ms_per_token : 0.0);
+  sim_gauge("kvgate_sim_num_gpu_blocks", "KV blocks of the replica.", options_.num_gpu_blocks);
+  sim_counter("kvgate_sim_busy_seconds_total", "Real seconds spent running engine steps.", busy_seconds_);
+  sim_counter("kvgate_sim_prefill_seconds_total", "Real seconds of engine steps spent computing prompt tokens.",
+              prefill_seconds_);
   if (publisher_) {
     // Not a vLLM metric: lets tests and tools see how far a subscriber must get.
     gauge("kvgate_sim_kv_event_next_sequence", "Sequence number of the next KV-event batch the simulator publishes.",

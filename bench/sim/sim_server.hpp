@@ -86,6 +86,10 @@ class SimServer {
   http::asio::steady_timer wake_{io_};
   std::unordered_map<RequestHandle, ActiveRequest*> active_;
   std::uint64_t completions_ = 0;
+  // Real (wall) seconds the modelled GPU spent on steps, and on the prompt
+  // tokens of those steps: a benchmark's measure of the load it offered.
+  double busy_seconds_ = 0;
+  double prefill_seconds_ = 0;
   FaultState fault_;
   void restart();
   struct Histogram {

@@ -2,10 +2,18 @@
 // KV events, driven by the real binary; its reports are read back.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <memory>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -94,9 +102,23 @@ TEST(Bench, BadInputIsAnErrorWithExitTwo) {
 
   auto path = harness.folder() + "/bad.jsonl";
   std::ofstream(path) << "{\"turns\": [{\"user\": \"x\"}]}\n{\"turns\": 3}\n";
-  auto malformed = run_bench("run --target http://127.0.0.1:9 --workload " + path + " --out " + harness.folder());
+  auto malformed =
+      run_bench("run --strict --target http://127.0.0.1:9 --workload " + path + " --out " + harness.folder());
   EXPECT_EQ(malformed.status, 2);
   EXPECT_NE(malformed.output.find("line 2"), std::string::npos) << malformed.output;
+  // Not strict: the line is skipped and named with its file, the rest runs
+  // (here against nothing: exit 1).
+  auto skipped = run_bench("run --target http://127.0.0.1:9 --workload " + path + " --out " + harness.folder());
+  EXPECT_EQ(skipped.status, 1) << skipped.output;
+  EXPECT_NE(skipped.output.find(path + ": skipped line 2"), std::string::npos) << skipped.output;
+
+  auto no_capacity = run_bench("run --load 0.7 --target http://127.0.0.1:9 --workload chat --out " + harness.folder());
+  EXPECT_EQ(no_capacity.status, 2);
+  EXPECT_NE(no_capacity.output.find("--prefill-tokens-per-s"), std::string::npos) << no_capacity.output;
+  auto no_slo = run_bench("capacity --run a=http://127.0.0.1:9 --workload chat --reset http://127.0.0.1:9 --out " +
+                          harness.folder());
+  EXPECT_EQ(no_slo.status, 2);
+  EXPECT_NE(no_slo.output.find("--slo-p90-ttft-ms"), std::string::npos) << no_slo.output;
 
   auto flags = run_bench("compare --target http://127.0.0.1:9 --workload chat --out " + harness.folder());
   EXPECT_EQ(flags.status, 2);
@@ -106,6 +128,134 @@ TEST(Bench, BadInputIsAnErrorWithExitTwo) {
   auto refused = run_bench("run --target http://127.0.0.1:9 --workload chat --sessions 1 --out " + harness.folder());
   EXPECT_EQ(refused.status, 1) << refused.output;
   EXPECT_NE(refused.output.find("/v1/models"), std::string::npos) << refused.output;
+}
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+bool answers(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  const bool connected = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+  ::close(fd);
+  return connected;
+}
+
+// A peer load balancer (bench/peers/peer.sh) in front of the replicas; it
+// announces nothing, so its port is polled.
+std::unique_ptr<ChildProcess> start_peer(const std::string& kind, int port, const std::string& folder,
+                                         const std::vector<std::string>& replicas) {
+  std::vector<std::string> argv{"/bin/bash", std::string(KVGATE_SOURCE_DIR) + "/bench/peers/peer.sh", kind,
+                                std::to_string(port), folder + "/" + kind};
+  argv.insert(argv.end(), replicas.begin(), replicas.end());
+  auto peer = std::make_unique<ChildProcess>(argv, folder + "/" + kind + ".log");
+  for (int attempt = 0; attempt < 200 && !answers(port); ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));  // start-up poll of a process that announces nothing
+  }
+  return peer;
+}
+
+// The peers a user would deploy instead, as kvgate-bench targets: each
+// conversation of nginx's and HAProxy's sticky setups stays on one replica
+// (told by the simulator's own header: nothing of kvgate in between), and
+// leastconn spreads them; kvgate's run is compared in the same report.
+TEST(Bench, PeersAreTargetsLikeAnyOther) {
+  Fleet fleet;
+  std::vector<std::string> replicas;
+  std::string resets;
+  for (const auto* id : {"r0", "r1", "r2"}) {
+    fleet.add_sim(id);
+    replicas.push_back(fleet.sim(id).url());
+    resets += " --reset " + fleet.sim(id).url();
+  }
+  fleet.start_gateway();
+  std::vector<std::unique_ptr<ChildProcess>> peers;
+  std::string runs = " --run kvgate=http://127.0.0.1:" + std::to_string(fleet.harness.api_port());
+  for (const auto* kind : {"nginx_sticky", "haproxy_sticky", "haproxy_leastconn"}) {
+    const int port = free_port();
+    peers.push_back(start_peer(kind, port, fleet.harness.folder(), replicas));
+    ASSERT_TRUE(answers(port)) << kind << ": " << peers.back()->stderr_text();
+    runs += std::string(" --run ") + kind + "=http://127.0.0.1:" + std::to_string(port);
+  }
+  const auto out = fleet.harness.folder() + "/peers";
+  auto outcome = run_bench("compare" + runs + " --workload chat --sessions 6 --concurrency 3 --seed 5" + resets +
+                           " --baseline nginx_sticky --fleet 'three sims' --out " + out);
+  ASSERT_EQ(outcome.status, 0) << outcome.output;
+  auto summary = json::parse(read_file(out + "/summary.json"));
+  ASSERT_EQ(summary["runs"].size(), 4u);
+  for (const auto& run : summary["runs"]) {
+    const auto name = run["name"].get<std::string>();
+    SCOPED_TRACE(name);
+    EXPECT_EQ(run["errors"], 0) << run["error_kinds"].dump();
+    // Every request was answered by a named replica.
+    std::uint64_t named = 0;
+    for (const auto& [worker, count] : run["requests_per_worker"].items()) {
+      EXPECT_TRUE(worker == "r0" || worker == "r1" || worker == "r2") << worker;
+      named += count.get<std::uint64_t>();
+    }
+    EXPECT_EQ(named, run["succeeded"].get<std::uint64_t>());
+  }
+  // Sticky peers keep each session on one replica.
+  for (const auto* sticky : {"nginx_sticky", "haproxy_sticky"}) {
+    std::map<std::size_t, std::set<std::string>> replicas_of;
+    std::istringstream records(read_file(out + "/records-" + sticky + ".jsonl"));
+    for (std::string line; std::getline(records, line);) {
+      auto record = json::parse(line);
+      replicas_of[record["session"].get<std::size_t>()].insert(record["worker"].get<std::string>());
+    }
+    ASSERT_EQ(replicas_of.size(), 6u) << sticky;
+    for (const auto& [session, used] : replicas_of) {
+      EXPECT_EQ(used.size(), 1u) << sticky << " session " << session;
+    }
+  }
+  auto markdown = read_file(out + "/report.md");
+  EXPECT_NE(markdown.find("Against `nginx_sticky`"), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find("Fleet: three sims."), std::string::npos) << markdown;
+  EXPECT_NE(read_file(out + "/report.html").find("data-chart='worker-timeline'"), std::string::npos);
+  for (auto& peer : peers) {
+    peer->stop();
+  }
+}
+
+// The load dial against real replicas: the rate comes from the replicas'
+// own prefill capacity, sessions arrive open loop, and the utilisation the
+// replicas measured is reported next to the load asked for.
+TEST(Bench, TheLoadDialSetsTheRateAndReportsTheMeasuredUtilisation) {
+  Fleet fleet;
+  std::string resets;
+  for (const auto* id : {"r0", "r1"}) {
+    fleet.add_sim(id);
+    resets += " --reset " + fleet.sim(id).url();
+  }
+  fleet.start_gateway();
+  const auto target = "http://127.0.0.1:" + std::to_string(fleet.harness.api_port());
+  const auto out = fleet.harness.folder() + "/dial";
+  auto outcome = run_bench("run --name dialled --target " + target + " --workload chat --sessions 8 --load 0.3" +
+                           resets + " --out " + out);
+  ASSERT_EQ(outcome.status, 0) << outcome.output;
+  auto summary = json::parse(read_file(out + "/summary.json"));
+  EXPECT_EQ(summary["errors"], 0);
+  const auto& dial = summary["dial"];
+  EXPECT_DOUBLE_EQ(dial["load"].get<double>(), 0.3);
+  EXPECT_GT(dial["fleet_prefill_tokens_per_s"].get<double>(), 0);
+  EXPECT_GT(dial["sessions_per_minute"].get<double>(), 0);
+  ASSERT_TRUE(summary.contains("measured_prefill_utilisation")) << summary.dump();
+  EXPECT_GT(summary["measured_prefill_utilisation"].get<double>(), 0);
+  EXPECT_LE(summary["measured_prefill_utilisation"].get<double>(), summary["measured_busy_fraction"].get<double>());
+  EXPECT_GT(summary["ceiling_tokens"].get<std::uint64_t>(), 0u);
+  EXPECT_LE(summary["cached_tokens"].get<std::uint64_t>(), summary["prompt_tokens"].get<std::uint64_t>());
 }
 
 }  // namespace

@@ -43,21 +43,101 @@ TEST(Report, HitRatesByTurnAndPerSessionAfterTheFirstTurn) {
   EXPECT_DOUBLE_EQ(summary["worker_imbalance"].get<double>(), 1.5);
 }
 
-TEST(Report, RunsSideBySideWithRatiosToTheFirst) {
+TEST(Report, RunsSideBySideWithRatiosToTheBaselines) {
   auto base = summarize({"sticky", "u", "chat", 1}, {record(0, 0, 100, 20, "a", 10), record(0, 1, 100, 40, "a", 10)});
   auto better = summarize({"aware", "u", "chat", 1}, {record(0, 0, 100, 40, "a", 5), record(0, 1, 100, 80, "a", 5)});
   auto markdown = markdown_report({base, better});
-  EXPECT_NE(markdown.find("| sticky | 2 | 0 | 30.0% |"), std::string::npos) << markdown;
-  EXPECT_NE(markdown.find("| aware | 2.00x | 0.50x |"), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find("| sticky | 2 | 0 | 30.0% | - |"), std::string::npos) << markdown;
+  // Hit rate 2x, prefill computed (140 -> 80 tokens), TTFT halved.
+  EXPECT_NE(markdown.find("| aware | 2.00x | 0.57x | 0.50x | 0.50x | 0.50x | 0.50x |"), std::string::npos) << markdown;
   EXPECT_NE(markdown.find("| 2 | 40.0% | 80.0% |"), std::string::npos) << markdown;
+  // Several baselines: one ratio table each, the named ones only.
+  auto third = summarize({"other", "u", "chat", 1}, {record(0, 0, 100, 0, "a", 20), record(0, 1, 100, 0, "a", 20)});
+  auto two = markdown_report({better, base, third}, {{"baselines", {"sticky", "other"}}});
+  EXPECT_NE(two.find("Against `sticky`"), std::string::npos) << two;
+  EXPECT_NE(two.find("Against `other`"), std::string::npos) << two;
+  EXPECT_EQ(two.find("Against `aware`"), std::string::npos) << two;
   // A trace (no second turns) shows no per-session figure.
   auto trace = summarize({"trace", "u", "t", 1}, {record(0, 0, 100, 10, "a", 1), record(1, 0, 100, 10, "b", 1)});
-  EXPECT_NE(markdown_report({trace}).find("| trace | 2 | 0 | 10.0% | - |"), std::string::npos)
+  EXPECT_NE(markdown_report({trace}).find("| trace | 2 | 0 | 10.0% | - | - |"), std::string::npos)
       << markdown_report({trace});
-  auto html = html_report({base, better});
+}
+
+TEST(Report, CeilingPrefillAndTheCurvesTheChartsDraw) {
+  auto one = record(0, 0, 100, 0, "a", 10);
+  auto two = record(0, 1, 200, 90, "a", 30);
+  two.ceiling_tokens = 120;
+  two.sent_ms = 1000;
+  auto three = record(1, 0, 100, 0, "b", 20);
+  three.sent_ms = 400;
+  auto summary = summarize({"run", "u", "chat", 1}, {one, two, three});
+  EXPECT_EQ(summary["ceiling_tokens"], 120);
+  EXPECT_DOUBLE_EQ(summary["hit_over_ceiling"].get<double>(), 0.75);
+  EXPECT_EQ(summary["prefill_tokens_computed"], 310);
+  // The CDF ends at the slowest request and never goes down.
+  const auto& cdf = summary["ttft_cdf"];
+  ASSERT_EQ(cdf.size(), 41u);
+  EXPECT_DOUBLE_EQ(cdf.back()[0].get<double>(), 30);
+  EXPECT_DOUBLE_EQ(cdf.back()[1].get<double>(), 1);
+  for (std::size_t index = 1; index < cdf.size(); ++index) {
+    EXPECT_LE(cdf[index - 1][0].get<double>(), cdf[index][0].get<double>());
+  }
+  // Each request falls in its worker's bin: a at the start and the end, b in between.
+  const auto& workers = summary["worker_timeline"]["workers"];
+  ASSERT_EQ(workers.size(), 2u);
+  EXPECT_EQ(workers["a"].front(), 1);
+  EXPECT_EQ(workers["a"].back(), 1);
+  std::uint64_t b_total = 0;
+  for (const auto& count : workers["b"]) {
+    b_total += count.get<std::uint64_t>();
+  }
+  EXPECT_EQ(b_total, 1u);
+  EXPECT_EQ(workers["b"].front(), 0);
+}
+
+TEST(Report, TheHtmlPageHasEveryChartAndNoScripts) {
+  auto base = summarize({"sticky", "u", "chat", 1}, {record(0, 0, 100, 20, "a", 10), record(0, 1, 100, 40, "b", 12)});
+  auto other = summarize({"aware <b>", "u", "chat", 1}, {record(0, 0, 100, 40, "a", 5), record(0, 1, 100, 80, "a", 5)});
+  auto html = html_report({base, other});
   EXPECT_EQ(html.rfind("<!doctype html>", 0), 0u);
-  EXPECT_NE(html.find("<polyline"), std::string::npos);
+  for (const char* chart : {"ttft-cdf", "hit-by-turn", "prefill-computed", "worker-timeline"}) {
+    EXPECT_NE(html.find(std::string("data-chart='") + chart + "'"), std::string::npos) << chart;
+  }
+  EXPECT_NE(html.find("aware &lt;b&gt;"), std::string::npos);
+  EXPECT_EQ(html.find("aware <b>"), std::string::npos);
   EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("http://"), html.find("http://www.w3.org/2000/svg"));  // nothing fetched
+  // Every opened svg is closed.
+  std::size_t opened = 0;
+  std::size_t closed = 0;
+  for (auto at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1)) {
+    ++opened;
+  }
+  for (auto at = html.find("</svg>"); at != std::string::npos; at = html.find("</svg>", at + 1)) {
+    ++closed;
+  }
+  EXPECT_EQ(opened, 5u);  // CDF, hit by turn, prefill, one timeline per run
+  EXPECT_EQ(opened, closed);
+}
+
+TEST(Report, CapacityTableRatiosAndChart) {
+  using nlohmann::json;
+  json round_robin = {{"name", "round_robin"},
+                      {"capacity_load", 0.5},
+                      {"capacity", {{"sessions_per_minute", 10.0}}},
+                      {"steps", json::array({{{"load", 0.5}, {"ttft_p90_ms", 400}, {"held", true}},
+                                             {{"load", 1.0}, {"ttft_p90_ms", 900}}})}};
+  json aware = {{"name", "cache_aware"},
+                {"capacity_load", 0.75},
+                {"capacity", {{"sessions_per_minute", 15.0}}},
+                {"steps", json::array({{{"load", 0.75}, {"ttft_p90_ms", 450}, {"held", true}}})}};
+  json capacity = {{"workload", "chat"}, {"slo_p90_ttft_ms", 500}, {"targets", json::array({round_robin, aware})}};
+  auto markdown = capacity_markdown(capacity);
+  EXPECT_NE(markdown.find("| cache_aware | 75.0% | 15.00 | 1 | 1.50x |"), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find("| round_robin | 100.0% | 900.0 | 0 | 0.0% | - | missed |"), std::string::npos) << markdown;
+  auto html = capacity_html(capacity);
+  EXPECT_NE(html.find("data-chart='capacity'"), std::string::npos);
+  EXPECT_NE(html.find("SLO 500 ms"), std::string::npos);
 }
 
 }  // namespace

@@ -40,10 +40,23 @@ TEST(Workload, SessionLinesAreReadAndBadOnesNamed) {
   EXPECT_EQ(workload->sessions[1].id, "session-3");
   EXPECT_EQ(workload->sessions[1].turns[0].think_ms, 20u);
 
-  auto bad = parse_workload("{\"turns\": [{\"user\": \"x\"}]}\n{\"turns\": [{\"user\": 5}]}\n", "file", {});
+  // A malformed line is skipped and reported by its number, or refuses the
+  // file when strict.
+  const std::string mixed = "{\"turns\": [{\"user\": \"x\"}]}\n{\"turns\": [{\"user\": 5}]}\nnot json\n";
+  auto lenient = parse_workload(mixed, "file", {});
+  ASSERT_TRUE(lenient) << lenient.error();
+  EXPECT_EQ(lenient->sessions.size(), 1u);
+  ASSERT_EQ(lenient->skipped.size(), 2u);
+  EXPECT_TRUE(lenient->skipped[0].starts_with("line 2: ")) << lenient->skipped[0];
+  EXPECT_EQ(lenient->skipped[1], "line 3: not JSON");
+  WorkloadOptions strict;
+  strict.strict = true;
+  auto bad = parse_workload(mixed, "file", strict);
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().find("line 2"), std::string::npos) << bad.error();
-  EXPECT_FALSE(parse_workload("not json\n", "file", {}));
+  auto nothing_usable = parse_workload("not json\n", "file", {});
+  ASSERT_FALSE(nothing_usable);
+  EXPECT_NE(nothing_usable.error().find("line 1: not JSON"), std::string::npos) << nothing_usable.error();
   EXPECT_FALSE(parse_workload("\n\n", "file", {}));
 }
 
@@ -76,6 +89,15 @@ TEST(Workload, TraceRequestsShareTextExactlyWhereTheirHashIdsAgree) {
                 ->trace.size(),
             2u);
   EXPECT_FALSE(parse_workload("{\"timestamp\": 0, \"input_length\": 5, \"hash_ids\": [0]}\n", "trace", options));
+  // Output lengths scaled with the prompts, never below one token.
+  options.output_scale = 4;
+  auto scaled = parse_workload(
+      "{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 10, \"hash_ids\": [0]}\n"
+      "{\"timestamp\": 1, \"input_length\": 5, \"output_length\": 1, \"hash_ids\": [0]}\n",
+      "trace", options);
+  ASSERT_TRUE(scaled) << scaled.error();
+  EXPECT_EQ(scaled->trace[0].max_tokens, 3u);  // 2.5 rounds away from zero
+  EXPECT_EQ(scaled->trace[1].max_tokens, 1u);
 }
 
 // WEKA's recorded agent sessions: ids are local to a session except the

@@ -22,8 +22,8 @@ class SimProcess {
 
   explicit SimProcess(Harness& harness, std::vector<std::string> extra = {}, const std::string& name = "sim") {
     using namespace std::chrono_literals;
-    std::vector<std::string> argv{
-        KVGATE_SIM_BINARY, "--model", "sim-model", "--block-size", "16", "--time-scale", "100", "--hash-seed", "42"};
+    std::vector<std::string> argv{KVGATE_SIM_BINARY, "--model", "sim-model",   "--id", name, "--block-size", "16",
+                                  "--time-scale",    "100",     "--hash-seed", "42"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     process_ = std::make_unique<ChildProcess>(argv, harness.folder() + "/" + name + ".stderr");
     // A deadline, not a wait: with --tokenizer, start-up loads the folder
