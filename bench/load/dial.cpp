@@ -40,11 +40,19 @@ std::string chat_prefix_text(const std::vector<std::pair<std::string, std::strin
 
 OfferedTokens offered_tokens(const Workload& workload, std::uint32_t replicas, std::uint32_t block_tokens) {
   OfferedTokens offered;
-  PrefixCeiling ceiling(block_tokens * kBytesPerToken);
+  const std::uint32_t block_bytes = block_tokens * kBytesPerToken;
+  PrefixCeiling ceiling(block_bytes);
+  // Round robin as if its replicas' caches never evicted: request i goes to
+  // replica i mod N and reuses what that replica was sent before. A prefix
+  // every request shares (a system prompt, an agent's tool preamble) is soon
+  // cached everywhere; a conversation's own history is found one time in N.
+  std::vector<PrefixCeiling> round_robin(std::max<std::uint32_t>(1, replicas), PrefixCeiling(block_bytes));
+  double round_robin_reused = 0;
   auto count = [&](std::string_view text) {
     const double tokens = static_cast<double>(text.size()) / kBytesPerToken;
     offered.prompt += tokens;
     offered.ceiling += ceiling.observe(text) * tokens;
+    round_robin_reused += round_robin[offered.requests % round_robin.size()].observe(text) * tokens;
     ++offered.requests;
   };
   for (std::size_t index = 0; index < workload.sessions.size(); ++index) {
@@ -75,7 +83,7 @@ OfferedTokens offered_tokens(const Workload& workload, std::uint32_t replicas, s
                                              [](const auto& a, const auto& b) { return a.arrival_ms < b.arrival_ms; });
     offered.trace_span_ms = last->arrival_ms - first->arrival_ms;
   }
-  offered.round_robin = offered.prompt - offered.ceiling / std::max<std::uint32_t>(1, replicas);
+  offered.round_robin = offered.prompt - round_robin_reused;
   return offered;
 }
 

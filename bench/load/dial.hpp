@@ -4,8 +4,10 @@
 // - Load is round robin's prefill utilisation (../shared/docs/
 //   routing-study.md): the share of the fleet's prefill capacity that round
 //   robin's computed prompt tokens take. Round robin computes every prompt
-//   token except the reusable prefix of a request that happens to land
-//   where that prefix was, about 1 in N with N replicas.
+//   token except the prefix the replica it lands on was sent before: the
+//   estimate replays the workload round robin over N caches that never
+//   evict, so under KV pressure round robin computes somewhat more than
+//   dialled (each run reports the utilisation the replicas measured).
 // - The reuse ceiling of a request is its longest prefix, in whole blocks,
 //   that an earlier request of the workload sent: what an infinite cache
 //   placed perfectly would reuse.

@@ -3,6 +3,7 @@
 // load balance; `compare` runs the identical workload against several
 // targets (for example kvgate under different policies), resetting the
 // replicas' caches before each, and reports them side by side.
+#include <sys/resource.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -27,12 +28,12 @@ using kvgate::load::WorkloadOptions;
 using nlohmann::json;
 
 constexpr const char* kUsage =
-    "usage: kvgate-bench run --target URL --workload FILE|PRESET --out DIR [options]\n"
+    "usage: kvgate-bench run --target URL --workload FILE[,FILE...]|PRESET --out DIR [options]\n"
     "       kvgate-bench compare --run NAME=URL [--run NAME=URL ...] --workload FILE|PRESET --out DIR [options]\n"
     "       kvgate-bench capacity --run NAME=URL [...] --workload FILE|PRESET --out DIR --slo-p90-ttft-ms X "
     "--reset URL [...] [options]\n"
     "options:\n"
-    "  --sessions N            sessions of a preset, or the first N of a file (default: preset's / all)\n"
+    "  --sessions N            sessions of a preset, or the first N of the files (default: preset's / all)\n"
     "  --concurrency N         sessions in flight at once (default 8; traces run open loop)\n"
     "  --duration S            stop starting requests after S seconds (default: the whole workload)\n"
     "  --seed N                preset generator seed (default 1)\n"
@@ -226,15 +227,47 @@ kvgate::Result<kvgate::load::Workload, std::string> load(const Command& command)
       return kvgate::load::make_preset(preset, command.workload_options);
     }
   }
-  auto text = read_workload_file(command.workload);
-  if (!text) {
-    return kvgate::unexpected("cannot read workload '" + command.workload + "' (not a file, not a preset)");
+  // Several files (comma-separated, one format): one workload, in order,
+  // e.g. the shards of a trace. --sessions and --max-requests count the whole.
+  kvgate::load::Workload combined;
+  combined.name = command.workload;
+  std::string_view files = command.workload;
+  while (!files.empty()) {
+    const auto comma = files.find(',');
+    const std::string file(files.substr(0, comma));
+    files = comma == std::string_view::npos ? std::string_view() : files.substr(comma + 1);
+    auto text = read_workload_file(file);
+    if (!text) {
+      return kvgate::unexpected("cannot read workload '" + file + "' (not a file, not a preset)");
+    }
+    auto options = command.workload_options;
+    if (options.sessions != 0) {
+      options.sessions -= static_cast<std::uint32_t>(std::min<std::size_t>(options.sessions, combined.sessions.size()));
+      if (options.sessions == 0) {
+        break;
+      }
+    }
+    if (options.max_requests != 0) {
+      options.max_requests -=
+          static_cast<std::uint32_t>(std::min<std::size_t>(options.max_requests, combined.trace.size()));
+      if (options.max_requests == 0) {
+        break;
+      }
+    }
+    auto workload = kvgate::load::parse_workload(*text, file, options);
+    if (!workload) {
+      return kvgate::unexpected(file + ": " + workload.error());
+    }
+    for (auto& skipped : workload->skipped) {
+      combined.skipped.push_back(file + ": " + skipped);
+    }
+    std::move(workload->sessions.begin(), workload->sessions.end(), std::back_inserter(combined.sessions));
+    std::move(workload->trace.begin(), workload->trace.end(), std::back_inserter(combined.trace));
   }
-  auto workload = kvgate::load::parse_workload(*text, command.workload, command.workload_options);
-  if (!workload) {
-    return kvgate::unexpected(command.workload + ": " + workload.error());
+  if (!combined.sessions.empty() && !combined.trace.empty()) {
+    return kvgate::unexpected(std::string("the workload files mix sessions and a trace"));
   }
-  return workload;
+  return combined;
 }
 
 void write_file(const std::filesystem::path& path, const std::string& text) {
@@ -301,6 +334,14 @@ Dialled dial_to(const Command& command, const Workload& base, const kvgate::load
   return out;
 }
 
+// CPU seconds (user + system) this process has used.
+double cpu_seconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& value) { return static_cast<double>(value.tv_sec) + value.tv_usec / 1e6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 // One run from reset caches; its summary (with the replicas' measured load)
 // and records file. A target that cannot be reached is a failed run, not
 // the end of the comparison.
@@ -319,7 +360,20 @@ json run_one(const Command& command, const std::string& name, const std::string&
       before = std::move(*scraped);
     }
   }
+  // Over the arrival window too: a burst of long sessions ramps up and
+  // drains, and the whole run's average understates the load while they
+  // arrive.
+  std::optional<kvgate::load::FleetLoad> while_arriving;
+  if (before) {
+    options.on_last_arrival = [&](double seconds) {
+      if (auto now = kvgate::load::scrape_replicas(command.resets)) {
+        while_arriving = kvgate::load::fleet_load(*before, *now, seconds);
+      }
+    };
+  }
+  const double cpu_before = cpu_seconds();
   auto result = kvgate::load::run_workload(workload, options);
+  const double bench_cpu = cpu_seconds() - cpu_before;
   if (!result) {
     std::cerr << "kvgate-bench: " << name << ": " << result.error() << "\n";
     json failed = kvgate::load::summarize({name, target, workload.name, 0}, {});
@@ -330,12 +384,18 @@ json run_one(const Command& command, const std::string& name, const std::string&
   if (!dial.empty()) {
     summary["dial"] = dial;
   }
+  // The driver's own CPU share of one core: near 1 would make it the
+  // bottleneck rather than the target.
+  summary["bench_cpu_share"] = result->wall_seconds > 0 ? bench_cpu / result->wall_seconds : 0.0;
   if (before) {
     if (auto after = kvgate::load::scrape_replicas(command.resets)) {
       auto load = kvgate::load::fleet_load(*before, *after, result->wall_seconds);
       if (load.measured) {
         summary["measured_prefill_utilisation"] = load.prefill_utilisation;
         summary["measured_busy_fraction"] = load.busy_fraction;
+      }
+      if (while_arriving && while_arriving->measured) {
+        summary["measured_prefill_utilisation_while_arriving"] = while_arriving->prefill_utilisation;
       }
     }
   }
@@ -423,7 +483,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   for (const auto& skipped : workload->skipped) {
-    std::cerr << "kvgate-bench: " << command.workload << ": skipped " << skipped << "\n";
+    std::cerr << "kvgate-bench: skipped " << skipped << "\n";
   }
   try {
     std::filesystem::create_directories(command.out);

@@ -225,7 +225,7 @@ std::string markdown_report(const std::vector<json>& runs, const json& meta) {
   out +=
       "| run | requests | errors | hit rate | hit / ceiling | session hit rate after turn 1 (mean) | prefill tokens "
       "computed | TTFT mean ms | TTFT p50 ms | TTFT p90 ms | TTFT p99 ms | req/s | worker imbalance | measured prefill "
-      "utilisation |\n";
+      "utilisation (while arriving) |\n";
   out += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& run : runs) {
     const auto& ttft = run["ttft_ms"];
@@ -240,6 +240,9 @@ std::string markdown_report(const std::vector<json>& runs, const json& meta) {
            format("%.2f", run.value("worker_imbalance", 0.0)) + " | " +
            (run.contains("measured_prefill_utilisation") ? percent(run.value("measured_prefill_utilisation", 0.0))
                                                          : std::string("-")) +
+           (run.contains("measured_prefill_utilisation_while_arriving")
+                ? " (" + percent(run.value("measured_prefill_utilisation_while_arriving", 0.0)) + ")"
+                : std::string()) +
            " |\n";
   }
   for (const auto& run : runs) {

@@ -135,6 +135,9 @@ awaitable<void> session_scheduler(Shared& shared) {
     co_await timer.async_wait(use_nothrow);
     asio::co_spawn(executor, open_session(shared, index), asio::detached);
   }
+  if (shared.options.on_last_arrival) {
+    shared.options.on_last_arrival(since_start_ms(shared) / 1000);
+  }
 }
 
 awaitable<void> trace_request(Shared& shared, std::size_t index) {
@@ -167,6 +170,9 @@ awaitable<void> trace_scheduler(Shared& shared) {
     timer.expires_at(at);
     co_await timer.async_wait(use_nothrow);
     asio::co_spawn(executor, trace_request(shared, index), asio::detached);
+  }
+  if (shared.options.on_last_arrival) {
+    shared.options.on_last_arrival(since_start_ms(shared) / 1000);
   }
 }
 

@@ -8,6 +8,7 @@
 // - Traces run open loop: each request leaves at its arrival time (scaled),
 //   whatever is still in flight, on an idle connection or a new one.
 // One io_context on the calling thread; nothing is shared across threads.
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +29,10 @@ struct RunOptions {
   std::vector<double> session_starts_ms;
   // Block size, in prompt bytes, of the reuse ceiling (dial.hpp).
   std::uint32_t ceiling_block_bytes = 64;
+  // Open loop: called on the run's thread right after the last arrival
+  // (the caller reads the replicas' counters there), with the time since
+  // the start in seconds.
+  std::function<void(double)> on_last_arrival;
 };
 
 struct RunResult {

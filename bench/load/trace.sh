@@ -1,51 +1,83 @@
 #!/usr/bin/env bash
-# Replays a public trace through kvgate under several policies, like
-# scripts/demo.sh does with the chat preset: three kvgate-sim replicas with
-# KV events, one gateway per policy, `kvgate-bench compare` from reset
-# caches. Reports land in build/trace-report/.
-#   bench/load/trace.sh mooncake [REQUESTS] [BLOCKS_PER_REPLICA]
-#     the start of Mooncake's conversation trace (Kimi, FAST'25), open loop
-#     at 10x speed; 512-token blocks scaled to 32 tokens (prompts 16x
-#     shorter); round_robin, prefix_hash, the peers dynamo_cost and
-#     sglang_cache_aware, cache_aware.
-#   bench/load/trace.sh weka [SESSIONS] [BLOCKS_PER_REPLICA]
-#     Claude Code sessions (WEKA's kv-cache-tester, first shard), 8 at a
-#     time, think times 1000x shorter and at most 0.5 s (the recording
-#     holds pauses of days); 64-token blocks scaled to 2 tokens
-#     (prompts 32x shorter); round_robin, session_hash, dynamo_cost,
-#     sglang_cache_aware, cache_aware.
+# The headline runs: a public trace through kvgate's policies and through
+# the load balancers a user would deploy instead, at a dialled load on a
+# fleet under KV pressure. Each target gets the identical offered traffic
+# from reset caches. Reports land in build/trace-report/NAME/ (report.md,
+# report.html, summary.json, records, and report.png when Chromium is
+# installed).
+#   bench/load/trace.sh weka70|weka85|mooncake70 [COUNT] [BLOCKS_PER_REPLICA]
+#
+# weka70, weka85: Claude Code sessions (WEKA's kv-cache-tester, the first
+#   two shards: COUNT sessions, default all 100 lines) at 70% / 85% load. Prompts
+#   32x shorter (64-token blocks become 2 tokens) and outputs 32x shorter, so
+#   prefill and decode keep their proportion; think times 1000x shorter and
+#   at most 0.2 s (KVGATE_MAX_THINK_MS; the recording holds pauses of days). 2,000 blocks of 16
+#   tokens per replica: 32k tokens, the study's 1M-token cache scaled 32x.
+# mooncake70: Mooncake's conversation trace (Kimi, FAST'25; the first COUNT
+#   requests, default 2,000) at 70% load; 512-token blocks become 32 tokens,
+#   outputs 16x shorter; 4,000 blocks per replica.
+#
+# Fleet: KVGATE_REPLICAS (default 4) kvgate-sim replicas at KVGATE_TIME_SCALE
+# (default 2: twice real time, which keeps the request rate within what
+# this 2-core machine drives without becoming the bottleneck). Targets:
+# KVGATE_TARGETS overrides the list.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
 traces=${KVGATE_TRACES:-../shared/data/traces}
-case "${1:-mooncake}" in
-  mooncake)
-    policies=(round_robin prefix_hash dynamo_cost sglang_cache_aware cache_aware)
-    blocks=${3:-8192}
+export KVGATE_REPLICAS=${KVGATE_REPLICAS:-4}
+export KVGATE_TIME_SCALE=${KVGATE_TIME_SCALE:-2}
+name=${1:-weka70}
+peers=(round_robin nginx_sticky haproxy_leastconn)
+kvgate=(session_hash prefix_hash dynamo_cost sglang_cache_aware cache_aware)
+case "$name" in
+  weka70 | weka85)
+    load=0.70
+    [[ "$name" == weka85 ]] && load=0.85
+    blocks=${3:-2000}
+    # The longest scaled prompts of the first two shards hold ~25k tokens;
+    # the replicas take any prompt their cache can hold.
+    max_model_len=$((blocks * 16))
+    shards=$traces/weka-claude-code/claude_code_traces_0001-0050.jsonl.gz
+    shards+=,$traces/weka-claude-code/claude_code_traces_0051-0100.jsonl.gz
+    workload=(--workload "$shards" --sessions "${2:-100}"
+              --trace-block-tokens 2 --output-scale 32 --time-scale 1000 --max-think-ms "${KVGATE_MAX_THINK_MS:-200}")
+    ;;
+  mooncake70)
+    load=0.70
+    blocks=${3:-4000}
     # The longest scaled prompt is 126,195 / 16 = 7,887 tokens, plus its output.
     max_model_len=12288
     workload=(--workload "$traces/mooncake-fast25/conversation_trace.jsonl" --max-requests "${2:-2000}"
-              --trace-block-tokens 32 --time-scale 10)
-    ;;
-  weka)
-    policies=(round_robin session_hash dynamo_cost sglang_cache_aware cache_aware)
-    blocks=${3:-1600}
-    # The longest scaled prompt is 755,680 / 32 = 23,615 tokens; 1,600
-    # blocks of 16 hold 25,600, about six sessions' contexts per replica.
-    max_model_len=25600
-    workload=(--workload "$traces/weka-claude-code/claude_code_traces_0001-0050.jsonl.gz" --sessions "${2:-8}"
-              --concurrency 8 --trace-block-tokens 2 --time-scale 1000 --max-think-ms 500)
+              --trace-block-tokens 32 --output-scale 16)
     ;;
   *)
-    echo "usage: bench/load/trace.sh mooncake|weka [COUNT] [BLOCKS_PER_REPLICA]" >&2
+    echo "usage: bench/load/trace.sh weka70|weka85|mooncake70 [COUNT] [BLOCKS_PER_REPLICA]" >&2
     exit 2
     ;;
 esac
+if [[ -n "${KVGATE_TARGETS:-}" ]]; then
+  read -r -a targets <<<"$KVGATE_TARGETS"
+else
+  targets=("${peers[@]}" "${kvgate[@]}")
+fi
 
 cmake --build build -j"${KVGATE_JOBS:-2}" --target kvgate kvgate-sim kvgate-bench >/dev/null
 source scripts/lib.sh
 begin_run trace
-start_fleet "$blocks" "$max_model_len" "${policies[@]}"
-build/bench/load/kvgate-bench compare "${runs[@]}" "${resets[@]}" "${workload[@]}" --out "$work/report"
-mkdir -p build/trace-report
-cp "$work/report/"* build/trace-report/
+start_fleet "$blocks" "$max_model_len" "${targets[@]}"
+baselines=()
+for target in round_robin nginx_sticky; do
+  [[ " ${targets[*]} " == *" $target "* ]] && baselines+=(--baseline "$target")
+done
+started_at=$(date +%s)
+build/bench/load/kvgate-bench compare "${runs[@]}" "${resets[@]}" "${workload[@]}" --load "$load" \
+  "${baselines[@]}" --fleet "$fleet" --out "$work/report"
+echo "trace.sh $name: $(($(date +%s) - started_at)) s for ${#targets[@]} targets"
+out=build/trace-report/$name
+rm -rf "$out"
+mkdir -p "$out"
+cp "$work/report/"* "$out/"
+if command -v chromium >/dev/null 2>&1; then
+  scripts/report_screenshot.sh "$out/report.html" "$out/report.png"
+fi

@@ -110,7 +110,7 @@ TEST(Bench, BadInputIsAnErrorWithExitTwo) {
   // (here against nothing: exit 1).
   auto skipped = run_bench("run --target http://127.0.0.1:9 --workload " + path + " --out " + harness.folder());
   EXPECT_EQ(skipped.status, 1) << skipped.output;
-  EXPECT_NE(skipped.output.find(path + ": skipped line 2"), std::string::npos) << skipped.output;
+  EXPECT_NE(skipped.output.find("skipped " + path + ": line 2"), std::string::npos) << skipped.output;
 
   auto no_capacity = run_bench("run --load 0.7 --target http://127.0.0.1:9 --workload chat --out " + harness.folder());
   EXPECT_EQ(no_capacity.status, 2);

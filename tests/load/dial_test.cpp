@@ -45,7 +45,10 @@ TEST(Dial, OfferedTokensOfASessionWorkload) {
   EXPECT_EQ(offered.requests, 3u);
   EXPECT_DOUBLE_EQ(offered.prompt, 10 + 20 + 10);
   EXPECT_DOUBLE_EQ(offered.ceiling, 10 + 10);  // turn 2's first half, session b's whole prompt
-  EXPECT_DOUBLE_EQ(offered.round_robin, 40 - 20 / 2.0);
+  // Round robin over 2 replicas: requests 0 and 2 land on replica 0, so
+  // session b reuses all of session a's first prompt; request 1 lands on
+  // replica 1, which has seen nothing.
+  EXPECT_DOUBLE_EQ(offered.round_robin, 40 - 10);
   // 30 round-robin tokens over 2 sessions: 15 per session; at 60% of 100
   // tokens/s, 4 sessions per second.
   EXPECT_DOUBLE_EQ(session_rate_for_load(offered, 2, 0.6, 100), 4);
