@@ -245,6 +245,13 @@ std::string markdown_report(const std::vector<json>& runs, const json& meta) {
                 : std::string()) +
            " |\n";
   }
+  double bench_cpu = 0;
+  for (const auto& run : runs) {
+    bench_cpu = std::max(bench_cpu, run.value("bench_cpu_share", 0.0));
+  }
+  if (bench_cpu > 0) {
+    out += "\nThe bench used at most " + percent(bench_cpu) + " of one core in any run.\n";
+  }
   for (const auto& run : runs) {
     if (run.contains("failure")) {
       out += "\nRun `" + run.value("name", "") + "` failed: " + run.value("failure", "") + "\n";
@@ -288,13 +295,17 @@ std::string markdown_report(const std::vector<json>& runs, const json& meta) {
     out += "---|";
   }
   out += "\n";
-  for (std::size_t turn = 0; turn < turns; ++turn) {
+  constexpr std::size_t kTurnsShown = 30;  // long agent sessions have hundreds (summary.json has them all)
+  for (std::size_t turn = 0; turn < std::min(turns, kTurnsShown); ++turn) {
     out += "| " + std::to_string(turn + 1) + " |";
     for (const auto& run : runs) {
       const auto& by_turn = run["hit_rate_by_turn"];
       out += " " + (turn < by_turn.size() ? percent(by_turn[turn].value("hit_rate", 0.0)) : std::string("-")) + " |";
     }
     out += "\n";
+  }
+  if (turns > kTurnsShown) {
+    out += "\n(turns " + std::to_string(kTurnsShown + 1) + " to " + std::to_string(turns) + " in summary.json)\n";
   }
   return out;
 }

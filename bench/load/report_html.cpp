@@ -82,7 +82,8 @@ struct Axis {
 
 class Plot {
  public:
-  Plot(Axis x, Axis y) : x_(std::move(x)), y_(std::move(y)) {
+  Plot(Axis x, Axis y, double width = kWidth, double height = kHeight)
+      : x_(std::move(x)), y_(std::move(y)), width_(width), height_(height) {
     if (x_.log) {
       x_.low = std::max(x_.low, 1e-3);
       x_.high = std::max(x_.high, x_.low * 10);
@@ -96,7 +97,7 @@ class Plot {
   }
 
   [[nodiscard]] double px(double x) const {
-    const double width = kWidth - kLeft - kRight;
+    const double width = width_ - kLeft - kRight;
     if (x_.log) {
       const double at = std::log10(std::max(x, x_.low));
       return kLeft + width * (at - std::log10(x_.low)) / (std::log10(x_.high) - std::log10(x_.low));
@@ -104,17 +105,17 @@ class Plot {
     return kLeft + width * (x - x_.low) / (x_.high - x_.low);
   }
   [[nodiscard]] double py(double y) const {
-    const double height = kHeight - kTop - kBottom;
-    return kHeight - kBottom - height * (std::clamp(y, y_.low, y_.high) - y_.low) / (y_.high - y_.low);
+    const double height = height_ - kTop - kBottom;
+    return height_ - kBottom - height * (std::clamp(y, y_.low, y_.high) - y_.low) / (y_.high - y_.low);
   }
 
   [[nodiscard]] std::string frame(const std::vector<std::string>& names) const {
-    std::string svg = "<svg xmlns='http://www.w3.org/2000/svg' width='" + number(kWidth) + "' height='" +
-                      number(kHeight) + "' font-family='sans-serif'>";
+    std::string svg = "<svg xmlns='http://www.w3.org/2000/svg' width='" + number(width_) + "' height='" +
+                      number(height_) + "' font-family='sans-serif'>";
     for (int step = 0; step <= 4; ++step) {
       const double value = y_.low + (y_.high - y_.low) * step / 4.0;
       const double y = py(value);
-      svg += "<line x1='" + number(kLeft) + "' x2='" + number(kWidth - kRight) + "' y1='" + number(y) + "' y2='" +
+      svg += "<line x1='" + number(kLeft) + "' x2='" + number(width_ - kRight) + "' y1='" + number(y) + "' y2='" +
              number(y) + "' stroke='#ddd'/><text x='" + number(kLeft - 6) + "' y='" + number(y + 4) +
              "' text-anchor='end' font-size='11'>" + tick(value * y_.scale) + y_.unit + "</text>";
     }
@@ -133,15 +134,15 @@ class Plot {
       }
     }
     for (double value : ticks) {
-      svg += "<text x='" + number(px(value)) + "' y='" + number(kHeight - kBottom + 16) +
+      svg += "<text x='" + number(px(value)) + "' y='" + number(height_ - kBottom + 16) +
              "' text-anchor='middle' font-size='11'>" + tick(value * x_.scale) + x_.unit + "</text>";
     }
-    svg += "<line x1='" + number(kLeft) + "' x2='" + number(kWidth - kRight) + "' y1='" + number(kHeight - kBottom) +
-           "' y2='" + number(kHeight - kBottom) + "' stroke='#444'/>";
-    svg += "<text x='" + number((kLeft + kWidth - kRight) / 2) + "' y='" + number(kHeight - 8) +
+    svg += "<line x1='" + number(kLeft) + "' x2='" + number(width_ - kRight) + "' y1='" + number(height_ - kBottom) +
+           "' y2='" + number(height_ - kBottom) + "' stroke='#444'/>";
+    svg += "<text x='" + number((kLeft + width_ - kRight) / 2) + "' y='" + number(height_ - 8) +
            "' text-anchor='middle' font-size='12'>" + escape(x_.label) + "</text>";
-    svg += "<text x='14' y='" + number(kHeight / 2) + "' font-size='12' transform='rotate(-90 14 " +
-           number(kHeight / 2) + ")' text-anchor='middle'>" + escape(y_.label) + "</text>";
+    svg += "<text x='14' y='" + number(height_ / 2) + "' font-size='12' transform='rotate(-90 14 " +
+           number(height_ / 2) + ")' text-anchor='middle'>" + escape(y_.label) + "</text>";
     double legend_x = kLeft;
     for (std::size_t index = 0; index < names.size(); ++index) {
       svg += "<rect x='" + number(legend_x) + "' y='10' width='12' height='12' fill='" +
@@ -176,6 +177,8 @@ class Plot {
  private:
   Axis x_;
   Axis y_;
+  double width_;
+  double height_;
 };
 
 std::string figure(const std::string& name, const std::string& title, const std::string& svg,
@@ -214,16 +217,26 @@ std::string ttft_cdf_chart(const std::vector<json>& runs) {
 std::string hit_rate_chart(const std::vector<json>& runs) {
   std::vector<Series> series;
   double turns = 1;
+  bool few = true;
   for (const auto& run : runs) {
     Series one{run.value("name", ""), {}};
-    for (const auto& turn : member(run, "hit_rate_by_turn")) {
+    const auto& by_turn = member(run, "hit_rate_by_turn");
+    // Turns that a tenth of the conversations reach: beyond them a point
+    // is one or two requests, noise rather than a trend.
+    const double enough = by_turn.empty() ? 0.0 : by_turn[0].value("requests", 0.0) / 10;
+    for (const auto& turn : by_turn) {
+      if (turn.value("requests", 0.0) < enough) {
+        break;
+      }
       one.points.emplace_back(turn.value("turn", 1), turn.value("hit_rate", 0.0));
       turns = std::max(turns, static_cast<double>(turn.value("turn", 1)));
     }
+    few = few && one.points.size() <= 30;
     series.push_back(std::move(one));
   }
   Plot plot({"turn", 1, std::max(2.0, turns), false, 1, ""}, {"prefix-cache hit rate", 0, 1, false, 100, "%"});
-  return figure("hit-by-turn", "Prefix-cache hit rate by turn", plot.lines(series, true));
+  return figure("hit-by-turn", "Prefix-cache hit rate by turn", plot.lines(series, few),
+                "Turns that at least a tenth of the conversations reach.");
 }
 
 std::string prefill_chart(const std::vector<json>& runs) {
@@ -271,16 +284,19 @@ std::string timeline_charts(const std::vector<json>& runs) {
       series.push_back(std::move(one));
     }
     Plot plot({"seconds into the run", 0, static_cast<double>(bins) * bin_ms / 1000, false, 1, "s"},
-              {"requests sent per " + number(bin_ms / 1000, "%.2g") + " s", 0, top * 1.1, false, 1, ""});
-    out += figure("worker-timeline", "Requests per worker over time: " + run.value("name", ""), plot.lines(series));
+              {"requests per " + number(bin_ms / 1000, "%.2g") + " s", 0, top * 1.1, false, 1, ""}, kWidth / 2 + 20,
+              kHeight * 0.75);
+    out += figure("worker-timeline", run.value("name", ""), plot.lines(series));
   }
-  return out;
+  // Small multiples, two to a row.
+  return "<h2>Requests per worker over time (the hotspot picture)</h2><div class='grid'>" + out + "</div>";
 }
 
 std::string page(const std::string& title, const std::string& body) {
   return "<!doctype html><html><head><meta charset='utf-8'><title>" + escape(title) +
          "</title><style>body{font-family:sans-serif;max-width:64em;margin:2em auto;color:#222}"
-         "figure{margin:1.5em 0}figcaption{color:#555;font-size:0.9em}h2{font-size:1.1em}"
+         "figure{margin:1.5em 0}.grid{display:flex;flex-wrap:wrap}.grid figure{margin:0.5em 0}.grid "
+         "h2{font-size:0.95em}figcaption{color:#555;font-size:0.9em}h2{font-size:1.1em}"
          "pre{background:#f6f6f6;padding:1em;overflow:auto;font-size:0.8em}</style></head><body><h1>" +
          escape(title) + "</h1>" + body + "</body></html>\n";
 }

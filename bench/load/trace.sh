@@ -8,7 +8,7 @@
 #   bench/load/trace.sh weka70|weka85|mooncake70 [COUNT] [BLOCKS_PER_REPLICA]
 #
 # weka70, weka85: Claude Code sessions (WEKA's kv-cache-tester, the first
-#   two shards: COUNT sessions, default all 100 lines) at 70% / 85% load. Prompts
+#   two shards: the first COUNT sessions, default 75) at 70% / 85% load. Prompts
 #   32x shorter (64-token blocks become 2 tokens) and outputs 32x shorter, so
 #   prefill and decode keep their proportion; think times 1000x shorter and
 #   at most 0.2 s (KVGATE_MAX_THINK_MS; the recording holds pauses of days). 2,000 blocks of 16
@@ -18,15 +18,15 @@
 #   outputs 16x shorter; 4,000 blocks per replica.
 #
 # Fleet: KVGATE_REPLICAS (default 4) kvgate-sim replicas at KVGATE_TIME_SCALE
-# (default 2: twice real time, which keeps the request rate within what
-# this 2-core machine drives without becoming the bottleneck). Targets:
+# (default 2 for WEKA, 0.5 for Mooncake: the request rate stays within what
+# this 2-core machine drives without the bench or the proxies becoming the
+# bottleneck; each report gives the bench's CPU share). Targets:
 # KVGATE_TARGETS overrides the list.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
 traces=${KVGATE_TRACES:-../shared/data/traces}
 export KVGATE_REPLICAS=${KVGATE_REPLICAS:-4}
-export KVGATE_TIME_SCALE=${KVGATE_TIME_SCALE:-2}
 name=${1:-weka70}
 peers=(round_robin nginx_sticky haproxy_leastconn)
 kvgate=(session_hash prefix_hash dynamo_cost sglang_cache_aware cache_aware)
@@ -34,17 +34,21 @@ case "$name" in
   weka70 | weka85)
     load=0.70
     [[ "$name" == weka85 ]] && load=0.85
+    time_scale=2
     blocks=${3:-2000}
     # The longest scaled prompts of the first two shards hold ~25k tokens;
     # the replicas take any prompt their cache can hold.
     max_model_len=$((blocks * 16))
     shards=$traces/weka-claude-code/claude_code_traces_0001-0050.jsonl.gz
     shards+=,$traces/weka-claude-code/claude_code_traces_0051-0100.jsonl.gz
-    workload=(--workload "$shards" --sessions "${2:-100}"
+    workload=(--workload "$shards" --sessions "${2:-75}"
               --trace-block-tokens 2 --output-scale 32 --time-scale 1000 --max-think-ms "${KVGATE_MAX_THINK_MS:-200}")
     ;;
   mooncake70)
     load=0.70
+    # Mooncake's requests are short and many: half real time keeps the
+    # request rate (~100/s) within what this machine drives.
+    time_scale=0.5
     blocks=${3:-4000}
     # The longest scaled prompt is 126,195 / 16 = 7,887 tokens, plus its output.
     max_model_len=12288
@@ -56,6 +60,7 @@ case "$name" in
     exit 2
     ;;
 esac
+export KVGATE_TIME_SCALE=${KVGATE_TIME_SCALE:-$time_scale}
 if [[ -n "${KVGATE_TARGETS:-}" ]]; then
   read -r -a targets <<<"$KVGATE_TARGETS"
 else

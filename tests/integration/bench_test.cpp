@@ -258,5 +258,33 @@ TEST(Bench, TheLoadDialSetsTheRateAndReportsTheMeasuredUtilisation) {
   EXPECT_LE(summary["cached_tokens"].get<std::uint64_t>(), summary["prompt_tokens"].get<std::uint64_t>());
 }
 
+// Capacity against real replicas, bounded to three steps: every step runs
+// from reset caches, a generous SLO holds at the first load and doubles
+// it, and the report names the highest load that held with its rate.
+TEST(Bench, CapacitySearchesLoadsAgainstTheSlo) {
+  Fleet fleet;
+  std::string resets;
+  for (const auto* id : {"r0", "r1"}) {
+    fleet.add_sim(id);
+    resets += " --reset " + fleet.sim(id).url();
+  }
+  fleet.start_gateway();
+  const auto target = "http://127.0.0.1:" + std::to_string(fleet.harness.api_port());
+  const auto out = fleet.harness.folder() + "/capacity";
+  auto outcome = run_bench("capacity --run gw=" + target + " --workload chat --sessions 4 --slo-p90-ttft-ms 60000" +
+                           " --start-load 0.1 --max-steps 3" + resets + " --out " + out);
+  ASSERT_EQ(outcome.status, 0) << outcome.output;
+  auto capacity = json::parse(read_file(out + "/capacity.json"));
+  ASSERT_EQ(capacity["targets"].size(), 1u);
+  const auto& target_result = capacity["targets"][0];
+  ASSERT_EQ(target_result["steps"].size(), 3u);
+  EXPECT_DOUBLE_EQ(target_result["steps"][0]["load"].get<double>(), 0.1);
+  EXPECT_DOUBLE_EQ(target_result["steps"][1]["load"].get<double>(), 0.2);
+  EXPECT_DOUBLE_EQ(target_result["capacity_load"].get<double>(), 0.4);
+  EXPECT_GT(target_result["capacity"]["sessions_per_minute"].get<double>(), 0);
+  EXPECT_NE(read_file(out + "/report.md").find("| gw | 40.0% |"), std::string::npos) << read_file(out + "/report.md");
+  EXPECT_NE(read_file(out + "/report.html").find("data-chart='capacity'"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kvgate::testing
