@@ -30,6 +30,7 @@ using nlohmann::json;
 constexpr const char* kUsage =
     "usage: kvgate-bench run --target URL --workload FILE[,FILE...]|PRESET --out DIR [options]\n"
     "       kvgate-bench compare --run NAME=URL [--run NAME=URL ...] --workload FILE|PRESET --out DIR [options]\n"
+    "       kvgate-bench report --from SUMMARY.json --out DIR   (the reports again, from a compare's summary)\n"
     "       kvgate-bench capacity --run NAME=URL [...] --workload FILE|PRESET --out DIR --slo-p90-ttft-ms X "
     "--reset URL [...] [options]\n"
     "options:\n"
@@ -76,6 +77,7 @@ struct Command {
   double slo_p90_ttft_ms = 0;
   double start_load = 0.5;
   std::uint32_t max_steps = 7;
+  std::string from;  // report: a compare's summary.json
 };
 
 template <class Number>
@@ -91,7 +93,7 @@ std::string parse(int argc, char** argv, Command& command) {
     return "missing command";
   }
   command.mode = argv[1];
-  if (command.mode != "run" && command.mode != "compare" && command.mode != "capacity") {
+  if (command.mode != "run" && command.mode != "compare" && command.mode != "capacity" && command.mode != "report") {
     return "unknown command '" + command.mode + "'";
   }
   std::string name = "run";
@@ -115,6 +117,8 @@ std::string parse(int argc, char** argv, Command& command) {
         return "--run takes NAME=URL";
       }
       command.runs.emplace_back(value.substr(0, equals), value.substr(equals + 1));
+    } else if (flag == "--from") {
+      command.from = value;
     } else if (flag == "--workload") {
       command.workload = value;
     } else if (flag == "--out") {
@@ -168,6 +172,12 @@ std::string parse(int argc, char** argv, Command& command) {
     if (!good) {
       return "invalid value for " + flag + ": '" + value + "'";
     }
+  }
+  if (command.mode == "report") {
+    if (command.from.empty() || command.out.empty()) {
+      return "report takes --from SUMMARY.json and --out DIR";
+    }
+    return "";
   }
   if (command.mode == "run") {
     if (target.empty() || !command.runs.empty()) {
@@ -471,11 +481,37 @@ int run_capacity(const Command& command, const Workload& workload, const kvgate:
 
 }  // namespace
 
+// The Markdown and HTML reports again from a compare's summary.json, e.g.
+// after the report's layout changed, without running anything.
+int rerender(const Command& command) {
+  std::ifstream file(command.from);
+  auto summary = json::parse(file, nullptr, false);
+  if (!file.is_open() || summary.is_discarded() || !summary.is_object() || !summary.contains("runs") ||
+      !summary["runs"].is_array()) {
+    std::cerr << "kvgate-bench: " << command.from << " is not a compare's summary.json\n";
+    return 2;
+  }
+  const std::vector<json> runs(summary["runs"].begin(), summary["runs"].end());
+  const auto& meta = kvgate::load::member(summary, "meta");
+  std::filesystem::create_directories(command.out);
+  write_file(std::filesystem::path(command.out) / "report.md", kvgate::load::markdown_report(runs, meta));
+  write_file(std::filesystem::path(command.out) / "report.html", kvgate::load::html_report(runs, meta));
+  return 0;
+}
+
 int main(int argc, char** argv) {
   Command command;
   if (auto problem = parse(argc, argv, command); !problem.empty()) {
     std::cerr << "kvgate-bench: " << problem << "\n" << kUsage;
     return 2;
+  }
+  if (command.mode == "report") {
+    try {
+      return rerender(command);
+    } catch (const std::exception& error) {
+      std::cerr << "kvgate-bench: " << error.what() << "\n";
+      return 1;
+    }
   }
   auto workload = load(command);
   if (!workload) {

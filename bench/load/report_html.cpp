@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <set>
 
 #include "report.hpp"
 
@@ -20,7 +21,7 @@ constexpr double kWidth = 720;
 constexpr double kHeight = 320;
 constexpr double kLeft = 64;
 constexpr double kRight = 16;
-constexpr double kTop = 40;
+constexpr double kTop = 16;
 constexpr double kBottom = 44;
 
 std::string number(double value, const char* pattern = "%.1f") {
@@ -109,7 +110,7 @@ class Plot {
     return height_ - kBottom - height * (std::clamp(y, y_.low, y_.high) - y_.low) / (y_.high - y_.low);
   }
 
-  [[nodiscard]] std::string frame(const std::vector<std::string>& names) const {
+  [[nodiscard]] std::string frame() const {
     std::string svg = "<svg xmlns='http://www.w3.org/2000/svg' width='" + number(width_) + "' height='" +
                       number(height_) + "' font-family='sans-serif'>";
     for (int step = 0; step <= 4; ++step) {
@@ -143,23 +144,11 @@ class Plot {
            "' text-anchor='middle' font-size='12'>" + escape(x_.label) + "</text>";
     svg += "<text x='14' y='" + number(height_ / 2) + "' font-size='12' transform='rotate(-90 14 " +
            number(height_ / 2) + ")' text-anchor='middle'>" + escape(y_.label) + "</text>";
-    double legend_x = kLeft;
-    for (std::size_t index = 0; index < names.size(); ++index) {
-      svg += "<rect x='" + number(legend_x) + "' y='10' width='12' height='12' fill='" +
-             kColours[index % kColours.size()] + "'/><text x='" + number(legend_x + 16) + "' y='20' font-size='12'>" +
-             escape(names[index]) + "</text>";
-      legend_x += 24 + 7.0 * static_cast<double>(names[index].size());
-    }
     return svg;
   }
 
   [[nodiscard]] std::string lines(const std::vector<Series>& series, bool markers = false) const {
-    std::vector<std::string> names;
-    names.reserve(series.size());
-    for (const auto& one : series) {
-      names.push_back(one.name);
-    }
-    std::string svg = frame(names);
+    std::string svg = frame();
     for (std::size_t index = 0; index < series.size(); ++index) {
       const std::string colour = kColours[index % kColours.size()];
       std::string points;
@@ -181,9 +170,20 @@ class Plot {
   double height_;
 };
 
+// The series' names in their colours, as HTML so that long lists wrap.
+std::string legend(const std::vector<Series>& series) {
+  std::string html = "<div class='legend'>";
+  for (std::size_t index = 0; index < series.size(); ++index) {
+    html += "<span><i style='background:" + std::string(kColours[index % kColours.size()]) + "'></i>" +
+            escape(series[index].name) + "</span>";
+  }
+  return html + "</div>";
+}
+
 std::string figure(const std::string& name, const std::string& title, const std::string& svg,
-                   const std::string& caption = "") {
-  return "<figure data-chart='" + name + "'><h2>" + escape(title) + "</h2>" + svg + "</svg>" +
+                   const std::string& caption = "", const std::vector<Series>& series = {}) {
+  return "<figure data-chart='" + name + "'><h2>" + escape(title) + "</h2>" +
+         (series.empty() ? std::string() : legend(series)) + svg + "</svg>" +
          (caption.empty() ? std::string() : "<figcaption>" + escape(caption) + "</figcaption>") + "</figure>";
 }
 
@@ -211,7 +211,7 @@ std::string ttft_cdf_chart(const std::vector<json>& runs) {
       {"time to first token (ms, log scale)", std::pow(10, std::floor(std::log10(low))), high * 1.05, true, 1, ""},
       {"share of requests", 0, 1, false, 100, "%"});
   return figure("ttft-cdf", "Time to first token (CDF)", plot.lines(series),
-                "Further left is faster; the right end of each curve is the slowest request.");
+                "Further left is faster; the right end of each curve is the slowest request.", series);
 }
 
 std::string hit_rate_chart(const std::vector<json>& runs) {
@@ -236,7 +236,7 @@ std::string hit_rate_chart(const std::vector<json>& runs) {
   }
   Plot plot({"turn", 1, std::max(2.0, turns), false, 1, ""}, {"prefix-cache hit rate", 0, 1, false, 100, "%"});
   return figure("hit-by-turn", "Prefix-cache hit rate by turn", plot.lines(series, few),
-                "Turns that at least a tenth of the conversations reach.");
+                "Turns that at least a tenth of the conversations reach.", series);
 }
 
 std::string prefill_chart(const std::vector<json>& runs) {
@@ -245,7 +245,8 @@ std::string prefill_chart(const std::vector<json>& runs) {
     top = std::max(top, run.value("prefill_tokens_computed", 0.0));
   }
   const double row = 26;
-  const double height = kTop + row * static_cast<double>(runs.size()) + 10;
+  const double first_row = 34;  // under the axis title
+  const double height = first_row + row * static_cast<double>(runs.size()) + 10;
   const double left = 170;
   const double width = kWidth - left - 90;
   std::string svg = "<svg xmlns='http://www.w3.org/2000/svg' width='" + number(kWidth) + "' height='" + number(height) +
@@ -253,7 +254,7 @@ std::string prefill_chart(const std::vector<json>& runs) {
   svg += "<text x='" + number(left) + "' y='20' font-size='12'>prompt tokens computed (prompt - cached), summed</text>";
   for (std::size_t index = 0; index < runs.size(); ++index) {
     const double value = runs[index].value("prefill_tokens_computed", 0.0);
-    const double y = kTop + row * static_cast<double>(index);
+    const double y = first_row + row * static_cast<double>(index);
     svg += "<text x='" + number(left - 8) + "' y='" + number(y + 14) + "' text-anchor='end' font-size='12'>" +
            escape(runs[index].value("name", "")) + "</text><rect x='" + number(left) + "' y='" + number(y) +
            "' width='" + number(width * value / top) + "' height='18' fill='" + kColours[index % kColours.size()] +
@@ -266,6 +267,14 @@ std::string prefill_chart(const std::vector<json>& runs) {
 
 // One small chart per run: requests sent to each worker over the run.
 std::string timeline_charts(const std::vector<json>& runs) {
+  // Every worker in every chart, in one order: a worker keeps its colour
+  // across runs, and one that got nothing shows as a flat line.
+  std::set<std::string> names;
+  for (const auto& run : runs) {
+    for (const auto& [worker, counts] : member(member(run, "worker_timeline"), "workers").items()) {
+      names.insert(worker);
+    }
+  }
   std::string out;
   for (const auto& run : runs) {
     const auto& timeline = member(run, "worker_timeline");
@@ -273,8 +282,10 @@ std::string timeline_charts(const std::vector<json>& runs) {
     std::vector<Series> series;
     double top = 1;
     std::size_t bins = 1;
-    for (const auto& [worker, counts] : member(timeline, "workers").items()) {
+    const auto& workers = member(timeline, "workers");
+    for (const auto& worker : names) {
       Series one{worker, {}};
+      const auto& counts = member(workers, worker.c_str());
       for (std::size_t bin = 0; bin < counts.size(); ++bin) {
         const double value = counts[bin].get<double>();
         one.points.emplace_back((static_cast<double>(bin) + 0.5) * bin_ms / 1000, value);
@@ -286,7 +297,7 @@ std::string timeline_charts(const std::vector<json>& runs) {
     Plot plot({"seconds into the run", 0, static_cast<double>(bins) * bin_ms / 1000, false, 1, "s"},
               {"requests per " + number(bin_ms / 1000, "%.2g") + " s", 0, top * 1.1, false, 1, ""}, kWidth / 2 + 20,
               kHeight * 0.75);
-    out += figure("worker-timeline", run.value("name", ""), plot.lines(series));
+    out += figure("worker-timeline", run.value("name", ""), plot.lines(series), "", series);
   }
   // Small multiples, two to a row.
   return "<h2>Requests per worker over time (the hotspot picture)</h2><div class='grid'>" + out + "</div>";
@@ -295,7 +306,9 @@ std::string timeline_charts(const std::vector<json>& runs) {
 std::string page(const std::string& title, const std::string& body) {
   return "<!doctype html><html><head><meta charset='utf-8'><title>" + escape(title) +
          "</title><style>body{font-family:sans-serif;max-width:64em;margin:2em auto;color:#222}"
-         "figure{margin:1.5em 0}.grid{display:flex;flex-wrap:wrap}.grid figure{margin:0.5em 0}.grid "
+         "figure{margin:1.5em 0}.grid{display:flex;flex-wrap:wrap}.legend{font-size:12px;margin:0.3em 0}.legend "
+         "span{margin-right:1em;white-space:nowrap}.legend "
+         "i{display:inline-block;width:11px;height:11px;margin-right:4px}.grid figure{margin:0.5em 0}.grid "
          "h2{font-size:0.95em}figcaption{color:#555;font-size:0.9em}h2{font-size:1.1em}"
          "pre{background:#f6f6f6;padding:1em;overflow:auto;font-size:0.8em}</style></head><body><h1>" +
          escape(title) + "</h1>" + body + "</body></html>\n";
@@ -305,8 +318,12 @@ std::string page(const std::string& title, const std::string& body) {
 
 std::string html_report(const std::vector<json>& runs, const json& meta) {
   const std::string table = markdown_report(runs, meta);
-  return page("kvgate-bench report", ttft_cdf_chart(runs) + hit_rate_chart(runs) + prefill_chart(runs) +
-                                         timeline_charts(runs) + "<h2>Figures</h2><pre>" + escape(table) + "</pre>");
+  // A trace's requests are all "turn 1": no chart by turn.
+  const bool turns =
+      std::any_of(runs.begin(), runs.end(), [](const json& run) { return member(run, "hit_rate_by_turn").size() > 1; });
+  return page("kvgate-bench report", ttft_cdf_chart(runs) + (turns ? hit_rate_chart(runs) : std::string()) +
+                                         prefill_chart(runs) + timeline_charts(runs) + "<h2>Figures</h2><pre>" +
+                                         escape(table) + "</pre>");
 }
 
 std::string capacity_html(const json& capacity) {
@@ -335,7 +352,8 @@ std::string capacity_html(const json& capacity) {
   return page("kvgate-bench capacity",
               figure("capacity", "p90 TTFT against offered load", svg,
                      "Each point is one run from reset caches; a target's capacity is its highest load under the "
-                     "dashed line.") +
+                     "dashed line.",
+                     series) +
                   "<h2>Figures</h2><pre>" + escape(capacity_markdown(capacity)) + "</pre>");
 }
 
