@@ -158,7 +158,11 @@ class Plot {
           svg += "<circle cx='" + number(px(x)) + "' cy='" + number(py(y)) + "' r='3' fill='" + colour + "'/>";
         }
       }
-      svg += "<polyline fill='none' stroke-width='2' stroke='" + colour + "' points='" + points + "'/>";
+      svg += "<polyline fill='none' stroke-width='2' stroke='";
+      svg += colour;
+      svg += "' points='";
+      svg += points;
+      svg += "'/>";
     }
     return svg;
   }
