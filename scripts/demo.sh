@@ -28,7 +28,7 @@ start_fleet 160 2560 "${policies[@]}"
 echo
 echo "######## $sessions chat sessions, $concurrency at a time, through each gateway (replica caches reset before each)"
 build/bench/load/kvgate-bench compare "${runs[@]}" "${resets[@]}" --workload chat --sessions "$sessions" \
-  --concurrency "$concurrency" --out "$work/report"
+  --concurrency "$concurrency" --fleet "$fleet" --out "$work/report"
 mkdir -p build/demo-report
 cp "$work/report/"* build/demo-report/
 echo

@@ -379,6 +379,10 @@ awaitable<bool> handle_sim_request(SimServer& server, beast::tcp_stream& stream,
                             : json_response(200, {{"ok", true}}, keep_alive);
     co_return co_await send(stream, std::move(response));
   }
+  if (path == "/metrics" && server.fault().metrics_delay_ms > 0) {
+    asio::steady_timer delay(stream.get_executor(), std::chrono::milliseconds(server.fault().metrics_delay_ms));
+    co_await delay.async_wait(use_nothrow);
+  }
   if (path != "/metrics" && server.fault().hang) {
     co_await wait_until_peer_closes(stream.socket());
     co_return false;

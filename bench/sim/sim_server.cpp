@@ -1,5 +1,6 @@
 #include "sim_server.hpp"
 
+#include <algorithm>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -183,7 +184,8 @@ void SimServer::publish_events() {
 std::optional<std::string> SimServer::apply_fault(const std::string& body) {
   auto request = nlohmann::json::parse(body, nullptr, false);
   if (!request.is_object() || !request.contains("mode") || !request["mode"].is_string()) {
-    return std::string(R"(expected {"mode": "none|status|hang|slow|drop_after|evict_all|drop_batches|restart", ...})");
+    return std::string(
+        R"(expected {"mode": "none|status|hang|slow|slow_metrics|drop_after|evict_all|drop_batches|restart", ...})");
   }
   auto mode = request["mode"].get<std::string>();
   auto number = [&](const char* key, double fallback) {
@@ -201,6 +203,8 @@ std::optional<std::string> SimServer::apply_fault(const std::string& body) {
     fault_.hang = true;
   } else if (mode == "slow") {
     fault_.slow_factor = std::max(1.0, number("factor", 10));
+  } else if (mode == "slow_metrics") {
+    fault_.metrics_delay_ms = static_cast<std::uint32_t>(std::clamp(number("delay_ms", 2'000), 0.0, 600'000.0));
   } else if (mode == "drop_after") {
     fault_.drop_after_tokens = static_cast<std::uint32_t>(number("tokens", 1));
   } else if (mode == "evict_all") {

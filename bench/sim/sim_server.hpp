@@ -39,6 +39,7 @@ struct FaultState {
   bool hang = false;                               // read requests, never answer
   double slow_factor = 1.0;                        // multiply step durations
   std::optional<std::uint32_t> drop_after_tokens;  // reset streams after N tokens
+  std::uint32_t metrics_delay_ms = 0;              // answer /metrics this late (llama.cpp queues it)
 };
 
 class SimServer {

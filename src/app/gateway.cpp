@@ -96,7 +96,7 @@ bool Gateway::start() {
   admin_.start();
   auto table = context_.table();
   health_.watch(table->all_workers(), options_->health_check, table->thresholds);
-  scraper_.watch(table->all_workers(), options_->metrics_scrape);
+  scraper_.watch(route::scrape_targets(*table), options_->metrics_scrape);
   signals_.add(SIGTERM);
   signals_.add(SIGINT);
   signals_.add(SIGHUP);
@@ -166,7 +166,7 @@ void Gateway::reload() {
   ingestion_->configure(route::worker_feeds(*table), options->index, options->kv_events);
   options_ = options;
   health_.watch(table->all_workers(), options->health_check, table->thresholds);
-  scraper_.watch(table->all_workers(), options->metrics_scrape);
+  scraper_.watch(route::scrape_targets(*table), options->metrics_scrape);
   for (auto& thread : threads_) {
     thread->apply_pool_limits(options->upstream.max_idle_connections, options->upstream.idle_connection_timeout);
   }

@@ -107,7 +107,7 @@ void read_health_check(YamlReader& reader, const YAML::Node& node, HealthCheckOp
 
 void read_metrics_scrape(YamlReader& reader, const YAML::Node& node, MetricsScrapeOptions& out) {
   const std::string base = "metrics_scrape";
-  if (!reader.check_mapping(node, base, {"enabled", "path", "interval", "timeout"})) {
+  if (!reader.check_mapping(node, base, {"enabled", "path", "interval", "timeout", "max_backoff"})) {
     return;
   }
   reader.optional(node, base, "enabled", [&](auto& value, auto path) { reader.read(value, path, out.enabled); });
@@ -121,6 +121,9 @@ void read_metrics_scrape(YamlReader& reader, const YAML::Node& node, MetricsScra
                   [&](auto& value, auto path) { reader.read_duration(value, path, out.interval, Milliseconds(100)); });
   reader.optional(node, base, "timeout",
                   [&](auto& value, auto path) { reader.read_duration(value, path, out.timeout, Milliseconds(1)); });
+  reader.optional(node, base, "max_backoff", [&](auto& value, auto path) {
+    reader.read_duration(value, path, out.max_backoff, Milliseconds(100));
+  });
 }
 
 void read_cache_aware(YamlReader& reader, const YAML::Node& node, CacheAwareOptions& out) {
@@ -267,7 +270,9 @@ void read_kv_events(YamlReader& reader, const YAML::Node& node, KvEventOptions& 
 }
 
 void read_worker(YamlReader& reader, const YAML::Node& node, const std::string& path, WorkerOptions& out) {
-  if (!reader.check_mapping(node, path, {"id", "url", "kv_events", "kv_events_replay", "kv_capacity_blocks"})) {
+  if (!reader.check_mapping(
+          node, path,
+          {"id", "url", "kv_events", "kv_events_replay", "kv_capacity_blocks", "scrape_interval", "scrape_timeout"})) {
     return;
   }
   if (!node["id"]) {
@@ -296,6 +301,16 @@ void read_worker(YamlReader& reader, const YAML::Node& node, const std::string& 
   });
   reader.optional(node, path, "kv_capacity_blocks", [&](auto& value, auto key_path) {
     reader.read(value, key_path, out.kv_capacity_blocks, 1, 1'000'000'000);
+  });
+  reader.optional(node, path, "scrape_interval", [&](auto& value, auto key_path) {
+    Milliseconds interval{};
+    reader.read_duration(value, key_path, interval, Milliseconds(100));
+    out.scrape_interval = interval;
+  });
+  reader.optional(node, path, "scrape_timeout", [&](auto& value, auto key_path) {
+    Milliseconds timeout{};
+    reader.read_duration(value, key_path, timeout, Milliseconds(1));
+    out.scrape_timeout = timeout;
   });
   for (const char* key : {"kv_events", "kv_events_replay"}) {
     reader.optional(node, path, key, [&](auto& value, auto key_path) {

@@ -53,10 +53,12 @@ Metrics::Metrics()
                          .Name("kvgate_health_checks_total")
                          .Help("Active health checks, by worker and result")
                          .Register(*registry_)),
-      metrics_scrapes_(BuildCounter()
-                           .Name("kvgate_worker_scrapes_total")
-                           .Help("Scrapes of the workers' /metrics, by worker and result (success, failure)")
-                           .Register(*registry_)),
+      metrics_scrapes_(
+          BuildCounter()
+              .Name("kvgate_worker_scrapes_total")
+              .Help("Scrapes of the workers' /metrics, by worker and result (success, failure, skipped: the last one "
+                    "had not answered yet)")
+              .Register(*registry_)),
       config_reloads_(BuildCounter()
                           .Name("kvgate_config_reloads_total")
                           .Help("Configuration reloads (SIGHUP), by result")
@@ -261,8 +263,8 @@ void Metrics::health_check(std::string_view worker, bool success) {
   health_checks_.Add({{"worker", std::string(worker)}, {"result", success ? "success" : "failure"}}).Increment();
 }
 
-void Metrics::metrics_scrape(std::string_view worker, bool success) {
-  metrics_scrapes_.Add({{"worker", std::string(worker)}, {"result", success ? "success" : "failure"}}).Increment();
+void Metrics::metrics_scrape(std::string_view worker, ScrapeResult result) {
+  metrics_scrapes_.Add({{"worker", std::string(worker)}, {"result", std::string(to_string(result))}}).Increment();
 }
 
 void Metrics::config_reload(bool success) {

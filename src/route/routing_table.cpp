@@ -137,4 +137,16 @@ std::vector<kv_events::WorkerFeed> worker_feeds(const RoutingTable& table) {
   return feeds;
 }
 
+std::vector<workers::ScrapeTarget> scrape_targets(const RoutingTable& table) {
+  std::vector<workers::ScrapeTarget> targets;
+  const auto& defaults = table.options->metrics_scrape;
+  for (const auto& model : table.models) {
+    for (const auto& worker : model.workers) {
+      targets.push_back({worker.state, worker.options.scrape_interval.value_or(defaults.interval),
+                         worker.options.scrape_timeout.value_or(defaults.timeout)});
+    }
+  }
+  return targets;
+}
+
 }  // namespace kvgate::route

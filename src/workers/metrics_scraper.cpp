@@ -22,31 +22,79 @@ std::uint64_t unix_ms() {
           .count());
 }
 
+std::uint64_t steady_ms() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
 }  // namespace
 
-void MetricsScraper::watch(std::vector<std::shared_ptr<WorkerState>> workers,
-                           const config::MetricsScrapeOptions& options) {
+void MetricsScraper::watch(std::vector<ScrapeTarget> targets, const config::MetricsScrapeOptions& options) {
   rounds_.stop();
-  if (!options.enabled) {
+  std::unordered_map<std::string, ScrapeSchedule> kept;
+  for (const auto& target : targets) {
+    if (auto found = schedules_.find(target.worker->id()); found != schedules_.end()) {
+      auto schedule = found->second;
+      schedule.abandoned();  // a stopped round's scrape never reports back
+      kept.emplace(target.worker->id(), schedule);
+    }
+  }
+  schedules_ = std::move(kept);
+  if (!options.enabled || targets.empty()) {
     return;
   }
-  rounds_.start(std::move(workers), options.interval,
-                [this, options](std::shared_ptr<WorkerState> worker, std::shared_ptr<const bool> stopped) {
-                  return scrape(std::move(worker), std::move(stopped), options);
+  // Rounds tick at the shortest interval; each worker's schedule says
+  // whether its turn has come.
+  auto tick = options.interval;
+  std::vector<std::shared_ptr<WorkerState>> workers;
+  std::unordered_map<const WorkerState*, ScrapeTarget> by_worker;
+  for (const auto& target : targets) {
+    tick = std::min(tick, target.interval);
+    workers.push_back(target.worker);
+    by_worker.emplace(target.worker.get(), target);
+  }
+  rounds_.start(std::move(workers), tick,
+                [this, options, by_worker = std::move(by_worker)](std::shared_ptr<WorkerState> worker,
+                                                                  std::shared_ptr<const bool> stopped) {
+                  const auto& target = by_worker.at(worker.get());
+                  return scrape(std::move(worker), std::move(stopped), target, options);
                 });
 }
 
 awaitable<void> MetricsScraper::scrape(std::shared_ptr<WorkerState> worker, std::shared_ptr<const bool> stopped,
-                                       config::MetricsScrapeOptions options) {
-  auto page = co_await fetch_http(io_, worker->endpoint(), options.path, options.timeout, kMaxMetricsBytes);
+                                       ScrapeTarget target, config::MetricsScrapeOptions options) {
+  const std::string id = worker->id();
+  {
+    auto& schedule = schedules_[id];
+    if (!schedule.due(steady_ms())) {
+      if (schedule.in_flight()) {
+        metrics_.metrics_scrape(id, obs::ScrapeResult::skipped);  // the last one has not answered yet
+      }
+      co_return;
+    }
+    schedule.started();
+  }
+  auto page = co_await fetch_http(io_, worker->endpoint(), options.path, target.timeout, kMaxMetricsBytes);
   if (*stopped) {
     co_return;
   }
-  if (!page || page->status != 200) {
+  const bool ok = page && page->status == 200;
+  auto found = schedules_.find(id);
+  if (found != schedules_.end()) {
+    const auto before = found->second.consecutive_failures();
+    found->second.finished(ok, steady_ms(), static_cast<std::uint64_t>(target.interval.count()),
+                           static_cast<std::uint64_t>(options.max_backoff.count()));
+    if (!ok && before == 0) {
+      spdlog::warn("worker {}: scraping {} failed ({}); backing off (routing uses its own counts until it answers)", id,
+                   options.path, page ? "HTTP " + std::to_string(page->status) : std::string("no answer in time"));
+    } else if (ok && before > 0) {
+      spdlog::info("worker {}: {} answers again after {} failed scrapes", id, options.path, before);
+    }
+  }
+  if (!ok) {
     // Not fatal: the snapshot keeps its time, so readers can tell its age.
-    metrics_.metrics_scrape(worker->id(), false);
-    spdlog::debug("worker {}: scraping {} failed ({})", worker->id(), options.path,
-                  page ? "HTTP " + std::to_string(page->status) : std::string("no answer"));
+    metrics_.metrics_scrape(id, obs::ScrapeResult::failure);
     co_return;
   }
   auto parsed = parse_prometheus_text(page->body);
@@ -54,7 +102,7 @@ awaitable<void> MetricsScraper::scrape(std::shared_ptr<WorkerState> worker, std:
   snapshot->load = extract_engine_load(parsed);
   snapshot->unix_ms = unix_ms();
   worker->publish_engine_load(std::move(snapshot));
-  metrics_.metrics_scrape(worker->id(), true);
+  metrics_.metrics_scrape(id, obs::ScrapeResult::success);
 }
 
 }  // namespace kvgate::workers

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <csignal>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -297,6 +298,76 @@ TEST(KvIndexUsage, PredictionsAreCheckedAgainstTheEnginesUsageWithoutChangingThe
     EXPECT_GT(record["output_tokens"].get<int>(), 0);
   }
   EXPECT_GT(records[1]["cached_tokens"].get<int>(), 0);
+}
+
+}  // namespace
+}  // namespace kvgate::testing
+
+namespace kvgate::testing {
+namespace {
+
+std::uint64_t scrapes(const std::string& metrics, const std::string& result, const std::string& worker) {
+  const std::string series = "kvgate_worker_scrapes_total{result=\"" + result + "\",worker=\"" + worker + "\"} ";
+  auto at = metrics.find(series);
+  return at == std::string::npos ? 0 : std::stoull(metrics.substr(at + series.size()));
+}
+
+// An engine that serves /metrics behind inference (llama.cpp) answers late
+// when busy: its scrapes time out, the next ones back off and are never
+// piled on a page still being served, the worker stays healthy and keeps
+// its traffic, and the other worker's own schedule is untouched.
+TEST(MetricsScrape, ASlowEndpointBacksOffWithoutTouchingHealth) {
+  Harness harness;
+  SimProcess slow(harness, {}, "slow");
+  SimProcess quick(harness, {}, "quick");
+  slow.fault({{"mode", "slow_metrics"}, {"delay_ms", 400}});
+  harness.start_gateway(
+      "routing: {policy: round_robin}\nhealth_check: {interval: 100ms}\n"
+      "metrics_scrape: {interval: 100ms, timeout: 1s, max_backoff: 800ms}\n",
+      "models:\n  - name: \"sim-model\"\n    block_size: 16\n    workers:\n"
+      "      - {id: slow, url: \"" +
+          slow.url() +
+          "\", scrape_interval: 100ms, scrape_timeout: 50ms}\n"
+          "      - {id: quick, url: \"" +
+          quick.url() + "\"}\n");
+  std::string metrics;
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    metrics = get(harness.admin_port(), "/metrics").body;
+    if (scrapes(metrics, "failure", "slow") >= 3 && scrapes(metrics, "success", "quick") >= 10) {
+      break;
+    }
+    std::this_thread::sleep_for(20ms);  // polling the gateway's own scrape rounds
+  }
+  const auto failures = scrapes(metrics, "failure", "slow");
+  const auto successes = scrapes(metrics, "success", "quick");
+  ASSERT_GE(failures, 3u) << metrics;
+  ASSERT_GE(successes, 10u) << metrics;
+  // Backing off: over the time the quick worker was scraped `successes`
+  // times at 100 ms, the slow one was tried far fewer times (waits of 200,
+  // 400, 800, 800 ... ms after each failure).
+  EXPECT_LT(failures, successes / 2) << metrics;
+  EXPECT_EQ(scrapes(metrics, "success", "slow"), 0u);
+  // Health and traffic are untouched: both workers answer, round robin
+  // alternates between them.
+  std::set<std::string> served;
+  for (int request = 0; request < 4; ++request) {
+    auto response = post_json(harness.api_port(), "/v1/completions",
+                              json{{"model", "sim-model"}, {"max_tokens", 1}, {"prompt", "hello"}}.dump());
+    ASSERT_EQ(response.status, 200) << response.body;
+    served.insert(response.header("x-kvgate-worker"));
+  }
+  EXPECT_EQ(served, (std::set<std::string>{"slow", "quick"}));
+  auto workers = json::parse(get(harness.admin_port(), "/debug/workers").body)["workers"];
+  for (const auto& worker : workers) {
+    EXPECT_EQ(worker["healthy"], true) << worker.dump();
+  }
+  // Once it answers in time again, it is scraped again.
+  slow.fault({{"mode", "none"}});
+  for (int attempt = 0; attempt < 200 && scrapes(metrics, "success", "slow") == 0; ++attempt) {
+    std::this_thread::sleep_for(20ms);
+    metrics = get(harness.admin_port(), "/metrics").body;
+  }
+  EXPECT_GT(scrapes(metrics, "success", "slow"), 0u) << metrics;
 }
 
 }  // namespace

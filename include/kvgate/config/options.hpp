@@ -32,6 +32,10 @@ struct WorkerOptions {
   std::string kv_events;                 // ZMQ publisher address, empty when absent
   std::string kv_events_replay;          // ZMQ replay (ROUTER) address, empty when absent
   std::uint32_t kv_capacity_blocks = 0;  // engine's GPU KV blocks; 0: index.default_kv_capacity_blocks
+  // This worker's /metrics schedule; unset: metrics_scrape's. An engine
+  // that serves /metrics behind inference (llama.cpp) wants a longer one.
+  std::optional<Milliseconds> scrape_interval;
+  std::optional<Milliseconds> scrape_timeout;
 };
 
 struct ModelOptions {
@@ -101,6 +105,9 @@ struct MetricsScrapeOptions {
   std::string path = "/metrics";
   Milliseconds interval{1'000};
   Milliseconds timeout{1'000};
+  // After failed scrapes a worker's next one waits twice as long each time,
+  // up to this (workers/scrape_schedule.hpp).
+  Milliseconds max_backoff{30'000};
 };
 
 struct RoutingOptions {

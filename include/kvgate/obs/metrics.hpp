@@ -17,6 +17,20 @@
 
 namespace kvgate::obs {
 
+// The outcome of one round's visit to a worker's /metrics.
+enum class ScrapeResult { success, failure, skipped };
+[[nodiscard]] constexpr std::string_view to_string(ScrapeResult result) {
+  switch (result) {
+    case ScrapeResult::success:
+      return "success";
+    case ScrapeResult::failure:
+      return "failure";
+    case ScrapeResult::skipped:
+      return "skipped";
+  }
+  return "failure";
+}
+
 class Metrics {
  public:
   Metrics();
@@ -35,7 +49,7 @@ class Metrics {
   void client_error(int status, std::string_view code);
   void connection_rejected();
   void health_check(std::string_view worker, bool success);
-  void metrics_scrape(std::string_view worker, bool success);
+  void metrics_scrape(std::string_view worker, ScrapeResult result);
   void config_reload(bool success);
 
   // KV-event ingestion (the index writer thread).

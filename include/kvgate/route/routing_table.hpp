@@ -15,6 +15,7 @@
 #include "kvgate/policy/policy.hpp"
 #include "kvgate/prompt/model_tokenizer.hpp"
 #include "kvgate/prompt/prepared_prompt.hpp"
+#include "kvgate/workers/scrape_target.hpp"
 #include "kvgate/workers/worker_state.hpp"
 
 namespace kvgate::route {
@@ -65,6 +66,8 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
     kv_events::CacheRegistry& registry);
 
 // What the ingestion thread follows for this table.
+// What the metrics scraper watches: each worker with its own schedule.
+std::vector<workers::ScrapeTarget> scrape_targets(const RoutingTable& table);
 std::vector<kv_events::WorkerFeed> worker_feeds(const RoutingTable& table);
 
 }  // namespace kvgate::route

@@ -4,13 +4,20 @@
 // counters, block size, GPU blocks) as an immutable snapshot in its
 // WorkerState, where the policy and the index writer read them without
 // locks. Runs on the control thread's io_context, like the health checker.
+// Each worker has its own interval and timeout, one scrape at a time, and
+// backs off while its endpoint fails (scrape_schedule.hpp); a failed
+// scrape only ages the snapshot, never the worker's health.
 #include <memory>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "kvgate/config/options.hpp"
 #include "kvgate/http/beast.hpp"
 #include "kvgate/obs/metrics.hpp"
 #include "kvgate/workers/periodic_rounds.hpp"
+#include "kvgate/workers/scrape_schedule.hpp"
+#include "kvgate/workers/scrape_target.hpp"
 #include "kvgate/workers/worker_state.hpp"
 
 namespace kvgate::workers {
@@ -20,16 +27,19 @@ class MetricsScraper {
   MetricsScraper(http::asio::io_context& io, obs::Metrics& metrics) : io_(io), metrics_(metrics), rounds_(io) {}
 
   // Replaces the scraped set (start-up and every reload). Control thread only.
-  void watch(std::vector<std::shared_ptr<WorkerState>> workers, const config::MetricsScrapeOptions& options);
+  void watch(std::vector<ScrapeTarget> targets, const config::MetricsScrapeOptions& options);
   void stop() { rounds_.stop(); }
 
  private:
   http::awaitable<void> scrape(std::shared_ptr<WorkerState> worker, std::shared_ptr<const bool> stopped,
-                               config::MetricsScrapeOptions options);
+                               ScrapeTarget target, config::MetricsScrapeOptions options);
 
   http::asio::io_context& io_;
   obs::Metrics& metrics_;
   PeriodicRounds rounds_;
+  // By worker id; control thread only. Kept across reloads for the workers
+  // that stay, so a reload does not forget a back-off.
+  std::unordered_map<std::string, ScrapeSchedule> schedules_;
 };
 
 }  // namespace kvgate::workers
