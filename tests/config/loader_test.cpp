@@ -148,6 +148,9 @@ INSTANTIATE_TEST_SUITE_P(
                   "models[0].workers[0].kv_capacity_blocks", "between 1 and"},
         BadConfig{"scrape_path_relative", with_models("metrics_scrape:\n  path: metrics\n"), 2, "metrics_scrape.path",
                   "must start with '/'"},
+        BadConfig{"worker_scrape_interval_short",
+                  "models:\n  - name: m\n    workers:\n      - {id: a, url: 'http://a:1', scrape_interval: 10ms}\n", 4,
+                  "models[0].workers[0].scrape_interval", ""},
         BadConfig{"scrape_interval_too_short", with_models("metrics_scrape:\n  interval: 10ms\n"), 2,
                   "metrics_scrape.interval", "at least 100ms"},
         BadConfig{"log_level_unknown", with_models("log_level: loud\n"), 1, "log_level", "unknown log level"},
@@ -215,6 +218,22 @@ TEST(ConfigLoader, ReadsTheIndexEventAndCostSettings) {
   EXPECT_EQ(loaded->index.default_kv_capacity_blocks, 900u);
   EXPECT_EQ(loaded->kv_events.replay_timeout, Milliseconds(250));
   EXPECT_EQ(loaded->kv_events.silence_after, Milliseconds(3000));
+}
+
+TEST(ConfigLoader, ReadsPerWorkerScrapeSchedules) {
+  auto loaded = load_text(
+      "metrics_scrape: {interval: 2s, max_backoff: 1m}\nmodels:\n  - name: m\n    workers:\n"
+      "      - {id: a, url: 'http://a:1', scrape_interval: 5s, scrape_timeout: 3s}\n"
+      "      - {id: b, url: 'http://b:1'}\n",
+      "scrape.yaml");
+  ASSERT_TRUE(loaded) << loaded.error().front().to_string();
+  EXPECT_EQ(loaded->metrics_scrape.interval, Milliseconds(2000));
+  EXPECT_EQ(loaded->metrics_scrape.max_backoff, Milliseconds(60'000));
+  const auto& workers = loaded->models[0].workers;
+  EXPECT_EQ(workers[0].scrape_interval, Milliseconds(5000));
+  EXPECT_EQ(workers[0].scrape_timeout, Milliseconds(3000));
+  EXPECT_FALSE(workers[1].scrape_interval);  // metrics_scrape's
+  EXPECT_FALSE(workers[1].scrape_timeout);
 }
 
 TEST(ConfigLoader, ReportsEveryProblemAtOnce) {
