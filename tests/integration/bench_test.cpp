@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <cstdio>
 #include <fstream>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <set>
@@ -52,21 +53,30 @@ std::string read_file(const std::string& path) {
   return text.str();
 }
 
+// kvgate-sim replicas with these ids behind one gateway; returns the
+// kvgate-bench --reset flags for them.
+std::string start_fleet(Fleet& fleet, std::initializer_list<const char*> ids) {
+  std::string resets;
+  for (const auto* id : ids) {
+    fleet.add_sim(id);
+    resets += " --reset " + fleet.sim(id).url();
+  }
+  fleet.start_gateway();
+  return resets;
+}
+
+std::string api_url(Fleet& fleet) {
+  return "http://127.0.0.1:" + std::to_string(fleet.harness.api_port());
+}
+
 // The same workload twice through cache_aware, replica caches reset before
 // each run: the second run starts as cold as the first (without the reset
 // its first turns would be cache hits), and later turns hit because the
 // gateway keeps each conversation where its earlier turns are cached.
 TEST(Bench, ComparesRunsFromColdCachesAndReportsHitRatesByTurn) {
   Fleet fleet;
-  for (const auto* id : {"r0", "r1", "r2"}) {
-    fleet.add_sim(id);
-  }
-  fleet.start_gateway();
-  const auto target = "http://127.0.0.1:" + std::to_string(fleet.harness.api_port());
-  std::string resets;
-  for (const auto* id : {"r0", "r1", "r2"}) {
-    resets += " --reset " + fleet.sim(id).url();
-  }
+  const auto resets = start_fleet(fleet, {"r0", "r1", "r2"});
+  const auto target = api_url(fleet);
   const auto out = fleet.harness.folder() + "/bench";
   auto outcome = run_bench("compare --run first=" + target + " --run second=" + target +
                            " --workload chat --sessions 6 --concurrency 3 --seed 3" + resets + " --out " + out);
@@ -173,16 +183,13 @@ std::unique_ptr<ChildProcess> start_peer(const std::string& kind, int port, cons
 // leastconn spreads them; kvgate's run is compared in the same report.
 TEST(Bench, PeersAreTargetsLikeAnyOther) {
   Fleet fleet;
+  const auto resets = start_fleet(fleet, {"r0", "r1", "r2"});
   std::vector<std::string> replicas;
-  std::string resets;
   for (const auto* id : {"r0", "r1", "r2"}) {
-    fleet.add_sim(id);
     replicas.push_back(fleet.sim(id).url());
-    resets += " --reset " + fleet.sim(id).url();
   }
-  fleet.start_gateway();
   std::vector<std::unique_ptr<ChildProcess>> peers;
-  std::string runs = " --run kvgate=http://127.0.0.1:" + std::to_string(fleet.harness.api_port());
+  std::string runs = " --run kvgate=" + api_url(fleet);
   for (const auto* kind : {"nginx_sticky", "haproxy_sticky", "haproxy_leastconn"}) {
     const int port = free_port();
     peers.push_back(start_peer(kind, port, fleet.harness.folder(), replicas));
@@ -234,13 +241,8 @@ TEST(Bench, PeersAreTargetsLikeAnyOther) {
 // replicas measured is reported next to the load asked for.
 TEST(Bench, TheLoadDialSetsTheRateAndReportsTheMeasuredUtilisation) {
   Fleet fleet;
-  std::string resets;
-  for (const auto* id : {"r0", "r1"}) {
-    fleet.add_sim(id);
-    resets += " --reset " + fleet.sim(id).url();
-  }
-  fleet.start_gateway();
-  const auto target = "http://127.0.0.1:" + std::to_string(fleet.harness.api_port());
+  const auto resets = start_fleet(fleet, {"r0", "r1"});
+  const auto target = api_url(fleet);
   const auto out = fleet.harness.folder() + "/dial";
   auto outcome = run_bench("run --name dialled --target " + target + " --workload chat --sessions 8 --load 0.3" +
                            resets + " --out " + out);
@@ -263,13 +265,8 @@ TEST(Bench, TheLoadDialSetsTheRateAndReportsTheMeasuredUtilisation) {
 // it, and the report names the highest load that held with its rate.
 TEST(Bench, CapacitySearchesLoadsAgainstTheSlo) {
   Fleet fleet;
-  std::string resets;
-  for (const auto* id : {"r0", "r1"}) {
-    fleet.add_sim(id);
-    resets += " --reset " + fleet.sim(id).url();
-  }
-  fleet.start_gateway();
-  const auto target = "http://127.0.0.1:" + std::to_string(fleet.harness.api_port());
+  const auto resets = start_fleet(fleet, {"r0", "r1"});
+  const auto target = api_url(fleet);
   const auto out = fleet.harness.folder() + "/capacity";
   auto outcome = run_bench("capacity --run gw=" + target + " --workload chat --sessions 4 --slo-p90-ttft-ms 60000" +
                            " --start-load 0.1 --max-steps 3" + resets + " --out " + out);
