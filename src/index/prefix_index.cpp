@@ -1,6 +1,7 @@
 #include "kvgate/index/prefix_index.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cassert>
 #include <thread>
@@ -13,8 +14,12 @@ constexpr std::uint64_t kMinimumCapacity = 1024;
 // stand-in instead (one in 2^64 blocks, and both sides map it the same way).
 constexpr std::uint64_t kZeroHashKey = 0x9E3779B97F4A7C15ULL;
 
+std::uint32_t word_of(WorkerSlot worker) {
+  return static_cast<std::uint32_t>(worker / kWorkersPerWord);
+}
+
 std::uint64_t bit(WorkerSlot worker) {
-  return std::uint64_t{1} << worker;
+  return std::uint64_t{1} << (worker % kWorkersPerWord);
 }
 
 __extension__ using Uint128 = unsigned __int128;  // GCC and Clang; multiply-shift needs the high half
@@ -26,33 +31,46 @@ std::uint64_t key_of(BlockHash hash) {
 }  // namespace
 
 struct PrefixIndex::Table {
-  struct Slot {
-    std::atomic<std::uint64_t> key{0};
-    std::atomic<std::uint64_t> gpu{0};        // workers with a GPU copy
-    std::atomic<std::uint64_t> offloaded{0};  // workers with another tier's copy
-  };
   struct Recency {  // writer-only
     std::uint32_t touched = 0;
     std::uint32_t older = kNone;  // towards the oldest
     std::uint32_t newer = kNone;
   };
 
-  explicit Table(std::uint64_t slot_count) : capacity(slot_count), slots(new Slot[slot_count]), recency(slot_count) {}
+  // A slot is `stride` words: its key, then the GPU mask's words, then the
+  // offloaded mask's (workers with a copy on another tier).
+  Table(std::uint64_t slot_count, std::uint32_t mask_words)
+      : capacity(slot_count),
+        words(mask_words),
+        stride(1 + 2 * static_cast<std::uint64_t>(mask_words)),
+        cells(new std::atomic<std::uint64_t>[slot_count * stride]()),
+        recency(slot_count) {}
+
+  [[nodiscard]] std::atomic<std::uint64_t>& key(std::uint64_t slot) const { return cells[slot * stride]; }
+  [[nodiscard]] std::atomic<std::uint64_t>& gpu(std::uint64_t slot, std::uint32_t word) const {
+    return cells[slot * stride + 1 + word];
+  }
+  [[nodiscard]] std::atomic<std::uint64_t>& offloaded(std::uint64_t slot, std::uint32_t word) const {
+    return cells[slot * stride + 1 + words + word];
+  }
+  [[nodiscard]] std::uint64_t holders(std::uint64_t slot, std::uint32_t word) const {
+    return gpu(slot, word).load(std::memory_order_relaxed) | offloaded(slot, word).load(std::memory_order_relaxed);
+  }
 
   // Home slot: Fibonacci hashing spreads keys that are not uniform (small
   // integers in tests, engine hashes), then multiply-shift maps onto any
   // capacity, so tables need not be powers of two.
-  [[nodiscard]] std::uint64_t home(std::uint64_t key) const {
-    const std::uint64_t mixed = key * 0x9E3779B97F4A7C15ULL;
+  [[nodiscard]] std::uint64_t home(std::uint64_t hashed) const {
+    const std::uint64_t mixed = hashed * 0x9E3779B97F4A7C15ULL;
     return static_cast<std::uint64_t>((static_cast<Uint128>(mixed) * capacity) >> 64);
   }
   [[nodiscard]] std::uint64_t next(std::uint64_t slot) const { return slot + 1 == capacity ? 0 : slot + 1; }
 
-  // Reader-safe probe: the slot holding `key`, or capacity when absent.
-  [[nodiscard]] std::uint64_t find(std::uint64_t key) const {
-    for (auto slot = home(key);; slot = next(slot)) {
-      auto stored = slots[slot].key.load(std::memory_order_acquire);
-      if (stored == key) {
+  // Reader-safe probe: the slot holding `hashed`, or capacity when absent.
+  [[nodiscard]] std::uint64_t find(std::uint64_t hashed) const {
+    for (auto slot = home(hashed);; slot = next(slot)) {
+      auto stored = key(slot).load(std::memory_order_acquire);
+      if (stored == hashed) {
         return slot;
       }
       if (stored == 0) {
@@ -62,7 +80,9 @@ struct PrefixIndex::Table {
   }
 
   std::uint64_t capacity;
-  std::unique_ptr<Slot[]> slots;
+  std::uint32_t words;
+  std::uint64_t stride;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> cells;
   std::vector<Recency> recency;
   std::uint64_t keyed = 0;  // slots with a key (live blocks and tombstones)
   mutable std::atomic<std::uint64_t> readers{0};
@@ -95,7 +115,7 @@ class PrefixIndex::ReadGuard {
 };
 
 PrefixIndex::PrefixIndex(std::uint64_t max_entries) : max_entries_(max_entries) {
-  tables_.push_back(std::make_unique<Table>(kMinimumCapacity));
+  tables_.push_back(std::make_unique<Table>(kMinimumCapacity, 1));
   table_ = tables_.back().get();
   published_.store(table_);
 }
@@ -107,17 +127,22 @@ std::uint64_t PrefixIndex::capacity_slots() const {
   return table->capacity;
 }
 
+std::uint32_t PrefixIndex::mask_words() const {
+  ReadGuard table(published_);
+  return table->words;
+}
+
 std::uint64_t PrefixIndex::insert(WorkerSlot worker, std::span<const BlockHash> blocks, Tier tier, std::uint32_t now) {
   assert(worker < kMaxWorkers);
+  widen_for(worker);
+  const auto word = word_of(worker);
   for (auto hash : blocks) {
     auto slot = find_or_claim(key_of(hash));
-    auto& entry = table_->slots[slot];
-    auto gpu = entry.gpu.load(std::memory_order_relaxed);
-    auto offloaded = entry.offloaded.load(std::memory_order_relaxed);
+    auto gpu = table_->gpu(slot, word).load(std::memory_order_relaxed);
+    auto offloaded = table_->offloaded(slot, word).load(std::memory_order_relaxed);
     (tier == Tier::gpu ? gpu : offloaded) |= bit(worker);
-    const bool was_live =
-        (entry.gpu.load(std::memory_order_relaxed) | entry.offloaded.load(std::memory_order_relaxed)) != 0;
-    set_bits(slot, gpu, offloaded);
+    const bool was_live = live(slot);
+    set_word(slot, word, gpu, offloaded);
     if (was_live) {
       unlink(slot);
     } else {
@@ -130,33 +155,40 @@ std::uint64_t PrefixIndex::insert(WorkerSlot worker, std::span<const BlockHash> 
 }
 
 void PrefixIndex::remove(WorkerSlot worker, std::span<const BlockHash> blocks, Tier tier) {
+  const auto word = word_of(worker);
+  if (word >= table_->words) {
+    return;  // never inserted: the width follows the highest slot inserted
+  }
   for (auto hash : blocks) {
     auto slot = table_->find(key_of(hash));
     if (slot == table_->capacity) {
       continue;
     }
-    auto& entry = table_->slots[slot];
-    auto gpu = entry.gpu.load(std::memory_order_relaxed);
-    auto offloaded = entry.offloaded.load(std::memory_order_relaxed);
+    auto position = static_cast<std::uint32_t>(slot);
+    auto gpu = table_->gpu(slot, word).load(std::memory_order_relaxed);
+    auto offloaded = table_->offloaded(slot, word).load(std::memory_order_relaxed);
     if (((gpu | offloaded) & bit(worker)) == 0) {
       continue;
     }
     (tier == Tier::gpu ? gpu : offloaded) &= ~bit(worker);
-    set_bits(slot, gpu, offloaded);
-    if ((gpu | offloaded) == 0) {
-      retire(static_cast<std::uint32_t>(slot));
+    set_word(position, word, gpu, offloaded);
+    if (!live(position)) {
+      retire(position);
     }
   }
 }
 
 void PrefixIndex::drop_worker(WorkerSlot worker) {
+  const auto word = word_of(worker);
+  if (word >= table_->words) {
+    return;
+  }
   for (auto slot = oldest_; slot != kNone;) {
     auto newer = table_->recency[slot].newer;
-    auto& entry = table_->slots[slot];
-    auto gpu = entry.gpu.load(std::memory_order_relaxed) & ~bit(worker);
-    auto offloaded = entry.offloaded.load(std::memory_order_relaxed) & ~bit(worker);
-    set_bits(slot, gpu, offloaded);
-    if ((gpu | offloaded) == 0) {
+    auto gpu = table_->gpu(slot, word).load(std::memory_order_relaxed) & ~bit(worker);
+    auto offloaded = table_->offloaded(slot, word).load(std::memory_order_relaxed) & ~bit(worker);
+    set_word(slot, word, gpu, offloaded);
+    if (!live(slot)) {
       retire(slot);
     }
     slot = newer;
@@ -168,95 +200,154 @@ std::uint32_t PrefixIndex::touched(BlockHash block) const {
   return slot == table_->capacity ? 0 : table_->recency[slot].touched;
 }
 
-PrefixMatch PrefixIndex::longest_prefix(std::span<const BlockHash> blocks) const {
-  PrefixMatch match;
+void PrefixIndex::longest_prefix(std::span<const BlockHash> blocks, PrefixMatch& match) const {
   ReadGuard guard(published_);
-  const auto& table = *guard;
-  std::uint64_t any = ~std::uint64_t{0};
-  std::uint64_t gpu = ~std::uint64_t{0};
+  // A fleet of up to 64 workers (the common case) walks with the stride
+  // and the word loop known at compile time.
+  if (guard->words == 1) {
+    walk<1>(*guard, blocks, match);
+  } else {
+    walk<0>(*guard, blocks, match);
+  }
+}
+
+template <std::uint32_t FixedWords>
+void PrefixIndex::walk(const Table& table, std::span<const BlockHash> blocks, PrefixMatch& match) {
+  const std::uint32_t words = FixedWords != 0 ? FixedWords : table.words;
+  const std::uint64_t stride = 1 + 2 * static_cast<std::uint64_t>(words);
+  match.blocks.assign(words * kWorkersPerWord, 0);
+  match.gpu_blocks.assign(words * kWorkersPerWord, 0);
+  // Per word, the workers whose run is still unbroken (any tier, GPU tier);
+  // `open` lists the words with any such worker left, so a lookup over a
+  // wide fleet only pays for the words whose workers still match.
+  std::array<std::uint64_t, kMaxWords> any;
+  std::array<std::uint64_t, kMaxWords> gpu;
+  std::array<std::uint32_t, kMaxWords> open;
+  for (std::uint32_t word = 0; word < words; ++word) {
+    any[word] = gpu[word] = ~std::uint64_t{0};
+    open[word] = word;
+  }
+  std::uint32_t open_words = words;
   std::uint32_t position = 0;
   // A worker's run ends where its bit leaves the running mask: record the
-  // position once per worker instead of incrementing per block.
-  auto record = [&](std::uint64_t leaving_any, std::uint64_t leaving_gpu) {
+  // position once per worker instead of incrementing per block (position 0
+  // is already recorded by the zero fill).
+  auto record = [&](std::uint32_t word, std::uint64_t leaving_any, std::uint64_t leaving_gpu) {
+    if (position == 0) {
+      return;
+    }
+    const auto base = static_cast<std::size_t>(word) * kWorkersPerWord;
     for (; leaving_any != 0; leaving_any &= leaving_any - 1) {
-      match.blocks[static_cast<std::size_t>(std::countr_zero(leaving_any))] = position;
+      match.blocks[base + static_cast<std::size_t>(std::countr_zero(leaving_any))] = position;
     }
     for (; leaving_gpu != 0; leaving_gpu &= leaving_gpu - 1) {
-      match.gpu_blocks[static_cast<std::size_t>(std::countr_zero(leaving_gpu))] = position;
+      match.gpu_blocks[base + static_cast<std::size_t>(std::countr_zero(leaving_gpu))] = position;
     }
   };
-  for (; position < blocks.size() && any != 0; ++position) {
-    auto slot = table.find(key_of(blocks[position]));
-    std::uint64_t block_gpu = 0;
-    std::uint64_t block_offloaded = 0;
-    if (slot != table.capacity) {
-      block_gpu = table.slots[slot].gpu.load(std::memory_order_relaxed);
-      block_offloaded = table.slots[slot].offloaded.load(std::memory_order_relaxed);
+  for (; position < blocks.size() && open_words != 0; ++position) {
+    const auto slot = table.find(key_of(blocks[position]));
+    const auto* masks = slot != table.capacity ? &table.cells[slot * stride + 1] : nullptr;
+    for (std::uint32_t index = 0; index < open_words;) {
+      const auto word = open[index];
+      std::uint64_t block_gpu = 0;
+      std::uint64_t block_offloaded = 0;
+      if (masks != nullptr) {
+        block_gpu = masks[word].load(std::memory_order_relaxed);
+        block_offloaded = masks[words + word].load(std::memory_order_relaxed);
+      }
+      // The GPU run is a subset of the any-tier run, so an empty any-tier
+      // mask closes the word.
+      auto next_any = any[word] & (block_gpu | block_offloaded);
+      auto next_gpu = gpu[word] & block_gpu;
+      record(word, any[word] & ~next_any, gpu[word] & ~next_gpu);
+      any[word] = next_any;
+      gpu[word] = next_gpu;
+      if (next_any == 0) {
+        open[index] = open[--open_words];
+      } else {
+        ++index;
+      }
     }
-    auto next_any = any & (block_gpu | block_offloaded);
-    auto next_gpu = gpu & block_gpu;
-    record(any & ~next_any, gpu & ~next_gpu);
-    any = next_any;
-    gpu = next_gpu;
   }
-  record(any, gpu);
-  return match;
+  for (std::uint32_t index = 0; index < open_words; ++index) {
+    record(open[index], any[open[index]], gpu[open[index]]);
+  }
 }
 
 bool PrefixIndex::holds(WorkerSlot worker, BlockHash block) const {
   ReadGuard table(published_);
-  auto slot = table->find(key_of(block));
-  if (slot == table->capacity) {
+  const auto word = word_of(worker);
+  if (word >= table->words) {
     return false;
   }
-  const auto& entry = table->slots[slot];
-  return ((entry.gpu.load(std::memory_order_relaxed) | entry.offloaded.load(std::memory_order_relaxed)) &
-          bit(worker)) != 0;
+  auto slot = table->find(key_of(block));
+  return slot != table->capacity && (table->holders(slot, word) & bit(worker)) != 0;
 }
 
-std::uint32_t PrefixIndex::find_or_claim(std::uint64_t key) {
-  auto found = table_->find(key);
+// The writer's mask width follows the highest slot inserted; a wider table
+// is built like a grown one (same capacity), so readers switch at one
+// pointer store.
+void PrefixIndex::widen_for(WorkerSlot worker) {
+  const auto needed = word_of(worker) + 1;
+  if (needed > table_->words) {
+    rebuild(table_->capacity, needed);
+  }
+}
+
+bool PrefixIndex::live(std::uint32_t slot) const {
+  for (std::uint32_t word = 0; word < table_->words; ++word) {
+    if (table_->holders(slot, word) != 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::uint32_t PrefixIndex::find_or_claim(std::uint64_t hashed) {
+  auto found = table_->find(hashed);
   if (found != table_->capacity) {
     return static_cast<std::uint32_t>(found);
   }
   // Keep keyed slots under 85% (linear probing degrades beyond): rebuild
   // from the live blocks so that they fill 60% of the new table (tombstones
-  // are dropped on the way). 36 bytes per slot / 0.6 = 60 bytes per block at
-  // most right after a rebuild.
+  // are dropped on the way). At one word per mask, 36 bytes per slot / 0.6
+  // = 60 bytes per block at most right after a rebuild.
   if ((table_->keyed + 1) * 20 > table_->capacity * 17) {
-    auto live = live_blocks_.load(std::memory_order_relaxed) + 1;
-    rebuild(std::max(kMinimumCapacity, live * 5 / 3));
+    auto live_count = live_blocks_.load(std::memory_order_relaxed) + 1;
+    rebuild(std::max(kMinimumCapacity, live_count * 5 / 3), table_->words);
   }
-  auto slot = table_->home(key);
-  while (table_->slots[slot].key.load(std::memory_order_relaxed) != 0) {
+  auto slot = table_->home(hashed);
+  while (table_->key(slot).load(std::memory_order_relaxed) != 0) {
     slot = table_->next(slot);
   }
-  table_->slots[slot].key.store(key, std::memory_order_release);
+  table_->key(slot).store(hashed, std::memory_order_release);
   ++table_->keyed;
   return static_cast<std::uint32_t>(slot);
 }
 
 // Keeps the entry counts in step with the masks: a (block, worker) pair
 // counts once whatever tiers hold it.
-void PrefixIndex::set_bits(std::uint32_t slot, std::uint64_t gpu, std::uint64_t offloaded) {
-  auto& entry = table_->slots[slot];
-  auto before = entry.gpu.load(std::memory_order_relaxed) | entry.offloaded.load(std::memory_order_relaxed);
+void PrefixIndex::set_word(std::uint32_t slot, std::uint32_t word, std::uint64_t gpu, std::uint64_t offloaded) {
+  auto before = table_->holders(slot, word);
   auto after = gpu | offloaded;
+  const auto base = static_cast<std::size_t>(word) * kWorkersPerWord;
   for (auto added = after & ~before; added != 0; added &= added - 1) {
-    per_worker_[static_cast<std::size_t>(std::countr_zero(added))].fetch_add(1, std::memory_order_relaxed);
+    per_worker_[base + static_cast<std::size_t>(std::countr_zero(added))].fetch_add(1, std::memory_order_relaxed);
     entries_.fetch_add(1, std::memory_order_relaxed);
   }
   for (auto gone = before & ~after; gone != 0; gone &= gone - 1) {
-    per_worker_[static_cast<std::size_t>(std::countr_zero(gone))].fetch_sub(1, std::memory_order_relaxed);
+    per_worker_[base + static_cast<std::size_t>(std::countr_zero(gone))].fetch_sub(1, std::memory_order_relaxed);
     entries_.fetch_sub(1, std::memory_order_relaxed);
   }
-  entry.gpu.store(gpu, std::memory_order_relaxed);
-  entry.offloaded.store(offloaded, std::memory_order_relaxed);
+  table_->gpu(slot, word).store(gpu, std::memory_order_relaxed);
+  table_->offloaded(slot, word).store(offloaded, std::memory_order_relaxed);
 }
 
 // The block has no holder left: it leaves the LRU and stays as a tombstone.
 void PrefixIndex::retire(std::uint32_t slot) {
-  set_bits(slot, 0, 0);
+  for (std::uint32_t word = 0; word < table_->words; ++word) {
+    set_word(slot, word, 0, 0);
+  }
   unlink(slot);
   live_blocks_.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -294,31 +385,33 @@ std::uint64_t PrefixIndex::evict_over_cap() {
   std::uint64_t evicted = 0;
   while (entries_.load(std::memory_order_relaxed) > max_entries_.load(std::memory_order_relaxed) && oldest_ != kNone) {
     auto slot = oldest_;
-    const auto& entry = table_->slots[slot];
-    evicted += static_cast<std::uint64_t>(
-        std::popcount(entry.gpu.load(std::memory_order_relaxed) | entry.offloaded.load(std::memory_order_relaxed)));
+    for (std::uint32_t word = 0; word < table_->words; ++word) {
+      evicted += static_cast<std::uint64_t>(std::popcount(table_->holders(slot, word)));
+    }
     retire(slot);
   }
   return evicted;
 }
 
-// Copies the live blocks, oldest first, into a fresh table; readers keep
-// using the old one until the pointer swap.
-void PrefixIndex::rebuild(std::uint64_t capacity) {
-  auto fresh = std::make_unique<Table>(capacity);
+// Copies the live blocks, oldest first, into a fresh table (`words` per
+// mask, at least the current width); readers keep using the old one until
+// the pointer swap.
+void PrefixIndex::rebuild(std::uint64_t capacity, std::uint32_t words) {
+  auto fresh = std::make_unique<Table>(capacity, words);
   std::uint32_t fresh_newest = kNone;
   std::uint32_t fresh_oldest = kNone;
   for (auto slot = oldest_; slot != kNone; slot = table_->recency[slot].newer) {
-    const auto& entry = table_->slots[slot];
-    auto key = entry.key.load(std::memory_order_relaxed);
-    auto target = fresh->home(key);
-    while (fresh->slots[target].key.load(std::memory_order_relaxed) != 0) {
+    auto hashed = table_->key(slot).load(std::memory_order_relaxed);
+    auto target = fresh->home(hashed);
+    while (fresh->key(target).load(std::memory_order_relaxed) != 0) {
       target = fresh->next(target);
     }
-    auto& copy = fresh->slots[target];
-    copy.gpu.store(entry.gpu.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    copy.offloaded.store(entry.offloaded.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    copy.key.store(key, std::memory_order_relaxed);
+    for (std::uint32_t word = 0; word < table_->words; ++word) {
+      fresh->gpu(target, word).store(table_->gpu(slot, word).load(std::memory_order_relaxed), std::memory_order_relaxed);
+      fresh->offloaded(target, word)
+          .store(table_->offloaded(slot, word).load(std::memory_order_relaxed), std::memory_order_relaxed);
+    }
+    fresh->key(target).store(hashed, std::memory_order_relaxed);
     ++fresh->keyed;
     auto position = static_cast<std::uint32_t>(target);
     fresh->recency[position] = {table_->recency[slot].touched, fresh_newest, kNone};
@@ -338,7 +431,7 @@ void PrefixIndex::rebuild(std::uint64_t capacity) {
   while (retired->readers.load(std::memory_order_seq_cst) != 0) {
     std::this_thread::yield();
   }
-  retired->slots.reset();
+  retired->cells.reset();
   std::vector<Table::Recency>().swap(retired->recency);  // assigning {} would keep the capacity
   newest_ = fresh_newest;
   oldest_ = fresh_oldest;

@@ -89,6 +89,58 @@ TEST(PrefixIndex, SlotsOfRemovedBlocksAreReused) {
   EXPECT_EQ(index.longest_prefix(hashes({kA})).blocks[5], 1u);
 }
 
+TEST(PrefixIndexWidth, WorkersBeyondTheFirstWordGetTheirOwnRuns) {
+  PrefixIndex index(100'000);
+  EXPECT_EQ(index.mask_words(), 1u);
+  index.insert(3, hashes({kA, kB}), Tier::gpu, 1);
+  index.insert(64, hashes({kA, kB, kC}), Tier::gpu, 2);  // the second word
+  EXPECT_EQ(index.mask_words(), 2u);
+  index.insert(999, hashes({kA}), Tier::offloaded, 3);
+  index.insert(static_cast<WorkerSlot>(kMaxWorkers - 1), hashes({kA, kB, kC, kD}), Tier::gpu, 4);
+  EXPECT_EQ(index.mask_words(), kMaxWords);
+  auto match = index.longest_prefix(hashes({kA, kB, kC, kD}));
+  EXPECT_EQ(match.blocks.size(), kMaxWorkers);
+  EXPECT_EQ(match.held(3), 2u);
+  EXPECT_EQ(match.held(64), 3u);
+  EXPECT_EQ(match.held(999), 1u);
+  EXPECT_EQ(match.held_on_gpu(999), 0u);
+  EXPECT_EQ(match.held(kMaxWorkers - 1), 4u);
+  EXPECT_EQ(match.held(65), 0u);  // a neighbour in the same word holds nothing
+  EXPECT_EQ(index.entries(), 10u);
+  EXPECT_EQ(index.entries_of(999), 1u);
+  // Blocks inserted before the widening kept their holders.
+  EXPECT_TRUE(index.holds(3, kB));
+  index.remove(64, hashes({kB}), Tier::gpu);
+  EXPECT_EQ(index.longest_prefix(hashes({kA, kB, kC})).held(64), 1u);
+  index.drop_worker(static_cast<WorkerSlot>(kMaxWorkers - 1));
+  EXPECT_EQ(index.longest_prefix(hashes({kA, kB, kC, kD})).held(kMaxWorkers - 1), 0u);
+  EXPECT_EQ(index.blocks(), 3u);  // D had no other holder
+}
+
+TEST(PrefixIndexWidth, AWorkerInAnotherWordDoesNotKeepABlockAliveForTheCap) {
+  PrefixIndex index(3);
+  index.insert(100, hashes({kA, kB}), Tier::gpu, 1);
+  index.insert(1, hashes({kC, kD}), Tier::gpu, 2);  // over the cap: A goes, with its holder in word 1
+  EXPECT_EQ(index.entries(), 3u);
+  EXPECT_FALSE(index.holds(100, kA));
+  EXPECT_TRUE(index.holds(100, kB));
+  EXPECT_EQ(index.entries_of(100), 1u);
+}
+
+TEST(PrefixIndexWidth, AMatchPassedBackInIsResizedToTheIndex) {
+  PrefixIndex narrow(1000);
+  PrefixIndex wide(1000);
+  narrow.insert(2, hashes({kA}), Tier::gpu, 1);
+  wide.insert(200, hashes({kA, kB}), Tier::gpu, 1);
+  PrefixMatch match;
+  wide.longest_prefix(hashes({kA, kB}), match);
+  EXPECT_EQ(match.held(200), 2u);
+  narrow.longest_prefix(hashes({kA, kB}), match);
+  EXPECT_EQ(match.blocks.size(), kWorkersPerWord);
+  EXPECT_EQ(match.held(2), 1u);
+  EXPECT_EQ(match.held(200), 0u);  // nothing left over from the wide lookup
+}
+
 }  // namespace
 }  // namespace kvgate::index
 
@@ -154,6 +206,37 @@ TEST(PrefixIndexConcurrency, ReadersSeeWholeRunsWhileTheWriterGrowsTheTable) {
   reader.join();
   EXPECT_EQ(wrong.load(), 0u);
   EXPECT_EQ(index.longest_prefix(prompt).blocks[0], 64u);
+}
+
+TEST(PrefixIndexConcurrency, ReadersSeeWholeRunsWhileTheWriterWidensTheMasks) {
+  PrefixIndex index(10'000'000);
+  std::vector<BlockHash> prompt;
+  for (BlockHash block = 1; block <= 64; ++block) {
+    prompt.push_back(block);
+  }
+  index.insert(7, prompt, Tier::gpu, 0);
+  std::atomic<bool> done{false};
+  std::atomic<std::uint64_t> wrong{0};
+  std::thread reader([&] {
+    PrefixMatch match;
+    while (!done.load()) {
+      index.longest_prefix(prompt, match);
+      if (match.held(7) != 64) {
+        wrong.fetch_add(1);
+      }
+    }
+  });
+  // Each new word rebuilds the table one word wider under the reader.
+  for (std::size_t worker = kWorkersPerWord; worker < kMaxWorkers; worker += kWorkersPerWord) {
+    index.insert(static_cast<WorkerSlot>(worker), std::span(prompt).first(worker % 63 + 1), Tier::gpu, 1);
+  }
+  done = true;
+  reader.join();
+  EXPECT_EQ(wrong.load(), 0u);
+  EXPECT_EQ(index.mask_words(), kMaxWords);
+  auto match = index.longest_prefix(prompt);
+  EXPECT_EQ(match.held(7), 64u);
+  EXPECT_EQ(match.held(128), 128 % 63 + 1);
 }
 
 }  // namespace

@@ -43,17 +43,19 @@ TEST(CacheRegistry, ANewBlockSizeGetsAFreshIndex) {
 
 TEST(CacheRegistry, ARejectedAssignmentChangesNothing) {
   CacheRegistry registry;
-  auto first = registry.assign({model("a", 1), model("b", 60)}, cap(100));
+  const auto fits = index::kMaxWorkers - 4;
+  auto first = registry.assign({model("a", 1), model("b", fits)}, cap(100));
   ASSERT_TRUE(first);
-  // "a" would gain worker "x" and a smaller cap, but "b" needs 70 slots.
+  // "a" would gain worker "x" and a smaller cap, but "b" needs more slots
+  // than its index has left (slots of removed workers are not reused).
   auto grown = model("a", 1);
   grown.workers.push_back({"x", "http://127.0.0.1:1"});
-  auto rejected = registry.assign({grown, model("b", 70)}, cap(50));
+  auto rejected = registry.assign({grown, model("b", 10, 16, fits)}, cap(50));
   ASSERT_FALSE(rejected);
   EXPECT_NE(rejected.error().find("'b'"), std::string::npos) << rejected.error();
   EXPECT_EQ((*first)[0].cache->index.max_entries(), 100u);
   // The slot "x" would have taken is still free.
-  auto after = registry.assign({model("a", 2), model("b", 60)}, cap(100));
+  auto after = registry.assign({model("a", 2), model("b", fits)}, cap(100));
   ASSERT_TRUE(after);
   EXPECT_EQ((*after)[0].slots, (std::vector<WorkerSlot>{0, 1}));
   EXPECT_EQ((*after)[0].cache, (*first)[0].cache);

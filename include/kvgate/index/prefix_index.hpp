@@ -1,7 +1,8 @@
 #pragma once
 // Which workers hold which blocks: block hash -> bitmask of workers (one
-// mask for GPU copies, one for offloaded copies), with an LRU over blocks
-// and a cap on (block, worker) entries.
+// mask for GPU copies, one for offloaded copies, each as many 64-bit words
+// as the highest slot in use needs), with an LRU over blocks and a cap on
+// (block, worker) entries.
 //
 // Concurrency: one writer thread, any number of reader threads, and readers
 // never wait behind the writer's updates.
@@ -17,7 +18,10 @@
 //   themselves with a per-table counter and re-check the pointer, so they
 //   never wait: no lock anywhere on the read side.
 // - Recency (the LRU links and last-touch time) is writer-only.
-// Workers are slots 0..63 of one index (one index per model).
+// - The mask width grows with the highest worker slot inserted: the writer
+//   rebuilds the table one word wider, the same way it grows it. A fleet of
+//   up to 64 workers pays for one word per tier, as before the widening.
+// Workers are slots 0..kMaxWorkers-1 of one index (one index per model).
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -30,16 +34,26 @@
 namespace kvgate::index {
 
 using prefix::BlockHash;
-using WorkerSlot = std::uint8_t;  // 0..63
-inline constexpr std::size_t kMaxWorkers = 64;
+using WorkerSlot = std::uint16_t;  // 0..kMaxWorkers-1
+inline constexpr std::size_t kWorkersPerWord = 64;
+inline constexpr std::size_t kMaxWords = 64;
+inline constexpr std::size_t kMaxWorkers = kWorkersPerWord * kMaxWords;  // 4,096 per model
 
 enum class Tier : std::uint8_t { gpu, offloaded };
 
+// Indexed by worker slot, sized to the index's width at lookup time (a
+// multiple of 64); a slot beyond it holds nothing. A caller that keeps one
+// match per thread and passes it back in looks up without allocating.
 struct PrefixMatch {
   // Leading blocks of the request each worker holds (on any tier).
-  std::array<std::uint32_t, kMaxWorkers> blocks{};
+  std::vector<std::uint32_t> blocks;
   // Of those, how many it holds on the GPU tier.
-  std::array<std::uint32_t, kMaxWorkers> gpu_blocks{};
+  std::vector<std::uint32_t> gpu_blocks;
+
+  [[nodiscard]] std::uint32_t held(WorkerSlot worker) const { return worker < blocks.size() ? blocks[worker] : 0; }
+  [[nodiscard]] std::uint32_t held_on_gpu(WorkerSlot worker) const {
+    return worker < gpu_blocks.size() ? gpu_blocks[worker] : 0;
+  }
 };
 
 class PrefixIndex {
@@ -64,7 +78,12 @@ class PrefixIndex {
   [[nodiscard]] std::uint32_t touched(BlockHash block) const;
 
   // --- Any thread. ---
-  [[nodiscard]] PrefixMatch longest_prefix(std::span<const BlockHash> blocks) const;
+  void longest_prefix(std::span<const BlockHash> blocks, PrefixMatch& match) const;
+  [[nodiscard]] PrefixMatch longest_prefix(std::span<const BlockHash> blocks) const {
+    PrefixMatch match;
+    longest_prefix(blocks, match);
+    return match;
+  }
   [[nodiscard]] bool holds(WorkerSlot worker, BlockHash block) const;
   // (block, worker) pairs, blocks with at least one holder, pairs of a worker.
   [[nodiscard]] std::uint64_t entries() const { return entries_.load(std::memory_order_relaxed); }
@@ -73,19 +92,27 @@ class PrefixIndex {
     return per_worker_[worker].load(std::memory_order_relaxed);
   }
   [[nodiscard]] std::uint64_t capacity_slots() const;
+  // 64-bit words per tier mask (grows with the highest slot inserted).
+  [[nodiscard]] std::uint32_t mask_words() const;
 
  private:
   struct Table;
   class ReadGuard;
   static constexpr std::uint32_t kNone = UINT32_MAX;
 
+  // The lookup over one table; FixedWords is its mask width when known at
+  // compile time (1), else 0.
+  template <std::uint32_t FixedWords>
+  static void walk(const Table& table, std::span<const BlockHash> blocks, PrefixMatch& match);
   std::uint32_t find_or_claim(BlockHash key);
-  void set_bits(std::uint32_t slot, std::uint64_t gpu, std::uint64_t offloaded);
+  void widen_for(WorkerSlot worker);
+  [[nodiscard]] bool live(std::uint32_t slot) const;
+  void set_word(std::uint32_t slot, std::uint32_t word, std::uint64_t gpu, std::uint64_t offloaded);
   void unlink(std::uint32_t slot);
   void push_newest(std::uint32_t slot);
   void retire(std::uint32_t slot);
   std::uint64_t evict_over_cap();
-  void rebuild(std::uint64_t capacity);
+  void rebuild(std::uint64_t capacity, std::uint32_t words);
 
   // Writer-owned: every table ever published (the last is current). Retired
   // tables keep only their header (a few dozen bytes) so that a reader that
