@@ -43,9 +43,11 @@ AdminResponse metrics(proxy::GatewayContext& context) {
     for (const auto& route : model.workers) {
       const auto& worker = *route.state;
       const auto& stream = worker.event_stream();
-      context.metrics().set_worker_state(worker.id(),
-                                         {worker.healthy(), worker.in_flight(), worker.pending_prefill_tokens(),
-                                          worker.recent_time_to_first_token_seconds()});
+      const auto prefill = worker.prefill_rates();
+      context.metrics().set_worker_state(
+          worker.id(), {worker.healthy(), worker.in_flight(), worker.pending_prefill_tokens(),
+                        worker.recent_time_to_first_token_seconds(), prefill.ms_per_token, prefill.ms_per_token_pair,
+                        prefill.base_ms, prefill.samples});
       context.metrics().set_event_stream_state(
           worker.id(), {!route.options.kv_events.empty(), stream.connected, stream.stale, stream.silent,
                         model.cache->index.entries_of(route.slot)});
@@ -101,6 +103,7 @@ AdminResponse debug_workers(proxy::GatewayContext& context) {
       }
       const auto recent_ttft = worker.recent_time_to_first_token_seconds();
       const auto drift = worker.drift_evidence();
+      const auto prefill = worker.prefill_fit_status();
       workers.push_back({
           {"id", worker.id()},
           {"model", model.name},
@@ -119,6 +122,13 @@ AdminResponse debug_workers(proxy::GatewayContext& context) {
             {"over_predicted", drift.over_predicted},
             {"predicted_tokens", drift.predicted_tokens},
             {"reported_tokens", drift.reported_tokens}}},
+          {"prefill_cost",
+           {{"ms_per_token", prefill.rates.ms_per_token},
+            {"ms_per_token_pair", prefill.rates.ms_per_token_pair},
+            {"base_ms", prefill.rates.base_ms},
+            {"samples", prefill.rates.samples},
+            {"clipped", prefill.clipped},
+            {"residual_scale", prefill.residual_scale}}},
           {"kv_events", std::move(events)},
           {"index",
            {{"blocks", model.cache->index.entries_of(route.slot)},

@@ -129,15 +129,29 @@ void read_metrics_scrape(YamlReader& reader, const YAML::Node& node, MetricsScra
 void read_cache_aware(YamlReader& reader, const YAML::Node& node, CacheAwareOptions& out) {
   const std::string base = "routing.cache_aware";
   if (!reader.check_mapping(node, base,
-                            {"prefill_ms_per_token", "queue_ms_per_pending_token", "queue_ms_per_request",
-                             "queue_ms_per_waiting_request", "engine_metrics_max_age"})) {
+                            {"prefill_ms_per_token", "prefill_ms_per_token_pair", "prefill_base_ms",
+                             "learn_prefill_cost", "own_prefill_weight", "soft_margin", "load_bound_epsilon",
+                             "queue_ms_per_request", "queue_ms_per_waiting_request", "engine_metrics_max_age"})) {
     return;
   }
   reader.optional(node, base, "prefill_ms_per_token",
-                  [&](auto& value, auto path) { reader.read(value, path, out.prefill_ms_per_token, 0.0, 1000.0); });
-  reader.optional(node, base, "queue_ms_per_pending_token", [&](auto& value, auto path) {
-    reader.read(value, path, out.queue_ms_per_pending_token, 0.0, 1000.0);
+                  [&](auto& value, auto path) { reader.read(value, path, out.prefill_ms_per_token, 1e-6, 1000.0); });
+  reader.optional(node, base, "prefill_ms_per_token_pair", [&](auto& value, auto path) {
+    reader.read(value, path, out.prefill_ms_per_token_pair, 0.0, 1.0);
   });
+  reader.optional(node, base, "prefill_base_ms",
+                  [&](auto& value, auto path) { reader.read(value, path, out.prefill_base_ms, 0.0, 60'000.0); });
+  reader.optional(node, base, "learn_prefill_cost",
+                  [&](auto& value, auto path) { reader.read(value, path, out.learn_prefill_cost); });
+  reader.optional(node, base, "own_prefill_weight",
+                  [&](auto& value, auto path) { reader.read(value, path, out.own_prefill_weight, 0.1, 10.0); });
+  reader.optional(node, base, "soft_margin", [&](auto& value, auto path) {
+    Milliseconds margin{0};
+    reader.read_duration(value, path, margin, Milliseconds(0));
+    out.soft_margin = margin;
+  });
+  reader.optional(node, base, "load_bound_epsilon",
+                  [&](auto& value, auto path) { reader.read(value, path, out.load_bound_epsilon, 0.0, 10.0); });
   reader.optional(node, base, "queue_ms_per_request",
                   [&](auto& value, auto path) { reader.read(value, path, out.queue_ms_per_request, 0.0, 1e6); });
   reader.optional(node, base, "queue_ms_per_waiting_request", [&](auto& value, auto path) {

@@ -150,6 +150,24 @@ Metrics::Metrics()
                              "1 while the worker's cache predictions persistently exceed what its engine "
                              "reports; its index is not credited meanwhile")
                          .Register(*registry_);
+  prefill_ms_per_token_ = &BuildGauge()
+                               .Name("kvgate_worker_prefill_seconds_per_token")
+                               .Help("Learned prefill cost per uncached prompt token (also prices the queue)")
+                               .Register(*registry_);
+  prefill_ms_per_token_pair_ =
+      &BuildGauge()
+           .Name("kvgate_worker_prefill_seconds_per_token_pair")
+           .Help("Learned causal-attention cost per (query, context) token pair of a prefill")
+           .Register(*registry_);
+  prefill_base_ms_ = &BuildGauge()
+                          .Name("kvgate_worker_prefill_base_seconds")
+                          .Help("Learned fixed part of a prefill (a scheduler step, the network hop)")
+                          .Register(*registry_);
+  prefill_samples_ = &BuildGauge()
+                          .Name("kvgate_worker_prefill_fit_samples")
+                          .Help("Completed streamed requests the worker's prefill cost was learned from "
+                                "(0: the configured priors)")
+                          .Register(*registry_);
   session_moves_ = &BuildCounter()
                         .Name("kvgate_session_moves_total")
                         .Help(
@@ -279,6 +297,10 @@ void Metrics::set_worker_state(std::string_view worker, const WorkerGauges& stat
   if (state.recent_ttft_seconds) {
     worker_recent_ttft_.Add(labels).Set(*state.recent_ttft_seconds);
   }
+  prefill_ms_per_token_->Add(labels).Set(state.prefill_ms_per_token / 1000);
+  prefill_ms_per_token_pair_->Add(labels).Set(state.prefill_ms_per_token_pair / 1000);
+  prefill_base_ms_->Add(labels).Set(state.prefill_base_ms / 1000);
+  prefill_samples_->Add(labels).Set(static_cast<double>(state.prefill_samples));
 }
 
 prometheus::Counter& Metrics::kv_events(std::string_view worker, std::string_view type) {
@@ -354,7 +376,8 @@ void Metrics::forget_worker(std::string_view worker) {
   worker_up_.Remove(&worker_up_.Add({{"worker", std::string(worker)}}));
   worker_in_flight_.Remove(&worker_in_flight_.Add({{"worker", std::string(worker)}}));
   for (auto* family : {&worker_pending_prefill_, &worker_recent_ttft_, &kv_events_connected_, &kv_events_stale_,
-                       &kv_events_silent_, &index_blocks_, index_drifting_}) {
+                       &kv_events_silent_, &index_blocks_, index_drifting_, prefill_ms_per_token_,
+                       prefill_ms_per_token_pair_, prefill_base_ms_, prefill_samples_}) {
     if (family->Has({{"worker", std::string(worker)}})) {
       family->Remove(&family->Add({{"worker", std::string(worker)}}));
     }

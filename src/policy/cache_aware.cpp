@@ -1,19 +1,24 @@
+#include <algorithm>
+
 #include "kvgate/policy/policy.hpp"
 
 namespace kvgate::policy {
 namespace {
 
-// Sends the request where its expected time to first token is lowest:
-//   expected_ttft = queue_delay + prefill
-//   prefill       = (input_tokens - cached_tokens) * prefill_ms_per_token
-//   queue_delay   = pending_prefill_tokens * queue_ms_per_pending_token
+// Sends the request where its expected time to first token is lowest, each
+// worker priced with its own PrefillRates (learned from its requests):
+//   prefill       = a (L - cached) + b (L^2 - cached^2) / 2 + c
+//   queue_delay   = a * pending_prefill_tokens
 //                 + in_flight * queue_ms_per_request
 //                 + engine_waiting * queue_ms_per_waiting_request
+//   expected_ttft = queue_delay + prefill
+//   score         = queue_delay + own_prefill_weight * prefill
 // A worker that holds the conversation's earlier turns wins while its
 // saving outweighs its queue; when it is busy enough, another worker's
 // shorter queue wins even though it must prefill everything (affinity is
-// broken when it stops paying). Ties go to the worker with fewer requests
-// in flight, then rotate (pick_best).
+// broken when it stops paying). A slower worker (learned rates) gets
+// proportionally less. Ties go to the worker with fewer requests in flight,
+// then rotate (pick_best).
 class CacheAware final : public Policy {
  public:
   explicit CacheAware(CostModel cost) : cost_(cost) {}
@@ -29,6 +34,9 @@ class CacheAware final : public Policy {
     auto pick = pick_best(decision.candidates, request.sequence, better);
     decision.worker_index = pick.index;
     decision.reason = cost_pick_reason(pick, decision.candidates);
+    if (cost_.soft_margin_ms && pick.index && pick.eligible > 1) {
+      apply_soft_bound(request, decision);
+    }
     return decision;
   }
 
@@ -36,15 +44,59 @@ class CacheAware final : public Policy {
   void score(const RouteRequest& request, const WorkerView& worker, Candidate& candidate) const {
     auto cached = std::min(worker.cached_tokens, request.input_tokens);
     candidate.cached_tokens = cached;
-    candidate.prefill_ms = static_cast<double>(request.input_tokens - cached) * cost_.prefill_ms_per_token;
+    candidate.prefill_ms = worker.prefill.prefill_ms(request.input_tokens, cached);
     const bool engine_fresh =
         worker.engine_snapshot_age_ms >= 0 && worker.engine_snapshot_age_ms <= cost_.engine_snapshot_max_age_ms;
     const double engine_waiting = engine_fresh ? static_cast<double>(worker.engine_waiting) : 0.0;
-    candidate.queue_delay_ms = static_cast<double>(worker.pending_prefill_tokens) * cost_.queue_ms_per_pending_token +
+    candidate.queue_delay_ms = worker.prefill.queue_ms(worker.pending_prefill_tokens) +
                                static_cast<double>(worker.in_flight) * cost_.queue_ms_per_request +
                                engine_waiting * cost_.queue_ms_per_waiting_request;
     candidate.expected_ttft_ms = candidate.queue_delay_ms + candidate.prefill_ms;
-    candidate.score = candidate.expected_ttft_ms;
+    candidate.score = candidate.queue_delay_ms + cost_.own_prefill_weight * candidate.prefill_ms;
+  }
+
+  // The soft bound (routing-study.md, "bounded load"): a worker is within
+  // it when its queue plus this request's prefill there stays under
+  // (1 + epsilon) x the mean queue plus the request's cheapest prefill. The
+  // pick stands when it is within the bound, or when the best worker within
+  // it scores more than soft_margin_ms worse.
+  void apply_soft_bound(const RouteRequest& request, Decision& decision) const {
+    auto& candidates = decision.candidates;
+    double queue_sum = 0;
+    double cheapest_prefill = -1;
+    std::size_t eligible = 0;
+    for (const auto& candidate : candidates) {
+      if (!candidate.eligible) {
+        continue;
+      }
+      ++eligible;
+      queue_sum += candidate.queue_delay_ms;
+      if (cheapest_prefill < 0 || candidate.prefill_ms < cheapest_prefill) {
+        cheapest_prefill = candidate.prefill_ms;
+      }
+    }
+    const double bound =
+        (1 + cost_.load_bound_epsilon) * (queue_sum + cheapest_prefill) / static_cast<double>(eligible);
+    auto within = [&](const Candidate& candidate) {
+      return candidate.queue_delay_ms + cheapest_prefill <= bound;
+    };
+    const auto chosen = *decision.worker_index;
+    if (within(candidates[chosen])) {
+      return;
+    }
+    auto bounded = pick_best(candidates, request.sequence, [&](const Candidate& candidate, const Candidate& best) {
+      if (within(candidate) != within(best)) {
+        return within(candidate);
+      }
+      return better(candidate, best);
+    });
+    if (!bounded.index || !within(candidates[*bounded.index])) {
+      return;
+    }
+    if (candidates[*bounded.index].score - candidates[chosen].score <= *cost_.soft_margin_ms) {
+      decision.worker_index = bounded.index;
+      decision.reason = Reason::load_bound;
+    }
   }
 
   static bool better(const Candidate& candidate, const Candidate& best) {

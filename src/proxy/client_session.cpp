@@ -168,7 +168,7 @@ void ClientSession::finish(Exchange& exchange) {
     context().router().record_outcome(
         *exchange.table, *exchange.route_model, worker, *exchange.route, session_key, exchange.session_turn,
         {exchange.status, exchange.retries, exchange.reported.cached_tokens, exchange.reported.prompt_tokens,
-         ttft < 0 ? std::nullopt : std::optional<double>(ttft * 1000)});
+         ttft < 0 ? std::nullopt : std::optional<double>(ttft * 1000), exchange.first_token_seconds >= 0});
   }
   if (exchange.decision_log) {
     auto now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();

@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <array>
 #include <cstdio>
 
 namespace kvgate::route {
@@ -12,20 +11,39 @@ using policy::Reason;
 
 namespace {
 
-using PerWorker = std::array<std::uint32_t, index::kMaxWorkers>;  // the registry caps a model's workers
+// Per-thread working memory of a decision, sized to the largest model seen:
+// after the first decision a thread decides without allocating (the I/O
+// threads and the admin thread each keep one; a decision never suspends).
+struct Scratch {
+  index::PrefixMatch match;
+  std::vector<std::uint32_t> indexed;  // per worker, in configuration order
+  std::vector<policy::WorkerView> views;
+};
+
+Scratch& scratch_for(std::size_t workers) {
+  thread_local Scratch scratch;
+  if (scratch.indexed.size() < workers) {
+    scratch.indexed.resize(workers);
+    scratch.views.resize(workers);
+  }
+  return scratch;
+}
 
 // Per worker: leading prompt tokens its index entries cover, capped as vLLM
 // caps a hit (it never serves the last prompt token from the cache, so at
 // most floor((input_tokens - 1) / block_size) blocks count).
-PerWorker indexed_cached_tokens(const ModelRoute& model, const prompt::PreparedPrompt* prompt) {
-  PerWorker cached{};
+std::span<const std::uint32_t> indexed_cached_tokens(const ModelRoute& model, const prompt::PreparedPrompt* prompt,
+                                                     Scratch& scratch) {
+  const auto count = model.workers.size();
+  auto cached = std::span(scratch.indexed).first(count);
+  std::fill(cached.begin(), cached.end(), 0);
   if (prompt == nullptr || prompt->input_tokens == 0 || prompt->blocks.empty() || !model.cache) {
     return cached;
   }
   const std::uint32_t reusable_blocks = (prompt->input_tokens - 1) / model.block_size;
-  auto match = model.cache->index.longest_prefix(prompt->blocks);
-  for (std::size_t worker = 0; worker < model.workers.size(); ++worker) {
-    cached[worker] = std::min(match.blocks[model.workers[worker].slot], reusable_blocks) * model.block_size;
+  model.cache->index.longest_prefix(prompt->blocks, scratch.match);
+  for (std::size_t worker = 0; worker < count; ++worker) {
+    cached[worker] = std::min(scratch.match.held(model.workers[worker].slot), reusable_blocks) * model.block_size;
   }
   return cached;
 }
@@ -35,10 +53,11 @@ policy::WorkerView worker_view(const workers::WorkerState& worker, std::uint32_t
   view.active_tokens = worker.active_tokens();
   view.drifting = worker.drifting();
   view.cached_tokens = view.drifting ? 0 : indexed;
-  if (auto scraped = worker.engine_load(); scraped && scraped->load.waiting) {
-    view.engine_waiting = static_cast<std::uint32_t>(std::max(0.0, *scraped->load.waiting));
+  view.prefill = worker.prefill_rates();
+  if (auto engine = worker.engine_queue(); engine.waiting) {
+    view.engine_waiting = *engine.waiting;
     view.engine_snapshot_age_ms =
-        now_unix_ms > scraped->unix_ms ? static_cast<std::int64_t>(now_unix_ms - scraped->unix_ms) : 0;
+        now_unix_ms > engine.unix_ms ? static_cast<std::int64_t>(now_unix_ms - engine.unix_ms) : 0;
   }
   return view;
 }
@@ -61,7 +80,7 @@ std::optional<std::size_t> runner_up(const std::vector<policy::Candidate>& candi
 }
 
 // Why a session stayed or moved (route/README.md has the rules).
-Reason session_reason(const ModelRoute& model, const RouteDecision& decision, const PerWorker& indexed,
+Reason session_reason(const ModelRoute& model, const RouteDecision& decision, std::span<const std::uint32_t> indexed,
                       std::span<const policy::WorkerView> views) {
   if (!decision.session) {
     return Reason::new_session;
@@ -98,8 +117,9 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
                              const RouteContext& context) const {
   RouteDecision result;
   const auto count = model.workers.size();
-  const auto indexed = indexed_cached_tokens(model, prompt);
-  std::array<policy::WorkerView, index::kMaxWorkers> views;
+  auto& scratch = scratch_for(count);
+  const auto indexed = indexed_cached_tokens(model, prompt, scratch);
+  auto& views = scratch.views;
   for (std::size_t index = 0; index < count; ++index) {
     views[index] = worker_view(*model.workers[index].state, indexed[index], context.now_unix_ms);
     if (model.cache) {
@@ -125,6 +145,7 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   const auto chosen = *result.worker;
   result.predicted_cached_tokens = views[chosen].cached_tokens;
   result.indexed_cached_tokens = indexed[chosen];
+  result.queued_tokens = views[chosen].pending_prefill_tokens;
   result.runner_up = runner_up(result.candidates, chosen);
   if (result.runner_up) {
     const auto& winner = result.candidates[chosen];
@@ -204,6 +225,13 @@ void Router::record_outcome(const RoutingTable& table, const ModelRoute& model, 
                      worker.id(), evidence.over_predicted, evidence.samples);
       }
     }
+  }
+  // A clean first attempt whose first token was streamed teaches the
+  // worker's prefill cost (policy/prefill_fit.hpp).
+  if (table.options->routing.cache_aware.learn_prefill_cost && outcome.first_token_streamed && outcome.ttft_ms &&
+      outcome.status == 200 && outcome.retries == 0 && outcome.cached_tokens && outcome.prompt_tokens) {
+    worker.record_prefill({*outcome.prompt_tokens, std::min(*outcome.cached_tokens, *outcome.prompt_tokens),
+                           decision.queued_tokens, *outcome.ttft_ms});
   }
   if (!session_key || session_turn == 0) {
     return;

@@ -49,9 +49,16 @@ std::unique_ptr<policy::Policy> make_policy(const config::RoutingOptions& routin
           {routing.sglang_cache_threshold, routing.sglang_balance_abs_threshold, routing.sglang_balance_rel_threshold});
     case config::PolicyKind::cache_aware: {
       const auto& cost = routing.cache_aware;
-      return policy::make_cache_aware({cost.prefill_ms_per_token, cost.queue_ms_per_pending_token,
-                                       cost.queue_ms_per_request, cost.queue_ms_per_waiting_request,
-                                       cost.engine_metrics_max_age.count()});
+      policy::CostModel model;
+      model.queue_ms_per_request = cost.queue_ms_per_request;
+      model.queue_ms_per_waiting_request = cost.queue_ms_per_waiting_request;
+      model.engine_snapshot_max_age_ms = cost.engine_metrics_max_age.count();
+      model.own_prefill_weight = cost.own_prefill_weight;
+      if (cost.soft_margin) {
+        model.soft_margin_ms = static_cast<double>(cost.soft_margin->count());
+      }
+      model.load_bound_epsilon = cost.load_bound_epsilon;
+      return policy::make_cache_aware(model);
     }
   }
   return policy::make_least_load();
@@ -101,6 +108,9 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
     return unexpected(assignments.error());
   }
   std::vector<std::string> names;
+  const auto& cost = options->routing.cache_aware;
+  policy::PrefillFitOptions prefill_prior;
+  prefill_prior.prior = {cost.prefill_ms_per_token, cost.prefill_ms_per_token_pair, cost.prefill_base_ms, 0};
   for (std::size_t model_index = 0; model_index < options->models.size(); ++model_index) {
     const auto& model_options = options->models[model_index];
     const auto& assignment = (*assignments)[model_index];
@@ -116,6 +126,7 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
       if (!state) {
         state = std::make_shared<workers::WorkerState>(worker.id, worker.url, worker.endpoint);
       }
+      state->set_prefill_prior(prefill_prior);
       model.workers.push_back({std::move(state), assignment.slots[index], worker});
     }
     names.push_back(model.name);

@@ -1,5 +1,8 @@
 #include "kvgate/workers/worker_state.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 namespace kvgate::workers {
 
 HealthChange WorkerState::record_check(bool success, const HealthThresholds& thresholds) {
@@ -56,6 +59,54 @@ DriftChange WorkerState::record_prediction(std::uint32_t predicted, std::uint32_
 DriftEvidence WorkerState::drift_evidence() const {
   std::lock_guard lock(drift_mutex_);
   return drift_.evidence();
+}
+
+void WorkerState::publish_engine_load(std::shared_ptr<const ScrapedLoad> load) {
+  if (load) {
+    engine_waiting_.store(
+        load->load.waiting ? static_cast<std::int64_t>(std::max(0.0, std::floor(*load->load.waiting))) : -1,
+        std::memory_order_relaxed);
+    engine_scraped_unix_ms_.store(load->unix_ms, std::memory_order_relaxed);
+  } else {
+    engine_waiting_.store(-1, std::memory_order_relaxed);
+  }
+  engine_load_.store(std::move(load), std::memory_order_release);
+}
+
+policy::PrefillRates WorkerState::prefill_rates() const {
+  return {prefill_ms_per_token_.load(std::memory_order_relaxed),
+          prefill_ms_per_token_pair_.load(std::memory_order_relaxed), prefill_base_ms_.load(std::memory_order_relaxed),
+          prefill_samples_.load(std::memory_order_relaxed)};
+}
+
+policy::PrefillFit::Verdict WorkerState::record_prefill(const policy::PrefillSample& sample) {
+  std::lock_guard lock(prefill_mutex_);
+  const auto verdict = prefill_fit_.observe(sample);
+  if (verdict != policy::PrefillFit::Verdict::rejected) {
+    publish_prefill_rates(prefill_fit_.rates());
+  }
+  return verdict;
+}
+
+WorkerState::PrefillFitStatus WorkerState::prefill_fit_status() const {
+  std::lock_guard lock(prefill_mutex_);
+  return {prefill_fit_.rates(), prefill_fit_.clipped(), prefill_fit_.residual_scale()};
+}
+
+void WorkerState::set_prefill_prior(const policy::PrefillFitOptions& options) {
+  std::lock_guard lock(prefill_mutex_);
+  if (prefill_fit_.rates().samples != 0) {
+    return;  // what it learned outlives a reload
+  }
+  prefill_fit_ = policy::PrefillFit(options);
+  publish_prefill_rates(prefill_fit_.rates());
+}
+
+void WorkerState::publish_prefill_rates(const policy::PrefillRates& rates) {
+  prefill_ms_per_token_.store(rates.ms_per_token, std::memory_order_relaxed);
+  prefill_ms_per_token_pair_.store(rates.ms_per_token_pair, std::memory_order_relaxed);
+  prefill_base_ms_.store(rates.base_ms, std::memory_order_relaxed);
+  prefill_samples_.store(rates.samples, std::memory_order_relaxed);
 }
 
 }  // namespace kvgate::workers

@@ -202,7 +202,8 @@ TEST(ConfigLoader, ReadsTheHashingPolicies) {
 
 TEST(ConfigLoader, ReadsTheIndexEventAndCostSettings) {
   auto loaded = load_text(with_models("routing:\n  policy: cache_aware\n  cache_aware: {prefill_ms_per_token: 0.05, "
-                                      "queue_ms_per_pending_token: 0.2, queue_ms_per_request: 7.5}\n"
+                                      "prefill_ms_per_token_pair: 2e-6, prefill_base_ms: 9, learn_prefill_cost: false, "
+                                      "own_prefill_weight: 2, soft_margin: 5s, queue_ms_per_request: 7.5}\n"
                                       "index: {max_entries: 5000, speculative_ttl: 1s, approximate_ttl: 2m, "
                                       "default_kv_capacity_blocks: 900}\n"
                                       "kv_events: {replay_timeout: 250ms, silence_after: 3s}\n"),
@@ -210,7 +211,12 @@ TEST(ConfigLoader, ReadsTheIndexEventAndCostSettings) {
   ASSERT_TRUE(loaded) << loaded.error().front().to_string();
   EXPECT_EQ(loaded->routing.policy, PolicyKind::cache_aware);
   EXPECT_DOUBLE_EQ(loaded->routing.cache_aware.prefill_ms_per_token, 0.05);
-  EXPECT_DOUBLE_EQ(loaded->routing.cache_aware.queue_ms_per_pending_token, 0.2);
+  EXPECT_DOUBLE_EQ(loaded->routing.cache_aware.prefill_ms_per_token_pair, 2e-6);
+  EXPECT_DOUBLE_EQ(loaded->routing.cache_aware.prefill_base_ms, 9);
+  EXPECT_FALSE(loaded->routing.cache_aware.learn_prefill_cost);
+  EXPECT_DOUBLE_EQ(loaded->routing.cache_aware.own_prefill_weight, 2);
+  EXPECT_EQ(loaded->routing.cache_aware.soft_margin, Milliseconds(5000));
+  EXPECT_FALSE(Options{}.routing.cache_aware.soft_margin);  // no load bound unless asked
   EXPECT_DOUBLE_EQ(loaded->routing.cache_aware.queue_ms_per_request, 7.5);
   EXPECT_EQ(loaded->index.max_entries, 5000u);
   EXPECT_EQ(loaded->index.speculative_ttl, Milliseconds(1000));

@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <random>
 #include <regex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "kvgate/policy/prefill_rates.hpp"
 #include "support/fleet.hpp"
 
 namespace kvgate::testing {
@@ -181,6 +183,18 @@ TEST(Router, UnknownOrMalformedSessionKeysAreClearErrors) {
 
 // --- Prediction drift ---
 
+template <class Probe>
+bool eventually(Probe probe, std::chrono::milliseconds limit = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (probe()) {
+      return true;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  return false;
+}
+
 json worker_state(Harness& harness, const std::string& id) {
   const auto workers = json::parse(get(harness.admin_port(), "/debug/workers").body);
   for (const auto& worker : workers["workers"]) {
@@ -319,6 +333,103 @@ TEST(RouterDrift, AHealthyFleetUnderKvPressureNeverTrips) {
   }
   EXPECT_GT(samples, 0);
   EXPECT_EQ(metrics.find("kvgate_index_drifting{worker=\"a\"} 1"), std::string::npos);
+}
+
+// The sim's time to first token for a lone cold prompt (bench/sim engine):
+// one step per chunk of at most `chunk` tokens, each costing the step
+// overhead, the chunk's prefill and a read of the context so far; the
+// first token comes with the last chunk. In real milliseconds.
+struct SimTiming {
+  double overhead_ms = 6;
+  double prefill_ms_per_token = 0.027;
+  double attention_ms_per_context_token = 0.00004;
+  std::uint32_t chunk = 8192;
+  double time_scale = 1;
+
+  [[nodiscard]] double cold_ttft_ms(std::uint32_t tokens) const {
+    double total = 0;
+    for (std::uint32_t computed = 0; computed < tokens; computed += chunk) {
+      const auto step = std::min(chunk, tokens - computed);
+      total += overhead_ms + prefill_ms_per_token * step + attention_ms_per_context_token * (computed + step);
+    }
+    return total / time_scale;
+  }
+
+  [[nodiscard]] std::vector<std::string> flags() const {
+    return {"--time-scale",          std::to_string(time_scale),
+            "--step-overhead-ms",    std::to_string(overhead_ms),
+            "--prefill-ms-per-token", std::to_string(prefill_ms_per_token),
+            "--attention-ms-per-context-token", std::to_string(attention_ms_per_context_token),
+            "--max-num-batched-tokens", std::to_string(chunk)};
+  }
+};
+
+// Three replicas that differ only in speed: one as the defaults, one twice
+// as slow, one whose attention dominates long prompts (chunked at 512
+// tokens, each chunk reading the context so far: a cost that grows with
+// the square of the prompt). Streamed cold
+// prompts of 256-4,096 tokens, spread by round robin, teach the gateway
+// each one's prefill cost; cache_aware then sends a cold prompt to the
+// fastest and prices the others by what they learned.
+TEST(RouterLearning, EachWorkerLearnsItsOwnPrefillCostAndThePolicyFollowsIt) {
+  Harness harness;
+  const SimTiming fast{6, 0.027, 0.00004, 1'024, 4};
+  const SimTiming slow{12, 0.054, 0.00008, 1'024, 4};
+  const SimTiming attention{6, 0.027, 0.02, 512, 4};
+  std::map<std::string, SimTiming> timings{{"fast", fast}, {"slow", slow}, {"attention", attention}};
+  std::vector<std::unique_ptr<SimProcess>> sims;
+  std::string models = "models:\n  - name: \"sim-model\"\n    block_size: 16\n    workers:\n";
+  for (const auto& [id, timing] : timings) {
+    sims.push_back(std::make_unique<SimProcess>(harness, timing.flags(), id));
+    models += "      - id: \"" + id + "\"\n        url: \"" + sims.back()->url() + "\"\n";
+  }
+  const std::string settings = "metrics_scrape: {enabled: false}\n";
+  harness.start_gateway("routing: {policy: round_robin}\n" + settings, models);
+  std::mt19937 random(17);
+  std::uniform_int_distribution<std::uint32_t> length(256, 4'096);
+  for (int request = 0; request < 150; ++request) {
+    // Distinct text from the first byte: nothing cached anywhere.
+    const auto tokens = length(random);
+    std::string prompt = std::to_string(request) + ":";
+    prompt.resize(tokens * 4, static_cast<char>('a' + request % 26));
+    EventStream stream(harness.api_port(), "/v1/completions",
+                       json{{"model", "sim-model"}, {"prompt", prompt}, {"max_tokens", 1}, {"stream", true}}.dump());
+    ASSERT_EQ(stream.status(), 200);
+    stream.rest();
+  }
+  ASSERT_TRUE(eventually([&] { return worker_state(harness, "slow")["prefill_cost"]["samples"] == 50; }))
+      << worker_state(harness, "slow").dump();
+  for (const auto& [id, timing] : timings) {
+    const auto cost = worker_state(harness, id)["prefill_cost"];
+    const policy::PrefillRates learned{cost["ms_per_token"].get<double>(), cost["ms_per_token_pair"].get<double>(),
+                                       cost["base_ms"].get<double>(), cost["samples"].get<std::uint64_t>()};
+    for (std::uint32_t tokens : {2'048u, 4'096u}) {
+      const double truth = timing.cold_ttft_ms(tokens);
+      EXPECT_NEAR(learned.prefill_ms(tokens, 0) / truth, 1.0, 0.2)
+          << id << " at " << tokens << " tokens: learned " << cost.dump() << ", sim " << truth << " ms";
+    }
+  }
+  auto metrics = get(harness.admin_port(), "/metrics").body;
+  EXPECT_NE(metrics.find("kvgate_worker_prefill_fit_samples{worker=\"fast\"} 50"), std::string::npos);
+
+  // What was learned survives a reload (the workers did not change).
+  harness.write_config("routing: {policy: cache_aware}\n" + settings, models);
+  harness.gateway().send_signal(SIGHUP);
+  ASSERT_TRUE(eventually([&] {
+    return json::parse(get(harness.admin_port(), "/debug/workers").body)["policy"] == "cache_aware";
+  }));
+  EXPECT_EQ(worker_state(harness, "fast")["prefill_cost"]["samples"], 50);
+  std::string cold(4'096 * 4, 'z');
+  auto route = json::parse(post_json(harness.admin_port(), "/debug/route",
+                                     json{{"model", "sim-model"}, {"prompt", cold}, {"max_tokens", 1}}.dump())
+                               .body);
+  EXPECT_EQ(route["worker"], "fast") << route.dump();
+  std::map<std::string, double> prefill;
+  for (const auto& candidate : route["candidates"]) {
+    prefill[candidate["worker"].get<std::string>()] = candidate["prefill_ms"].get<double>();
+  }
+  EXPECT_NEAR(prefill["slow"] / prefill["fast"], 2.0, 0.4) << route.dump();
+  EXPECT_GT(prefill["attention"], 1.5 * prefill["slow"]) << route.dump();
 }
 
 }  // namespace

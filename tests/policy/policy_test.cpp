@@ -171,9 +171,28 @@ TEST(PrefixHash, PromptsSharingTheirFirstBlocksShareAWorker) {
   EXPECT_EQ(short_prompt.reason, Reason::no_full_block);
 }
 
+// The cost tests price prefill at 0.1 ms per uncached token and nothing
+// else, and count the own prefill once unless a test says otherwise.
+constexpr PrefillRates kLinear{0.1, 0, 0, 0};
+
+CostModel plain_cost(double per_request = 20, double per_waiting = 5) {
+  CostModel cost;
+  cost.queue_ms_per_request = per_request;
+  cost.queue_ms_per_waiting_request = per_waiting;
+  cost.own_prefill_weight = 1;
+  return cost;
+}
+
+std::vector<WorkerView> priced(std::vector<WorkerView> workers, PrefillRates rates = kLinear) {
+  for (auto& worker : workers) {
+    worker.prefill = rates;
+  }
+  return workers;
+}
+
 TEST(CacheAware, PrefersTheWorkerHoldingThePromptWhileThatPays) {
-  auto policy = make_cache_aware({0.1, 0.1, 20});
-  std::vector<WorkerView> workers{{"a", true, 1, 0, 0}, {"b", true, 1, 0, 3'200}};
+  auto policy = make_cache_aware(plain_cost());
+  auto workers = priced({{"a", true, 1, 0, 0}, {"b", true, 1, 0, 3'200}});
   RouteRequest request{"m", std::nullopt, 0, {}, 4'000};
   auto decision = policy->decide(request, workers);
   EXPECT_EQ(decision.worker_index, 1u);
@@ -185,32 +204,32 @@ TEST(CacheAware, PrefersTheWorkerHoldingThePromptWhileThatPays) {
 }
 
 TEST(CacheAware, BreaksAffinityWhenTheHoldersQueueCostsMoreThanTheSaving) {
-  auto policy = make_cache_aware({0.1, 0.1, 20});
+  auto policy = make_cache_aware(plain_cost());
   // b saves 320 ms of prefill but has 5,000 prompt tokens (500 ms) queued.
-  std::vector<WorkerView> workers{{"a", true, 0, 0, 0}, {"b", true, 2, 5'000, 3'200}};
+  auto workers = priced({{"a", true, 0, 0, 0}, {"b", true, 2, 5'000, 3'200}});
   auto decision = policy->decide({"m", std::nullopt, 0, {}, 4'000}, workers);
   EXPECT_EQ(decision.worker_index, 0u);
   EXPECT_EQ(decision.reason, Reason::best_cost_no_cache);
 }
 
 TEST(CacheAware, RequestsTheEngineReportsWaitingCountAsQueue) {
-  auto policy = make_cache_aware({0.1, 0.1, 20, 5});
+  auto policy = make_cache_aware(plain_cost());
   // Same cache, same gateway load; b's engine has 10 requests waiting from
   // elsewhere.
-  std::vector<WorkerView> workers{{"a", true, 0, 0, 0, 0, 100}, {"b", true, 0, 0, 0, 10, 100}};
+  auto workers = priced({{"a", true, 0, 0, 0, 0, 100}, {"b", true, 0, 0, 0, 10, 100}});
   auto decision = policy->decide({"m", std::nullopt, 1, {}, 100}, workers);
   EXPECT_EQ(decision.worker_index, 0u);
   EXPECT_DOUBLE_EQ(decision.candidates[1].queue_delay_ms, 50);
 }
 
 TEST(CacheAware, AnEngineSnapshotOlderThanTheBoundIsIgnored) {
-  CostModel cost{0.1, 0.1, 20, 5};
+  auto cost = plain_cost();
   cost.engine_snapshot_max_age_ms = 1'000;
   auto policy = make_cache_aware(cost);
   // b's engine reported a long queue, but 3 s ago (and never, for c): only
   // the gateway's own counts judge them.
-  std::vector<WorkerView> workers{
-      {"a", true, 1, 0, 0, 0, 10}, {"b", true, 0, 0, 0, 50, 3'000}, {"c", true, 0, 0, 0, 9, -1}};
+  auto workers =
+      priced({{"a", true, 1, 0, 0, 0, 10}, {"b", true, 0, 0, 0, 50, 3'000}, {"c", true, 0, 0, 0, 9, -1}});
   auto decision = policy->decide({"m", std::nullopt, 0, {}, 100}, workers);
   EXPECT_DOUBLE_EQ(decision.candidates[1].queue_delay_ms, 0);
   EXPECT_DOUBLE_EQ(decision.candidates[2].queue_delay_ms, 0);
@@ -218,6 +237,63 @@ TEST(CacheAware, AnEngineSnapshotOlderThanTheBoundIsIgnored) {
   EXPECT_NE(decision.worker_index, 0u);
   workers[1].engine_snapshot_age_ms = 500;  // fresh: its queue counts again
   EXPECT_DOUBLE_EQ(policy->decide({"m", std::nullopt, 0, {}, 100}, workers).candidates[1].queue_delay_ms, 250);
+}
+
+TEST(CacheAware, EachWorkerIsPricedWithItsOwnRates) {
+  auto policy = make_cache_aware(plain_cost());
+  // b is twice as fast per token but pays for attention (b = 1e-5 ms per
+  // token pair): it wins short prompts and loses long ones.
+  std::vector<WorkerView> workers{{"a", true, 0}, {"b", true, 0}};
+  workers[0].prefill = kLinear;
+  workers[1].prefill = {0.05, 1e-5, 0, 40};
+  auto short_prompt = policy->decide({"m", std::nullopt, 0, {}, 1'000}, workers);
+  EXPECT_EQ(short_prompt.worker_index, 1u);
+  EXPECT_DOUBLE_EQ(short_prompt.candidates[1].prefill_ms, 55);  // 50 + 1e-5 * 1000^2 / 2
+  auto long_prompt = policy->decide({"m", std::nullopt, 0, {}, 20'000}, workers);
+  EXPECT_EQ(long_prompt.worker_index, 0u);
+  EXPECT_DOUBLE_EQ(long_prompt.candidates[1].prefill_ms, 3'000);
+  // The queue ahead is priced at each worker's own per-token rate.
+  workers[0].pending_prefill_tokens = workers[1].pending_prefill_tokens = 1'000;
+  auto queued = policy->decide({"m", std::nullopt, 0, {}, 1'000}, workers);
+  EXPECT_DOUBLE_EQ(queued.candidates[0].queue_delay_ms, 100);
+  EXPECT_DOUBLE_EQ(queued.candidates[1].queue_delay_ms, 50);
+  // Cached tokens are subtracted from both terms: (L^2 - cached^2) / 2.
+  workers[1].cached_tokens = 600;
+  auto cached = policy->decide({"m", std::nullopt, 0, {}, 1'000}, workers);
+  EXPECT_DOUBLE_EQ(cached.candidates[1].prefill_ms, 0.05 * 400 + 1e-5 * (1e6 - 360'000) / 2);
+}
+
+TEST(CacheAware, TheOwnPrefillWeightChargesTheWorkAPlacementAdds) {
+  // a is idle and holds nothing (400 ms of prefill); b holds most of the
+  // prompt (80 ms) behind 350 ms of queue. Plain expected TTFT picks a
+  // (400 < 430); counting the own prefill 1.5 times picks b (600 > 470),
+  // and the expected TTFT shown stays unweighted.
+  auto workers = priced({{"a", true, 0, 0, 0}, {"b", true, 0, 3'500, 3'200}});
+  RouteRequest request{"m", std::nullopt, 0, {}, 4'000};
+  auto cost = plain_cost(0);
+  EXPECT_EQ(make_cache_aware(cost)->decide(request, workers).worker_index, 0u);
+  cost.own_prefill_weight = 1.5;
+  auto weighted = make_cache_aware(cost)->decide(request, workers);
+  EXPECT_EQ(weighted.worker_index, 1u);
+  EXPECT_DOUBLE_EQ(weighted.candidates[1].expected_ttft_ms, 430);
+  EXPECT_DOUBLE_EQ(weighted.candidates[1].score, 470);
+  EXPECT_EQ(CostModel{}.own_prefill_weight, 1.5);  // the default the routing study found best
+}
+
+TEST(CacheAware, ASoftMarginLeavesAnOverloadedWorkerOnlyWhenThatIsCheap) {
+  // b holds the prompt behind a long queue: 1,000 ms, over the bound of
+  // 1.25 x (1,000 + 100) / 3 = 458 ms; a and c are idle.
+  auto workers = priced({{"a", true, 0, 0, 0}, {"b", true, 0, 10'000, 15'000}, {"c", true, 0, 0, 0}});
+  RouteRequest request{"m", std::nullopt, 0, {}, 16'000};
+  auto cost = plain_cost(0);
+  auto unbounded = make_cache_aware(cost)->decide(request, workers);
+  ASSERT_EQ(unbounded.worker_index, 1u);  // 1,000 + 100 < 1,600: no bound by default
+  cost.soft_margin_ms = 100;  // the idle workers are 500 ms worse: b stays
+  EXPECT_EQ(make_cache_aware(cost)->decide(request, workers).worker_index, 1u);
+  cost.soft_margin_ms = 600;  // within the margin: the bound wins
+  auto bounded = make_cache_aware(cost)->decide(request, workers);
+  EXPECT_NE(bounded.worker_index, 1u);
+  EXPECT_EQ(bounded.reason, Reason::load_bound);
 }
 
 TEST(Reasons, EveryReasonHasItsOwnSpelling) {
@@ -242,8 +318,8 @@ TEST(Candidates, AreValuesThatViewTheWorkersIds) {
 }
 
 TEST(CacheAware, SkipsIneligibleWorkersAndSaysWhenOneIsLeft) {
-  auto policy = make_cache_aware({0.1, 0.1, 20});
-  std::vector<WorkerView> workers{{"a", true, 0, 0, 0}, {"b", false, 0, 0, 4'000}};
+  auto policy = make_cache_aware(plain_cost());
+  auto workers = priced({{"a", true, 0, 0, 0}, {"b", false, 0, 0, 4'000}});
   auto decision = policy->decide({"m", std::nullopt, 0, {}, 4'000}, workers);
   EXPECT_EQ(decision.worker_index, 0u);
   EXPECT_EQ(decision.reason, Reason::only_candidate);

@@ -12,6 +12,8 @@ namespace {
 using policy::Reason;
 
 constexpr std::uint64_t kNow = 1'700'000'000'000;
+// 0.1 ms per uncached token, nothing else: the tests' arithmetic stays legible.
+constexpr policy::PrefillRates kLinearPrefill{0.1, 0, 0, 0};
 
 class Fleet {
  public:
@@ -26,6 +28,9 @@ class Fleet {
       auto id = std::string(1, static_cast<char>('a' + index));
       model.workers.push_back({std::make_shared<workers::WorkerState>(id, "http://127.0.0.1:1", HttpUrl{}),
                                static_cast<index::WorkerSlot>(index), config::WorkerOptions{}});
+      policy::PrefillFitOptions linear;
+      linear.prior = kLinearPrefill;
+      model.workers.back().state->set_prefill_prior(linear);
     }
   }
 
@@ -68,7 +73,11 @@ prompt::PreparedPrompt prompt_of(std::uint32_t tokens, std::uint64_t first = 1) 
 }
 
 std::shared_ptr<const policy::Policy> cache_aware() {
-  return policy::make_cache_aware({0.1, 0.1, 1, 5});
+  policy::CostModel cost;
+  cost.queue_ms_per_request = 1;
+  cost.queue_ms_per_waiting_request = 5;
+  cost.own_prefill_weight = 1;
+  return policy::make_cache_aware(cost);
 }
 
 TEST(Router, DecideHasNoSideEffects) {

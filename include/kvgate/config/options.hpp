@@ -81,8 +81,15 @@ struct HealthCheckOptions {
 
 // cache_aware's cost model (policy.hpp CostModel explains the defaults).
 struct CacheAwareOptions {
+  // Priors of every worker's prefill cost (policy/prefill_rates.hpp), which
+  // it then learns from its own requests when learn_prefill_cost is on.
   double prefill_ms_per_token = 0.027;
-  double queue_ms_per_pending_token = 0.027;
+  double prefill_ms_per_token_pair = 1.31e-6;
+  double prefill_base_ms = 6;
+  bool learn_prefill_cost = true;
+  double own_prefill_weight = 1.5;
+  std::optional<Milliseconds> soft_margin;  // empty: no load bound at all
+  double load_bound_epsilon = 0.25;
   double queue_ms_per_request = 0.5;
   double queue_ms_per_waiting_request = 5;
   // Engine snapshots (scraped /metrics) older than this are ignored.

@@ -99,6 +99,11 @@ class Metrics {
     std::uint32_t in_flight = 0;
     std::uint64_t pending_prefill_tokens = 0;
     std::optional<double> recent_ttft_seconds;  // absent: no streamed answer yet
+    // The learned prefill cost (policy/prefill_rates.hpp) and its samples.
+    double prefill_ms_per_token = 0;
+    double prefill_ms_per_token_pair = 0;
+    double prefill_base_ms = 0;
+    std::uint64_t prefill_samples = 0;
   };
   void set_worker_state(std::string_view worker, const WorkerGauges& state);
   void forget_worker(std::string_view worker);
@@ -134,6 +139,10 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& index_blocks_;
   prometheus::Family<prometheus::Counter>& cache_predictions_;
   prometheus::Family<prometheus::Gauge>* index_drifting_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* prefill_ms_per_token_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* prefill_ms_per_token_pair_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* prefill_base_ms_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* prefill_samples_ = nullptr;
   prometheus::Family<prometheus::Counter>* session_moves_ = nullptr;
   prometheus::Family<prometheus::Histogram>* session_turn_hit_ = nullptr;
   prometheus::Gauge* sessions_active_ = nullptr;

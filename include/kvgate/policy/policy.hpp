@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kvgate/policy/prefill_rates.hpp"
 #include "kvgate/policy/reason.hpp"
 
 namespace kvgate::policy {
@@ -45,6 +46,9 @@ struct WorkerView {
   std::uint64_t active_tokens = 0;
   // Blocks the prefix index credits to this worker (SGLang's "tree size").
   std::uint64_t indexed_blocks = 0;
+  // What a prefill costs on this worker: learned from its completed
+  // requests, the configured priors before that (prefill_rates.hpp).
+  PrefillRates prefill;
 };
 
 struct RouteRequest {
@@ -92,25 +96,36 @@ class Policy {
   [[nodiscard]] virtual Decision decide(const RouteRequest& request, std::span<const WorkerView> workers) const = 0;
 };
 
-// Expected time to first token (cache_aware): the prefill a worker still
-// has to do for this prompt, plus the queue in front of it. Defaults: an 8B
-// model on one H100 (the figures kvgate-sim models, bench/sim/README.md):
-// prefill costs ~0.027 ms per token, and prompt tokens dispatched ahead of
-// this one are prefilled first (FCFS), so they cost the same per token. A
-// request that is already decoding does not make a new one wait for it
-// (continuous batching admits the newcomer at the next step); it only makes
-// each step a little longer, hence the small per-request term, which also
-// spreads new sessions over idle workers.
+// Expected time to first token (cache_aware): the queue in front of the
+// request on a worker plus the prefill it still has to do there, both
+// priced with that worker's PrefillRates (learned per worker; WorkerView).
+// Prompt tokens dispatched ahead are prefilled first (FCFS chunked
+// prefill), so they cost the worker's per-token rate. A request that is
+// already decoding does not make a new one wait for it (continuous batching
+// admits the newcomer at the next step); it only makes each step a little
+// longer, hence the small per-request term, which also spreads new sessions
+// over idle workers.
 struct CostModel {
-  double prefill_ms_per_token = 0.027;        // uncached prompt tokens
-  double queue_ms_per_pending_token = 0.027;  // prompt tokens already dispatched there, not yet answered
-  double queue_ms_per_request = 0.5;          // each request in flight
+  double queue_ms_per_request = 0.5;  // each request in flight
   // Each request the engine reports waiting: it was not admitted yet (batch
   // or KV limits), so its whole prefill is ahead; ~200 prompt tokens.
   double queue_ms_per_waiting_request = 5;
   // Engine snapshots older than this are ignored (several missed scrapes at
   // the default 1 s interval).
   std::int64_t engine_snapshot_max_age_ms = 5'000;
+  // The request's own prefill counts this many times in the score (not in
+  // the expected TTFT shown): it charges the work a placement adds for the
+  // requests that will queue behind it. The routing study found 1.5-2 best
+  // near saturation and harmless at moderate load.
+  double own_prefill_weight = 1.5;
+  // Optional soft load bound (off when empty): a worker whose queue exceeds
+  // (1 + load_bound_epsilon) x the fleet's mean queue (plus this request's
+  // prefill) is left for the best worker within the bound, unless that one
+  // is more than soft_margin_ms worse. The study found a hard bound worse in
+  // every configuration and a soft one harmless: it exists for operators
+  // who want one.
+  std::optional<double> soft_margin_ms;
+  double load_bound_epsilon = 0.25;
 };
 
 std::unique_ptr<Policy> make_round_robin();

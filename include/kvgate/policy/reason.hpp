@@ -24,6 +24,7 @@ enum class Reason : std::uint8_t {
   imbalanced,          // sglang_cache_aware: the fleet's load is imbalanced, least loaded instead
   prefix_match,        // sglang_cache_aware: the longest cached prefix covers enough of the prompt
   smallest_cache,      // sglang_cache_aware: no worker holds enough: the one holding least
+  load_bound,          // cache_aware with a soft margin: the cheapest worker was over the load bound
   // What the router says of a request with a session key (route/README.md).
   new_session,          // first turn the gateway sees of this key
   session_expired,      // the key was known but idle longer than sessions.idle_ttl
@@ -63,6 +64,8 @@ inline constexpr std::string_view to_string(Reason reason) {
       return "imbalanced";
     case Reason::prefix_match:
       return "prefix_match";
+    case Reason::load_bound:
+      return "load_bound";
     case Reason::smallest_cache:
       return "smallest_cache";
     case Reason::new_session:

@@ -57,6 +57,9 @@ struct RouteDecision {
   // the worker is drifting) and as the index alone predicts them.
   std::uint32_t predicted_cached_tokens = 0;
   std::uint32_t indexed_cached_tokens = 0;
+  // Uncached prompt tokens already dispatched to the chosen worker and not
+  // yet answered: the queue this request joins (the prefill fit's input).
+  std::uint64_t queued_tokens = 0;
   // The eligible worker that ranked second, and how much later its first
   // token was expected (ms; negative when the policy does not estimate it).
   std::optional<std::size_t> runner_up;
@@ -101,6 +104,9 @@ class Router {
     std::optional<std::uint32_t> cached_tokens;  // the engine's usage
     std::optional<std::uint32_t> prompt_tokens;
     std::optional<double> ttft_ms;
+    // ttft_ms is the first streamed token (not the whole body of a
+    // non-streaming answer): only then does it teach the prefill cost.
+    bool first_token_streamed = false;
   };
   // The response to a committed decision has ended.
   void record_outcome(const RoutingTable& table, const ModelRoute& model, workers::WorkerState& worker,

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "kvgate/core/address.hpp"
+#include "kvgate/policy/prefill_fit.hpp"
 #include "kvgate/workers/prediction_drift.hpp"
 #include "kvgate/workers/prometheus_text.hpp"
 
@@ -70,8 +71,19 @@ class WorkerState {
   [[nodiscard]] std::shared_ptr<const ScrapedLoad> engine_load() const {
     return engine_load_.load(std::memory_order_acquire);
   }
-  void publish_engine_load(std::shared_ptr<const ScrapedLoad> load) {
-    engine_load_.store(std::move(load), std::memory_order_release);
+  void publish_engine_load(std::shared_ptr<const ScrapedLoad> load);
+  // The two fields the router reads per decision, as plain atomics: loading
+  // the shared snapshot takes libstdc++'s lock bit and a reference count
+  // per worker, a shared cache line every I/O thread would write. Waiting
+  // and time may come from two successive scrapes, which is harmless.
+  struct EngineQueue {
+    std::optional<std::uint32_t> waiting;  // nullopt: never scraped, or the engine does not report it
+    std::uint64_t unix_ms = 0;
+  };
+  [[nodiscard]] EngineQueue engine_queue() const {
+    const auto waiting = engine_waiting_.load(std::memory_order_relaxed);
+    return {waiting < 0 ? std::nullopt : std::optional(static_cast<std::uint32_t>(waiting)),
+            engine_scraped_unix_ms_.load(std::memory_order_relaxed)};
   }
 
   [[nodiscard]] std::uint64_t pending_prefill_tokens() const {
@@ -104,6 +116,22 @@ class WorkerState {
   DriftChange record_prediction(std::uint32_t predicted, std::uint32_t reported, const DriftOptions& options);
   [[nodiscard]] DriftEvidence drift_evidence() const;
 
+  // The learned prefill cost (policy/prefill_fit.hpp): fed by any I/O
+  // thread when a streamed request ends cleanly, read lock-free by the
+  // router (three doubles that may come from two successive updates, which
+  // is harmless). The mutex guards only the fit (held for one update).
+  [[nodiscard]] policy::PrefillRates prefill_rates() const;
+  policy::PrefillFit::Verdict record_prefill(const policy::PrefillSample& sample);
+  struct PrefillFitStatus {
+    policy::PrefillRates rates;
+    std::uint64_t clipped = 0;
+    double residual_scale = 0;  // relative to the priors' prediction
+  };
+  [[nodiscard]] PrefillFitStatus prefill_fit_status() const;
+  // The priors to start from; called once before traffic (the routing table
+  // build), and again only for a worker that has learned nothing yet.
+  void set_prefill_prior(const policy::PrefillFitOptions& options);
+
   // Active checks (control thread only).
   HealthChange record_check(bool success, const HealthThresholds& thresholds);
   // Traffic outcomes (any I/O thread): connect errors and 5xx count as
@@ -111,6 +139,8 @@ class WorkerState {
   HealthChange record_traffic(bool failure, const HealthThresholds& thresholds);
 
  private:
+  void publish_prefill_rates(const policy::PrefillRates& rates);  // under prefill_mutex_
+
   const std::string id_;
   const std::string url_;
   const HttpUrl endpoint_;
@@ -126,6 +156,14 @@ class WorkerState {
   std::atomic<bool> drifting_{false};
   mutable std::mutex drift_mutex_;
   PredictionDrift drift_;
+  std::atomic<std::int64_t> engine_waiting_{-1};  // < 0: not known
+  std::atomic<std::uint64_t> engine_scraped_unix_ms_{0};
+  std::atomic<double> prefill_ms_per_token_{policy::PrefillRates{}.ms_per_token};
+  std::atomic<double> prefill_ms_per_token_pair_{policy::PrefillRates{}.ms_per_token_pair};
+  std::atomic<double> prefill_base_ms_{policy::PrefillRates{}.base_ms};
+  std::atomic<std::uint64_t> prefill_samples_{0};
+  mutable std::mutex prefill_mutex_;
+  policy::PrefillFit prefill_fit_{policy::PrefillFitOptions{}};
   std::atomic<std::shared_ptr<const ScrapedLoad>> engine_load_;
   std::uint32_t check_failure_streak_ = 0;
   std::uint32_t check_success_streak_ = 0;

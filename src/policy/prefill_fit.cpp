@@ -1,0 +1,155 @@
+#include "kvgate/policy/prefill_fit.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kvgate::policy {
+namespace {
+
+constexpr double kTokensPerUnit = 1e3;  // feature 0: thousands of tokens
+constexpr double kPairsPerUnit = 1e6;   // feature 1: millions of (query, context) token pairs
+// One standard deviation of a prior is this many times its value (weak: a
+// 70B model is ~9x an 8B one per token), with floors for priors near zero.
+constexpr double kPriorSpread = 10;
+constexpr double kMinimumSpreadPerKiloToken = 10;  // ms
+constexpr double kMinimumSpreadPerMegaPair = 2;    // ms
+constexpr double kMinimumSpreadBase = 20;          // ms
+// Residuals are relative to the priors' prediction (see observe): the
+// measurement noise assumed, and the floor of the clipping scale.
+constexpr double kRelativeNoise = 0.2;
+constexpr double kMinimumRelativeScale = 0.02;
+
+double square(double value) {
+  return value * value;
+}
+
+}  // namespace
+
+PrefillFit::PrefillFit(const PrefillFitOptions& options) : options_(options) {
+  const auto& prior = options.prior;
+  prior_ = {prior.ms_per_token * kTokensPerUnit, prior.ms_per_token_pair * kPairsPerUnit, prior.base_ms};
+  precision_ = {1 / square(std::max(kPriorSpread * prior_[0], kMinimumSpreadPerKiloToken)),
+                1 / square(std::max(kPriorSpread * prior_[1], kMinimumSpreadPerMegaPair)),
+                1 / square(std::max(kPriorSpread * prior_[2], kMinimumSpreadBase))};
+  floor_ = {0.01 * prior_[0], 0, 0};
+  theta_ = prior_;
+}
+
+PrefillFit::Verdict PrefillFit::observe(const PrefillSample& sample) {
+  if (sample.input_tokens == 0 || sample.cached_tokens > sample.input_tokens || !std::isfinite(sample.ttft_ms) ||
+      sample.ttft_ms <= 0) {
+    return Verdict::rejected;
+  }
+  const auto length = static_cast<double>(sample.input_tokens);
+  const auto cached = static_cast<double>(sample.cached_tokens);
+  Vector x{(length - cached + static_cast<double>(sample.queued_tokens)) / kTokensPerUnit,
+           (length * length - cached * cached) / 2 / kPairsPerUnit, 1.0};
+  // Relative terms: each sample is divided by what the priors predict for
+  // it, so a 30 s prefill and a 30 ms one weigh alike. The weight depends
+  // on the priors only, so the problem stays a fixed weighted one.
+  const auto& prior = options_.prior;
+  const double weight = 1 / std::max(1.0, prior.prefill_ms(sample.input_tokens, sample.cached_tokens) +
+                                              prior.queue_ms(sample.queued_tokens));
+  for (auto& feature : x) {
+    feature *= weight;
+  }
+  double predicted = 0;
+  for (std::size_t row = 0; row < 3; ++row) {
+    predicted += theta_[row] * x[row];
+  }
+  double residual = sample.ttft_ms * weight - predicted;
+  // Until the residual scale is known, it is taken from the samples (their
+  // mean absolute residual) and nothing is clipped. After, a residual past
+  // the bound is clipped to it, and the scale follows the clipped residuals:
+  // a lasting change of speed raises it by 10% per sample until the samples
+  // fit again, while a lone outlier moves it by 10% once.
+  auto verdict = Verdict::used;
+  if (samples_ >= options_.warmup_samples) {
+    const double bound = options_.clip_scales * scale_;
+    if (std::abs(residual) > bound) {
+      residual = std::copysign(bound, residual);
+      verdict = Verdict::clipped;
+      ++clipped_;
+    }
+    scale_ = std::max(kMinimumRelativeScale, 0.95 * scale_ + 0.05 * std::abs(residual));
+  } else {
+    const auto seen = static_cast<double>(samples_);
+    scale_ = std::max(kMinimumRelativeScale, (scale_ * seen + std::abs(residual)) / (seen + 1));
+  }
+  const double observed = predicted + residual;
+  const double noise = kRelativeNoise * kRelativeNoise;
+  for (std::size_t row = 0; row < 3; ++row) {
+    for (std::size_t column = 0; column < 3; ++column) {
+      gram_[row][column] = options_.forgetting * gram_[row][column] + x[row] * x[column] / noise;
+    }
+    moment_[row] = options_.forgetting * moment_[row] + x[row] * observed / noise;
+  }
+  ++samples_;
+  solve();
+  return verdict;
+}
+
+// (gram + diag(precision)) theta = moment + precision * prior, with the
+// coefficients held at their floors where the unconstrained solution
+// crosses them (at most three rounds: one per coefficient).
+void PrefillFit::solve() {
+  std::array<bool, 3> held{};
+  for (int round = 0; round < 3; ++round) {
+    Matrix system{};
+    Vector rhs{};
+    for (std::size_t row = 0; row < 3; ++row) {
+      if (held[row]) {
+        system[row][row] = 1;
+        rhs[row] = floor_[row];
+        continue;
+      }
+      rhs[row] = moment_[row] + precision_[row] * prior_[row];
+      for (std::size_t column = 0; column < 3; ++column) {
+        const double entry = gram_[row][column] + (row == column ? precision_[row] : 0);
+        if (held[column]) {
+          rhs[row] -= entry * floor_[column];
+        } else {
+          system[row][column] = entry;
+        }
+      }
+    }
+    // Gaussian elimination; the system is symmetric positive definite (the
+    // priors' precision is on its diagonal), so no pivoting is needed.
+    for (std::size_t pivot = 0; pivot < 3; ++pivot) {
+      for (std::size_t row = pivot + 1; row < 3; ++row) {
+        const double factor = system[row][pivot] / system[pivot][pivot];
+        for (std::size_t column = pivot; column < 3; ++column) {
+          system[row][column] -= factor * system[pivot][column];
+        }
+        rhs[row] -= factor * rhs[pivot];
+      }
+    }
+    Vector solution{};
+    for (std::size_t step = 0; step < 3; ++step) {
+      const std::size_t row = 2 - step;
+      double value = rhs[row];
+      for (std::size_t column = row + 1; column < 3; ++column) {
+        value -= system[row][column] * solution[column];
+      }
+      solution[row] = value / system[row][row];
+    }
+    bool crossed = false;
+    for (std::size_t row = 0; row < 3; ++row) {
+      if (!held[row] && solution[row] < floor_[row]) {
+        held[row] = true;
+        crossed = true;
+      }
+    }
+    if (!crossed) {
+      theta_ = solution;
+      return;
+    }
+  }
+  theta_ = floor_;
+}
+
+PrefillRates PrefillFit::rates() const {
+  return {theta_[0] / kTokensPerUnit, theta_[1] / kPairsPerUnit, theta_[2], samples_};
+}
+
+}  // namespace kvgate::policy
