@@ -47,7 +47,7 @@ AdminResponse metrics(proxy::GatewayContext& context) {
       context.metrics().set_worker_state(
           worker.id(), {worker.healthy(), worker.in_flight(), worker.pending_prefill_tokens(),
                         worker.recent_time_to_first_token_seconds(), prefill.ms_per_token, prefill.ms_per_token_pair,
-                        prefill.base_ms, prefill.samples});
+                        prefill.base_ms, prefill.samples, worker.ejected(proxy::unix_now_ms())});
       context.metrics().set_event_stream_state(
           worker.id(), {!route.options.kv_events.empty(), stream.connected, stream.stale, stream.silent,
                         model.cache->index.entries_of(route.slot)});
@@ -104,6 +104,7 @@ AdminResponse debug_workers(proxy::GatewayContext& context) {
       const auto recent_ttft = worker.recent_time_to_first_token_seconds();
       const auto drift = worker.drift_evidence();
       const auto prefill = worker.prefill_fit_status();
+      const auto outlier = worker.outlier_status(proxy::unix_now_ms());
       workers.push_back({
           {"id", worker.id()},
           {"model", model.name},
@@ -122,6 +123,16 @@ AdminResponse debug_workers(proxy::GatewayContext& context) {
             {"over_predicted", drift.over_predicted},
             {"predicted_tokens", drift.predicted_tokens},
             {"reported_tokens", drift.reported_tokens}}},
+          {"outlier",
+           {{"state", workers::to_string(outlier.state)},
+            {"ejected_until_unix_ms",
+             outlier.state == workers::BreakerState::open ? json(outlier.ejected_until_unix_ms) : json(nullptr)},
+            {"ejections_in_a_row", outlier.ejections_in_a_row},
+            {"ejections", outlier.ejections_total},
+            {"failure_streak", outlier.failure_streak},
+            {"last_cause",
+             outlier.last_cause == workers::FailureCause::none ? json(nullptr)
+                                                               : json(workers::to_string(outlier.last_cause))}}},
           {"prefill_cost",
            {{"ms_per_token", prefill.rates.ms_per_token},
             {"ms_per_token_pair", prefill.rates.ms_per_token_pair},

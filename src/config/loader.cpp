@@ -67,11 +67,23 @@ void read_timeouts(YamlReader& reader, const YAML::Node& node, TimeoutOptions& o
 }
 
 void read_upstream(YamlReader& reader, const YAML::Node& node, UpstreamOptions& out) {
-  if (!reader.check_mapping(node, "upstream", {"retries", "max_idle_connections", "idle_connection_timeout"})) {
+  if (!reader.check_mapping(node, "upstream",
+                            {"retries", "retry_budget", "max_idle_connections", "idle_connection_timeout"})) {
     return;
   }
   reader.optional(node, "upstream", "retries",
                   [&](auto& value, auto path) { reader.read(value, path, out.retries, 0, 10); });
+  reader.optional(node, "upstream", "retry_budget", [&](auto& budget, auto) {
+    const std::string base = "upstream.retry_budget";
+    if (!reader.check_mapping(budget, base, {"ratio", "min_retries_per_second"})) {
+      return;
+    }
+    reader.optional(budget, base, "ratio",
+                    [&](auto& value, auto path) { reader.read(value, path, out.retry_budget.ratio, 0.0, 10.0); });
+    reader.optional(budget, base, "min_retries_per_second", [&](auto& value, auto path) {
+      reader.read(value, path, out.retry_budget.min_retries_per_second, 0.0, 1e6);
+    });
+  });
   reader.optional(node, "upstream", "max_idle_connections",
                   [&](auto& value, auto path) { reader.read(value, path, out.max_idle_connections, 0, 100'000); });
   reader.optional(node, "upstream", "idle_connection_timeout", [&](auto& value, auto path) {
@@ -101,8 +113,32 @@ void read_health_check(YamlReader& reader, const YAML::Node& node, HealthCheckOp
                   [&](auto& value, auto path) { reader.read(value, path, out.unhealthy_threshold, 1, 1000); });
   reader.optional(node, base, "healthy_threshold",
                   [&](auto& value, auto path) { reader.read(value, path, out.healthy_threshold, 1, 1000); });
-  reader.optional(node, base, "passive_failures",
-                  [&](auto& value, auto path) { reader.read(value, path, out.passive_failures, 0, 1000); });
+  reader.optional(node, base, "passive_failures", [&](auto& value, auto path) {
+    std::uint32_t failures = 0;
+    reader.read(value, path, failures, 0, 1000);
+    out.passive_failures = failures;
+  });
+}
+
+void read_outlier_detection(YamlReader& reader, const YAML::Node& node, OutlierDetectionOptions& out) {
+  const std::string base = "outlier_detection";
+  if (!reader.check_mapping(node, base,
+                            {"consecutive_failures", "base_ejection_time", "max_ejection_time", "max_ejected_percent"})) {
+    return;
+  }
+  reader.optional(node, base, "consecutive_failures",
+                  [&](auto& value, auto path) { reader.read(value, path, out.consecutive_failures, 0, 1000); });
+  reader.optional(node, base, "base_ejection_time", [&](auto& value, auto path) {
+    reader.read_duration(value, path, out.base_ejection_time, Milliseconds(1));
+  });
+  reader.optional(node, base, "max_ejection_time", [&](auto& value, auto path) {
+    reader.read_duration(value, path, out.max_ejection_time, Milliseconds(1));
+    if (value.IsScalar() && out.max_ejection_time < out.base_ejection_time) {
+      reader.problem(value, path, "must not be shorter than base_ejection_time");
+    }
+  });
+  reader.optional(node, base, "max_ejected_percent",
+                  [&](auto& value, auto path) { reader.read(value, path, out.max_ejected_percent, 0, 100); });
 }
 
 void read_metrics_scrape(YamlReader& reader, const YAML::Node& node, MetricsScrapeOptions& out) {
@@ -407,7 +443,8 @@ void read_root(YamlReader& reader, const YAML::Node& root, Options& out) {
   if (!reader.check_mapping(
           root, "",
           {"listen", "admin_listen", "threads", "log_level", "access_log", "api_keys", "limits", "timeouts", "upstream",
-           "health_check", "metrics_scrape", "models", "routing", "index", "kv_events", "sessions", "decision_log"})) {
+           "health_check", "outlier_detection", "metrics_scrape", "models", "routing", "index", "kv_events", "sessions",
+           "decision_log"})) {
     return;
   }
   reader.optional(root, "", "listen", [&](auto& value, auto path) { read_address(reader, value, path, out.listen); });
@@ -434,6 +471,14 @@ void read_root(YamlReader& reader, const YAML::Node& root, Options& out) {
   reader.optional(root, "", "upstream", [&](auto& value, auto) { read_upstream(reader, value, out.upstream); });
   reader.optional(root, "", "health_check",
                   [&](auto& value, auto) { read_health_check(reader, value, out.health_check); });
+  reader.optional(root, "", "outlier_detection",
+                  [&](auto& value, auto) { read_outlier_detection(reader, value, out.outlier_detection); });
+  // The deprecated health_check.passive_failures names the same threshold.
+  if (out.health_check.passive_failures && !(root["outlier_detection"] &&
+                                             root["outlier_detection"].IsMap() &&
+                                             root["outlier_detection"]["consecutive_failures"])) {
+    out.outlier_detection.consecutive_failures = *out.health_check.passive_failures;
+  }
   reader.optional(root, "", "metrics_scrape",
                   [&](auto& value, auto) { read_metrics_scrape(reader, value, out.metrics_scrape); });
   reader.optional(root, "", "routing", [&](auto& value, auto) { read_routing(reader, value, out.routing); });

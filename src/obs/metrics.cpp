@@ -168,6 +168,19 @@ Metrics::Metrics()
                           .Help("Completed streamed requests the worker's prefill cost was learned from "
                                 "(0: the configured priors)")
                           .Register(*registry_);
+  retries_denied_ = &BuildCounter()
+                         .Name("kvgate_retries_denied_total")
+                         .Help("Retries the retry budget refused (the client got the attempt's error)")
+                         .Register(*registry_);
+  worker_ejections_ = &BuildCounter()
+                           .Name("kvgate_worker_ejections_total")
+                           .Help("Times a worker was taken out of routing after consecutive traffic failures, by "
+                                 "the last failure's cause (connect, status_5xx, reset, timeout)")
+                           .Register(*registry_);
+  worker_ejected_ = &BuildGauge()
+                         .Name("kvgate_worker_ejected")
+                         .Help("1 while the worker is out of routing after consecutive traffic failures")
+                         .Register(*registry_);
   session_moves_ = &BuildCounter()
                         .Name("kvgate_session_moves_total")
                         .Help(
@@ -269,6 +282,14 @@ void Metrics::retry(std::string_view model) {
   retries_.Add({{"model", std::string(model)}}).Increment();
 }
 
+void Metrics::retry_denied(std::string_view model) {
+  retries_denied_->Add({{"model", std::string(model)}}).Increment();
+}
+
+void Metrics::worker_ejected(std::string_view worker, std::string_view cause) {
+  worker_ejections_->Add({{"worker", std::string(worker)}, {"cause", std::string(cause)}}).Increment();
+}
+
 void Metrics::client_error(int status, std::string_view code) {
   client_errors_.Add({{"status", status_label(status)}, {"code", std::string(code)}}).Increment();
 }
@@ -301,6 +322,7 @@ void Metrics::set_worker_state(std::string_view worker, const WorkerGauges& stat
   prefill_ms_per_token_pair_->Add(labels).Set(state.prefill_ms_per_token_pair / 1000);
   prefill_base_ms_->Add(labels).Set(state.prefill_base_ms / 1000);
   prefill_samples_->Add(labels).Set(static_cast<double>(state.prefill_samples));
+  worker_ejected_->Add(labels).Set(state.ejected ? 1 : 0);
 }
 
 prometheus::Counter& Metrics::kv_events(std::string_view worker, std::string_view type) {
@@ -377,7 +399,7 @@ void Metrics::forget_worker(std::string_view worker) {
   worker_in_flight_.Remove(&worker_in_flight_.Add({{"worker", std::string(worker)}}));
   for (auto* family : {&worker_pending_prefill_, &worker_recent_ttft_, &kv_events_connected_, &kv_events_stale_,
                        &kv_events_silent_, &index_blocks_, index_drifting_, prefill_ms_per_token_,
-                       prefill_ms_per_token_pair_, prefill_base_ms_, prefill_samples_}) {
+                       prefill_ms_per_token_pair_, prefill_base_ms_, prefill_samples_, worker_ejected_}) {
     if (family->Has({{"worker", std::string(worker)}})) {
       family->Remove(&family->Add({{"worker", std::string(worker)}}));
     }

@@ -18,6 +18,8 @@ std::vector<Candidate> filter_candidates(const RouteRequest& request, std::span<
       candidate.ineligible_because = Ineligible::already_tried;
     } else if (!worker.healthy) {
       candidate.ineligible_because = Ineligible::unhealthy;
+    } else if (worker.ejected) {
+      candidate.ineligible_because = Ineligible::ejected;
     } else {
       candidate.eligible = true;
     }

@@ -72,7 +72,14 @@ class Attempts {
         break;
       }
       const auto chosen = *decision.worker;
-      if (attempt > 0) {
+      if (attempt == 0) {
+        session_.thread().retry_budget().record_request(context.now_unix_ms);
+      } else {
+        if (!session_.thread().retry_budget().try_retry(context.now_unix_ms, options.upstream.retry_budget)) {
+          session_.context().metrics().retry_denied(target_.model.name);
+          note_decision(std::move(decision));
+          break;
+        }
         ++exchange_.retries;
         session_.context().metrics().retry(target_.model.name);
       }
@@ -140,9 +147,10 @@ class Attempts {
       if (!*connection) {
         const auto& error = connection->error();
         metrics.upstream_error(worker.id(), error == beast::error::timeout ? "connect_timeout" : "connect");
-        note_traffic(worker, true);
+        note_traffic(worker, workers::FailureCause::connect);
         co_return AttemptOutcome::retry(
-            openai::upstream_failure("cannot connect to worker " + worker.id() + ": " + error.message()));
+            openai::upstream_failure("cannot connect to worker " + worker.id() + ": " + error.message()),
+            workers::FailureCause::connect);
       }
       if (link_.client_gone) {
         co_return AttemptOutcome::client_left();
@@ -157,15 +165,35 @@ class Attempts {
       if (outcome.kind == AttemptOutcome::Kind::relayed && relay.upstream_reusable()) {
         pool.release(worker, std::move(upstream.stream));
       }
-      note_traffic(worker, outcome.worker_failed);
+      note_traffic(worker, outcome.failure);
       co_return outcome;
     }
   }
 
-  void note_traffic(workers::WorkerState& worker, bool failure) {
-    if (worker.record_traffic(failure, target_.table.thresholds) == workers::HealthChange::went_down) {
-      spdlog::warn("worker {} marked down after {} consecutive failed requests", worker.id(),
-                   target_.table.thresholds.passive_failures);
+  // Into the worker's circuit breaker. At most max_ejected_percent of the
+  // model's workers are out at once (at least one, in a fleet of two or
+  // more): beyond, failures are counted but the worker keeps serving.
+  void note_traffic(workers::WorkerState& worker, workers::FailureCause failure) {
+    const auto now = unix_now_ms();
+    const auto& table = target_.table;
+    bool may_eject = true;
+    if (failure != workers::FailureCause::none) {
+      const auto& fleet = target_.model.workers;
+      std::size_t ejected = 0;
+      for (const auto& route : fleet) {
+        ejected += route.state->ejected(now) ? 1 : 0;
+      }
+      const auto percent = table.options->outlier_detection.max_ejected_percent;
+      may_eject = fleet.size() > 1 && (ejected == 0 || (ejected + 1) * 100 <= percent * fleet.size());
+    }
+    const auto change = worker.record_traffic(failure, now, table.ejection, may_eject);
+    if (change == workers::CircuitBreaker::Change::ejected) {
+      const auto status = worker.outlier_status(now);
+      spdlog::warn("worker {} ejected for {} ms after failed requests (last: {}; ejection {} in a row)", worker.id(),
+                   status.ejected_until_unix_ms - now, workers::to_string(failure), status.ejections_in_a_row);
+      session_.context().metrics().worker_ejected(worker.id(), workers::to_string(failure));
+    } else if (change == workers::CircuitBreaker::Change::restored) {
+      spdlog::info("worker {} answered its probe after an ejection: back in routing", worker.id());
     }
   }
 

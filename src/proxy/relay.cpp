@@ -51,18 +51,21 @@ awaitable<AttemptOutcome> Relay::send_and_read_header(UpstreamRequest& request, 
     metrics.upstream_error(worker_.id(), "timeout");
     co_return AttemptOutcome::fail(openai::upstream_timeout("worker " + worker_.id() +
                                                             " sent no response header within " +
-                                                            format_duration(options_.timeouts.upstream_response)));
+                                                            format_duration(options_.timeouts.upstream_response)),
+                                   workers::FailureCause::timeout);
   }
   if (may_be_stale && !parser_.got_some()) {
-    co_return AttemptOutcome{AttemptOutcome::Kind::stale_connection, std::nullopt, false};
+    co_return AttemptOutcome{AttemptOutcome::Kind::stale_connection, std::nullopt, workers::FailureCause::none};
   }
   metrics.upstream_error(worker_.id(), "reset");
   if (parser_.got_some()) {
     co_return AttemptOutcome::fail(
-        openai::upstream_failure("worker " + worker_.id() + " sent a malformed response: " + write_error.message()));
+        openai::upstream_failure("worker " + worker_.id() + " sent a malformed response: " + write_error.message()),
+        workers::FailureCause::reset);
   }
   co_return AttemptOutcome::retry(
-      openai::upstream_failure("worker " + worker_.id() + " closed the connection: " + write_error.message()));
+      openai::upstream_failure("worker " + worker_.id() + " closed the connection: " + write_error.message()),
+      workers::FailureCause::reset);
 }
 
 void Relay::prepare_client_header() {
@@ -90,8 +93,8 @@ void Relay::prepare_client_header() {
 
 awaitable<AttemptOutcome> Relay::relay_body() {
   AttemptOutcome outcome;
-  outcome.worker_failed = parser_.get().result_int() >= 500;
-  if (outcome.worker_failed) {
+  if (parser_.get().result_int() >= 500) {
+    outcome.failure = workers::FailureCause::status_5xx;
     session_.context().metrics().upstream_error(worker_.id(), "status_5xx");
   }
   prepare_client_header();
@@ -123,7 +126,8 @@ awaitable<AttemptOutcome> Relay::relay_body() {
       if (read_error) {
         if (!link_.client_gone) {
           co_await end_interrupted_stream(read_error);
-          outcome.worker_failed = true;
+          outcome.failure = read_error == beast::error::timeout ? workers::FailureCause::timeout
+                                                                : workers::FailureCause::reset;
         }
         co_return outcome;
       }

@@ -54,6 +54,7 @@ policy::WorkerView worker_view(const workers::WorkerState& worker, std::uint32_t
   view.drifting = worker.drifting();
   view.cached_tokens = view.drifting ? 0 : indexed;
   view.prefill = worker.prefill_rates();
+  view.ejected = worker.ejected(now_unix_ms);
   if (auto engine = worker.engine_queue(); engine.waiting) {
     view.engine_waiting = *engine.waiting;
     view.engine_snapshot_age_ms =
@@ -124,6 +125,15 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
     views[index] = worker_view(*model.workers[index].state, indexed[index], context.now_unix_ms);
     if (model.cache) {
       views[index].indexed_blocks = model.cache->index.entries_of(model.workers[index].slot);
+    }
+  }
+  // Panic mode (Envoy's): when every healthy worker is ejected, ejection is
+  // ignored, so a fleet failing as a whole keeps serving what it can.
+  const bool all_ejected = std::none_of(views.begin(), views.begin() + static_cast<std::ptrdiff_t>(count),
+                                        [](const policy::WorkerView& view) { return view.healthy && !view.ejected; });
+  if (all_ejected) {
+    for (std::size_t index = 0; index < count; ++index) {
+      views[index].ejected = false;
     }
   }
   const auto view_span = std::span<const policy::WorkerView>(views.data(), count);

@@ -86,10 +86,12 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
   table->options = options;
   table->policy = make_policy(options->routing);
   const auto& health = options->health_check;
-  // Without active checks nothing would ever mark a worker up again, so
-  // passive marking is off too.
-  table->thresholds = {health.unhealthy_threshold, health.healthy_threshold,
-                       health.enabled ? health.passive_failures : 0};
+  // Traffic failures eject through each worker's circuit breaker, which
+  // closes again by itself (a half-open probe): independent of active checks.
+  table->thresholds = {health.unhealthy_threshold, health.healthy_threshold};
+  const auto& outlier = options->outlier_detection;
+  table->ejection = {outlier.consecutive_failures, static_cast<std::uint64_t>(outlier.base_ejection_time.count()),
+                     static_cast<std::uint64_t>(outlier.max_ejection_time.count())};
   std::vector<std::shared_ptr<workers::WorkerState>> old_workers;
   if (previous != nullptr) {
     old_workers = previous->all_workers();

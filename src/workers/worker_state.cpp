@@ -10,7 +10,6 @@ HealthChange WorkerState::record_check(bool success, const HealthThresholds& thr
     check_failure_streak_ = 0;
     ++check_success_streak_;
     if (!healthy() && check_success_streak_ >= thresholds.healthy_after) {
-      passive_failure_streak_.store(0, std::memory_order_relaxed);
       healthy_.store(true, std::memory_order_relaxed);
       return HealthChange::went_up;
     }
@@ -24,17 +23,25 @@ HealthChange WorkerState::record_check(bool success, const HealthThresholds& thr
   return HealthChange::none;
 }
 
-HealthChange WorkerState::record_traffic(bool failure, const HealthThresholds& thresholds) {
-  if (!failure) {
-    passive_failure_streak_.store(0, std::memory_order_relaxed);
-    return HealthChange::none;
+CircuitBreaker::Change WorkerState::record_traffic(FailureCause failure, std::uint64_t now_unix_ms,
+                                                   const EjectionOptions& options, bool may_eject) {
+  if (failure == FailureCause::none && breaker_clean_.load(std::memory_order_relaxed)) {
+    return CircuitBreaker::Change::none;
   }
-  auto streak = passive_failure_streak_.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (thresholds.passive_failures != 0 && streak >= thresholds.passive_failures &&
-      healthy_.exchange(false, std::memory_order_relaxed)) {
-    return HealthChange::went_down;
+  std::lock_guard lock(breaker_mutex_);
+  const auto change = breaker_.record(failure, now_unix_ms, options, may_eject);
+  ejected_until_unix_ms_.store(breaker_.open_until_ms(), std::memory_order_relaxed);
+  breaker_clean_.store(breaker_.open_until_ms() == 0 && breaker_.failure_streak() == 0, std::memory_order_relaxed);
+  if (change == CircuitBreaker::Change::ejected) {
+    ejections_total_.fetch_add(1, std::memory_order_relaxed);
   }
-  return HealthChange::none;
+  return change;
+}
+
+WorkerState::OutlierStatus WorkerState::outlier_status(std::uint64_t now_unix_ms) const {
+  std::lock_guard lock(breaker_mutex_);
+  return {breaker_.state(now_unix_ms),     breaker_.open_until_ms(), breaker_.ejections_in_a_row(),
+          breaker_.failure_streak(),       breaker_.last_cause(),    ejections_total_.load(std::memory_order_relaxed)};
 }
 
 // Each sample weighs a fifth: about the last ten answers matter, so a worker

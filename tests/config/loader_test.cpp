@@ -73,7 +73,8 @@ models:
   EXPECT_EQ(loaded->timeouts.upstream_idle, Milliseconds(3'600'000));
   EXPECT_EQ(loaded->upstream.retries, 2u);
   EXPECT_EQ(loaded->health_check.path, "/ping");
-  EXPECT_EQ(loaded->health_check.passive_failures, 0u);
+  // The deprecated passive_failures sets the outlier threshold.
+  EXPECT_EQ(loaded->outlier_detection.consecutive_failures, 0u);
   EXPECT_EQ(loaded->routing.policy, PolicyKind::round_robin);
   EXPECT_EQ(loaded->decision_log, "/tmp/decisions.jsonl");
   EXPECT_EQ(loaded->models[0].block_size, 32u);
@@ -224,6 +225,28 @@ TEST(ConfigLoader, ReadsTheIndexEventAndCostSettings) {
   EXPECT_EQ(loaded->index.default_kv_capacity_blocks, 900u);
   EXPECT_EQ(loaded->kv_events.replay_timeout, Milliseconds(250));
   EXPECT_EQ(loaded->kv_events.silence_after, Milliseconds(3000));
+}
+
+TEST(ConfigLoader, ReadsOutlierDetectionAndTheRetryBudget) {
+  auto loaded = load_text(with_models("outlier_detection: {consecutive_failures: 7, base_ejection_time: 2s, "
+                                      "max_ejection_time: 1m, max_ejected_percent: 30}\n"
+                                      "health_check: {passive_failures: 2}\n"
+                                      "upstream: {retry_budget: {ratio: 0.5, min_retries_per_second: 1}}\n"),
+                          "outliers.yaml");
+  ASSERT_TRUE(loaded) << loaded.error().front().to_string();
+  const auto& outlier = loaded->outlier_detection;
+  EXPECT_EQ(outlier.consecutive_failures, 7u);  // the new key wins over the deprecated one
+  EXPECT_EQ(outlier.base_ejection_time, Milliseconds(2'000));
+  EXPECT_EQ(outlier.max_ejection_time, Milliseconds(60'000));
+  EXPECT_EQ(outlier.max_ejected_percent, 30u);
+  EXPECT_DOUBLE_EQ(loaded->upstream.retry_budget.ratio, 0.5);
+  EXPECT_DOUBLE_EQ(loaded->upstream.retry_budget.min_retries_per_second, 1);
+  EXPECT_EQ(OutlierDetectionOptions{}.consecutive_failures, 5u);
+
+  auto backwards = load_text(with_models("outlier_detection: {base_ejection_time: 10s, max_ejection_time: 1s}\n"),
+                             "backwards.yaml");
+  ASSERT_FALSE(backwards);
+  EXPECT_NE(backwards.error().front().to_string().find("outlier_detection.max_ejection_time"), std::string::npos);
 }
 
 TEST(ConfigLoader, ReadsPerWorkerScrapeSchedules) {

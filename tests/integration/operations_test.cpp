@@ -215,7 +215,8 @@ TEST(Operations, DecisionLogRecordsEveryRoutedRequest) {
   harness.start_upstream("u0");
   auto log_path = harness.folder() + "/decisions.jsonl";
   harness.start_gateway(
-      "routing: {policy: round_robin}\nhealth_check: {interval: 1h, passive_failures: 1}\ndecision_log: " + log_path +
+      "routing: {policy: round_robin}\nhealth_check: {interval: 1h}\noutlier_detection: {consecutive_failures: 1}\n"
+      "decision_log: " + log_path +
           "\n",
       Harness::models_yaml(
           {{"dead", "http://127.0.0.1:" + std::to_string(dead.port())}, {"u0", harness.upstream("u0").url()}}));
@@ -243,11 +244,11 @@ TEST(Operations, DecisionLogRecordsEveryRoutedRequest) {
   EXPECT_TRUE(retried["decode_ms"].is_number());
   ASSERT_EQ(retried["candidates"].size(), 2u);
   EXPECT_EQ(retried["candidates"][0]["worker"], "dead");
-  // The refused connect marked "dead" down (passive_failures: 1).
+  // The refused connect ejected "dead" (consecutive_failures: 1).
   EXPECT_EQ(records[1]["session"], nullptr);
   EXPECT_EQ(records[1]["retries"], 0);
   EXPECT_EQ(records[1]["reason"], "only_candidate");
-  EXPECT_EQ(records[1]["candidates"][0]["ineligible_because"], "unhealthy");
+  EXPECT_EQ(records[1]["candidates"][0]["ineligible_because"], "ejected");
   EXPECT_FALSE(records[1]["request_id"].get<std::string>().empty());
 }
 

@@ -233,12 +233,32 @@ TEST_F(ProxyTest, UpstreamDyingMidStreamEndsWithAnErrorEventAndDone) {
   EXPECT_EQ(events.size(), 6u);
 }
 
+TEST_F(ProxyTest, AStreamThatGoesSilentIsCutWithAnErrorEventAndDone) {
+  start_two("routing: {policy: round_robin}\ntimeouts: {upstream_idle: 300ms}\n");
+  EventStream stream(harness.api_port(), "/v1/chat/completions", chat_body(true, 10),
+                     {{"x-test-fault", "hold_after:2"}});
+  ASSERT_EQ(stream.status(), 200);
+  auto events = stream.rest();
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  auto error = json::parse(events[events.size() - 2]).at("error");
+  EXPECT_EQ(error["code"], "upstream_timeout");
+  // The role event, tok0 and tok1 came through; then one error and [DONE].
+  EXPECT_EQ(events.size(), 5u);
+  auto metrics = get(harness.admin_port(), "/metrics").body;
+  for (const char* worker : {"u0", "u1"}) {
+    EXPECT_NE(metrics.find("kvgate_worker_ejected{worker=\"" + std::string(worker) + "\"} 0"), std::string::npos)
+        << "one failure ejects nothing";
+  }
+}
+
 TEST_F(ProxyTest, RefusedConnectionIsRetriedOnAnotherWorker) {
   RefusingPort refusing;
   harness.start_upstream("u1");
-  // Passive health marks the dead worker down after two refused connects;
+  // Outlier ejection takes the dead worker out after two refused connects;
   // active checks are too slow (1h) to interfere.
-  harness.start_gateway("routing: {policy: round_robin}\nhealth_check: {interval: 1h, passive_failures: 2}\n",
+  harness.start_gateway("routing: {policy: round_robin}\nhealth_check: {interval: 1h}\n"
+                        "outlier_detection: {consecutive_failures: 2}\n",
                         Harness::models_yaml({{"dead", "http://127.0.0.1:" + std::to_string(refusing.port())},
                                               {"u1", harness.upstream("u1").url()}}));
   for (int index = 0; index < 4; ++index) {

@@ -185,13 +185,32 @@ TEST(Router, ASessionOnADownWorkerMovesAsUnhealthy) {
   auto served = fleet.turn(first, "s");
   const auto home = *served.worker;
   fleet.hold(home, first, 19);
-  workers::HealthThresholds thresholds{1, 1, 1};
-  fleet.worker(home).record_traffic(true, thresholds);
+  workers::HealthThresholds thresholds{1, 1};
+  fleet.worker(home).record_check(false, thresholds);
   ASSERT_FALSE(fleet.worker(home).healthy());
   auto next = fleet.decide(prompt_of(480), "s");
   ASSERT_TRUE(next.worker);
   EXPECT_NE(*next.worker, home);
   EXPECT_EQ(next.reason, Reason::moved_unhealthy);
+}
+
+TEST(Router, AnEjectedWorkerIsNotACandidateUnlessAllAre) {
+  Fleet fleet(cache_aware());
+  auto prompt = prompt_of(320);
+  fleet.hold(1, prompt, 19);  // b holds the prompt
+  const workers::EjectionOptions eject_at_once{1, 60'000, 60'000};
+  fleet.worker(1).record_traffic(workers::FailureCause::status_5xx, kNow, eject_at_once);
+  auto decision = fleet.decide(prompt, std::nullopt);
+  ASSERT_TRUE(decision.worker);
+  EXPECT_NE(*decision.worker, 1u);
+  EXPECT_EQ(decision.candidates[1].ineligible_because, policy::Ineligible::ejected);
+  // Every worker ejected: panic mode routes as if none were.
+  fleet.worker(0).record_traffic(workers::FailureCause::connect, kNow, eject_at_once);
+  fleet.worker(2).record_traffic(workers::FailureCause::timeout, kNow, eject_at_once);
+  auto panic = fleet.decide(prompt, std::nullopt);
+  EXPECT_EQ(panic.worker, 1u);
+  // The ejection ends by itself.
+  EXPECT_EQ(fleet.decide(prompt, std::nullopt, 0, kNow + 60'000).worker, 1u);
 }
 
 TEST(Router, AnIdleSessionComesBackAsExpired) {

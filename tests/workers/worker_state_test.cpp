@@ -15,7 +15,7 @@ WorkerState make_worker() {
 
 TEST(WorkerState, ActiveChecksMarkDownAndUpAfterThresholds) {
   auto worker = make_worker();
-  HealthThresholds thresholds{3, 2, 5};
+  HealthThresholds thresholds{3, 2};
   EXPECT_TRUE(worker.healthy());
   EXPECT_EQ(worker.record_check(false, thresholds), HealthChange::none);
   EXPECT_EQ(worker.record_check(false, thresholds), HealthChange::none);
@@ -29,28 +29,36 @@ TEST(WorkerState, ActiveChecksMarkDownAndUpAfterThresholds) {
 
 TEST(WorkerState, APassInTheMiddleResetsTheFailureStreak) {
   auto worker = make_worker();
-  HealthThresholds thresholds{2, 1, 5};
+  HealthThresholds thresholds{2, 1};
   worker.record_check(false, thresholds);
   worker.record_check(true, thresholds);
   EXPECT_EQ(worker.record_check(false, thresholds), HealthChange::none);
   EXPECT_TRUE(worker.healthy());
 }
 
-TEST(WorkerState, PassiveFailuresMarkDownOnlyWhenEnabled) {
+TEST(WorkerState, TrafficFailuresEjectThroughTheBreakerAndAProbeRestores) {
   auto worker = make_worker();
-  HealthThresholds thresholds{3, 1, 2};
-  EXPECT_EQ(worker.record_traffic(true, thresholds), HealthChange::none);
-  EXPECT_EQ(worker.record_traffic(false, thresholds), HealthChange::none);
-  EXPECT_EQ(worker.record_traffic(true, thresholds), HealthChange::none);
-  EXPECT_EQ(worker.record_traffic(true, thresholds), HealthChange::went_down);
-  EXPECT_FALSE(worker.healthy());
+  EjectionOptions options{2, 1'000, 8'000};
+  EXPECT_EQ(worker.record_traffic(FailureCause::connect, 100, options), CircuitBreaker::Change::none);
+  EXPECT_EQ(worker.record_traffic(FailureCause::none, 110, options), CircuitBreaker::Change::none);
+  EXPECT_EQ(worker.record_traffic(FailureCause::status_5xx, 120, options), CircuitBreaker::Change::none);
+  EXPECT_EQ(worker.record_traffic(FailureCause::reset, 130, options), CircuitBreaker::Change::ejected);
+  EXPECT_TRUE(worker.ejected(131));
+  EXPECT_TRUE(worker.healthy());  // ejection is not the active checks' verdict
+  auto status = worker.outlier_status(131);
+  EXPECT_EQ(status.state, BreakerState::open);
+  EXPECT_EQ(status.ejected_until_unix_ms, 1'130u);
+  EXPECT_EQ(status.last_cause, FailureCause::reset);
+  EXPECT_EQ(status.ejections_total, 1u);
+  EXPECT_FALSE(worker.ejected(1'130));  // half-open: takes traffic again
+  EXPECT_EQ(worker.record_traffic(FailureCause::none, 1'200, options), CircuitBreaker::Change::restored);
+  EXPECT_EQ(worker.outlier_status(1'200).state, BreakerState::closed);
 
   auto never = make_worker();
-  HealthThresholds disabled{3, 1, 0};
   for (int index = 0; index < 100; ++index) {
-    never.record_traffic(true, disabled);
+    never.record_traffic(FailureCause::connect, 100, {0, 1'000, 8'000});
   }
-  EXPECT_TRUE(never.healthy());
+  EXPECT_FALSE(never.ejected(101));
 }
 
 TEST(WorkerState, InFlightCountsDispatchAndCompletion) {
@@ -115,6 +123,46 @@ TEST(WorkerState, PredictionsRecordedFromSeveralThreadsWhileTheRouterReads) {
   EXPECT_TRUE(worker.drifting());
   EXPECT_GT(seen_drifting.load(), 0);
   EXPECT_EQ(worker.drift_evidence().samples, options.window);
+}
+
+// I/O threads record traffic outcomes and prefill samples while routers
+// read the ejection and the rates lock-free (the ThreadSanitizer stage runs
+// this).
+TEST(WorkerState, OutcomesAndPrefillSamplesFromSeveralThreadsWhileTheRouterReads) {
+  WorkerState worker("w0", "http://127.0.0.1:1", HttpUrl{{"127.0.0.1", 1}, "127.0.0.1:1"});
+  const EjectionOptions ejection{3, 50, 400};
+  std::atomic<std::uint64_t> clock{0};
+  std::atomic<bool> done{false};
+  std::atomic<int> ejected_reads{0};
+  std::atomic<int> bad_rates{0};
+  std::thread router([&] {
+    while (!done.load()) {
+      ejected_reads += worker.ejected(clock.load()) ? 1 : 0;
+      const auto rates = worker.prefill_rates();
+      bad_rates += rates.ms_per_token > 0 && rates.ms_per_token_pair >= 0 && rates.base_ms >= 0 ? 0 : 1;
+      (void)worker.outlier_status(clock.load());
+    }
+  });
+  std::vector<std::thread> io_threads;
+  for (int thread = 0; thread < 2; ++thread) {
+    io_threads.emplace_back([&, thread] {
+      for (std::uint32_t request = 0; request < 3'000; ++request) {
+        const auto now = clock.fetch_add(1);
+        // Bursts of failures on one thread, successes on the other.
+        const auto failure = thread == 0 && request % 10 < 4 ? FailureCause::reset : FailureCause::none;
+        worker.record_traffic(failure, now, ejection);
+        worker.record_prefill({1'000 + request, 0, 0, 30.0 + request % 7});
+      }
+    });
+  }
+  for (auto& thread : io_threads) {
+    thread.join();
+  }
+  done = true;
+  router.join();
+  EXPECT_EQ(bad_rates.load(), 0);
+  EXPECT_GT(worker.outlier_status(clock.load()).ejections_total, 0u);
+  EXPECT_EQ(worker.prefill_rates().samples, 6'000u);
 }
 
 }  // namespace

@@ -63,8 +63,17 @@ struct TimeoutOptions {
   Milliseconds shutdown_grace{30'000};
 };
 
+// Retries draw from a budget so that a failing fleet is not hit by a retry
+// storm: beyond a small floor, at most `ratio` of the requests of the last
+// 10 s may be retried (counted per I/O thread).
+struct RetryBudgetOptions {
+  double ratio = 0.2;
+  double min_retries_per_second = 3;
+};
+
 struct UpstreamOptions {
   std::uint32_t retries = 1;                     // extra attempts on another worker
+  RetryBudgetOptions retry_budget;
   std::uint32_t max_idle_connections = 64;       // per worker and per I/O thread
   Milliseconds idle_connection_timeout{30'000};  // pooled connections older than this are closed
 };
@@ -76,7 +85,20 @@ struct HealthCheckOptions {
   Milliseconds timeout{1'000};
   std::uint32_t unhealthy_threshold = 3;  // consecutive failed checks to mark down
   std::uint32_t healthy_threshold = 2;    // consecutive good checks to mark up again
-  std::uint32_t passive_failures = 5;     // consecutive connect errors / 5xx on traffic to mark down
+  // Deprecated: outlier_detection.consecutive_failures, which it sets when
+  // that is not given.
+  std::optional<std::uint32_t> passive_failures;
+};
+
+// Passive outlier ejection (workers/outlier_ejection.hpp): consecutive
+// traffic failures take a worker out of routing for an ejection time that
+// doubles while it keeps failing; never more than max_ejected_percent of a
+// model's workers at once.
+struct OutlierDetectionOptions {
+  std::uint32_t consecutive_failures = 5;  // 0: off
+  Milliseconds base_ejection_time{5'000};
+  Milliseconds max_ejection_time{300'000};
+  std::uint32_t max_ejected_percent = 50;
 };
 
 // cache_aware's cost model (policy.hpp CostModel explains the defaults).
@@ -169,6 +191,7 @@ struct Options {
   TimeoutOptions timeouts;
   UpstreamOptions upstream;
   HealthCheckOptions health_check;
+  OutlierDetectionOptions outlier_detection;
   MetricsScrapeOptions metrics_scrape;
   std::vector<ModelOptions> models;
   RoutingOptions routing;

@@ -46,6 +46,10 @@ class Metrics {
 
   void upstream_error(std::string_view worker, std::string_view kind);
   void retry(std::string_view model);
+  // A retry the retry budget refused (the client got the last error).
+  void retry_denied(std::string_view model);
+  // A worker ejected by its circuit breaker, and why.
+  void worker_ejected(std::string_view worker, std::string_view cause);
   void client_error(int status, std::string_view code);
   void connection_rejected();
   void health_check(std::string_view worker, bool success);
@@ -104,6 +108,7 @@ class Metrics {
     double prefill_ms_per_token_pair = 0;
     double prefill_base_ms = 0;
     std::uint64_t prefill_samples = 0;
+    bool ejected = false;  // out of routing after traffic failures
   };
   void set_worker_state(std::string_view worker, const WorkerGauges& state);
   void forget_worker(std::string_view worker);
@@ -143,6 +148,9 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* prefill_ms_per_token_pair_ = nullptr;
   prometheus::Family<prometheus::Gauge>* prefill_base_ms_ = nullptr;
   prometheus::Family<prometheus::Gauge>* prefill_samples_ = nullptr;
+  prometheus::Family<prometheus::Counter>* retries_denied_ = nullptr;
+  prometheus::Family<prometheus::Counter>* worker_ejections_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* worker_ejected_ = nullptr;
   prometheus::Family<prometheus::Counter>* session_moves_ = nullptr;
   prometheus::Family<prometheus::Histogram>* session_turn_hit_ = nullptr;
   prometheus::Gauge* sessions_active_ = nullptr;

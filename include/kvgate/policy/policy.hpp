@@ -49,6 +49,10 @@ struct WorkerView {
   // What a prefill costs on this worker: learned from its completed
   // requests, the configured priors before that (prefill_rates.hpp).
   PrefillRates prefill;
+  // Out of routing for a while after consecutive traffic failures
+  // (workers/outlier_ejection.hpp); the router clears it for every worker
+  // when all healthy ones are ejected, so a failing fleet keeps serving.
+  bool ejected = false;
 };
 
 struct RouteRequest {

@@ -10,6 +10,7 @@
 #include "kvgate/http/beast.hpp"
 #include "kvgate/proxy/gateway_context.hpp"
 #include "kvgate/proxy/upstream_pool.hpp"
+#include "kvgate/workers/retry_budget.hpp"
 
 namespace kvgate::proxy {
 
@@ -23,6 +24,7 @@ class IoThread {
   GatewayContext& context() { return context_; }
   UpstreamPool& pool() { return pool_; }
   obs::ThreadMetrics& metrics() { return metrics_; }
+  workers::RetryBudget& retry_budget() { return retry_budget_; }
 
   // Binds the listen socket (before run()); returns the bound endpoint, so the
   // first thread can bind port 0 and the others the port it got.
@@ -49,6 +51,7 @@ class IoThread {
   http::tcp::acceptor acceptor_{io_};
   UpstreamPool pool_;
   obs::ThreadMetrics metrics_;
+  workers::RetryBudget retry_budget_;
 };
 
 }  // namespace kvgate::proxy

@@ -40,11 +40,16 @@ struct AttemptOutcome {
   };
   Kind kind = Kind::relayed;
   std::optional<openai::ApiError> error;
-  bool worker_failed = false;  // counts toward passive health marking
+  // The worker's fault, if any: counts toward its ejection (circuit breaker).
+  workers::FailureCause failure = workers::FailureCause::none;
 
-  static AttemptOutcome retry(openai::ApiError error) { return {Kind::retryable, std::move(error), true}; }
-  static AttemptOutcome fail(openai::ApiError error) { return {Kind::failed, std::move(error), true}; }
-  static AttemptOutcome client_left() { return {Kind::client_left, std::nullopt, false}; }
+  static AttemptOutcome retry(openai::ApiError error, workers::FailureCause cause) {
+    return {Kind::retryable, std::move(error), cause};
+  }
+  static AttemptOutcome fail(openai::ApiError error, workers::FailureCause cause) {
+    return {Kind::failed, std::move(error), cause};
+  }
+  static AttemptOutcome client_left() { return {Kind::client_left, std::nullopt, workers::FailureCause::none}; }
 };
 
 class Relay {

@@ -46,6 +46,7 @@ struct RoutingTable {
   std::vector<ModelRoute> models;
   std::shared_ptr<const policy::Policy> policy;
   workers::HealthThresholds thresholds;
+  workers::EjectionOptions ejection;
   std::string models_body;  // GET /v1/models, rendered once
 
   [[nodiscard]] const ModelRoute* find_model(std::string_view name) const;

@@ -15,15 +15,15 @@
 
 #include "kvgate/core/address.hpp"
 #include "kvgate/policy/prefill_fit.hpp"
+#include "kvgate/workers/outlier_ejection.hpp"
 #include "kvgate/workers/prediction_drift.hpp"
 #include "kvgate/workers/prometheus_text.hpp"
 
 namespace kvgate::workers {
 
 struct HealthThresholds {
-  std::uint32_t unhealthy_after = 3;   // consecutive failed active checks
-  std::uint32_t healthy_after = 2;     // consecutive good active checks
-  std::uint32_t passive_failures = 5;  // consecutive traffic failures; 0 disables
+  std::uint32_t unhealthy_after = 3;  // consecutive failed active checks
+  std::uint32_t healthy_after = 2;    // consecutive good active checks
 };
 
 enum class HealthChange { none, went_down, went_up };
@@ -134,9 +134,26 @@ class WorkerState {
 
   // Active checks (control thread only).
   HealthChange record_check(bool success, const HealthThresholds& thresholds);
-  // Traffic outcomes (any I/O thread): connect errors and 5xx count as
-  // failures, any other answer resets the streak.
-  HealthChange record_traffic(bool failure, const HealthThresholds& thresholds);
+  // Traffic outcomes (any I/O thread), into the worker's circuit breaker
+  // (outlier_ejection.hpp): FailureCause::none for an answer that was not
+  // the worker's failure. `may_eject`: the model's cap on ejected workers
+  // allows one more. A clean success on a closed breaker takes no lock.
+  CircuitBreaker::Change record_traffic(FailureCause failure, std::uint64_t now_unix_ms,
+                                        const EjectionOptions& options, bool may_eject = true);
+  // Lock-free, for the router: out of routing until the ejection time ends.
+  [[nodiscard]] bool ejected(std::uint64_t now_unix_ms) const {
+    const auto until = ejected_until_unix_ms_.load(std::memory_order_relaxed);
+    return until != 0 && now_unix_ms < until;
+  }
+  struct OutlierStatus {
+    BreakerState state = BreakerState::closed;
+    std::uint64_t ejected_until_unix_ms = 0;
+    std::uint32_t ejections_in_a_row = 0;
+    std::uint32_t failure_streak = 0;
+    FailureCause last_cause = FailureCause::none;
+    std::uint64_t ejections_total = 0;
+  };
+  [[nodiscard]] OutlierStatus outlier_status(std::uint64_t now_unix_ms) const;
 
  private:
   void publish_prefill_rates(const policy::PrefillRates& rates);  // under prefill_mutex_
@@ -151,7 +168,11 @@ class WorkerState {
   std::atomic<std::uint64_t> pending_prefill_tokens_{0};
   std::atomic<std::uint64_t> active_tokens_{0};
   std::atomic<double> recent_ttft_seconds_{-1};  // < 0: no sample yet
-  std::atomic<std::uint32_t> passive_failure_streak_{0};
+  mutable std::mutex breaker_mutex_;
+  CircuitBreaker breaker_;
+  std::atomic<bool> breaker_clean_{true};  // closed with no failure streak: a success needs no lock
+  std::atomic<std::uint64_t> ejected_until_unix_ms_{0};
+  std::atomic<std::uint64_t> ejections_total_{0};
   EventStreamStatus event_stream_;
   std::atomic<bool> drifting_{false};
   mutable std::mutex drift_mutex_;
