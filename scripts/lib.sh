@@ -10,9 +10,12 @@
 # events (BLOCKS KV blocks of 16 tokens each: the KV-pressure knob) and, per
 # TARGET, a kvgate with that routing policy or a peer load balancer
 # (bench/peers: nginx_sticky, haproxy_leastconn, haproxy_sticky) in front of
-# all of them. Sets $runs (kvgate-bench --run flags), $resets (--reset
-# flags), $fleet (a description for the report), $api and $admin (the last
-# gateway's). Environment: KVGATE_REPLICAS (default 3), KVGATE_TIME_SCALE
+# all of them. A TARGET whose environment variable KVGATE_TARGET_<TARGET>
+# is set runs kvgate with that YAML flow mapping as its `routing:` (a
+# variant, e.g. KVGATE_TARGET_ca_w1='{policy: cache_aware, cache_aware:
+# {own_prefill_weight: 1}}'). Sets $runs (kvgate-bench --run flags), $resets
+# (--reset flags), $fleet (a description for the report), $admins (LABEL=
+# admin address per kvgate), $api and $admin (the last gateway's). Environment: KVGATE_REPLICAS (default 3), KVGATE_TIME_SCALE
 # (default 20), KVGATE_SIM_FLAGS (more kvgate-sim flags, e.g. timing).
 # free_port: an unused TCP port on 127.0.0.1. wait_port PORT: until it answers.
 
@@ -85,6 +88,7 @@ start_fleet() {
   fleet="$replicas kvgate-sim replicas x $blocks KV blocks of 16 tokens (max_model_len $max_model_len),"
   fleet+=" time scale $time_scale, default step costs (Llama-3-8B on an H100)${sim_flags:+, ${sim_flags[*]}}"
   runs=()
+  admins=()
   for target in "$@"; do
     case "$target" in
       nginx_* | haproxy_*)
@@ -100,12 +104,15 @@ start_fleet() {
         continue
         ;;
     esac
+    local variant="KVGATE_TARGET_$target"
+    local routing="{policy: $target}"
+    [[ -n "${!variant:-}" ]] && routing=${!variant}
     cat >"$work/$target.yaml" <<YAML
 listen: "127.0.0.1:0"
 admin_listen: "127.0.0.1:0"
 threads: 1
 access_log: false
-routing: {policy: $target}
+routing: $routing
 health_check: {interval: 1s}
 models:
   - name: demo-model
@@ -117,6 +124,7 @@ YAML
     api=$(sed -E 's/.*api=([^ ]+).*/\1/' <<<"$started")
     admin=$(sed -E 's/.*admin=([^ ]+).*/\1/' <<<"$started")
     runs+=(--run "$target=http://$api")
+    admins+=("$target=$admin")
     echo "kvgate ($target): api http://$api  admin http://$admin"
   done
 }

@@ -21,7 +21,8 @@
 # (default 2 for WEKA, 0.5 for Mooncake: the request rate stays within what
 # this 2-core machine drives without the bench or the proxies becoming the
 # bottleneck; each report gives the bench's CPU share). Targets:
-# KVGATE_TARGETS overrides the list.
+# KVGATE_TARGETS overrides the list (variants: scripts/lib.sh). Each
+# gateway's /debug/workers at the end lands beside the report.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
@@ -83,6 +84,10 @@ out=build/trace-report/$name
 rm -rf "$out"
 mkdir -p "$out"
 cp "$work/report/"* "$out/"
+# What each gateway learned and saw (prefill cost, ejections, drift).
+for entry in "${admins[@]}"; do
+  curl -fsS "http://${entry#*=}/debug/workers" >"$out/workers-${entry%%=*}.json" || true
+done
 if command -v chromium >/dev/null 2>&1; then
   scripts/report_screenshot.sh "$out/report.html" "$out/report.png"
 fi

@@ -137,6 +137,8 @@ AdminResponse debug_workers(proxy::GatewayContext& context) {
            {{"ms_per_token", prefill.rates.ms_per_token},
             {"ms_per_token_pair", prefill.rates.ms_per_token_pair},
             {"base_ms", prefill.rates.base_ms},
+            {"ms_per_active_token", prefill.rates.ms_per_active_token},
+            {"ms_per_queued_token", prefill.rates.ms_per_queued_token},
             {"samples", prefill.rates.samples},
             {"clipped", prefill.clipped},
             {"residual_scale", prefill.residual_scale}}},

@@ -166,6 +166,7 @@ void read_cache_aware(YamlReader& reader, const YAML::Node& node, CacheAwareOpti
   const std::string base = "routing.cache_aware";
   if (!reader.check_mapping(node, base,
                             {"prefill_ms_per_token", "prefill_ms_per_token_pair", "prefill_base_ms",
+                             "prefill_ms_per_active_token",
                              "learn_prefill_cost", "own_prefill_weight", "soft_margin", "load_bound_epsilon",
                              "queue_ms_per_request", "queue_ms_per_waiting_request", "engine_metrics_max_age"})) {
     return;
@@ -177,6 +178,9 @@ void read_cache_aware(YamlReader& reader, const YAML::Node& node, CacheAwareOpti
   });
   reader.optional(node, base, "prefill_base_ms",
                   [&](auto& value, auto path) { reader.read(value, path, out.prefill_base_ms, 0.0, 60'000.0); });
+  reader.optional(node, base, "prefill_ms_per_active_token", [&](auto& value, auto path) {
+    reader.read(value, path, out.prefill_ms_per_active_token, 0.0, 1.0);
+  });
   reader.optional(node, base, "learn_prefill_cost",
                   [&](auto& value, auto path) { reader.read(value, path, out.learn_prefill_cost); });
   reader.optional(node, base, "own_prefill_weight",

@@ -8,7 +8,7 @@ namespace {
 // Sends the request where its expected time to first token is lowest, each
 // worker priced with its own PrefillRates (learned from its requests):
 //   prefill       = a (L - cached) + b (L^2 - cached^2) / 2 + c
-//   queue_delay   = a * pending_prefill_tokens
+//   queue_delay   = a * pending_prefill_tokens + d * active_tokens
 //                 + in_flight * queue_ms_per_request
 //                 + engine_waiting * queue_ms_per_waiting_request
 //   expected_ttft = queue_delay + prefill
@@ -48,7 +48,7 @@ class CacheAware final : public Policy {
     const bool engine_fresh =
         worker.engine_snapshot_age_ms >= 0 && worker.engine_snapshot_age_ms <= cost_.engine_snapshot_max_age_ms;
     const double engine_waiting = engine_fresh ? static_cast<double>(worker.engine_waiting) : 0.0;
-    candidate.queue_delay_ms = worker.prefill.queue_ms(worker.pending_prefill_tokens) +
+    candidate.queue_delay_ms = worker.prefill.queue_ms(worker.pending_prefill_tokens, worker.active_tokens) +
                                static_cast<double>(worker.in_flight) * cost_.queue_ms_per_request +
                                engine_waiting * cost_.queue_ms_per_waiting_request;
     candidate.expected_ttft_ms = candidate.queue_delay_ms + candidate.prefill_ms;

@@ -156,6 +156,7 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   result.predicted_cached_tokens = views[chosen].cached_tokens;
   result.indexed_cached_tokens = indexed[chosen];
   result.queued_tokens = views[chosen].pending_prefill_tokens;
+  result.active_tokens = views[chosen].active_tokens;
   result.runner_up = runner_up(result.candidates, chosen);
   if (result.runner_up) {
     const auto& winner = result.candidates[chosen];
@@ -241,7 +242,7 @@ void Router::record_outcome(const RoutingTable& table, const ModelRoute& model, 
   if (table.options->routing.cache_aware.learn_prefill_cost && outcome.first_token_streamed && outcome.ttft_ms &&
       outcome.status == 200 && outcome.retries == 0 && outcome.cached_tokens && outcome.prompt_tokens) {
     worker.record_prefill({*outcome.prompt_tokens, std::min(*outcome.cached_tokens, *outcome.prompt_tokens),
-                           decision.queued_tokens, *outcome.ttft_ms});
+                           decision.queued_tokens, decision.active_tokens, *outcome.ttft_ms});
   }
   if (!session_key || session_turn == 0) {
     return;

@@ -83,7 +83,9 @@ void WorkerState::publish_engine_load(std::shared_ptr<const ScrapedLoad> load) {
 policy::PrefillRates WorkerState::prefill_rates() const {
   return {prefill_ms_per_token_.load(std::memory_order_relaxed),
           prefill_ms_per_token_pair_.load(std::memory_order_relaxed), prefill_base_ms_.load(std::memory_order_relaxed),
-          prefill_samples_.load(std::memory_order_relaxed)};
+          prefill_samples_.load(std::memory_order_relaxed),
+          prefill_ms_per_active_token_.load(std::memory_order_relaxed),
+          prefill_ms_per_queued_token_.load(std::memory_order_relaxed)};
 }
 
 policy::PrefillFit::Verdict WorkerState::record_prefill(const policy::PrefillSample& sample) {
@@ -113,6 +115,8 @@ void WorkerState::publish_prefill_rates(const policy::PrefillRates& rates) {
   prefill_ms_per_token_.store(rates.ms_per_token, std::memory_order_relaxed);
   prefill_ms_per_token_pair_.store(rates.ms_per_token_pair, std::memory_order_relaxed);
   prefill_base_ms_.store(rates.base_ms, std::memory_order_relaxed);
+  prefill_ms_per_active_token_.store(rates.ms_per_active_token, std::memory_order_relaxed);
+  prefill_ms_per_queued_token_.store(rates.ms_per_queued_token, std::memory_order_relaxed);
   prefill_samples_.store(rates.samples, std::memory_order_relaxed);
 }
 

@@ -8,9 +8,10 @@
 namespace kvgate::policy {
 namespace {
 
-// Synthetic engines: TTFT = a (new + queued) + b (L^2 - cached^2) / 2 + c,
-// with multiplicative noise, prompts of 200-24,000 tokens, a random cached
-// head and a random queue, all from a fixed seed.
+// Synthetic engines: TTFT = a new + b (L^2 - cached^2) / 2 + c + d active
+// + q queued (q below a: queued prompts are partly under way), with multiplicative noise, prompts of 200-24,000 tokens, a
+// random cached head, a random queue and up to 300k tokens decoding beside,
+// all from a fixed seed.
 struct Engine {
   PrefillRates truth;
   double noise = 0.05;  // relative standard deviation
@@ -22,7 +23,9 @@ struct Engine {
     sample.input_tokens = length(random);
     sample.cached_tokens = share(random) < 0.5 ? 0 : static_cast<std::uint32_t>(share(random) * sample.input_tokens);
     sample.queued_tokens = share(random) < 0.7 ? 0 : static_cast<std::uint64_t>(share(random) * 8'000);
-    const double ttft = truth.prefill_ms(sample.input_tokens, sample.cached_tokens) + truth.queue_ms(sample.queued_tokens);
+    sample.active_tokens = static_cast<std::uint64_t>(share(random) * 300'000);
+    const double ttft = truth.prefill_ms(sample.input_tokens, sample.cached_tokens) +
+                        truth.queue_ms(sample.queued_tokens, sample.active_tokens);
     std::normal_distribution<double> jitter(1, noise);
     sample.ttft_ms = ttft * std::max(0.5, jitter(random));
     return sample;
@@ -54,18 +57,22 @@ TEST(PrefillFit, StartsFromThePriors) {
 
 TEST(PrefillFit, LearnsATwiceAsSlowWorkerWithinTwentyPercent) {
   std::mt19937_64 random(7);
-  Engine slow{{0.054, 2.6e-6, 12, 0}};
+  Engine slow{{0.054, 2.6e-6, 12, 0, 8e-5, 0.04}};
   PrefillFit fit(default_priors());
   for (int index = 0; index < 200; ++index) {
     fit.observe(slow.sample(random));
   }
   EXPECT_LT(worst_error(fit.rates(), slow.truth), 0.2) << fit.rates().ms_per_token;
+  // The queue's and the decoding requests' shares are told apart from the
+  // prefill's own speed.
+  EXPECT_NEAR(fit.rates().ms_per_active_token, 8e-5, 2e-5);
+  EXPECT_NEAR(fit.rates().ms_per_queued_token, 0.04, 0.01);
   EXPECT_EQ(fit.rates().samples, 200u);
 }
 
 TEST(PrefillFit, LearnsALargeAttentionTermWithinTwentyPercent) {
   std::mt19937_64 random(11);
-  Engine attention{{0.027, 2e-5, 6, 0}};  // a 32k prompt: 864 ms linear, 10.2 s of attention
+  Engine attention{{0.027, 2e-5, 6, 0, 4e-5, 0.02}};  // a 32k prompt: 864 ms linear, 10.2 s of attention
   PrefillFit fit(default_priors());
   for (int index = 0; index < 200; ++index) {
     fit.observe(attention.sample(random));
@@ -76,7 +83,7 @@ TEST(PrefillFit, LearnsALargeAttentionTermWithinTwentyPercent) {
 
 TEST(PrefillFit, OutliersMoveItByABoundedStep) {
   std::mt19937_64 random(3);
-  Engine engine{{0.03, 1.5e-6, 6, 0}};
+  Engine engine{{0.03, 1.5e-6, 6, 0, 4e-5, 0.02}};
   PrefillFit fit(default_priors());
   for (int index = 0; index < 150; ++index) {
     fit.observe(engine.sample(random));
@@ -100,8 +107,8 @@ TEST(PrefillFit, OutliersMoveItByABoundedStep) {
 
 TEST(PrefillFit, FollowsAWorkerWhoseSpeedChanges) {
   std::mt19937_64 random(5);
-  Engine fast{{0.027, 1.31e-6, 6, 0}};
-  Engine throttled{{0.081, 3.9e-6, 18, 0}};
+  Engine fast{{0.027, 1.31e-6, 6, 0, 4e-5, 0.02}};
+  Engine throttled{{0.081, 3.9e-6, 18, 0, 1.2e-4, 0.06}};
   PrefillFit fit(default_priors());
   for (int index = 0; index < 200; ++index) {
     fit.observe(fast.sample(random));
@@ -115,16 +122,16 @@ TEST(PrefillFit, FollowsAWorkerWhoseSpeedChanges) {
 
 TEST(PrefillFit, ImpossibleSamplesAreRejectedAndCoefficientsStayPositive) {
   PrefillFit fit(default_priors());
-  EXPECT_EQ(fit.observe({0, 0, 0, 10}), PrefillFit::Verdict::rejected);
-  EXPECT_EQ(fit.observe({100, 200, 0, 10}), PrefillFit::Verdict::rejected);  // more cached than the prompt
-  EXPECT_EQ(fit.observe({100, 0, 0, -1}), PrefillFit::Verdict::rejected);
-  EXPECT_EQ(fit.observe({100, 0, 0, std::nan("")}), PrefillFit::Verdict::rejected);
+  EXPECT_EQ(fit.observe({0, 0, 0, 0, 10}), PrefillFit::Verdict::rejected);
+  EXPECT_EQ(fit.observe({100, 200, 0, 0, 10}), PrefillFit::Verdict::rejected);  // more cached than the prompt
+  EXPECT_EQ(fit.observe({100, 0, 0, 0, -1}), PrefillFit::Verdict::rejected);
+  EXPECT_EQ(fit.observe({100, 0, 0, 0, std::nan("")}), PrefillFit::Verdict::rejected);
   EXPECT_EQ(fit.rates().samples, 0u);
   // An engine whose TTFT never depends on the prompt (everything cached
   // elsewhere, a proxy answering from memory): the per-token cost stays
   // above zero, or it would draw every request.
   for (std::uint32_t length = 100; length < 20'000; length += 100) {
-    fit.observe({length, 0, 0, 1});
+    fit.observe({length, 0, 0, 0, 1});
   }
   auto rates = fit.rates();
   EXPECT_GT(rates.ms_per_token, 0);
@@ -141,7 +148,7 @@ TEST(PrefillFit, AFixedPromptLengthLeavesThePriorsInPlaceOfWhatItCannotTell) {
   std::normal_distribution<double> jitter(1, 0.05);
   const PrefillRates truth{0.054, 2.6e-6, 12, 0};
   for (int index = 0; index < 500; ++index) {
-    fit.observe({2'000, 0, 0, truth.prefill_ms(2'000, 0) * jitter(random)});
+    fit.observe({2'000, 0, 0, 0, truth.prefill_ms(2'000, 0) * jitter(random)});
   }
   auto rates = fit.rates();
   EXPECT_NEAR(rates.prefill_ms(2'000, 0) / truth.prefill_ms(2'000, 0), 1, 0.05);

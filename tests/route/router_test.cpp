@@ -13,7 +13,7 @@ using policy::Reason;
 
 constexpr std::uint64_t kNow = 1'700'000'000'000;
 // 0.1 ms per uncached token, nothing else: the tests' arithmetic stays legible.
-constexpr policy::PrefillRates kLinearPrefill{0.1, 0, 0, 0};
+constexpr policy::PrefillRates kLinearPrefill{0.1, 0, 0, 0, 0, 0.1};
 
 class Fleet {
  public:

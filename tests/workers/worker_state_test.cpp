@@ -151,7 +151,7 @@ TEST(WorkerState, OutcomesAndPrefillSamplesFromSeveralThreadsWhileTheRouterReads
         // Bursts of failures on one thread, successes on the other.
         const auto failure = thread == 0 && request % 10 < 4 ? FailureCause::reset : FailureCause::none;
         worker.record_traffic(failure, now, ejection);
-        worker.record_prefill({1'000 + request, 0, 0, 30.0 + request % 7});
+        worker.record_prefill({1'000 + request, 0, 0, 0, 30.0 + request % 7});
       }
     });
   }

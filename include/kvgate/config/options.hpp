@@ -108,8 +108,9 @@ struct CacheAwareOptions {
   double prefill_ms_per_token = 0.027;
   double prefill_ms_per_token_pair = 1.31e-6;
   double prefill_base_ms = 6;
+  double prefill_ms_per_active_token = 4e-5;
   bool learn_prefill_cost = true;
-  double own_prefill_weight = 1.5;
+  double own_prefill_weight = 1;
   std::optional<Milliseconds> soft_margin;  // empty: no load bound at all
   double load_bound_epsilon = 0.25;
   double queue_ms_per_request = 0.5;

@@ -5,7 +5,14 @@
 // deterministic (the caller serialises updates).
 //
 // The fit is exponentially weighted ridge regression towards the priors:
-//   ttft_ms ~ a * (new + queued) + b * (L^2 - cached^2) / 2 + c
+//   ttft_ms ~ a * new + b * (L^2 - cached^2) / 2 + c + d * active + q * queued
+// (active: the context tokens of the requests decoding there, which every
+// scheduler step reads: continuous batching slows a prefill by them;
+// queued: the uncached prompt tokens dispatched there before this one and
+// not yet answered). The queue has its own coefficient, not a: a prompt
+// counted as queued may already be half computed, so with one shared
+// coefficient the busiest worker would learn the lowest per-token cost,
+// look the cheapest and draw still more (measured: trace.sh weka70).
 // minimising sum_k lambda^(n-k) (relative residual_k)^2 / noise^2
 //           + (theta - prior)' Lambda (theta - prior)
 // with its 3x3 normal equations solved after every sample.
@@ -30,6 +37,7 @@
 // Features are scaled (thousands of tokens, millions of token pairs) so
 // the three coefficients are of comparable size.
 #include <array>
+#include <cstddef>
 #include <cstdint>
 
 #include "kvgate/policy/prefill_rates.hpp"
@@ -40,6 +48,7 @@ struct PrefillSample {
   std::uint32_t input_tokens = 0;
   std::uint32_t cached_tokens = 0;  // engine-reported
   std::uint64_t queued_tokens = 0;  // uncached prompt tokens dispatched there before this one, not yet answered
+  std::uint64_t active_tokens = 0;  // prompt tokens of the requests in flight there at dispatch (decoding)
   double ttft_ms = 0;               // dispatch to the first token
 };
 
@@ -63,13 +72,14 @@ class PrefillFit {
   [[nodiscard]] double residual_scale() const { return scale_; }
 
  private:
-  using Vector = std::array<double, 3>;
-  using Matrix = std::array<Vector, 3>;
+  static constexpr std::size_t kTerms = 5;
+  using Vector = std::array<double, kTerms>;
+  using Matrix = std::array<Vector, kTerms>;
 
   PrefillFitOptions options_;
   void solve();
 
-  Vector prior_{};      // ms per thousand tokens, ms per million token pairs, ms
+  Vector prior_{};      // ms per 1k tokens, per 1M token pairs, ms, per 100k active tokens, per 1k queued tokens
   Vector precision_{};  // of the priors (diagonal)
   Vector floor_{};      // the coefficients' lower bounds
   Matrix gram_{};       // forgotten sum of x x' / noise^2

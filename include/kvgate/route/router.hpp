@@ -60,6 +60,8 @@ struct RouteDecision {
   // Uncached prompt tokens already dispatched to the chosen worker and not
   // yet answered: the queue this request joins (the prefill fit's input).
   std::uint64_t queued_tokens = 0;
+  // Prompt tokens of the requests in flight there (decoding beside it).
+  std::uint64_t active_tokens = 0;
   // The eligible worker that ranked second, and how much later its first
   // token was expected (ms; negative when the policy does not estimate it).
   std::optional<std::size_t> runner_up;

@@ -118,7 +118,7 @@ class WorkerState {
 
   // The learned prefill cost (policy/prefill_fit.hpp): fed by any I/O
   // thread when a streamed request ends cleanly, read lock-free by the
-  // router (three doubles that may come from two successive updates, which
+  // router (doubles that may come from two successive updates, which
   // is harmless). The mutex guards only the fit (held for one update).
   [[nodiscard]] policy::PrefillRates prefill_rates() const;
   policy::PrefillFit::Verdict record_prefill(const policy::PrefillSample& sample);
@@ -182,6 +182,8 @@ class WorkerState {
   std::atomic<double> prefill_ms_per_token_{policy::PrefillRates{}.ms_per_token};
   std::atomic<double> prefill_ms_per_token_pair_{policy::PrefillRates{}.ms_per_token_pair};
   std::atomic<double> prefill_base_ms_{policy::PrefillRates{}.base_ms};
+  std::atomic<double> prefill_ms_per_active_token_{policy::PrefillRates{}.ms_per_active_token};
+  std::atomic<double> prefill_ms_per_queued_token_{policy::PrefillRates{}.ms_per_queued_token};
   std::atomic<std::uint64_t> prefill_samples_{0};
   mutable std::mutex prefill_mutex_;
   policy::PrefillFit prefill_fit_{policy::PrefillFitOptions{}};
