@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "support/admin.hpp"
 #include "support/harness.hpp"
 
 namespace kvgate::testing {
@@ -14,19 +15,6 @@ namespace {
 
 using nlohmann::json;
 using namespace std::chrono_literals;
-
-// Repeats `probe` (each call is a real request) until it returns true or the
-// deadline passes; for state that changes on the daemon's own schedule.
-template <class Probe>
-bool eventually(Probe probe, std::chrono::milliseconds limit = 10s) {
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (probe()) {
-      return true;
-    }
-  }
-  return false;
-}
 
 int run_check_config(Harness& harness, const std::string& path, std::string& stderr_text) {
   ChildProcess process({KVGATE_BINARY, "check-config", path}, harness.folder() + "/check.stderr");

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "support/admin.hpp"
 #include "support/harness.hpp"
 #include "support/sim_process.hpp"
 
@@ -15,16 +16,6 @@ namespace {
 
 using nlohmann::json;
 using namespace std::chrono_literals;
-
-json worker_state(Harness& harness, const std::string& id) {
-  const auto workers = json::parse(get(harness.admin_port(), "/debug/workers").body);
-  for (const auto& worker : workers["workers"]) {
-    if (worker["id"] == id) {
-      return worker;
-    }
-  }
-  return nullptr;
-}
 
 std::string completion() {
   return json{{"model", "sim-model"}, {"prompt", "hello there"}, {"max_tokens", 2}}.dump();

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kvgate/policy/prefill_rates.hpp"
+#include "support/admin.hpp"
 #include "support/fleet.hpp"
 
 namespace kvgate::testing {
@@ -182,28 +183,6 @@ TEST(Router, UnknownOrMalformedSessionKeysAreClearErrors) {
 }
 
 // --- Prediction drift ---
-
-template <class Probe>
-bool eventually(Probe probe, std::chrono::milliseconds limit = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (probe()) {
-      return true;
-    }
-    std::this_thread::sleep_for(20ms);
-  }
-  return false;
-}
-
-json worker_state(Harness& harness, const std::string& id) {
-  const auto workers = json::parse(get(harness.admin_port(), "/debug/workers").body);
-  for (const auto& worker : workers["workers"]) {
-    if (worker["id"] == id) {
-      return worker;
-    }
-  }
-  return nullptr;
-}
 
 // Sessions whose prompts grow turn by turn, sent round-robin over the
 // sessions (each turn a completions request extending the session's text).
