@@ -130,9 +130,9 @@ AdminResponse debug_workers(proxy::GatewayContext& context) {
             {"ejections_in_a_row", outlier.ejections_in_a_row},
             {"ejections", outlier.ejections_total},
             {"failure_streak", outlier.failure_streak},
-            {"last_cause",
-             outlier.last_cause == workers::FailureCause::none ? json(nullptr)
-                                                               : json(workers::to_string(outlier.last_cause))}}},
+            {"last_cause", outlier.last_cause == workers::FailureCause::none
+                               ? json(nullptr)
+                               : json(workers::to_string(outlier.last_cause))}}},
           {"prefill_cost",
            {{"ms_per_token", prefill.rates.ms_per_token},
             {"ms_per_token_pair", prefill.rates.ms_per_token_pair},

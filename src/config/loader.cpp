@@ -122,8 +122,8 @@ void read_health_check(YamlReader& reader, const YAML::Node& node, HealthCheckOp
 
 void read_outlier_detection(YamlReader& reader, const YAML::Node& node, OutlierDetectionOptions& out) {
   const std::string base = "outlier_detection";
-  if (!reader.check_mapping(node, base,
-                            {"consecutive_failures", "base_ejection_time", "max_ejection_time", "max_ejected_percent"})) {
+  if (!reader.check_mapping(
+          node, base, {"consecutive_failures", "base_ejection_time", "max_ejection_time", "max_ejected_percent"})) {
     return;
   }
   reader.optional(node, base, "consecutive_failures",
@@ -164,23 +164,21 @@ void read_metrics_scrape(YamlReader& reader, const YAML::Node& node, MetricsScra
 
 void read_cache_aware(YamlReader& reader, const YAML::Node& node, CacheAwareOptions& out) {
   const std::string base = "routing.cache_aware";
-  if (!reader.check_mapping(node, base,
-                            {"prefill_ms_per_token", "prefill_ms_per_token_pair", "prefill_base_ms",
-                             "prefill_ms_per_active_token",
-                             "learn_prefill_cost", "own_prefill_weight", "soft_margin", "load_bound_epsilon",
-                             "queue_ms_per_request", "queue_ms_per_waiting_request", "engine_metrics_max_age"})) {
+  if (!reader.check_mapping(
+          node, base,
+          {"prefill_ms_per_token", "prefill_ms_per_token_pair", "prefill_base_ms", "prefill_ms_per_active_token",
+           "learn_prefill_cost", "own_prefill_weight", "soft_margin", "load_bound_epsilon", "queue_ms_per_request",
+           "queue_ms_per_waiting_request", "engine_metrics_max_age"})) {
     return;
   }
   reader.optional(node, base, "prefill_ms_per_token",
                   [&](auto& value, auto path) { reader.read(value, path, out.prefill_ms_per_token, 1e-6, 1000.0); });
-  reader.optional(node, base, "prefill_ms_per_token_pair", [&](auto& value, auto path) {
-    reader.read(value, path, out.prefill_ms_per_token_pair, 0.0, 1.0);
-  });
+  reader.optional(node, base, "prefill_ms_per_token_pair",
+                  [&](auto& value, auto path) { reader.read(value, path, out.prefill_ms_per_token_pair, 0.0, 1.0); });
   reader.optional(node, base, "prefill_base_ms",
                   [&](auto& value, auto path) { reader.read(value, path, out.prefill_base_ms, 0.0, 60'000.0); });
-  reader.optional(node, base, "prefill_ms_per_active_token", [&](auto& value, auto path) {
-    reader.read(value, path, out.prefill_ms_per_active_token, 0.0, 1.0);
-  });
+  reader.optional(node, base, "prefill_ms_per_active_token",
+                  [&](auto& value, auto path) { reader.read(value, path, out.prefill_ms_per_active_token, 0.0, 1.0); });
   reader.optional(node, base, "learn_prefill_cost",
                   [&](auto& value, auto path) { reader.read(value, path, out.learn_prefill_cost); });
   reader.optional(node, base, "own_prefill_weight",
@@ -444,11 +442,10 @@ void check_unique_names(YamlReader& reader, const YAML::Node& root, const Option
 }
 
 void read_root(YamlReader& reader, const YAML::Node& root, Options& out) {
-  if (!reader.check_mapping(
-          root, "",
-          {"listen", "admin_listen", "threads", "log_level", "access_log", "api_keys", "limits", "timeouts", "upstream",
-           "health_check", "outlier_detection", "metrics_scrape", "models", "routing", "index", "kv_events", "sessions",
-           "decision_log"})) {
+  if (!reader.check_mapping(root, "",
+                            {"listen", "admin_listen", "threads", "log_level", "access_log", "api_keys", "limits",
+                             "timeouts", "upstream", "health_check", "outlier_detection", "metrics_scrape", "models",
+                             "routing", "index", "kv_events", "sessions", "decision_log"})) {
     return;
   }
   reader.optional(root, "", "listen", [&](auto& value, auto path) { read_address(reader, value, path, out.listen); });
@@ -478,8 +475,7 @@ void read_root(YamlReader& reader, const YAML::Node& root, Options& out) {
   reader.optional(root, "", "outlier_detection",
                   [&](auto& value, auto) { read_outlier_detection(reader, value, out.outlier_detection); });
   // The deprecated health_check.passive_failures names the same threshold.
-  if (out.health_check.passive_failures && !(root["outlier_detection"] &&
-                                             root["outlier_detection"].IsMap() &&
+  if (out.health_check.passive_failures && !(root["outlier_detection"] && root["outlier_detection"].IsMap() &&
                                              root["outlier_detection"]["consecutive_failures"])) {
     out.outlier_detection.consecutive_failures = *out.health_check.passive_failures;
   }

@@ -407,7 +407,8 @@ void PrefixIndex::rebuild(std::uint64_t capacity, std::uint32_t words) {
       target = fresh->next(target);
     }
     for (std::uint32_t word = 0; word < table_->words; ++word) {
-      fresh->gpu(target, word).store(table_->gpu(slot, word).load(std::memory_order_relaxed), std::memory_order_relaxed);
+      fresh->gpu(target, word)
+          .store(table_->gpu(slot, word).load(std::memory_order_relaxed), std::memory_order_relaxed);
       fresh->offloaded(target, word)
           .store(table_->offloaded(slot, word).load(std::memory_order_relaxed), std::memory_order_relaxed);
     }

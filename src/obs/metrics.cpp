@@ -154,19 +154,19 @@ Metrics::Metrics()
                                .Name("kvgate_worker_prefill_seconds_per_token")
                                .Help("Learned prefill cost per uncached prompt token (also prices the queue)")
                                .Register(*registry_);
-  prefill_ms_per_token_pair_ =
-      &BuildGauge()
-           .Name("kvgate_worker_prefill_seconds_per_token_pair")
-           .Help("Learned causal-attention cost per (query, context) token pair of a prefill")
-           .Register(*registry_);
+  prefill_ms_per_token_pair_ = &BuildGauge()
+                                    .Name("kvgate_worker_prefill_seconds_per_token_pair")
+                                    .Help("Learned causal-attention cost per (query, context) token pair of a prefill")
+                                    .Register(*registry_);
   prefill_base_ms_ = &BuildGauge()
                           .Name("kvgate_worker_prefill_base_seconds")
                           .Help("Learned fixed part of a prefill (a scheduler step, the network hop)")
                           .Register(*registry_);
   prefill_samples_ = &BuildGauge()
                           .Name("kvgate_worker_prefill_fit_samples")
-                          .Help("Completed streamed requests the worker's prefill cost was learned from "
-                                "(0: the configured priors)")
+                          .Help(
+                              "Completed streamed requests the worker's prefill cost was learned from "
+                              "(0: the configured priors)")
                           .Register(*registry_);
   retries_denied_ = &BuildCounter()
                          .Name("kvgate_retries_denied_total")
@@ -174,8 +174,9 @@ Metrics::Metrics()
                          .Register(*registry_);
   worker_ejections_ = &BuildCounter()
                            .Name("kvgate_worker_ejections_total")
-                           .Help("Times a worker was taken out of routing after consecutive traffic failures, by "
-                                 "the last failure's cause (connect, status_5xx, reset, timeout)")
+                           .Help(
+                               "Times a worker was taken out of routing after consecutive traffic failures, by "
+                               "the last failure's cause (connect, status_5xx, reset, timeout)")
                            .Register(*registry_);
   worker_ejected_ = &BuildGauge()
                          .Name("kvgate_worker_ejected")

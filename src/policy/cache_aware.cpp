@@ -77,9 +77,7 @@ class CacheAware final : public Policy {
     }
     const double bound =
         (1 + cost_.load_bound_epsilon) * (queue_sum + cheapest_prefill) / static_cast<double>(eligible);
-    auto within = [&](const Candidate& candidate) {
-      return candidate.queue_delay_ms + cheapest_prefill <= bound;
-    };
+    auto within = [&](const Candidate& candidate) { return candidate.queue_delay_ms + cheapest_prefill <= bound; };
     const auto chosen = *decision.worker_index;
     if (within(candidates[chosen])) {
       return;

@@ -49,10 +49,10 @@ awaitable<AttemptOutcome> Relay::send_and_read_header(UpstreamRequest& request, 
   }
   if (write_error == beast::error::timeout) {
     metrics.upstream_error(worker_.id(), "timeout");
-    co_return AttemptOutcome::fail(openai::upstream_timeout("worker " + worker_.id() +
-                                                            " sent no response header within " +
-                                                            format_duration(options_.timeouts.upstream_response)),
-                                   workers::FailureCause::timeout);
+    co_return AttemptOutcome::fail(
+        openai::upstream_timeout("worker " + worker_.id() + " sent no response header within " +
+                                 format_duration(options_.timeouts.upstream_response)),
+        workers::FailureCause::timeout);
   }
   if (may_be_stale && !parser_.got_some()) {
     co_return AttemptOutcome{AttemptOutcome::Kind::stale_connection, std::nullopt, workers::FailureCause::none};
@@ -126,8 +126,8 @@ awaitable<AttemptOutcome> Relay::relay_body() {
       if (read_error) {
         if (!link_.client_gone) {
           co_await end_interrupted_stream(read_error);
-          outcome.failure = read_error == beast::error::timeout ? workers::FailureCause::timeout
-                                                                : workers::FailureCause::reset;
+          outcome.failure =
+              read_error == beast::error::timeout ? workers::FailureCause::timeout : workers::FailureCause::reset;
         }
         co_return outcome;
       }

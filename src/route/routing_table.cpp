@@ -112,8 +112,8 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
   std::vector<std::string> names;
   const auto& cost = options->routing.cache_aware;
   policy::PrefillFitOptions prefill_prior;
-  prefill_prior.prior = {cost.prefill_ms_per_token, cost.prefill_ms_per_token_pair, cost.prefill_base_ms, 0,
-                         cost.prefill_ms_per_active_token,  cost.prefill_ms_per_token};
+  prefill_prior.prior = {cost.prefill_ms_per_token,        cost.prefill_ms_per_token_pair, cost.prefill_base_ms, 0,
+                         cost.prefill_ms_per_active_token, cost.prefill_ms_per_token};
   for (std::size_t model_index = 0; model_index < options->models.size(); ++model_index) {
     const auto& model_options = options->models[model_index];
     const auto& assignment = (*assignments)[model_index];

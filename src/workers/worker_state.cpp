@@ -40,8 +40,8 @@ CircuitBreaker::Change WorkerState::record_traffic(FailureCause failure, std::ui
 
 WorkerState::OutlierStatus WorkerState::outlier_status(std::uint64_t now_unix_ms) const {
   std::lock_guard lock(breaker_mutex_);
-  return {breaker_.state(now_unix_ms),     breaker_.open_until_ms(), breaker_.ejections_in_a_row(),
-          breaker_.failure_streak(),       breaker_.last_cause(),    ejections_total_.load(std::memory_order_relaxed)};
+  return {breaker_.state(now_unix_ms), breaker_.open_until_ms(), breaker_.ejections_in_a_row(),
+          breaker_.failure_streak(),   breaker_.last_cause(),    ejections_total_.load(std::memory_order_relaxed)};
 }
 
 // Each sample weighs a fifth: about the last ten answers matter, so a worker
@@ -82,7 +82,8 @@ void WorkerState::publish_engine_load(std::shared_ptr<const ScrapedLoad> load) {
 
 policy::PrefillRates WorkerState::prefill_rates() const {
   return {prefill_ms_per_token_.load(std::memory_order_relaxed),
-          prefill_ms_per_token_pair_.load(std::memory_order_relaxed), prefill_base_ms_.load(std::memory_order_relaxed),
+          prefill_ms_per_token_pair_.load(std::memory_order_relaxed),
+          prefill_base_ms_.load(std::memory_order_relaxed),
           prefill_samples_.load(std::memory_order_relaxed),
           prefill_ms_per_active_token_.load(std::memory_order_relaxed),
           prefill_ms_per_queued_token_.load(std::memory_order_relaxed)};

@@ -243,8 +243,8 @@ TEST(ConfigLoader, ReadsOutlierDetectionAndTheRetryBudget) {
   EXPECT_DOUBLE_EQ(loaded->upstream.retry_budget.min_retries_per_second, 1);
   EXPECT_EQ(OutlierDetectionOptions{}.consecutive_failures, 5u);
 
-  auto backwards = load_text(with_models("outlier_detection: {base_ejection_time: 10s, max_ejection_time: 1s}\n"),
-                             "backwards.yaml");
+  auto backwards =
+      load_text(with_models("outlier_detection: {base_ejection_time: 10s, max_ejection_time: 1s}\n"), "backwards.yaml");
   ASSERT_FALSE(backwards);
   EXPECT_NE(backwards.error().front().to_string().find("outlier_detection.max_ejection_time"), std::string::npos);
 }

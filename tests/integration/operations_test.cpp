@@ -204,8 +204,8 @@ TEST(Operations, DecisionLogRecordsEveryRoutedRequest) {
   auto log_path = harness.folder() + "/decisions.jsonl";
   harness.start_gateway(
       "routing: {policy: round_robin}\nhealth_check: {interval: 1h}\noutlier_detection: {consecutive_failures: 1}\n"
-      "decision_log: " + log_path +
-          "\n",
+      "decision_log: " +
+          log_path + "\n",
       Harness::models_yaml(
           {{"dead", "http://127.0.0.1:" + std::to_string(dead.port())}, {"u0", harness.upstream("u0").url()}}));
   ASSERT_EQ(post_json(harness.api_port(), "/v1/chat/completions", chat_body(), {{"x-session-id", "s-7"}}).status, 200);

@@ -257,10 +257,11 @@ TEST_F(ProxyTest, RefusedConnectionIsRetriedOnAnotherWorker) {
   harness.start_upstream("u1");
   // Outlier ejection takes the dead worker out after two refused connects;
   // active checks are too slow (1h) to interfere.
-  harness.start_gateway("routing: {policy: round_robin}\nhealth_check: {interval: 1h}\n"
-                        "outlier_detection: {consecutive_failures: 2}\n",
-                        Harness::models_yaml({{"dead", "http://127.0.0.1:" + std::to_string(refusing.port())},
-                                              {"u1", harness.upstream("u1").url()}}));
+  harness.start_gateway(
+      "routing: {policy: round_robin}\nhealth_check: {interval: 1h}\n"
+      "outlier_detection: {consecutive_failures: 2}\n",
+      Harness::models_yaml(
+          {{"dead", "http://127.0.0.1:" + std::to_string(refusing.port())}, {"u1", harness.upstream("u1").url()}}));
   for (int index = 0; index < 4; ++index) {
     auto response = chat();
     ASSERT_EQ(response.status, 200) << response.body;

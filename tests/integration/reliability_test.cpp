@@ -36,8 +36,8 @@ TEST(Reliability, AFailingReplicaIsEjectedKeptOutAndProbedBackIn) {
   harness.start_gateway(
       "routing: {policy: round_robin}\nhealth_check: {interval: 1h}\n"
       "outlier_detection: {consecutive_failures: 3, base_ejection_time: 700ms, max_ejection_time: 10s}\n",
-      "models:\n  - name: \"sim-model\"\n    workers:\n      - {id: a, url: \"" + a.url() + "\"}\n      - {id: b, url: \"" +
-          b.url() + "\"}\n      - {id: c, url: \"" + c.url() + "\"}\n");
+      "models:\n  - name: \"sim-model\"\n    workers:\n      - {id: a, url: \"" + a.url() +
+          "\"}\n      - {id: b, url: \"" + b.url() + "\"}\n      - {id: c, url: \"" + c.url() + "\"}\n");
   b.fault({{"mode", "status"}, {"status", 500}});
   // Round robin sends every third request to b, which answers 500 (relayed
   // as it is: the engine's answer); the third in a row ejects it.

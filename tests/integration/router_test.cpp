@@ -335,11 +335,16 @@ struct SimTiming {
   }
 
   [[nodiscard]] std::vector<std::string> flags() const {
-    return {"--time-scale",          std::to_string(time_scale),
-            "--step-overhead-ms",    std::to_string(overhead_ms),
-            "--prefill-ms-per-token", std::to_string(prefill_ms_per_token),
-            "--attention-ms-per-context-token", std::to_string(attention_ms_per_context_token),
-            "--max-num-batched-tokens", std::to_string(chunk)};
+    return {"--time-scale",
+            std::to_string(time_scale),
+            "--step-overhead-ms",
+            std::to_string(overhead_ms),
+            "--prefill-ms-per-token",
+            std::to_string(prefill_ms_per_token),
+            "--attention-ms-per-context-token",
+            std::to_string(attention_ms_per_context_token),
+            "--max-num-batched-tokens",
+            std::to_string(chunk)};
   }
 };
 
@@ -394,9 +399,8 @@ TEST(RouterLearning, EachWorkerLearnsItsOwnPrefillCostAndThePolicyFollowsIt) {
   // What was learned survives a reload (the workers did not change).
   harness.write_config("routing: {policy: cache_aware}\n" + settings, models);
   harness.gateway().send_signal(SIGHUP);
-  ASSERT_TRUE(eventually([&] {
-    return json::parse(get(harness.admin_port(), "/debug/workers").body)["policy"] == "cache_aware";
-  }));
+  ASSERT_TRUE(eventually(
+      [&] { return json::parse(get(harness.admin_port(), "/debug/workers").body)["policy"] == "cache_aware"; }));
   EXPECT_EQ(worker_state(harness, "fast")["prefill_cost"]["samples"], 50);
   std::string cold(4'096 * 4, 'z');
   auto route = json::parse(post_json(harness.admin_port(), "/debug/route",

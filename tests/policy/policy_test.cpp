@@ -228,8 +228,7 @@ TEST(CacheAware, AnEngineSnapshotOlderThanTheBoundIsIgnored) {
   auto policy = make_cache_aware(cost);
   // b's engine reported a long queue, but 3 s ago (and never, for c): only
   // the gateway's own counts judge them.
-  auto workers =
-      priced({{"a", true, 1, 0, 0, 0, 10}, {"b", true, 0, 0, 0, 50, 3'000}, {"c", true, 0, 0, 0, 9, -1}});
+  auto workers = priced({{"a", true, 1, 0, 0, 0, 10}, {"b", true, 0, 0, 0, 50, 3'000}, {"c", true, 0, 0, 0, 9, -1}});
   auto decision = policy->decide({"m", std::nullopt, 0, {}, 100}, workers);
   EXPECT_DOUBLE_EQ(decision.candidates[1].queue_delay_ms, 0);
   EXPECT_DOUBLE_EQ(decision.candidates[2].queue_delay_ms, 0);
@@ -288,7 +287,7 @@ TEST(CacheAware, ASoftMarginLeavesAnOverloadedWorkerOnlyWhenThatIsCheap) {
   auto cost = plain_cost(0);
   auto unbounded = make_cache_aware(cost)->decide(request, workers);
   ASSERT_EQ(unbounded.worker_index, 1u);  // 1,000 + 100 < 1,600: no bound by default
-  cost.soft_margin_ms = 100;  // the idle workers are 500 ms worse: b stays
+  cost.soft_margin_ms = 100;              // the idle workers are 500 ms worse: b stays
   EXPECT_EQ(make_cache_aware(cost)->decide(request, workers).worker_index, 1u);
   cost.soft_margin_ms = 600;  // within the margin: the bound wins
   auto bounded = make_cache_aware(cost)->decide(request, workers);

@@ -9,9 +9,8 @@ namespace kvgate::policy {
 namespace {
 
 // Synthetic engines: TTFT = a new + b (L^2 - cached^2) / 2 + c + d active
-// + q queued (q below a: queued prompts are partly under way), with multiplicative noise, prompts of 200-24,000 tokens, a
-// random cached head, a random queue and up to 300k tokens decoding beside,
-// all from a fixed seed.
+// + q queued (q below a: queued prompts are partly under way), with multiplicative noise, prompts of 200-24,000 tokens,
+// a random cached head, a random queue and up to 300k tokens decoding beside, all from a fixed seed.
 struct Engine {
   PrefillRates truth;
   double noise = 0.05;  // relative standard deviation
@@ -153,7 +152,7 @@ TEST(PrefillFit, AFixedPromptLengthLeavesThePriorsInPlaceOfWhatItCannotTell) {
   auto rates = fit.rates();
   EXPECT_NEAR(rates.prefill_ms(2'000, 0) / truth.prefill_ms(2'000, 0), 1, 0.05);
   EXPECT_NEAR(rates.ms_per_token_pair, 1.31e-6, 0.5e-6);  // the attention prior, untouched
-  EXPECT_GT(rates.ms_per_token, 0.027);                    // the sum went mostly to the per-token term
+  EXPECT_GT(rates.ms_per_token, 0.027);                   // the sum went mostly to the per-token term
 }
 
 }  // namespace

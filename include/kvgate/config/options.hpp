@@ -72,7 +72,7 @@ struct RetryBudgetOptions {
 };
 
 struct UpstreamOptions {
-  std::uint32_t retries = 1;                     // extra attempts on another worker
+  std::uint32_t retries = 1;  // extra attempts on another worker
   RetryBudgetOptions retry_budget;
   std::uint32_t max_idle_connections = 64;       // per worker and per I/O thread
   Milliseconds idle_connection_timeout{30'000};  // pooled connections older than this are closed

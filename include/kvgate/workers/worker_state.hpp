@@ -138,8 +138,8 @@ class WorkerState {
   // (outlier_ejection.hpp): FailureCause::none for an answer that was not
   // the worker's failure. `may_eject`: the model's cap on ejected workers
   // allows one more. A clean success on a closed breaker takes no lock.
-  CircuitBreaker::Change record_traffic(FailureCause failure, std::uint64_t now_unix_ms,
-                                        const EjectionOptions& options, bool may_eject = true);
+  CircuitBreaker::Change record_traffic(FailureCause failure, std::uint64_t now_unix_ms, const EjectionOptions& options,
+                                        bool may_eject = true);
   // Lock-free, for the router: out of routing until the ejection time ends.
   [[nodiscard]] bool ejected(std::uint64_t now_unix_ms) const {
     const auto until = ejected_until_unix_ms_.load(std::memory_order_relaxed);
