@@ -10,7 +10,6 @@ clang-tidy -p build --quiet src/core/*.cpp src/policy/*.cpp src/openai/*.cpp src
   src/chat_template/*.cpp src/prompt/*.cpp src/prefix/*.cpp src/index/*.cpp src/kv_events/decoder.cpp \
   src/kv_events/event_draft.cpp src/kv_events/worker_caches.cpp src/kv_events/model_cache.cpp \
   src/kv_events/sequence_tracker.cpp src/route/session_table.cpp src/route/router.cpp \
-  src/workers/outlier_ejection.cpp src/workers/retry_budget.cpp src/workers/prediction_drift.cpp \
   bench/load/workload.cpp bench/load/answer.cpp bench/load/report.cpp bench/load/report_html.cpp \
   bench/load/dial.cpp bench/load/capacity.cpp 2>&1 \
   | { grep -v "warnings generated" || true; }
