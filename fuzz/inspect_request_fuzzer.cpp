@@ -4,10 +4,19 @@
 #include <cstdint>
 #include <string_view>
 
+#include "kvgate/core/trace_context.hpp"
 #include "kvgate/openai/request.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string_view body(reinterpret_cast<const char*>(data), size);
+  // The same bytes as a traceparent header: a valid one has exactly hex ids.
+  if (auto trace = kvgate::parse_traceparent(body)) {
+    for (char c : trace->trace_id) {
+      if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+        __builtin_trap();
+      }
+    }
+  }
   for (auto endpoint : {kvgate::openai::Endpoint::chat_completions, kvgate::openai::Endpoint::completions}) {
     auto result = kvgate::openai::inspect_request(body, endpoint, size % 2 == 0 ? "" : "session");
     if (!result) {

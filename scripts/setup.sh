@@ -11,12 +11,13 @@ build_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libutf8proc-dev zlib1g-dev libabsl-dev
 )
 # Tests: clang for the libFuzzer targets and the format check, promtool to
-# validate /metrics, curl for scripts; nginx and HAProxy are the peers a
-# kvgate-bench test compares against (bench/peers), python3 finds free ports.
-test_packages=(clang clang-format clang-tidy libclang-rt-14-dev prometheus curl nginx-light haproxy python3)
-# Benchmarks: wrk as the load generator, chromium (headless) to render the
-# HTML reports to PNG (scripts/report_screenshot.sh).
-bench_packages=(wrk chromium)
+# validate /metrics and the alert rules, curl for scripts; nginx and HAProxy
+# are the peers a kvgate-bench test compares against (bench/peers), python3
+# finds free ports; chromium (headless) renders the status page and the
+# bench reports (scripts/screenshot.py).
+test_packages=(clang clang-format clang-tidy libclang-rt-14-dev prometheus curl nginx-light haproxy python3 chromium)
+# Benchmarks: wrk as the load generator.
+bench_packages=(wrk)
 
 want=("${build_packages[@]}")
 case "${1:-build}" in

@@ -1,6 +1,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kvgate/admin/admin_server.hpp"
+#include "kvgate/admin/status_page.hpp"
 #include "kvgate/openai/request.hpp"
 #include "kvgate/proxy/decision_record.hpp"
 #include "kvgate/proxy/inference_request.hpp"
@@ -153,6 +154,51 @@ AdminResponse debug_workers(proxy::GatewayContext& context) {
   return json_response(200, {{"policy", table->policy->name()}, {"workers", std::move(workers)}});
 }
 
+AdminResponse status_page(proxy::GatewayContext& context) {
+  auto table = context.table();
+  const auto now = proxy::unix_now_ms();
+  StatusView view;
+  view.version = KVGATE_VERSION;
+  view.policy = std::string(table->policy->name());
+  view.now_unix_ms = now;
+  view.draining = context.draining();
+  for (const auto& model : table->models) {
+    for (const auto& route : model.workers) {
+      const auto& worker = *route.state;
+      const auto& stream = worker.event_stream();
+      WorkerRow row;
+      row.id = worker.id();
+      row.model = model.name;
+      row.url = worker.url();
+      row.healthy = worker.healthy();
+      row.ejected = worker.ejected(now);
+      const bool events_configured = !route.options.kv_events.empty();
+      row.mode = !events_configured ? "approximate" : stream.stale ? "stale" : "events";
+      row.events = !events_configured ? "none"
+                   : stream.silent    ? "silent"
+                   : stream.connected ? "connected"
+                                      : "disconnected";
+      row.in_flight = worker.in_flight();
+      if (auto scraped = worker.engine_load()) {
+        row.engine_waiting = scraped->load.waiting;
+        row.engine_running = scraped->load.running;
+        row.kv_usage = scraped->load.kv_usage;
+      }
+      if (auto ttft = worker.recent_time_to_first_token_seconds()) {
+        row.recent_ttft_ms = *ttft * 1000;
+      }
+      row.index_blocks = model.cache->index.entries_of(route.slot);
+      row.drifting = worker.drifting();
+      view.workers.push_back(std::move(row));
+    }
+  }
+  view.hit_buckets = context.activity().hit_buckets(now);
+  view.bucket_ms = context.activity().bucket_ms();
+  view.recent = context.activity().recent(25);
+  view.sessions = context.sessions().recent(15, now);
+  return {200, "text/html; charset=utf-8", render_status_page(view)};
+}
+
 json optional_ms(double value) {
   return value < 0 ? json(nullptr) : json(value);
 }
@@ -296,6 +342,9 @@ AdminResponse handle_admin_request(proxy::GatewayContext& context, bhttp::verb m
   const auto path = target.substr(0, query_at);
   const auto query = query_at == std::string_view::npos ? std::string_view() : target.substr(query_at + 1);
   const bool get = method == bhttp::verb::get;
+  if ((path == "/" || path == "/status") && get) {
+    return status_page(context);
+  }
   if (path == "/healthz" && get) {
     return json_response(200, {{"status", "ok"}});
   }
@@ -318,7 +367,7 @@ AdminResponse handle_admin_request(proxy::GatewayContext& context, bhttp::verb m
     }
     return debug_session(context, path.substr(kSessions.size()));
   }
-  for (std::string_view known : {"/healthz", "/readyz", "/metrics", "/debug/workers", "/debug/route"}) {
+  for (std::string_view known : {"/", "/status", "/healthz", "/readyz", "/metrics", "/debug/workers", "/debug/route"}) {
     if (path == known) {
       return error_response(openai::method_not_allowed(std::string(bhttp::to_string(method)), path));
     }

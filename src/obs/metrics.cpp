@@ -1,5 +1,7 @@
 #include "kvgate/obs/metrics.hpp"
 
+#include <algorithm>
+
 #include <prometheus/text_serializer.h>
 
 namespace kvgate::obs {
@@ -194,6 +196,16 @@ Metrics::Metrics()
                                "Engine-reported cached prompt tokens / prompt tokens, per session turn "
                                "from the second on")
                            .Register(*registry_);
+  prompt_tokens_ = &BuildCounter()
+                        .Name("kvgate_prompt_tokens_total")
+                        .Help("Prompt tokens of routed requests answered 200 with usage, as the engine counted them")
+                        .Register(*registry_);
+  cached_prompt_tokens_ = &BuildCounter()
+                               .Name("kvgate_cached_prompt_tokens_total")
+                               .Help(
+                                   "Of kvgate_prompt_tokens_total, those the engine reported served from its "
+                                   "prefix cache (prompt_tokens_details.cached_tokens)")
+                               .Register(*registry_);
   sessions_active_ = &BuildGauge()
                           .Name("kvgate_sessions_active")
                           .Help("Sessions seen within sessions.idle_ttl")
@@ -380,6 +392,13 @@ void Metrics::session_turn_hit(std::string_view model, double ratio) {
   static const prometheus::Histogram::BucketBoundaries kRatioBuckets{0.1, 0.2, 0.3, 0.4,  0.5, 0.6,
                                                                      0.7, 0.8, 0.9, 0.95, 0.99};
   session_turn_hit_->Add({{"model", std::string(model)}}, kRatioBuckets).Observe(ratio);
+}
+
+void Metrics::prompt_tokens(std::string_view model, std::string_view worker, std::uint32_t prompt,
+                            std::uint32_t cached) {
+  const prometheus::Labels labels{{"model", std::string(model)}, {"worker", std::string(worker)}};
+  prompt_tokens_->Add(labels).Increment(prompt);
+  cached_prompt_tokens_->Add(labels).Increment(std::min(cached, prompt));
 }
 
 void Metrics::set_sessions_active(std::size_t sessions) {

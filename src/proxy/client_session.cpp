@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "kvgate/proxy/decision_record.hpp"
+#include "kvgate/proxy/inference_request.hpp"
 #include "kvgate/proxy/request_pipeline.hpp"
 
 namespace kvgate::proxy {
@@ -170,6 +171,28 @@ void ClientSession::finish(Exchange& exchange) {
         {exchange.status, exchange.retries, exchange.reported.cached_tokens, exchange.reported.prompt_tokens,
          ttft < 0 ? std::nullopt : std::optional<double>(ttft * 1000), exchange.first_token_seconds >= 0});
   }
+  if (exchange.route && exchange.route->worker) {
+    obs::RoutedRequest routed;
+    routed.unix_ms = unix_now_ms();
+    routed.request_id.assign(exchange.request_id);
+    routed.model.assign(exchange.model);
+    routed.worker.assign(exchange.worker);
+    routed.reason.assign(policy::to_string(exchange.route->reason));
+    if (exchange.session) {
+      routed.session.assign(*exchange.session);
+    }
+    routed.input_tokens = exchange.route->input_tokens;
+    routed.predicted_cached_tokens = exchange.route->indexed_cached_tokens;
+    if (exchange.status == 200) {
+      routed.prompt_tokens = exchange.reported.prompt_tokens;
+      routed.cached_tokens = exchange.reported.cached_tokens;
+    }
+    if (exchange.first_token_seconds >= 0) {
+      routed.ttft_ms = exchange.first_token_seconds * 1000;
+    }
+    routed.status = exchange.status;
+    context().activity().record(routed);
+  }
   if (exchange.decision_log) {
     auto now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     exchange.decision_log->write(decision_record(exchange, now));
@@ -183,12 +206,14 @@ void ClientSession::finish(Exchange& exchange) {
   // decision log and the worker's own logs.
   spdlog::get("access")->info(
       "request_id={} method={} path={} model={} worker={} status={} duration_ms={:.1f} ttfb_ms={:.1f} "
-      "bytes={} retries={} reason={} error={}{}",
+      "bytes={} retries={} reason={} error={} trace_id={}{}",
       exchange.request_id, exchange.method, exchange.path, exchange.model.empty() ? "-" : exchange.model,
       exchange.worker.empty() ? "-" : exchange.worker, exchange.status, elapsed * 1000,
       exchange.first_byte_seconds < 0 ? -1.0 : exchange.first_byte_seconds * 1000, exchange.response_bytes,
       exchange.retries, exchange.route ? policy::to_string(exchange.route->reason) : std::string_view("-"),
-      exchange.error_code.empty() ? "-" : exchange.error_code, exchange.client_gone ? " client_gone=1" : "");
+      exchange.error_code.empty() ? "-" : exchange.error_code,
+      exchange.trace ? exchange.trace->trace_id_view() : std::string_view("-"),
+      exchange.client_gone ? " client_gone=1" : "");
 }
 
 }  // namespace kvgate::proxy

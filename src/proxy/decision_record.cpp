@@ -61,6 +61,7 @@ std::string decision_record(const Exchange& exchange, double unix_seconds) {
   json record = {
       {"ts", unix_seconds},
       {"request_id", exchange.request_id},
+      {"trace_id", exchange.trace ? json(exchange.trace->trace_id_view()) : json(nullptr)},
       {"session", exchange.session ? json(*exchange.session) : json(nullptr)},
       {"model", exchange.model},
       {"worker", exchange.worker.empty() ? json(nullptr) : json(exchange.worker)},

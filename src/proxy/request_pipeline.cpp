@@ -123,6 +123,7 @@ awaitable<void> handle_request(ClientSession& session, ClientRequest& request, E
   exchange.method = std::string(request.method_string());
   auto client_id = request["x-request-id"];
   exchange.request_id = is_acceptable_request_id(client_id) ? std::string(client_id) : make_request_id();
+  exchange.trace = parse_traceparent(request["traceparent"]);
 
   auto& in_flight = session.context().metrics().in_flight_requests();
   in_flight.Increment();

@@ -213,6 +213,9 @@ void Router::withdraw(const ModelRoute& model, std::size_t worker, std::span<con
 void Router::record_outcome(const RoutingTable& table, const ModelRoute& model, workers::WorkerState& worker,
                             const RouteDecision& decision, std::optional<std::string_view> session_key,
                             std::uint64_t session_turn, const Outcome& outcome) {
+  if (outcome.status == 200 && outcome.prompt_tokens && outcome.cached_tokens) {
+    metrics_.prompt_tokens(model.name, worker.id(), *outcome.prompt_tokens, *outcome.cached_tokens);
+  }
   // Only a clean first attempt compares like with like: a retry's
   // prediction was made for another worker's state.
   if (outcome.cached_tokens && outcome.status == 200 && outcome.retries == 0) {

@@ -185,4 +185,27 @@ std::size_t SessionTable::active(std::uint64_t now_ms) const {
   return total;
 }
 
+std::vector<SessionTable::Summary> SessionTable::recent(std::size_t limit, std::uint64_t now_ms) const {
+  const auto ttl = idle_ttl_ms_.load();
+  std::vector<Summary> summaries;
+  for (const auto& shard : shards_) {
+    std::lock_guard lock(shard.mutex);
+    std::size_t taken = 0;
+    for (const auto& entry : shard.lru) {
+      if (taken == limit || expired(entry.last_seen_ms, now_ms, ttl)) {
+        break;
+      }
+      summaries.push_back({state_of(entry, now_ms), entry.key, entry.started_ms,
+                           entry.recent.empty() ? std::nullopt : std::optional<SessionTurn>(entry.recent.back())});
+      ++taken;
+    }
+  }
+  std::sort(summaries.begin(), summaries.end(),
+            [](const Summary& a, const Summary& b) { return a.state.last_seen_ms > b.state.last_seen_ms; });
+  if (summaries.size() > limit) {
+    summaries.resize(limit);
+  }
+  return summaries;
+}
+
 }  // namespace kvgate::route

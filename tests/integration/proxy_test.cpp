@@ -171,6 +171,44 @@ TEST_F(ProxyTest, AClientThatLeavesAfterDoneIsACompletedRequestWithItsUsage) {
             std::string::npos);
 }
 
+// W3C trace context: the client's traceparent and tracestate reach the
+// worker unchanged, and a valid trace id names the request in the access
+// log and the decision log; an invalid header is still passed on (kvgate
+// does not trace) but names nothing.
+TEST_F(ProxyTest, TheTraceContextPassesThroughAndNamesTheRequestInTheLogs) {
+  harness.start_upstream("u0");
+  auto log = harness.folder() + "/decisions.jsonl";
+  harness.start_gateway("decision_log: \"" + log + "\"\naccess_log: true\n", harness.models_for_upstreams());
+  const std::string traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  auto response = chat(chat_body(), {{"traceparent", traceparent}, {"tracestate", "vendor=opaque"}});
+  ASSERT_EQ(response.status, 200);
+  auto seen = json::parse(get(harness.upstream("u0").port, "/control/last_request").body);
+  EXPECT_EQ(seen["headers"]["traceparent"], traceparent);
+  EXPECT_EQ(seen["headers"]["tracestate"], "vendor=opaque");
+  const std::string invalid = "00-00000000000000000000000000000000-00f067aa0ba902b7-01";
+  ASSERT_EQ(chat(chat_body(), {{"traceparent", invalid}}).status, 200);
+  seen = json::parse(get(harness.upstream("u0").port, "/control/last_request").body);
+  EXPECT_EQ(seen["headers"]["traceparent"], invalid);
+
+  std::vector<json> records;
+  for (int attempt = 0; attempt < 100 && records.size() < 2; ++attempt) {
+    records.clear();
+    harness.gateway().send_signal(SIGHUP);  // reopens the log, flushing what was written
+    std::this_thread::sleep_for(20ms);
+    std::ifstream file(log);
+    for (std::string line; std::getline(file, line);) {
+      records.push_back(json::parse(line));
+    }
+  }
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0]["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
+  EXPECT_TRUE(records[1]["trace_id"].is_null());
+  harness.gateway().stop();
+  const auto stderr_text = harness.gateway().stderr_text();
+  EXPECT_NE(stderr_text.find("trace_id=4bf92f3577b34da6a3ce929d0e0e4736"), std::string::npos) << stderr_text;
+  EXPECT_NE(stderr_text.find("trace_id=-"), std::string::npos);
+}
+
 // A prompt the engine refuses (e.g. llama.cpp's 400 exceed_context_size)
 // was not cached there: the routing-time insert is withdrawn, so the same
 // request is not predicted a hit on that worker. An accepted one stays.

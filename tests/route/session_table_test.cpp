@@ -31,6 +31,29 @@ TEST(SessionTable, RemembersTheLastWorkerAndCountsTurns) {
   EXPECT_FALSE(state->expired);
 }
 
+TEST(SessionTable, RecentListsTheLatestLiveSessionsNewestFirstWithTheirLastTurn) {
+  SessionTable table({1'000, 10'000, 4});
+  for (int key = 0; key < 50; ++key) {
+    table.commit_turn("s" + std::to_string(key), turn_on("w" + std::to_string(key % 3)), 1'000 + key);
+  }
+  table.commit_turn("s7", turn_on("w9", 321), 5'000);
+  table.record_outcome("s7", 2, {200, 300, 321, 12.5});
+  auto recent = table.recent(5, 6'000);
+  ASSERT_EQ(recent.size(), 5u);
+  EXPECT_EQ(recent[0].key, "s7");
+  EXPECT_EQ(recent[0].state.turns, 2u);
+  EXPECT_EQ(recent[0].state.worker, "w9");
+  ASSERT_TRUE(recent[0].last_turn);
+  EXPECT_EQ(recent[0].last_turn->cached_tokens, 300u);
+  EXPECT_EQ(recent[1].key, "s49");
+  EXPECT_EQ(recent[4].key, "s46");
+  // Past the idle TTL only the session seen at 5 s is left.
+  recent = table.recent(5, 14'000);
+  ASSERT_EQ(recent.size(), 1u);
+  EXPECT_EQ(recent[0].key, "s7");
+  EXPECT_TRUE(table.recent(5, 100'000).empty());
+}
+
 TEST(SessionTable, FindHasNoSideEffects) {
   SessionTable table({2, 60'000, 4});
   table.commit_turn("old", turn_on("a"), 1'000);

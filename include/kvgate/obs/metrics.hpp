@@ -85,6 +85,9 @@ class Metrics {
   // sessions seen within their idle TTL (refreshed when /metrics is read).
   void session_move(std::string_view model, std::string_view reason);
   void session_turn_hit(std::string_view model, double ratio);
+  // A routed request answered 200 with the engine's usage: its prompt
+  // tokens and those the engine reported cached (the hit rate's two sides).
+  void prompt_tokens(std::string_view model, std::string_view worker, std::uint32_t prompt, std::uint32_t cached);
   void set_sessions_active(std::size_t sessions);
 
   // Exact tokenisation of a request: sections served from the segment cache
@@ -153,6 +156,8 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* worker_ejected_ = nullptr;
   prometheus::Family<prometheus::Counter>* session_moves_ = nullptr;
   prometheus::Family<prometheus::Histogram>* session_turn_hit_ = nullptr;
+  prometheus::Family<prometheus::Counter>* prompt_tokens_ = nullptr;
+  prometheus::Family<prometheus::Counter>* cached_prompt_tokens_ = nullptr;
   prometheus::Gauge* sessions_active_ = nullptr;
   prometheus::Family<prometheus::Counter>* prompt_segments_ = nullptr;
   prometheus::Family<prometheus::Counter>* template_errors_ = nullptr;

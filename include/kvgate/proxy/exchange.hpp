@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kvgate/core/trace_context.hpp"
 #include "kvgate/obs/decision_log.hpp"
 #include "kvgate/openai/usage_scan.hpp"
 #include "kvgate/route/router.hpp"
@@ -20,6 +21,9 @@ struct Exchange {
   // (a reload mid-request does not change it).
   std::shared_ptr<const route::RoutingTable> table;
   std::string request_id;
+  // The client's W3C traceparent, when valid (the header itself goes to the
+  // worker unchanged either way).
+  std::optional<TraceContext> trace;
   std::string method;
   std::string path;
   std::chrono::steady_clock::time_point started;

@@ -12,6 +12,7 @@
 
 #include "kvgate/obs/decision_log.hpp"
 #include "kvgate/obs/metrics.hpp"
+#include "kvgate/obs/recent_activity.hpp"
 #include "kvgate/route/router.hpp"
 #include "kvgate/route/routing_table.hpp"
 #include "kvgate/route/session_table.hpp"
@@ -34,6 +35,8 @@ class GatewayContext {
   [[nodiscard]] const route::SessionTable& sessions() const { return sessions_; }
 
   obs::Metrics& metrics() { return metrics_; }
+  // The last routed requests and the recent hit rate (the status page).
+  obs::RecentActivity& activity() { return activity_; }
 
   // The index writer; set once before any I/O thread starts.
   void set_ingestion(kv_events::Ingestion* ingestion) {
@@ -74,6 +77,7 @@ class GatewayContext {
   }
 
   route::SessionTable sessions_;
+  obs::RecentActivity activity_;
   route::Router router_;
   std::atomic<std::shared_ptr<const route::RoutingTable>> table_;
   std::atomic<std::shared_ptr<obs::DecisionLog>> decision_log_;

@@ -99,6 +99,17 @@ class SessionTable {
 
   [[nodiscard]] std::optional<SessionDetail> detail(std::string_view key, std::uint64_t now_ms) const;
 
+  // The `limit` sessions seen most recently (within idle_ttl), newest first,
+  // each with its last turn: for the status page (a partial scan, at most
+  // `limit` entries per shard).
+  struct Summary {
+    SessionState state;
+    std::string key;
+    std::uint64_t started_ms = 0;
+    std::optional<SessionTurn> last_turn;
+  };
+  [[nodiscard]] std::vector<Summary> recent(std::size_t limit, std::uint64_t now_ms) const;
+
   [[nodiscard]] std::size_t size() const;
   // Entries seen within idle_ttl of now (a scan: for /metrics, not per request).
   [[nodiscard]] std::size_t active(std::uint64_t now_ms) const;

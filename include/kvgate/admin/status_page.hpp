@@ -1,0 +1,55 @@
+#pragma once
+// The admin listener's `GET /`: one self-contained HTML page (inline CSS and
+// SVG, no script, no external asset) that an operator can open in a browser
+// next to Grafana. It reloads itself every few seconds (meta refresh), so it
+// works through any port-forward or proxy that passes plain GETs.
+//
+// Pure: the page is a function of a StatusView the admin handler gathers
+// from the gateway's shared state; every text from a client, an engine or
+// the configuration is escaped.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvgate/obs/recent_activity.hpp"
+#include "kvgate/route/session_table.hpp"
+
+namespace kvgate::admin {
+
+struct WorkerRow {
+  std::string id;
+  std::string model;
+  std::string url;
+  bool healthy = false;
+  bool ejected = false;
+  std::string mode;    // events, stale, approximate (as /debug/workers)
+  std::string events;  // connected, disconnected, silent, none
+  std::uint32_t in_flight = 0;
+  std::optional<double> engine_waiting;  // scraped from the engine
+  std::optional<double> engine_running;
+  std::optional<double> kv_usage;  // 0..1
+  std::optional<double> recent_ttft_ms;
+  std::size_t index_blocks = 0;
+  bool drifting = false;
+};
+
+struct StatusView {
+  std::string version;
+  std::string policy;
+  std::uint64_t now_unix_ms = 0;
+  bool draining = false;
+  unsigned refresh_seconds = 5;
+  std::vector<WorkerRow> workers;
+  std::vector<obs::HitBucket> hit_buckets;  // oldest first
+  std::uint64_t bucket_ms = 0;
+  std::vector<obs::RoutedRequest> recent;  // newest first
+  std::vector<route::SessionTable::Summary> sessions;
+};
+
+std::string render_status_page(const StatusView& view);
+
+// HTML text escaping (& < > " '); bytes that are not UTF-8 become U+FFFD.
+std::string html_escape(std::string_view text);
+
+}  // namespace kvgate::admin

@@ -1,0 +1,80 @@
+#include "kvgate/admin/status_page.hpp"
+
+#include <gtest/gtest.h>
+
+namespace kvgate::admin {
+namespace {
+
+TEST(HtmlEscape, EscapesMarkupAndReplacesBytesThatAreNotUtf8) {
+  EXPECT_EQ(html_escape("a<b>&\"c'"), "a&lt;b&gt;&amp;&quot;c&#39;");
+  EXPECT_EQ(html_escape("ok \xC3\xA9"), "ok \xC3\xA9");
+  EXPECT_EQ(html_escape("bad \xFF<"), "bad \xEF\xBF\xBD&lt;");
+}
+
+StatusView view_with_one_of_each() {
+  StatusView view;
+  view.version = "0.1.0";
+  view.policy = "cache_aware";
+  view.now_unix_ms = 1'700'000'100'000;
+  view.bucket_ms = 10'000;
+  view.hit_buckets.resize(6);
+  for (std::size_t at = 0; at < view.hit_buckets.size(); ++at) {
+    view.hit_buckets[at].start_unix_ms = view.now_unix_ms - (5 - at) * 10'000;
+  }
+  view.hit_buckets[4] = {view.hit_buckets[4].start_unix_ms, 2, 1'000, 750};
+  view.hit_buckets[5] = {view.hit_buckets[5].start_unix_ms, 1, 1'000, 250};
+  WorkerRow up;
+  up.id = "w-up";
+  up.model = "m";
+  up.healthy = true;
+  up.mode = "events";
+  up.events = "connected";
+  up.kv_usage = 0.42;
+  WorkerRow ejected = up;
+  ejected.id = "w-\"ejected\"";
+  ejected.ejected = true;
+  view.workers = {up, ejected};
+  obs::RoutedRequest request;
+  request.unix_ms = view.now_unix_ms - 3'000;
+  request.request_id.assign("req-1");
+  request.worker.assign("w-up");
+  request.reason.assign("prefix_hit");
+  request.session.assign("<img src=x>");
+  request.status = 502;
+  view.recent = {request};
+  return view;
+}
+
+TEST(StatusPage, SaysWhatIsUpAndEscapesEveryTextItShows) {
+  const auto html = render_status_page(view_with_one_of_each());
+  EXPECT_NE(html.find("<b>1 / 2</b>workers routable"), std::string::npos);
+  EXPECT_NE(html.find("<b>50.0%</b>prompt tokens cached, last 1 min"), std::string::npos);  // 1000 of 2000
+  EXPECT_NE(html.find("w-&quot;ejected&quot;"), std::string::npos);
+  EXPECT_NE(html.find(">ejected<"), std::string::npos);
+  EXPECT_NE(html.find("42%"), std::string::npos);
+  EXPECT_NE(html.find("&lt;img src=x&gt;"), std::string::npos);
+  EXPECT_EQ(html.find("<img"), std::string::npos);
+  EXPECT_NE(html.find("3 s ago"), std::string::npos);
+  EXPECT_NE(html.find("class=\"bad\">502<"), std::string::npos);
+  EXPECT_NE(html.find("No session within its idle time"), std::string::npos);
+  // Two buckets with traffic, two bars; the four empty ones draw nothing.
+  std::size_t bars = 0;
+  for (auto at = html.find("class=\"bar\""); at != std::string::npos; at = html.find("class=\"bar\"", at + 1)) {
+    ++bars;
+  }
+  EXPECT_EQ(bars, 2u);
+}
+
+TEST(StatusPage, AFleetWithNoTrafficShowsDashesNotNumbers) {
+  StatusView view;
+  view.policy = "round_robin";
+  view.bucket_ms = 20'000;
+  view.hit_buckets.resize(30);
+  const auto html = render_status_page(view);
+  EXPECT_NE(html.find("<b>0 / 0</b>"), std::string::npos);
+  EXPECT_NE(html.find("<b>–</b>prompt tokens cached, last 10 min"), std::string::npos);
+  EXPECT_NE(html.find("No routed request yet"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvgate::admin
