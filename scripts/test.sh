@@ -32,7 +32,7 @@ cmake --build build-asan -j"$jobs"
 # model's learning): the sanitizer pass covers every other C++ test. Leak
 # checks stay on: a leak fails the run.
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --output-on-failure -j"$jobs" --timeout 300 -LE node -E '^(Bench|RouterLearning)\.')
+  ctest --output-on-failure -j"$jobs" --timeout 300 -LE 'node|deploy' -E '^(Bench|RouterLearning)\.')
 stage "ThreadSanitizer (the code shared between threads without Asio)"
 # The prefix index (one writer, lock-free readers), the tokenizer's shared
 # segment cache, the worker state atomics (and drift window) and the

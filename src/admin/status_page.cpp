@@ -17,12 +17,23 @@ std::string html_escape(std::string_view text) {
   escaped.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': escaped += "&amp;"; break;
-      case '<': escaped += "&lt;"; break;
-      case '>': escaped += "&gt;"; break;
-      case '"': escaped += "&quot;"; break;
-      case '\'': escaped += "&#39;"; break;
-      default: escaped += c;
+      case '&':
+        escaped += "&amp;";
+        break;
+      case '<':
+        escaped += "&lt;";
+        break;
+      case '>':
+        escaped += "&gt;";
+        break;
+      case '"':
+        escaped += "&quot;";
+        break;
+      case '\'':
+        escaped += "&#39;";
+        break;
+      default:
+        escaped += c;
     }
   }
   return escaped;
@@ -54,7 +65,8 @@ std::string age(std::uint64_t now_ms, std::uint64_t then_ms) {
 }
 
 std::string percent(std::uint64_t part, std::uint64_t whole) {
-  return whole == 0 ? std::string("–") : format("%.1f%%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
+  return whole == 0 ? std::string("–")
+                    : format("%.1f%%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
 }
 
 void cell(std::string& html, std::string_view text, std::string_view css_class = {}) {
@@ -167,7 +179,10 @@ std::string render_status_page(const StatusView& view) {
     html += "<tr>";
     cell(html, worker.id);
     cell(html, worker.model);
-    const std::string state = !worker.healthy ? "down" : worker.ejected ? "ejected" : worker.drifting ? "drifting" : "up";
+    const std::string state = !worker.healthy   ? "down"
+                              : worker.ejected  ? "ejected"
+                              : worker.drifting ? "drifting"
+                                                : "up";
     cell(html, state, state == "up" ? "ok" : state == "drifting" ? "warn" : "bad");
     cell(html, worker.mode, worker.mode == "stale" ? "warn" : "");
     cell(html, worker.events, worker.events == "connected" || worker.events == "none" ? "" : "warn");
@@ -204,7 +219,10 @@ std::string render_status_page(const StatusView& view) {
       cell(html, std::to_string(request.predicted_cached_tokens), "num");
       cell(html, or_dash(request.cached_tokens), "num");
       cell(html, request.ttft_ms ? format("%.0f ms", *request.ttft_ms) : "–", "num");
-      cell(html, std::to_string(request.status), request.status >= 500 ? "bad" : request.status >= 400 ? "warn" : "num");
+      cell(html, std::to_string(request.status),
+           request.status >= 500   ? "bad"
+           : request.status >= 400 ? "warn"
+                                   : "num");
       html += "</tr>";
     }
     html += "</tbody></table>";
@@ -215,8 +233,7 @@ std::string render_status_page(const StatusView& view) {
     html += "<p class=\"empty\">No session within its idle time.</p>";
   } else {
     html += "<table id=\"sessions\">";
-    header_row(html, {"session", "turns", "worker", "last seen", "last reason", "last prompt tokens",
-                      "last cached"});
+    header_row(html, {"session", "turns", "worker", "last seen", "last reason", "last prompt tokens", "last cached"});
     html += "<tbody>";
     for (const auto& session : view.sessions) {
       html += "<tr>";
@@ -232,8 +249,9 @@ std::string render_status_page(const StatusView& view) {
     }
     html += "</tbody></table>";
   }
-  html += "<p class=\"meta\">JSON: <a href=\"/debug/workers\">/debug/workers</a> · metrics: <a "
-          "href=\"/metrics\">/metrics</a></p></body></html>";
+  html +=
+      "<p class=\"meta\">JSON: <a href=\"/debug/workers\">/debug/workers</a> · metrics: <a "
+      "href=\"/metrics\">/metrics</a></p></body></html>";
   return html;
 }
 

@@ -34,8 +34,11 @@ TEST(StatusPage, ShowsWorkersDecisionsAndSessionsAndRendersInABrowser) {
   SimProcess c(harness, events, "c");
   std::string workers;
   for (auto* sim : {&a, &b, &c}) {
-    workers += "      - {id: " + std::string(sim == &a ? "a" : sim == &b ? "b" : "c") + ", url: \"" + sim->url() +
-               "\", kv_events: \"" + sim->events_endpoint() + "\"}\n";
+    workers += "      - {id: " +
+               std::string(sim == &a   ? "a"
+                           : sim == &b ? "b"
+                                       : "c") +
+               ", url: \"" + sim->url() + "\", kv_events: \"" + sim->events_endpoint() + "\"}\n";
   }
   harness.start_gateway("routing: {policy: cache_aware}\n",
                         "models:\n  - name: \"sim-model\"\n    block_size: 16\n    workers:\n" + workers);
@@ -70,9 +73,9 @@ TEST(StatusPage, ShowsWorkersDecisionsAndSessionsAndRendersInABrowser) {
   EXPECT_EQ(post_json(harness.admin_port(), "/", "{}").status, 405);
 
   const auto shot = std::filesystem::path(harness.folder()) / "status.png";
-  const std::string command = "python3 " KVGATE_SOURCE_DIR "/scripts/screenshot.py http://127.0.0.1:" +
-                              std::to_string(harness.admin_port()) + "/ " + shot.string() +
-                              " --size 1280,1400 --table workers:3 --table decisions:9 --table sessions:3";
+  const std::string command =
+      "python3 " KVGATE_SOURCE_DIR "/scripts/screenshot.py http://127.0.0.1:" + std::to_string(harness.admin_port()) +
+      "/ " + shot.string() + " --size 1280,1400 --table workers:3 --table decisions:9 --table sessions:3";
   EXPECT_EQ(std::system(command.c_str()), 0) << command;
   EXPECT_GT(std::filesystem::file_size(shot), 10'000u);
   // KVGATE_STATUS_PNG=path keeps the screenshot (docs/status-page.png).
