@@ -36,6 +36,11 @@ done
 if [[ "${1:-build}" != build ]] && ! command -v node >/dev/null 2>&1; then
   missing+=(nodejs npm)
 fi
+# kubectl renders the Kustomize overlays in the tests; any kubectl will do
+# (Debian 12's kubernetes-client is 1.20, whose kustomize reads the overlays).
+if [[ "${1:-build}" != build ]] && ! command -v kubectl >/dev/null 2>&1; then
+  missing+=(kubernetes-client)
+fi
 
 if ((${#missing[@]})); then
   if [[ $(id -u) -ne 0 ]]; then
@@ -62,5 +67,10 @@ if [[ "${1:-build}" != build ]]; then
   if [[ ! -d "$top/tests/node/node_modules/openai" ]]; then
     echo "setup: installing the pinned npm packages for tests/node"
     (cd "$top/tests/node" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+  # The Kubernetes manifests' checker (schemas from kubernetes-models).
+  if [[ ! -d "$top/deploy/kubernetes/check/node_modules/kubernetes-models" ]]; then
+    echo "setup: installing the pinned npm packages for deploy/kubernetes/check"
+    (cd "$top/deploy/kubernetes/check" && npm ci --no-audit --no-fund --loglevel=error)
   fi
 fi
