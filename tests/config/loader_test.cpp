@@ -278,10 +278,12 @@ TEST(ConfigLoader, MissingFileIsAProblemNotACrash) {
   EXPECT_EQ(loaded.error().front().message, "cannot open the file");
 }
 
-TEST(ConfigLoader, ShippedExampleIsValid) {
-  auto loaded = load_file(KVGATE_SOURCE_DIR "/config/kvgate.example.yaml");
-  ASSERT_TRUE(loaded) << loaded.error().front().to_string();
-  EXPECT_FALSE(loaded->models.empty());
+TEST(ConfigLoader, ShippedConfigsAreValid) {
+  for (const char* name : {"kvgate.example.yaml", "kvgate.container.yaml"}) {
+    auto loaded = load_file(std::string(KVGATE_SOURCE_DIR "/config/") + name);
+    ASSERT_TRUE(loaded) << name << ": " << loaded.error().front().to_string();
+    EXPECT_FALSE(loaded->models.empty()) << name;
+  }
 }
 
 }  // namespace
