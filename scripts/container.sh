@@ -79,6 +79,7 @@ fi
 # 3. The image.
 say "building $image from docker/Dockerfile"
 podman build --quiet --format docker --build-arg JOBS="${KVGATE_JOBS:-2}" -f docker/Dockerfile -t "$image" . >/dev/null
+podman image prune -f >/dev/null  # the build stages left untagged
 say "built $image ($(podman image inspect "$image" --format '{{.Size}}' | awk '{printf "%.0f MiB", $1/1048576}'))"
 ((smoke)) || exit 0
 

@@ -16,20 +16,44 @@ using Clock = std::chrono::steady_clock;
 struct Shared {
   const Workload& workload;
   const RunOptions& options;
-  HttpUrl url;
+  // One URL, or several gateways in front of the same replicas: requests
+  // take them in turn (client-side round robin, per request, so a session's
+  // turns land on different gateways).
+  std::vector<HttpUrl> urls;
+  std::size_t next_request = 0;
   std::string model;
   Clock::time_point started;
   std::vector<RequestRecord> records;
   std::size_t next_session = 0;
   std::string failure;  // a run-wide problem (the model list could not be read)
-  // Traces: connections whose request ended, for the next request to take.
-  std::vector<std::unique_ptr<Connection>> idle_connections;
+  // Traces: connections whose request ended, for the next request to take
+  // (one pool per URL).
+  std::vector<std::vector<std::unique_ptr<Connection>>> idle_connections;
   PrefixCeiling ceiling;
 
   [[nodiscard]] bool out_of_time() const {
     return options.duration_seconds > 0 &&
            std::chrono::duration<double>(Clock::now() - started).count() >= options.duration_seconds;
   }
+};
+
+// A session's connections, one per URL, opened on first use.
+class ConnectionSet {
+ public:
+  ConnectionSet(asio::any_io_executor executor, const std::vector<HttpUrl>& urls)
+      : executor_(std::move(executor)), urls_(urls), connections_(urls.size()) {}
+  Connection& next(Shared& shared) {
+    const auto index = shared.next_request++ % urls_.size();
+    if (!connections_[index]) {
+      connections_[index] = std::make_unique<Connection>(executor_, urls_[index]);
+    }
+    return *connections_[index];
+  }
+
+ private:
+  asio::any_io_executor executor_;
+  const std::vector<HttpUrl>& urls_;
+  std::vector<std::unique_ptr<Connection>> connections_;
 };
 
 double since_start_ms(const Shared& shared) {
@@ -64,7 +88,7 @@ std::string completion_body(const std::string& model, const std::string& prompt,
       .dump();
 }
 
-awaitable<void> run_session(Shared& shared, Connection& connection, std::size_t index) {
+awaitable<void> run_session(Shared& shared, ConnectionSet& connections, std::size_t index) {
   auto executor = co_await asio::this_coro::executor;
   const auto& session = shared.workload.sessions[index];
   const std::optional<std::string> session_header = session.id;
@@ -92,6 +116,7 @@ awaitable<void> run_session(Shared& shared, Connection& connection, std::size_t 
       reusable = shared.ceiling.observe(step.prompt);
     }
     const double sent_ms = since_start_ms(shared);
+    auto& connection = connections.next(shared);
     auto answer = co_await connection.post(path, body, session_header);
     record(shared, index, turn, answer, sent_ms, reusable);
     if (!answer.error.empty()) {
@@ -109,17 +134,17 @@ awaitable<void> run_session(Shared& shared, Connection& connection, std::size_t 
 // Closed loop: takes the next session when its last one ends.
 awaitable<void> session_worker(Shared& shared) {
   auto executor = co_await asio::this_coro::executor;
-  Connection connection(executor, shared.url);
+  ConnectionSet connections(executor, shared.urls);
   while (shared.next_session < shared.workload.sessions.size() && !shared.out_of_time()) {
     const auto index = shared.next_session++;
-    co_await run_session(shared, connection, index);
+    co_await run_session(shared, connections, index);
   }
 }
 
 awaitable<void> open_session(Shared& shared, std::size_t index) {
   auto executor = co_await asio::this_coro::executor;
-  Connection connection(executor, shared.url);
-  co_await run_session(shared, connection, index);
+  ConnectionSet connections(executor, shared.urls);
+  co_await run_session(shared, connections, index);
 }
 
 // Open loop: each session starts at its time, whatever is in flight.
@@ -142,12 +167,14 @@ awaitable<void> session_scheduler(Shared& shared) {
 
 awaitable<void> trace_request(Shared& shared, std::size_t index) {
   auto executor = co_await asio::this_coro::executor;
+  const auto gateway = shared.next_request++ % shared.urls.size();
+  auto& idle = shared.idle_connections[gateway];
   std::unique_ptr<Connection> connection;
-  if (shared.idle_connections.empty()) {
-    connection = std::make_unique<Connection>(executor, shared.url);
+  if (idle.empty()) {
+    connection = std::make_unique<Connection>(executor, shared.urls[gateway]);
   } else {
-    connection = std::move(shared.idle_connections.back());
-    shared.idle_connections.pop_back();
+    connection = std::move(idle.back());
+    idle.pop_back();
   }
   const auto& request = shared.workload.trace[index];
   const auto body = completion_body(shared.model, request.prompt, request.max_tokens);
@@ -157,7 +184,7 @@ awaitable<void> trace_request(Shared& shared, std::size_t index) {
   const double sent_ms = since_start_ms(shared);
   auto answer = co_await connection->post(path, body, no_session);
   record(shared, index, 0, answer, sent_ms, reusable);
-  shared.idle_connections.push_back(std::move(connection));
+  shared.idle_connections[gateway].push_back(std::move(connection));
 }
 
 awaitable<void> trace_scheduler(Shared& shared) {
@@ -180,7 +207,7 @@ awaitable<void> discover_model(Shared& shared) {
   if (!shared.model.empty()) {
     co_return;
   }
-  Connection connection(co_await asio::this_coro::executor, shared.url);
+  Connection connection(co_await asio::this_coro::executor, shared.urls.front());
   const std::string path = "/v1/models";
   auto [status, body] = co_await connection.get(path);
   auto models = json::parse(body, nullptr, false);
@@ -217,6 +244,22 @@ awaitable<void> scrape_one(std::string replica, HttpUrl url, ReplicaMetrics& out
 
 }  // namespace
 
+std::vector<std::string> split_targets(std::string_view target) {
+  std::vector<std::string> targets;
+  while (!target.empty()) {
+    const auto plus = target.find('+');
+    auto one = target.substr(0, plus);
+    if (!one.empty()) {
+      targets.emplace_back(one);
+    }
+    if (plus == std::string_view::npos) {
+      break;
+    }
+    target.remove_prefix(plus + 1);
+  }
+  return targets;
+}
+
 Result<std::vector<ReplicaMetrics>, std::string> scrape_replicas(const std::vector<std::string>& replicas) {
   asio::io_context context;
   std::string failure;
@@ -236,13 +279,30 @@ Result<std::vector<ReplicaMetrics>, std::string> scrape_replicas(const std::vect
 }
 
 Result<RunResult, std::string> run_workload(const Workload& workload, const RunOptions& options) {
-  auto url = parse_upstream_url(options.target);
-  if (!url) {
-    return unexpected("--target: " + url.error());
+  std::vector<HttpUrl> urls;
+  for (const auto& target : split_targets(options.target)) {
+    auto url = parse_upstream_url(target);
+    if (!url) {
+      return unexpected("--target " + target + ": " + url.error());
+    }
+    urls.push_back(std::move(*url));
+  }
+  if (urls.empty()) {
+    return unexpected("--target: no URL");
   }
   asio::io_context context;
-  Shared shared{
-      workload, options, *url, options.model, Clock::now(), {}, 0, {}, {}, PrefixCeiling(options.ceiling_block_bytes)};
+  Shared shared{workload,
+                options,
+                std::move(urls),
+                0,
+                options.model,
+                Clock::now(),
+                {},
+                0,
+                {},
+                {},
+                PrefixCeiling(options.ceiling_block_bytes)};
+  shared.idle_connections.resize(shared.urls.size());
   asio::co_spawn(context, discover_model(shared), asio::detached);
   context.run();
   if (!shared.failure.empty()) {

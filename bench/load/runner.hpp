@@ -20,8 +20,10 @@
 namespace kvgate::load {
 
 struct RunOptions {
-  std::string target;  // base URL, e.g. http://127.0.0.1:8080
-  std::string model;   // empty: the target's first model from GET /v1/models
+  // Base URL, e.g. http://127.0.0.1:8080; several gateways in front of the
+  // same replicas joined by '+' take the requests in turn.
+  std::string target;
+  std::string model;  // empty: the target's first model from GET /v1/models
   std::uint32_t concurrency = 8;
   double duration_seconds = 0;  // stop starting requests after this long (0: run the whole workload)
   // Sessions open loop: session i starts at session_starts_ms[i] (ms from
@@ -42,6 +44,9 @@ struct RunResult {
 };
 
 Result<RunResult, std::string> run_workload(const Workload& workload, const RunOptions& options);
+
+// "URL+URL+..." -> the URLs (RunOptions::target).
+std::vector<std::string> split_targets(std::string_view target);
 
 // POST /reset_prefix_cache on each replica (vLLM's and kvgate-sim's
 // endpoint), so that runs compared side by side start from cold caches.

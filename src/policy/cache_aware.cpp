@@ -31,7 +31,7 @@ class CacheAware final : public Policy {
     for (std::size_t index = 0; index < workers.size(); ++index) {
       score(request, workers[index], decision.candidates[index]);
     }
-    auto pick = pick_best(decision.candidates, request.sequence, better);
+    auto pick = pick_best(decision.candidates, request.tie_order(), better);
     decision.worker_index = pick.index;
     decision.reason = cost_pick_reason(pick, decision.candidates);
     if (cost_.soft_margin_ms && pick.index && pick.eligible > 1) {
@@ -82,7 +82,7 @@ class CacheAware final : public Policy {
     if (within(candidates[chosen])) {
       return;
     }
-    auto bounded = pick_best(candidates, request.sequence, [&](const Candidate& candidate, const Candidate& best) {
+    auto bounded = pick_best(candidates, request.tie_order(), [&](const Candidate& candidate, const Candidate& best) {
       if (within(candidate) != within(best)) {
         return within(candidate);
       }

@@ -23,7 +23,7 @@ Decision decide_least_load(const RouteRequest& request, std::span<const WorkerVi
   for (auto& candidate : decision.candidates) {
     candidate.score = static_cast<double>(candidate.in_flight);
   }
-  auto pick = pick_best(decision.candidates, request.sequence,
+  auto pick = pick_best(decision.candidates, request.tie_order(),
                         [](const Candidate& a, const Candidate& b) { return a.in_flight < b.in_flight; });
   decision.worker_index = pick.index;
   decision.reason = !pick.index ? Reason::no_eligible_worker : pick.eligible == 1 ? Reason::only_candidate : reason;

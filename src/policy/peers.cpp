@@ -29,7 +29,7 @@ class DynamoCost final : public Policy {
       // prefill and the load already there are what differ.
       candidate.score = options_.overlap_weight * prefill + static_cast<double>(worker.active_tokens);
     }
-    auto pick = pick_best(decision.candidates, request.sequence,
+    auto pick = pick_best(decision.candidates, request.tie_order(),
                           [](const Candidate& a, const Candidate& b) { return a.score < b.score; });
     decision.worker_index = pick.index;
     decision.reason = cost_pick_reason(pick, decision.candidates);
@@ -86,7 +86,7 @@ class SglangCacheAware final : public Policy {
         decision.candidates[index].score = static_cast<double>(workers[index].indexed_blocks);
       }
     }
-    auto pick = pick_best(decision.candidates, request.sequence,
+    auto pick = pick_best(decision.candidates, request.tie_order(),
                           [](const Candidate& a, const Candidate& b) { return a.score < b.score; });
     decision.worker_index = pick.index;
     decision.reason = !pick.index ? Reason::no_eligible_worker : pick.eligible == 1 ? Reason::only_candidate : reason;

@@ -1,5 +1,7 @@
 #include "kvgate/route/router.hpp"
 
+#include <xxhash.h>
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -143,6 +145,13 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
     request.prompt_blocks = prompt->blocks;
     result.input_tokens = prompt->input_tokens;
     result.blocks = prompt->blocks;
+  }
+  // Not the per-process sequence: gateways that share a fleet must break
+  // the same ties the same way (README, "Several gateways").
+  if (context.session_key) {
+    request.tie_break = XXH3_64bits(context.session_key->data(), context.session_key->size());
+  } else if (prompt != nullptr && !prompt->blocks.empty()) {
+    request.tie_break = prompt->blocks.front();
   }
   auto decision = table.policy->decide(request, view_span);
   result.worker = decision.worker_index;

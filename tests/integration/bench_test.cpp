@@ -104,6 +104,62 @@ TEST(Bench, ComparesRunsFromColdCachesAndReportsHitRatesByTurn) {
   EXPECT_NE(outcome.output.find("# kvgate-bench report"), std::string::npos);
 }
 
+// Requests served by this gateway (its kvgate_requests_total, summed).
+double requests_served(int admin_port) {
+  const auto text = get(admin_port, "/metrics").body;
+  double total = 0;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with("kvgate_requests_total{")) {
+      total += std::stod(line.substr(line.rfind(' ') + 1));
+    }
+  }
+  return total;
+}
+
+// Two gateways in front of the same sims, the client alternating between
+// them request by request (a session's turns land on both): each gateway
+// learns where the prefixes are from the engines' events, not from its own
+// routing, so the later turns hit about as often as through one gateway.
+TEST(Bench, TwoGatewaysTakingTurnsKeepTheConversationsCached) {
+  Fleet fleet;
+  const auto resets = start_fleet(fleet, {"r0", "r1", "r2"});
+  Harness second;
+  fleet.start_another_gateway(second);
+  const auto one = api_url(fleet);
+  const auto two = one + "+http://127.0.0.1:" + std::to_string(second.api_port());
+  const auto out = fleet.harness.folder() + "/bench";
+  auto outcome = run_bench("compare --run one=" + one + " --run two=" + two +
+                           " --workload chat --sessions 8 --concurrency 4 --seed 3" + resets + " --out " + out);
+  ASSERT_EQ(outcome.status, 0) << outcome.output;
+  auto summary = json::parse(read_file(out + "/summary.json"));
+  ASSERT_EQ(summary["runs"].size(), 2u);
+  const auto& alone = summary["runs"][0];
+  const auto& pair = summary["runs"][1];
+  EXPECT_EQ(pair["errors"], 0) << pair["error_kinds"].dump();
+  // The second gateway served only the pair's run, about half of it.
+  const double requests = pair["requests"].get<double>();
+  const double second_served = requests_served(second.admin_port());
+  EXPECT_GE(second_served, requests / 2 - 1);
+  EXPECT_LE(second_served, requests / 2 + 2);  // + its /v1/models lookup
+  // Later turns: a session's history is found through the other gateway's
+  // routing as well (8 sessions: a loose margin, the benchmark measures).
+  auto later_turn_hits = [](const json& run) {
+    double cached = 0;
+    double prompt = 0;
+    for (const auto& turn : run["hit_rate_by_turn"]) {
+      if (turn["turn"].get<int>() >= 2) {
+        cached += turn["cached_tokens"].get<double>();
+        prompt += turn["prompt_tokens"].get<double>();
+      }
+    }
+    return prompt > 0 ? cached / prompt : 0.0;
+  };
+  EXPECT_GT(later_turn_hits(alone), 0.5);
+  EXPECT_GT(later_turn_hits(pair), later_turn_hits(alone) - 0.15)
+      << "one gateway " << later_turn_hits(alone) << ", two " << later_turn_hits(pair);
+}
+
 TEST(Bench, BadInputIsAnErrorWithExitTwo) {
   Harness harness;
   auto unknown = run_bench("run --target http://127.0.0.1:9 --workload nonsense --out " + harness.folder());

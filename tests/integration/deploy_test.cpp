@@ -125,24 +125,32 @@ TEST(Deploy, EveryMetricTheDashboardAndTheAlertsUseExistsWithItsLabels) {
         "models:\n  - name: \"sim-model\"\n    block_size: 16\n    workers:\n"
         "      - {id: a, url: \"" +
             a.url() + "\", kv_events: \"" + a.events_endpoint() + "\"}\n      - {id: b, url: \"" + b.url() +
-            "\", kv_events: \"" + b.events_endpoint() + "\"}\n      - {id: c, url: \"" + c.url() +
-            "\", kv_events: \"" + junk.endpoint() + "\"}\n");
+            "\", kv_events: \"" + b.events_endpoint() + "\"}\n      - {id: c, url: \"" + c.url() + "\", kv_events: \"" +
+            junk.endpoint() + "\"}\n");
     ASSERT_TRUE(eventually([&] { return worker_state(harness, "b")["kv_events"]["connected"] == true; }));
     for (int turn = 0; turn < 3; ++turn) {
       for (const std::string session : {"s1", "s2", "s3", "s4"}) {
-        ASSERT_EQ(post_json(harness.api_port(), "/v1/chat/completions", chat(session, turn),
-                            {{"x-session-id", session}})
-                      .status,
-                  200);
+        ASSERT_EQ(
+            post_json(harness.api_port(), "/v1/chat/completions", chat(session, turn), {{"x-session-id", session}})
+                .status,
+            200);
       }
       junk.send_junk();
     }
+    // The gateway must have seen each stream before its fault, or the fault
+    // only looks like a late join.
+    int fresh = 0;
+    ASSERT_TRUE(eventually([&] {
+      a.fresh_completion(fresh++);
+      b.fresh_completion(fresh++);
+      return !worker_state(harness, "a")["kv_events"]["last_sequence"].is_null() &&
+             !worker_state(harness, "b")["kv_events"]["last_sequence"].is_null();
+    }));
     a.fault({{"mode", "drop_batches"}, {"count", 2}});
     b.fault({{"mode", "restart"}});
     // New prompts straight to the engines after the faults (an engine
     // publishes what it stores, whoever sent the request): the next batches
     // show the gap and the restart.
-    int fresh = 0;
     ASSERT_TRUE(eventually([&] {
       a.fresh_completion(fresh++);
       b.fresh_completion(fresh++);

@@ -74,6 +74,30 @@ TEST(LeastLoad, TiesRotateInsteadOfPilingOnTheFirst) {
   EXPECT_EQ(counts[2], 10);
 }
 
+// Two gateways see the same engine state but count decisions separately:
+// with a tie-break from the request (session key or prompt head) they pick
+// the same worker for the same request, whatever their own sequence.
+TEST(LeastLoad, ATieBreakFromTheRequestOverridesTheGatewaysOwnSequence) {
+  auto policy = make_least_load();
+  auto workers = three_workers();
+  std::map<std::size_t, int> counts;
+  for (std::uint64_t tie_break = 0; tie_break < 30; ++tie_break) {
+    std::optional<std::size_t> agreed;
+    for (std::uint64_t sequence : {0U, 7U, 1000U}) {
+      policy::RouteRequest request{"m", std::nullopt, sequence, {}};
+      request.tie_break = tie_break * 0x9E3779B97F4A7C15ULL;
+      auto picked = *policy->decide(request, workers).worker_index;
+      if (agreed) {
+        EXPECT_EQ(picked, *agreed) << tie_break;
+      }
+      agreed = picked;
+    }
+    counts[*agreed]++;
+  }
+  // Different requests still spread over the tied workers.
+  EXPECT_EQ(counts.size(), 3u);
+}
+
 TEST(LeastLoad, SimulatedBurstSpreadsEvenly) {
   // The gateway counts a request as soon as it is dispatched, so a burst of
   // simultaneous arrivals sees the load it just created.

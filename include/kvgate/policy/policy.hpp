@@ -68,6 +68,13 @@ struct RouteRequest {
   // The prompt's leading block hashes (kvgate's chained hash; empty when the
   // prompt is shorter than a block or could not be tokenised).
   std::span<const std::uint64_t> prompt_blocks;
+  // What breaks exact ties between equally good workers: a hash of the
+  // session key, else the prompt's first block, so that several gateways in
+  // front of one fleet, seeing the same engine state, pick the same worker
+  // for the same request. Without either, ties rotate by `sequence`.
+  std::optional<std::uint64_t> tie_break;
+
+  [[nodiscard]] std::uint64_t tie_order() const { return tie_break.value_or(sequence); }
 };
 
 // One worker's line in a decision. Trivially copyable: the worker id views

@@ -79,6 +79,24 @@ class Fleet {
   // `health_check`: replaces the default (checks every 200 ms).
   void start_gateway(const std::string& settings = "", const std::string& events_override = "",
                      const std::string& health_check = "health_check: {interval: 200ms}\n") {
+    harness.start_gateway("routing: {policy: cache_aware}\n" + health_check + settings, models_yaml(events_override));
+    if (events_override.empty()) {
+      for (auto& [id, process] : sims_) {
+        warm_up(id);
+      }
+    }
+  }
+
+  // Another gateway in front of the same sims (its own process, config and
+  // ports), caught up with every sim's events like the first.
+  void start_another_gateway(Harness& other, const std::string& settings = "") {
+    other.start_gateway("routing: {policy: cache_aware}\nhealth_check: {interval: 200ms}\n" + settings, models_yaml());
+    for (auto& [id, process] : sims_) {
+      warm_up(id, other.admin_port());
+    }
+  }
+
+  [[nodiscard]] std::string models_yaml(const std::string& events_override = "") const {
     std::string models = "models:\n  - name: \"sim-model\"\n    block_size: 16\n";
     if (!tokenizer.empty()) {
       models += "    tokenizer: \"" + tokenizer + "\"\n";
@@ -92,20 +110,22 @@ class Fleet {
         models += "        kv_events_replay: \"" + process->replay_endpoint() + "\"\n";
       }
     }
-    harness.start_gateway("routing: {policy: cache_aware}\n" + health_check + settings, models);
-    if (events_override.empty()) {
-      for (auto& [id, process] : sims_) {
-        warm_up(id);
-      }
-    }
+    return models;
   }
 
   // A SUB socket misses what is published before its subscription reaches
   // the publisher (ZMQ's "slow joiner"), which the gateway rightly treats as
   // a late join. Tests need a known start: publish until the gateway has
   // caught up with the simulator.
-  void warm_up(const std::string& id) {
-    wait_until(id, [](const json& worker) { return worker["kv_events"]["connected"] == true; });
+  void warm_up(const std::string& id, int admin_port = 0) {
+    if (admin_port == 0) {
+      admin_port = harness.admin_port();
+    }
+    const auto deadline_connected = std::chrono::steady_clock::now() + 10s;
+    while (worker(id, admin_port)["kv_events"]["connected"] != true) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline_connected) << id << " never connected";
+      std::this_thread::sleep_for(10ms);
+    }
     for (int attempt = 0; attempt < 50; ++attempt) {
       post_json(sim(id).port(), "/v1/completions",
                 json{{"model", "sim-model"},
@@ -114,7 +134,7 @@ class Fleet {
                     .dump());
       auto deadline = std::chrono::steady_clock::now() + 200ms;
       while (std::chrono::steady_clock::now() < deadline) {
-        if (synced(worker(id), id)) {
+        if (synced(worker(id, admin_port), id)) {
           return;
         }
         std::this_thread::sleep_for(10ms);
@@ -129,8 +149,8 @@ class Fleet {
     return next == 0 ? last.is_null() : !last.is_null() && last.get<std::int64_t>() == next - 1;
   }
 
-  json worker(const std::string& id) {
-    auto workers = json::parse(get(harness.admin_port(), "/debug/workers").body);
+  json worker(const std::string& id, int admin_port = 0) {
+    auto workers = json::parse(get(admin_port == 0 ? harness.admin_port() : admin_port, "/debug/workers").body);
     for (const auto& worker : workers["workers"]) {
       if (worker["id"] == id) {
         return worker;

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Several kvgate replicas in front of one fleet: does scaling out the gateway
+# cost cache hits? One, two and three cache_aware gateways in front of the
+# same kvgate-sim replicas, the client taking the gateways in turn request
+# by request (kvgate-bench --run NAME=URL+URL: a session's turns land on
+# different gateways). All three gateways run throughout, subscribed to
+# every replica's KV events, so each run pays for the same processes.
+# Reports land in build/gateways-report/NAME/.
+#   bench/load/gateways.sh chat|weka70 [COUNT]
+# chat: the chat preset (COUNT sessions, default 48, 8 at a time).
+# weka70: the WEKA Claude Code sessions as bench/load/trace.sh weka70 runs
+#   them (COUNT sessions, default 75, at 70% load, 2,000 blocks per replica).
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top"
+traces=${KVGATE_TRACES:-../shared/data/traces}
+export KVGATE_REPLICAS=${KVGATE_REPLICAS:-4}
+name=${1:-chat}
+case "$name" in
+  chat)
+    export KVGATE_TIME_SCALE=${KVGATE_TIME_SCALE:-20}
+    blocks=${3:-4000}
+    max_model_len=32768
+    workload=(--workload chat --sessions "${2:-48}" --concurrency 8 --seed 7)
+    ;;
+  weka70)
+    export KVGATE_TIME_SCALE=${KVGATE_TIME_SCALE:-2}
+    blocks=${3:-2000}
+    max_model_len=$((blocks * 16))
+    shards=$traces/weka-claude-code/claude_code_traces_0001-0050.jsonl.gz
+    shards+=,$traces/weka-claude-code/claude_code_traces_0051-0100.jsonl.gz
+    workload=(--workload "$shards" --sessions "${2:-75}" --trace-block-tokens 2 --output-scale 32
+              --time-scale 1000 --max-think-ms "${KVGATE_MAX_THINK_MS:-200}" --load 0.70)
+    ;;
+  *)
+    echo "usage: bench/load/gateways.sh chat|weka70 [COUNT]" >&2
+    exit 2
+    ;;
+esac
+cmake --build build -j"${KVGATE_JOBS:-2}" --target kvgate kvgate-sim kvgate-bench >/dev/null
+source scripts/lib.sh
+begin_run gateways
+export KVGATE_TARGET_gw1='{policy: cache_aware}' KVGATE_TARGET_gw2='{policy: cache_aware}'
+export KVGATE_TARGET_gw3='{policy: cache_aware}'
+start_fleet "$blocks" "$max_model_len" gw1 gw2 gw3
+urls=()
+for run in "${runs[@]}"; do
+  [[ "$run" == --run ]] || urls+=("${run#*=}")
+done
+runs=(--run "one=${urls[0]}" --run "two=${urls[0]}+${urls[1]}" --run "three=${urls[0]}+${urls[1]}+${urls[2]}")
+started_at=$(date +%s)
+build/bench/load/kvgate-bench compare "${runs[@]}" "${resets[@]}" "${workload[@]}" --baseline one \
+  --fleet "$fleet; 1, 2 and 3 cache_aware gateways, client round robin per request" --out "$work/report"
+echo "gateways.sh $name: $(($(date +%s) - started_at)) s"
+out=build/gateways-report/$name
+rm -rf "$out"
+mkdir -p "$out"
+cp "$work/report/"* "$out/"
