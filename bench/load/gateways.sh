@@ -7,7 +7,7 @@
 # every replica's KV events, so each run pays for the same processes.
 # Reports land in build/gateways-report/NAME/.
 #   bench/load/gateways.sh chat|weka70 [COUNT]
-# chat: the chat preset (COUNT sessions, default 48, 8 at a time).
+# chat: the chat preset (COUNT sessions, default 200, at 70% load).
 # weka70: the WEKA Claude Code sessions as bench/load/trace.sh weka70 runs
 #   them (COUNT sessions, default 75, at 70% load, 2,000 blocks per replica).
 set -euo pipefail
@@ -21,7 +21,7 @@ case "$name" in
     export KVGATE_TIME_SCALE=${KVGATE_TIME_SCALE:-20}
     blocks=${3:-4000}
     max_model_len=32768
-    workload=(--workload chat --sessions "${2:-48}" --concurrency 8 --seed 7)
+    workload=(--workload chat --sessions "${2:-200}" --seed 7 --load 0.7)
     ;;
   weka70)
     export KVGATE_TIME_SCALE=${KVGATE_TIME_SCALE:-2}

@@ -36,7 +36,16 @@ std::string endpoint_text(const tcp::endpoint& endpoint) {
 }  // namespace
 
 Gateway::Gateway(std::string config_path, std::shared_ptr<const config::Options> options)
-    : config_path_(std::move(config_path)), options_(std::move(options)) {}
+    : config_path_(std::move(config_path)), base_options_(options), options_(std::move(options)) {}
+
+std::shared_ptr<const config::Options> Gateway::effective(const config::Options& base) const {
+  std::vector<std::string> skipped;
+  auto options = std::make_shared<const config::Options>(discovery::with_discovered(base, discovered_, &skipped));
+  for (const auto& worker : skipped) {
+    spdlog::warn("discovery: {} is left out: a configured worker has its id or URL", worker);
+  }
+  return options;
+}
 
 Gateway::~Gateway() {
   finish();
@@ -54,6 +63,11 @@ int Gateway::run() {
 }
 
 bool Gateway::start() {
+  if (std::any_of(base_options_->models.begin(), base_options_->models.end(),
+                  [](const auto& model) { return model.workers_from.any(); })) {
+    discovered_ = discoverer_.discover_now(*base_options_);
+    options_ = effective(*base_options_);
+  }
   auto initial = route::build_routing_table(options_, nullptr, unix_now(), registry_);
   if (!initial) {
     spdlog::critical("{}", initial.error());
@@ -97,6 +111,9 @@ bool Gateway::start() {
   auto table = context_.table();
   health_.watch(table->all_workers(), options_->health_check, table->thresholds);
   scraper_.watch(route::scrape_targets(*table), options_->metrics_scrape);
+  discoverer_.watch(*base_options_, [this](const discovery::DiscoveredByModel& discovered) {
+    asio::post(control_, [this, discovered] { rediscovered(discovered); });
+  });
   signals_.add(SIGTERM);
   signals_.add(SIGINT);
   signals_.add(SIGHUP);
@@ -137,21 +154,75 @@ void Gateway::reload() {
     metrics_.config_reload(false);
     return;
   }
-  auto options = std::make_shared<const config::Options>(std::move(*loaded));
-  if (!(options->listen == options_->listen) || !(options->admin_listen == options_->admin_listen) ||
-      options->threads != options_->threads) {
+  auto base = std::make_shared<const config::Options>(std::move(*loaded));
+  if (!(base->listen == options_->listen) || !(base->admin_listen == options_->admin_listen) ||
+      base->threads != options_->threads) {
     spdlog::warn("config reload: listen, admin_listen and threads take effect only after a restart");
   }
-  if (!open_decision_log(*options)) {
+  if (!open_decision_log(*base)) {
     metrics_.config_reload(false);
     return;
   }
+  // Models and sources the new file drops take their discoveries with them.
+  std::erase_if(discovered_, [&](const auto& entry) {
+    return std::none_of(base->models.begin(), base->models.end(),
+                        [&](const auto& model) { return model.name == entry.first && model.workers_from.any(); });
+  });
+  if (!install(effective(*base))) {
+    metrics_.config_reload(false);
+    return;
+  }
+  base_options_ = base;
+  discoverer_.watch(*base_options_, [this](const discovery::DiscoveredByModel& discovered) {
+    asio::post(control_, [this, discovered] { rediscovered(discovered); });
+  });
+  metrics_.config_reload(true);
+  spdlog::info("config reloaded from {}: {} model(s), policy {}", config_path_, options_->models.size(),
+               config::to_string(options_->routing.policy));
+}
+
+void Gateway::rediscovered(discovery::DiscoveredByModel discovered) {
+  if (finished_ || context_.draining()) {
+    return;
+  }
+  discovered_ = std::move(discovered);
+  auto options = effective(*base_options_);
+  std::vector<std::string> before;
+  std::vector<std::string> after;
+  for (const auto& model : options_->models) {
+    for (const auto& worker : model.workers) {
+      before.push_back(model.name + "/" + worker.id);
+    }
+  }
+  for (const auto& model : options->models) {
+    for (const auto& worker : model.workers) {
+      after.push_back(model.name + "/" + worker.id);
+    }
+  }
+  if (install(options)) {
+    std::string added;
+    std::string removed;
+    for (const auto& worker : after) {
+      if (std::find(before.begin(), before.end(), worker) == before.end()) {
+        added += (added.empty() ? "" : ", ") + worker;
+      }
+    }
+    for (const auto& worker : before) {
+      if (std::find(after.begin(), after.end(), worker) == after.end()) {
+        removed += (removed.empty() ? "" : ", ") + worker;
+      }
+    }
+    spdlog::info("discovery: workers added: {}; removed (draining): {}", added.empty() ? "none" : added,
+                 removed.empty() ? "none" : removed);
+  }
+}
+
+bool Gateway::install(std::shared_ptr<const config::Options> options) {
   auto previous = context_.table();
   auto built = route::build_routing_table(options, previous.get(), unix_now(), registry_);
   if (!built) {
-    spdlog::error("config reload rejected, keeping the running configuration: {}", built.error());
-    metrics_.config_reload(false);
-    return;
+    spdlog::error("new routing table rejected, keeping the running one: {}", built.error());
+    return false;
   }
   const auto& table = *built;
   auto current_workers = table->all_workers();
@@ -171,9 +242,7 @@ void Gateway::reload() {
     thread->apply_pool_limits(options->upstream.max_idle_connections, options->upstream.idle_connection_timeout);
   }
   set_log_level(options->log_level);
-  metrics_.config_reload(true);
-  spdlog::info("config reloaded from {}: {} model(s), policy {}", config_path_, options->models.size(),
-               config::to_string(options->routing.policy));
+  return true;
 }
 
 // (Re)opens the decision log, so SIGHUP after a log rotation starts a new file.
@@ -217,6 +286,7 @@ void Gateway::finish() {
     return;
   }
   finished_ = true;
+  discoverer_.stop();
   health_.stop();
   scraper_.stop();
   admin_.stop();

@@ -375,8 +375,72 @@ void read_worker(YamlReader& reader, const YAML::Node& node, const std::string& 
   }
 }
 
+void read_dns_discovery(YamlReader& reader, const YAML::Node& node, const std::string& path, DnsDiscoveryOptions& out) {
+  if (!reader.check_mapping(
+          node, path,
+          {"name", "port", "interval", "kv_events", "kv_events_replay", "nameserver", "kv_capacity_blocks"})) {
+    return;
+  }
+  if (!node["name"]) {
+    reader.problem(node, path + ".name", "missing (a DNS name, e.g. vllm-headless.default.svc.cluster.local)");
+  }
+  if (!node["port"]) {
+    reader.problem(node, path + ".port", "missing (the engines' HTTP port, e.g. 8000)");
+  }
+  reader.optional(node, path, "name", [&](auto& value, auto key_path) {
+    reader.read(value, key_path, out.name);
+    if (value.IsScalar() && out.name.empty()) {
+      reader.problem(value, key_path, "must not be empty");
+    }
+  });
+  reader.optional(node, path, "port", [&](auto& value, auto key_path) {
+    std::uint32_t port = 0;
+    reader.read(value, key_path, port, 1, 65'535);
+    out.port = static_cast<std::uint16_t>(port);
+  });
+  reader.optional(node, path, "interval", [&](auto& value, auto key_path) {
+    reader.read_duration(value, key_path, out.interval, Milliseconds(100));
+  });
+  reader.optional(node, path, "kv_capacity_blocks", [&](auto& value, auto key_path) {
+    reader.read(value, key_path, out.kv_capacity_blocks, 1, 1'000'000'000);
+  });
+  reader.optional(node, path, "nameserver", [&](auto& value, auto key_path) {
+    reader.read(value, key_path, out.nameserver);
+    if (auto address = parse_listen_address(out.nameserver); value.IsScalar() && (!address || address->port == 0)) {
+      reader.problem(value, key_path, "expected host:port, e.g. 127.0.0.1:53");
+    }
+  });
+  for (const char* key : {"kv_events", "kv_events_replay"}) {
+    reader.optional(node, path, key, [&](auto& value, auto key_path) {
+      std::string& target = std::string_view(key) == "kv_events" ? out.kv_events : out.kv_events_replay;
+      reader.read(value, key_path, target);
+      if (value.IsScalar() && (!target.starts_with("tcp://") || target.find("{host}") == std::string::npos)) {
+        reader.problem(value, key_path, "expected a ZMQ address with {host}, such as tcp://{host}:5557");
+      }
+    });
+  }
+}
+
+void read_workers_from(YamlReader& reader, const YAML::Node& node, const std::string& path, WorkersFromOptions& out) {
+  if (!reader.check_mapping(node, path, {"dns", "file"})) {
+    return;
+  }
+  reader.optional(node, path, "dns",
+                  [&](auto& value, auto key_path) { read_dns_discovery(reader, value, key_path, out.dns.emplace()); });
+  reader.optional(node, path, "file", [&](auto& value, auto key_path) {
+    auto& file = out.file.emplace();
+    reader.read(value, key_path, file.path);
+    if (value.IsScalar() && file.path.empty()) {
+      reader.problem(value, key_path, "must not be empty (a YAML or JSON file listing workers)");
+    }
+  });
+  if (!out.any()) {
+    reader.problem(node, path, "expected dns: or file:");
+  }
+}
+
 void read_model(YamlReader& reader, const YAML::Node& node, const std::string& path, ModelOptions& out) {
-  if (!reader.check_mapping(node, path, {"name", "tokenizer", "block_size", "workers"})) {
+  if (!reader.check_mapping(node, path, {"name", "tokenizer", "block_size", "workers", "workers_from"})) {
     return;
   }
   if (!node["name"]) {
@@ -392,9 +456,15 @@ void read_model(YamlReader& reader, const YAML::Node& node, const std::string& p
                   [&](auto& value, auto key_path) { reader.read(value, key_path, out.tokenizer); });
   reader.optional(node, path, "block_size",
                   [&](auto& value, auto key_path) { reader.read(value, key_path, out.block_size, 1, 4096); });
+  reader.optional(node, path, "workers_from",
+                  [&](auto& value, auto key_path) { read_workers_from(reader, value, key_path, out.workers_from); });
   auto workers = node["workers"];
-  if (!workers || (workers.IsSequence() && workers.size() == 0)) {
-    reader.problem(workers ? workers : node, path + ".workers", "a model needs at least one worker");
+  if (!workers && node["workers_from"]) {
+    return;  // every worker is discovered
+  }
+  if (!workers || (workers.IsSequence() && workers.size() == 0 && !node["workers_from"])) {
+    reader.problem(workers ? workers : node, path + ".workers",
+                   "a model needs at least one worker (or workers_from: dns/file)");
     return;
   }
   if (!reader.check_sequence(workers, path + ".workers")) {
@@ -529,6 +599,43 @@ LoadResult load_text(const std::string& text, const std::string& file_name) {
     return unexpected(std::move(problems));
   }
   return options;
+}
+
+WorkerListResult load_worker_list(const std::string& text, const std::string& file_name) {
+  std::vector<Problem> problems;
+  YamlReader reader(file_name, problems);
+  std::vector<WorkerOptions> workers;
+  try {
+    auto root = YAML::Load(text);
+    std::string path = "workers";
+    if (root && root.IsMap()) {
+      if (!reader.check_mapping(root, "", {"workers"})) {
+        return unexpected(std::move(problems));
+      }
+      root = root["workers"];
+    }
+    if (root && !root.IsNull() && reader.check_sequence(root, path)) {
+      std::set<std::string> ids;
+      std::set<std::string> urls;
+      for (std::size_t index = 0; index < root.size(); ++index) {
+        auto& worker = workers.emplace_back();
+        read_worker(reader, root[index], indexed(path, index), worker);
+        if (!worker.id.empty() && !ids.insert(worker.id).second) {
+          reader.problem(root[index], indexed(path, index) + ".id", "duplicate worker id '" + worker.id + "'");
+        }
+        if (!worker.url.empty() && !urls.insert(worker.url).second) {
+          reader.problem(root[index], indexed(path, index) + ".url",
+                         "URL '" + worker.url + "' is used by another worker");
+        }
+      }
+    }
+  } catch (const YAML::Exception& error) {
+    reader.problem_at_line(error.mark.line + 1, "", "YAML syntax error: " + error.msg);
+  }
+  if (!problems.empty()) {
+    return unexpected(std::move(problems));
+  }
+  return workers;
 }
 
 LoadResult load_file(const std::string& path) {

@@ -206,6 +206,16 @@ Metrics::Metrics()
                                    "Of kvgate_prompt_tokens_total, those the engine reported served from its "
                                    "prefix cache (prompt_tokens_details.cached_tokens)")
                                .Register(*registry_);
+  discovered_workers_ = &BuildGauge()
+                             .Name("kvgate_discovered_workers")
+                             .Help("Workers a model's workers_from source (dns, file) last returned")
+                             .Register(*registry_);
+  discovery_errors_ = &BuildCounter()
+                           .Name("kvgate_discovery_errors_total")
+                           .Help(
+                               "Failed DNS lookups and unreadable or invalid workers files (the last good list "
+                               "is kept)")
+                           .Register(*registry_);
   sessions_active_ = &BuildGauge()
                           .Name("kvgate_sessions_active")
                           .Help("Sessions seen within sessions.idle_ttl")
@@ -399,6 +409,15 @@ void Metrics::prompt_tokens(std::string_view model, std::string_view worker, std
   const prometheus::Labels labels{{"model", std::string(model)}, {"worker", std::string(worker)}};
   prompt_tokens_->Add(labels).Increment(prompt);
   cached_prompt_tokens_->Add(labels).Increment(std::min(cached, prompt));
+}
+
+void Metrics::discovered_workers(std::string_view model, std::string_view source, std::size_t workers) {
+  discovered_workers_->Add({{"model", std::string(model)}, {"source", std::string(source)}})
+      .Set(static_cast<double>(workers));
+}
+
+void Metrics::discovery_error(std::string_view model, std::string_view source) {
+  discovery_errors_->Add({{"model", std::string(model)}, {"source", std::string(source)}}).Increment();
 }
 
 void Metrics::set_sessions_active(std::size_t sessions) {

@@ -12,6 +12,7 @@
 
 #include "kvgate/admin/admin_server.hpp"
 #include "kvgate/config/options.hpp"
+#include "kvgate/discovery/discoverer.hpp"
 #include "kvgate/obs/metrics.hpp"
 #include "kvgate/proxy/gateway_context.hpp"
 #include "kvgate/proxy/io_thread.hpp"
@@ -33,12 +34,22 @@ class Gateway {
   bool start();
   void wait_for_signal();
   void reload();
+  // Discovered workers changed (control thread).
+  void rediscovered(discovery::DiscoveredByModel discovered);
+  // The file's configuration with the discovered workers added.
+  std::shared_ptr<const config::Options> effective(const config::Options& base) const;
+  // Builds and publishes a routing table for `options` (a reload, or new
+  // discovered workers): workers that stay keep their state, removed ones
+  // take no new requests and finish what they have. False when rejected.
+  bool install(std::shared_ptr<const config::Options> options);
   bool open_decision_log(const config::Options& options);
   void begin_drain();
   void finish();
 
   std::string config_path_;
-  std::shared_ptr<const config::Options> options_;
+  std::shared_ptr<const config::Options> base_options_;  // as the file says
+  std::shared_ptr<const config::Options> options_;       // with the discovered workers
+  discovery::DiscoveredByModel discovered_;
   http::asio::io_context control_{1};
   obs::Metrics metrics_;
   proxy::GatewayContext context_{metrics_};
@@ -50,7 +61,8 @@ class Gateway {
   http::asio::signal_set signals_{control_};
   http::asio::steady_timer grace_timer_{control_};
   std::vector<std::unique_ptr<proxy::IoThread>> threads_;
-  std::vector<std::jthread> runners_;  // after threads_: joined before the threads' state is destroyed
+  std::vector<std::jthread> runners_;           // after threads_: joined before the threads' state is destroyed
+  discovery::Discoverer discoverer_{metrics_};  // last: its thread stops before anything it posts to goes
   bool finished_ = false;
 };
 

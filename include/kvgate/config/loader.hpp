@@ -24,4 +24,10 @@ using LoadResult = Result<Options, std::vector<Problem>>;
 LoadResult load_file(const std::string& path);
 LoadResult load_text(const std::string& text, const std::string& file_name);
 
+// A workers file (models[].workers_from.file): a YAML or JSON sequence of
+// workers as in `workers` (or a mapping with a `workers:` sequence), ids
+// and URLs unique. Empty text or an empty sequence is an empty list.
+using WorkerListResult = Result<std::vector<WorkerOptions>, std::vector<Problem>>;
+WorkerListResult load_worker_list(const std::string& text, const std::string& file_name);
+
 }  // namespace kvgate::config

@@ -38,11 +38,43 @@ struct WorkerOptions {
   std::optional<Milliseconds> scrape_timeout;
 };
 
+// Workers found in DNS: every address of `name` (A and AAAA records, e.g. a
+// Kubernetes headless Service) is a worker with id "host:port", re-resolved
+// every `interval`. `{host}` in the event endpoints is the address.
+struct DnsDiscoveryOptions {
+  std::string name;
+  std::uint16_t port = 0;
+  Milliseconds interval{10'000};
+  std::string kv_events;         // e.g. "tcp://{host}:5557"; empty: no events
+  std::string kv_events_replay;  // e.g. "tcp://{host}:5558"
+  // "host:port" of the DNS server to ask; empty: the system's (resolv.conf,
+  // with its search domains), which is what a pod wants.
+  std::string nameserver;
+  std::uint32_t kv_capacity_blocks = 0;
+};
+
+// Workers listed in a YAML or JSON file (entries as in `workers`), re-read
+// when the file changes (polled every second: a Kubernetes ConfigMap is
+// replaced through a symlink, which file watches miss).
+struct FileDiscoveryOptions {
+  std::string path;
+};
+
+struct WorkersFromOptions {
+  std::optional<DnsDiscoveryOptions> dns;
+  std::optional<FileDiscoveryOptions> file;
+  [[nodiscard]] bool any() const { return dns.has_value() || file.has_value(); }
+};
+
 struct ModelOptions {
   std::string name;
   std::string tokenizer;  // empty: approximate tokenisation
   std::uint32_t block_size = 16;
+  // The configured workers; with workers_from, the discovered ones are
+  // added to these at run time (a static entry wins over a discovered one
+  // with the same id).
   std::vector<WorkerOptions> workers;
+  WorkersFromOptions workers_from;
 };
 
 struct LimitOptions {

@@ -85,6 +85,10 @@ class Metrics {
   // sessions seen within their idle TTL (refreshed when /metrics is read).
   void session_move(std::string_view model, std::string_view reason);
   void session_turn_hit(std::string_view model, double ratio);
+  // models[].workers_from: workers a source (dns, file) last returned, and
+  // lookups or reads that failed (the last good list is kept).
+  void discovered_workers(std::string_view model, std::string_view source, std::size_t workers);
+  void discovery_error(std::string_view model, std::string_view source);
   // A routed request answered 200 with the engine's usage: its prompt
   // tokens and those the engine reported cached (the hit rate's two sides).
   void prompt_tokens(std::string_view model, std::string_view worker, std::uint32_t prompt, std::uint32_t cached);
@@ -157,6 +161,8 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* session_moves_ = nullptr;
   prometheus::Family<prometheus::Histogram>* session_turn_hit_ = nullptr;
   prometheus::Family<prometheus::Counter>* prompt_tokens_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* discovered_workers_ = nullptr;
+  prometheus::Family<prometheus::Counter>* discovery_errors_ = nullptr;
   prometheus::Family<prometheus::Counter>* cached_prompt_tokens_ = nullptr;
   prometheus::Gauge* sessions_active_ = nullptr;
   prometheus::Family<prometheus::Counter>* prompt_segments_ = nullptr;
