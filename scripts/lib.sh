@@ -16,7 +16,9 @@
 # {own_prefill_weight: 1}}'). Sets $runs (kvgate-bench --run flags), $resets
 # (--reset flags), $fleet (a description for the report), $admins (LABEL=
 # admin address per kvgate), $api and $admin (the last gateway's). Environment: KVGATE_REPLICAS (default 3), KVGATE_TIME_SCALE
-# (default 20), KVGATE_SIM_FLAGS (more kvgate-sim flags, e.g. timing).
+# (default 20), KVGATE_SIM_FLAGS (more kvgate-sim flags, e.g. timing),
+# KVGATE_SETTINGS (more top-level YAML for every kvgate, e.g.
+# 'metrics_scrape: {interval: 250ms}').
 # free_port: an unused TCP port on 127.0.0.1. wait_port PORT: until it answers.
 
 begin_run() {
@@ -114,6 +116,7 @@ threads: 1
 access_log: false
 routing: $routing
 health_check: {interval: 1s}
+${KVGATE_SETTINGS:-}
 models:
   - name: demo-model
     block_size: 16

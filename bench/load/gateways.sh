@@ -40,8 +40,9 @@ esac
 cmake --build build -j"${KVGATE_JOBS:-2}" --target kvgate kvgate-sim kvgate-bench >/dev/null
 source scripts/lib.sh
 begin_run gateways
-export KVGATE_TARGET_gw1='{policy: cache_aware}' KVGATE_TARGET_gw2='{policy: cache_aware}'
-export KVGATE_TARGET_gw3='{policy: cache_aware}'
+# KVGATE_ROUTING: the gateways' routing: (default cache_aware as shipped).
+routing=${KVGATE_ROUTING:-'{policy: cache_aware}'}
+export KVGATE_TARGET_gw1="$routing" KVGATE_TARGET_gw2="$routing" KVGATE_TARGET_gw3="$routing"
 start_fleet "$blocks" "$max_model_len" gw1 gw2 gw3
 urls=()
 for run in "${runs[@]}"; do
@@ -52,7 +53,12 @@ started_at=$(date +%s)
 build/bench/load/kvgate-bench compare "${runs[@]}" "${resets[@]}" "${workload[@]}" --baseline one \
   --fleet "$fleet; 1, 2 and 3 cache_aware gateways, client round robin per request" --out "$work/report"
 echo "gateways.sh $name: $(($(date +%s) - started_at)) s"
-out=build/gateways-report/$name
+out=build/gateways-report/$name${KVGATE_REPORT_SUFFIX:-}
 rm -rf "$out"
 mkdir -p "$out"
 cp "$work/report/"* "$out/"
+# What each gateway saw (drift, event streams, learned costs).
+for entry in "${admins[@]}"; do
+  curl -fsS "http://${entry#*=}/debug/workers" >"$out/workers-${entry%%=*}.json" || true
+  curl -fsS "http://${entry#*=}/metrics" >"$out/metrics-${entry%%=*}.txt" || true
+done

@@ -8,9 +8,11 @@ namespace {
 // Sends the request where its expected time to first token is lowest, each
 // worker priced with its own PrefillRates (learned from its requests):
 //   prefill       = a (L - cached) + b (L^2 - cached^2) / 2 + c
-//   queue_delay   = a * pending_prefill_tokens + d * active_tokens
-//                 + in_flight * queue_ms_per_request
-//                 + engine_waiting * queue_ms_per_waiting_request
+//   others        = engine_waiting beyond this gateway's pending requests
+//                   at the scrape (other gateways' and clients' requests)
+//   queue_delay   = q * (pending_prefill_tokens + others * mean_uncached_tokens)
+//                 + others * queue_ms_per_waiting_request
+//                 + d * active_tokens + in_flight * queue_ms_per_request
 //   expected_ttft = queue_delay + prefill
 //   score         = queue_delay + own_prefill_weight * prefill
 // A worker that holds the conversation's earlier turns wins while its
@@ -47,10 +49,17 @@ class CacheAware final : public Policy {
     candidate.prefill_ms = worker.prefill.prefill_ms(request.input_tokens, cached);
     const bool engine_fresh =
         worker.engine_snapshot_age_ms >= 0 && worker.engine_snapshot_age_ms <= cost_.engine_snapshot_max_age_ms;
-    const double engine_waiting = engine_fresh ? static_cast<double>(worker.engine_waiting) : 0.0;
-    candidate.queue_delay_ms = worker.prefill.queue_ms(worker.pending_prefill_tokens, worker.active_tokens) +
-                               static_cast<double>(worker.in_flight) * cost_.queue_ms_per_request +
-                               engine_waiting * cost_.queue_ms_per_waiting_request;
+    // The engine's waiting requests beyond this gateway's own pending ones
+    // (counted when the scrape was taken, so a stale snapshot does not turn
+    // requests answered since into phantom load) were sent by other
+    // gateways or clients: each is priced as a typical request here. This
+    // gateway's own are priced by their tokens, and not counted twice.
+    const double others = engine_fresh ? static_cast<double>(worker.engine_waiting_others) : 0.0;
+    const auto others_tokens = static_cast<std::uint64_t>(others * worker.mean_uncached_tokens);
+    candidate.queue_delay_ms =
+        worker.prefill.queue_ms(worker.pending_prefill_tokens + others_tokens, worker.active_tokens) +
+        static_cast<double>(worker.in_flight) * cost_.queue_ms_per_request +
+        others * cost_.queue_ms_per_waiting_request;
     candidate.expected_ttft_ms = candidate.queue_delay_ms + candidate.prefill_ms;
     candidate.score = candidate.queue_delay_ms + cost_.own_prefill_weight * candidate.prefill_ms;
   }

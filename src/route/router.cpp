@@ -53,12 +53,14 @@ std::span<const std::uint32_t> indexed_cached_tokens(const ModelRoute& model, co
 policy::WorkerView worker_view(const workers::WorkerState& worker, std::uint32_t indexed, std::uint64_t now_unix_ms) {
   policy::WorkerView view{worker.id(), worker.healthy(), worker.in_flight(), worker.pending_prefill_tokens()};
   view.active_tokens = worker.active_tokens();
+  view.mean_uncached_tokens = worker.mean_uncached_tokens();
   view.drifting = worker.drifting();
   view.cached_tokens = view.drifting ? 0 : indexed;
   view.prefill = worker.prefill_rates();
   view.ejected = worker.ejected(now_unix_ms);
   if (auto engine = worker.engine_queue(); engine.waiting) {
     view.engine_waiting = *engine.waiting;
+    view.engine_waiting_others = engine.others_waiting;
     view.engine_snapshot_age_ms =
         now_unix_ms > engine.unix_ms ? static_cast<std::int64_t>(now_unix_ms - engine.unix_ms) : 0;
   }

@@ -75,6 +75,7 @@ awaitable<void> MetricsScraper::scrape(std::shared_ptr<WorkerState> worker, std:
     }
     schedule.started();
   }
+  const auto pending_before = worker->pending_requests();
   auto page = co_await fetch_http(io_, worker->endpoint(), options.path, target.timeout, kMaxMetricsBytes);
   if (*stopped) {
     co_return;
@@ -101,7 +102,7 @@ awaitable<void> MetricsScraper::scrape(std::shared_ptr<WorkerState> worker, std:
   auto snapshot = std::make_shared<WorkerState::ScrapedLoad>();
   snapshot->load = extract_engine_load(parsed);
   snapshot->unix_ms = unix_ms();
-  worker->publish_engine_load(std::move(snapshot));
+  worker->publish_engine_load(std::move(snapshot), std::max(pending_before, worker->pending_requests()));
   metrics_.metrics_scrape(id, obs::ScrapeResult::success);
 }
 

@@ -68,14 +68,17 @@ DriftEvidence WorkerState::drift_evidence() const {
   return drift_.evidence();
 }
 
-void WorkerState::publish_engine_load(std::shared_ptr<const ScrapedLoad> load) {
+void WorkerState::publish_engine_load(std::shared_ptr<const ScrapedLoad> load, std::uint32_t own_pending) {
   if (load) {
-    engine_waiting_.store(
-        load->load.waiting ? static_cast<std::int64_t>(std::max(0.0, std::floor(*load->load.waiting))) : -1,
-        std::memory_order_relaxed);
+    const auto waiting =
+        load->load.waiting ? static_cast<std::int64_t>(std::max(0.0, std::floor(*load->load.waiting))) : -1;
+    engine_waiting_.store(waiting, std::memory_order_relaxed);
+    engine_others_waiting_.store(static_cast<std::uint32_t>(std::max<std::int64_t>(0, waiting - own_pending)),
+                                 std::memory_order_relaxed);
     engine_scraped_unix_ms_.store(load->unix_ms, std::memory_order_relaxed);
   } else {
     engine_waiting_.store(-1, std::memory_order_relaxed);
+    engine_others_waiting_.store(0, std::memory_order_relaxed);
   }
   engine_load_.store(std::move(load), std::memory_order_release);
 }

@@ -241,9 +241,37 @@ TEST(CacheAware, RequestsTheEngineReportsWaitingCountAsQueue) {
   // Same cache, same gateway load; b's engine has 10 requests waiting from
   // elsewhere.
   auto workers = priced({{"a", true, 0, 0, 0, 0, 100}, {"b", true, 0, 0, 0, 10, 100}});
+  workers[1].engine_waiting_others = 10;
   auto decision = policy->decide({"m", std::nullopt, 1, {}, 100}, workers);
   EXPECT_EQ(decision.worker_index, 0u);
   EXPECT_DOUBLE_EQ(decision.candidates[1].queue_delay_ms, 50);
+}
+
+// Several gateways share a fleet: the requests another gateway queued on a
+// worker show only in the engine's waiting count. Those beyond this
+// gateway's own pending requests are priced as typical requests there; its
+// own are priced by their tokens and not counted twice.
+TEST(CacheAware, OtherGatewaysWaitingRequestsArePricedAsTypicalRequests) {
+  auto policy = make_cache_aware(plain_cost(0, 5));
+  // b holds 1,000 of the prompt's tokens (100 ms of prefill saved) but its
+  // engine has 2 requests waiting that another gateway sent, of ~1,000
+  // uncached tokens each: 2 x (100 + 5) = 210 ms.
+  auto workers = priced({{"a", true, 0, 0, 0, 0, 10}, {"b", true, 0, 0, 1'000, 2, 10}});
+  workers[1].engine_waiting_others = 2;
+  workers[1].mean_uncached_tokens = 1'000;
+  auto decision = policy->decide({"m", std::nullopt, 0, {}, 1'200}, workers);
+  EXPECT_EQ(decision.worker_index, 0u);
+  EXPECT_DOUBLE_EQ(decision.candidates[1].queue_delay_ms, 210);
+  // Three of its own requests (3,000 tokens, 300 ms) wait there too, and
+  // the engine counts all five: 300 + 210, not 300 + 5 x 105.
+  workers[1].pending_prefill_tokens = 3'000;
+  workers[1].engine_waiting = 5;  // of which 2 beyond the 3 pending at the scrape
+  decision = policy->decide({"m", std::nullopt, 0, {}, 1'200}, workers);
+  EXPECT_DOUBLE_EQ(decision.candidates[1].queue_delay_ms, 510);
+  // A snapshot older than the bound says nothing of the others.
+  workers[1].engine_snapshot_age_ms = 60'000;
+  decision = policy->decide({"m", std::nullopt, 0, {}, 1'200}, workers);
+  EXPECT_DOUBLE_EQ(decision.candidates[1].queue_delay_ms, 300);
 }
 
 TEST(CacheAware, AnEngineSnapshotOlderThanTheBoundIsIgnored) {
@@ -253,6 +281,8 @@ TEST(CacheAware, AnEngineSnapshotOlderThanTheBoundIsIgnored) {
   // b's engine reported a long queue, but 3 s ago (and never, for c): only
   // the gateway's own counts judge them.
   auto workers = priced({{"a", true, 1, 0, 0, 0, 10}, {"b", true, 0, 0, 0, 50, 3'000}, {"c", true, 0, 0, 0, 9, -1}});
+  workers[1].engine_waiting_others = 50;
+  workers[2].engine_waiting_others = 9;
   auto decision = policy->decide({"m", std::nullopt, 0, {}, 100}, workers);
   EXPECT_DOUBLE_EQ(decision.candidates[1].queue_delay_ms, 0);
   EXPECT_DOUBLE_EQ(decision.candidates[2].queue_delay_ms, 0);

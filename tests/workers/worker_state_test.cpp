@@ -95,6 +95,45 @@ TEST(WorkerState, AStreamsPrefillIsPendingUntilItsFirstToken) {
   EXPECT_DOUBLE_EQ(*worker.recent_time_to_first_token_seconds(), 0.25);
 }
 
+// The pending request count (the gateway's own share of the engine's
+// waiting requests) follows the same life, also for a fully cached prompt
+// and through a move; the mean uncached size follows the dispatches.
+TEST(WorkerState, PendingRequestsCountEveryRequestUntilItAnswersOnce) {
+  auto worker = make_worker();
+  {
+    InFlightRequest cached(worker, 0, 800);
+    InFlightRequest fresh(worker, 1'000, 1'000);
+    EXPECT_EQ(worker.pending_requests(), 2u);
+    InFlightRequest moved(std::move(fresh));
+    EXPECT_EQ(worker.pending_requests(), 2u);
+    moved.answering();
+    moved.answering();
+    EXPECT_EQ(worker.pending_requests(), 1u);
+    EXPECT_EQ(worker.pending_prefill_tokens(), 0u);
+  }
+  EXPECT_EQ(worker.pending_requests(), 0u);
+  EXPECT_DOUBLE_EQ(worker.mean_uncached_tokens(), 50.0);  // 0, then 5% of the way to 1,000
+}
+
+// The engine's waiting requests beyond the gateway's own pending ones at
+// the scrape are other gateways' load; a scrape without the figure clears it.
+TEST(WorkerState, TheEnginesWaitingRequestsBeyondOurOwnAreOthers) {
+  auto worker = make_worker();
+  auto load = std::make_shared<WorkerState::ScrapedLoad>();
+  load->load.waiting = 7;
+  load->unix_ms = 1'000;
+  worker.publish_engine_load(load, 3);
+  EXPECT_EQ(worker.engine_queue().waiting, 7u);
+  EXPECT_EQ(worker.engine_queue().others_waiting, 4u);
+  worker.publish_engine_load(load, 9);  // ours are more than the engine shows: none are others'
+  EXPECT_EQ(worker.engine_queue().others_waiting, 0u);
+  auto without = std::make_shared<WorkerState::ScrapedLoad>();
+  worker.publish_engine_load(load, 0);
+  worker.publish_engine_load(without, 0);
+  EXPECT_FALSE(worker.engine_queue().waiting);
+  EXPECT_EQ(worker.engine_queue().others_waiting, 0u);
+}
+
 }  // namespace
 }  // namespace kvgate::workers
 

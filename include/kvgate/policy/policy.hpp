@@ -38,6 +38,12 @@ struct WorkerView {
   // configured bound (an engine that stopped answering scrapes is judged by
   // the gateway's own counts only).
   std::int64_t engine_snapshot_age_ms = -1;
+  // Uncached prompt tokens of a typical request dispatched here (0:
+  // unknown): prices the waiting requests that are not this gateway's.
+  double mean_uncached_tokens = 0;
+  // Of engine_waiting, the requests beyond this gateway's own pending ones
+  // at the scrape: other gateways' and clients' load.
+  std::uint32_t engine_waiting_others = 0;
   // The worker's predictions persistently disagree with what its engine
   // reports (route/README.md): its index entries are not credited.
   bool drifting = false;

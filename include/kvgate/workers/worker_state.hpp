@@ -5,6 +5,7 @@
 // the passive-failure counter by any I/O thread. A reload keeps the same
 // WorkerState object for a worker whose id and URL did not change, so its
 // health and in-flight count survive the reload.
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -71,7 +72,10 @@ class WorkerState {
   [[nodiscard]] std::shared_ptr<const ScrapedLoad> engine_load() const {
     return engine_load_.load(std::memory_order_acquire);
   }
-  void publish_engine_load(std::shared_ptr<const ScrapedLoad> load);
+  // `own_pending`: this gateway's pending requests here while the scrape
+  // was under way (the larger of before and after): the engine's waiting
+  // requests beyond them are other gateways' and clients'.
+  void publish_engine_load(std::shared_ptr<const ScrapedLoad> load, std::uint32_t own_pending = 0);
   // The two fields the router reads per decision, as plain atomics: loading
   // the shared snapshot takes libstdc++'s lock bit and a reference count
   // per worker, a shared cache line every I/O thread would write. Waiting
@@ -79,16 +83,21 @@ class WorkerState {
   struct EngineQueue {
     std::optional<std::uint32_t> waiting;  // nullopt: never scraped, or the engine does not report it
     std::uint64_t unix_ms = 0;
+    std::uint32_t others_waiting = 0;  // of `waiting`, beyond this gateway's pending requests at the scrape
   };
   [[nodiscard]] EngineQueue engine_queue() const {
     const auto waiting = engine_waiting_.load(std::memory_order_relaxed);
     return {waiting < 0 ? std::nullopt : std::optional(static_cast<std::uint32_t>(waiting)),
-            engine_scraped_unix_ms_.load(std::memory_order_relaxed)};
+            engine_scraped_unix_ms_.load(std::memory_order_relaxed),
+            engine_others_waiting_.load(std::memory_order_relaxed)};
   }
 
   [[nodiscard]] std::uint64_t pending_prefill_tokens() const {
     return pending_prefill_tokens_.load(std::memory_order_relaxed);
   }
+  // Requests dispatched here that have not started answering: those of the
+  // engine's waiting requests that are this gateway's own.
+  [[nodiscard]] std::uint32_t pending_requests() const { return pending_requests_.load(std::memory_order_relaxed); }
   // Prompt tokens of the requests in flight here (dispatch to finish).
   [[nodiscard]] std::uint64_t active_tokens() const { return active_tokens_.load(std::memory_order_relaxed); }
   // Recent time to first token of the worker's streamed answers, measured by
@@ -101,10 +110,31 @@ class WorkerState {
   }
   void record_time_to_first_token(double seconds);
 
+  // Uncached prompt tokens per request dispatched here (an exponentially
+  // weighted mean, 0 before the first): what each request the engine reports
+  // waiting is likely to cost, when other gateways put it there.
+  [[nodiscard]] double mean_uncached_tokens() const {
+    return std::max(0.0, mean_uncached_tokens_.load(std::memory_order_relaxed));
+  }
+  void record_dispatch(std::uint64_t uncached_tokens) {
+    // Concurrent dispatches may lose one of two updates: an estimate, so
+    // no read-modify-write loop on the hot path.
+    const double previous = mean_uncached_tokens_.load(std::memory_order_relaxed);
+    const auto tokens = static_cast<double>(uncached_tokens);
+    mean_uncached_tokens_.store(previous < 0 ? tokens : previous + 0.05 * (tokens - previous),
+                                std::memory_order_relaxed);
+  }
+
   void request_started() { in_flight_.fetch_add(1, std::memory_order_relaxed); }
   void request_finished() { in_flight_.fetch_sub(1, std::memory_order_relaxed); }
-  void prefill_added(std::uint64_t tokens) { pending_prefill_tokens_.fetch_add(tokens, std::memory_order_relaxed); }
-  void prefill_answered(std::uint64_t tokens) { pending_prefill_tokens_.fetch_sub(tokens, std::memory_order_relaxed); }
+  void prefill_added(std::uint64_t tokens) {
+    pending_prefill_tokens_.fetch_add(tokens, std::memory_order_relaxed);
+    pending_requests_.fetch_add(1, std::memory_order_relaxed);
+  }
+  void prefill_answered(std::uint64_t tokens) {
+    pending_prefill_tokens_.fetch_sub(tokens, std::memory_order_relaxed);
+    pending_requests_.fetch_sub(1, std::memory_order_relaxed);
+  }
   void active_added(std::uint64_t tokens) { active_tokens_.fetch_add(tokens, std::memory_order_relaxed); }
   void active_finished(std::uint64_t tokens) { active_tokens_.fetch_sub(tokens, std::memory_order_relaxed); }
 
@@ -166,6 +196,8 @@ class WorkerState {
   std::atomic<bool> healthy_{true};
   std::atomic<std::uint32_t> in_flight_{0};
   std::atomic<std::uint64_t> pending_prefill_tokens_{0};
+  std::atomic<double> mean_uncached_tokens_{-1};  // negative: no dispatch yet
+  std::atomic<std::uint32_t> pending_requests_{0};
   std::atomic<std::uint64_t> active_tokens_{0};
   std::atomic<double> recent_ttft_seconds_{-1};  // < 0: no sample yet
   mutable std::mutex breaker_mutex_;
@@ -178,6 +210,7 @@ class WorkerState {
   mutable std::mutex drift_mutex_;
   PredictionDrift drift_;
   std::atomic<std::int64_t> engine_waiting_{-1};  // < 0: not known
+  std::atomic<std::uint32_t> engine_others_waiting_{0};
   std::atomic<std::uint64_t> engine_scraped_unix_ms_{0};
   std::atomic<double> prefill_ms_per_token_{policy::PrefillRates{}.ms_per_token};
   std::atomic<double> prefill_ms_per_token_pair_{policy::PrefillRates{}.ms_per_token_pair};
@@ -205,6 +238,7 @@ class InFlightRequest {
   explicit InFlightRequest(WorkerState& worker, std::uint64_t prefill_tokens = 0, std::uint64_t prompt_tokens = 0)
       : worker_(&worker), prefill_tokens_(prefill_tokens), prompt_tokens_(prompt_tokens) {
     worker.request_started();
+    worker.record_dispatch(prefill_tokens);
     worker.prefill_added(prefill_tokens);
     worker.active_added(prompt_tokens);
   }
@@ -213,14 +247,16 @@ class InFlightRequest {
   InFlightRequest(InFlightRequest&& other) noexcept
       : worker_(std::exchange(other.worker_, nullptr)),
         prefill_tokens_(std::exchange(other.prefill_tokens_, 0)),
-        prompt_tokens_(std::exchange(other.prompt_tokens_, 0)) {}
+        prompt_tokens_(std::exchange(other.prompt_tokens_, 0)),
+        pending_(std::exchange(other.pending_, false)) {}
   InFlightRequest& operator=(InFlightRequest&&) = delete;
   ~InFlightRequest() { finish(); }
 
   void answering() {
-    if (worker_ != nullptr && prefill_tokens_ != 0) {
+    if (worker_ != nullptr && pending_) {
       worker_->prefill_answered(prefill_tokens_);
       prefill_tokens_ = 0;
+      pending_ = false;
     }
   }
   // The first token of a streamed answer arrived: the prefill is over.
@@ -244,6 +280,7 @@ class InFlightRequest {
   WorkerState* worker_;
   std::uint64_t prefill_tokens_;
   std::uint64_t prompt_tokens_;
+  bool pending_ = true;  // counted in the worker's pending requests until answering
 };
 
 }  // namespace kvgate::workers
