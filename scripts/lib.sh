@@ -20,6 +20,17 @@
 # KVGATE_SETTINGS (more top-level YAML for every kvgate, e.g.
 # 'metrics_scrape: {interval: 250ms}').
 # free_port: an unused TCP port on 127.0.0.1. wait_port PORT: until it answers.
+# weka_workload TRACES_DIR SESSIONS: sets $workload to kvgate-bench's flags
+# for the WEKA Claude Code sessions as the headline runs replay them.
+
+weka_workload() {
+  local shards=$1/weka-claude-code/claude_code_traces_0001-0050.jsonl.gz
+  shards+=,$1/weka-claude-code/claude_code_traces_0051-0100.jsonl.gz
+  # Prompts 32x shorter (64-token blocks become 2 tokens), outputs too;
+  # think times 1000x shorter and at most KVGATE_MAX_THINK_MS.
+  workload=(--workload "$shards" --sessions "$2" --trace-block-tokens 2 --output-scale 32 --time-scale 1000
+            --max-think-ms "${KVGATE_MAX_THINK_MS:-200}")
+}
 
 begin_run() {
   work=$(mktemp -d "/tmp/kvgate-$1-XXXXXX")

@@ -14,6 +14,7 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
 traces=${KVGATE_TRACES:-../shared/data/traces}
+source scripts/lib.sh
 export KVGATE_REPLICAS=${KVGATE_REPLICAS:-4}
 name=${1:-chat}
 case "$name" in
@@ -27,10 +28,8 @@ case "$name" in
     export KVGATE_TIME_SCALE=${KVGATE_TIME_SCALE:-2}
     blocks=${3:-2000}
     max_model_len=$((blocks * 16))
-    shards=$traces/weka-claude-code/claude_code_traces_0001-0050.jsonl.gz
-    shards+=,$traces/weka-claude-code/claude_code_traces_0051-0100.jsonl.gz
-    workload=(--workload "$shards" --sessions "${2:-75}" --trace-block-tokens 2 --output-scale 32
-              --time-scale 1000 --max-think-ms "${KVGATE_MAX_THINK_MS:-200}" --load 0.70)
+    weka_workload "$traces" "${2:-75}"
+    workload+=(--load 0.70)
     ;;
   *)
     echo "usage: bench/load/gateways.sh chat|weka70 [COUNT]" >&2
@@ -38,7 +37,6 @@ case "$name" in
     ;;
 esac
 cmake --build build -j"${KVGATE_JOBS:-2}" --target kvgate kvgate-sim kvgate-bench >/dev/null
-source scripts/lib.sh
 begin_run gateways
 # KVGATE_ROUTING: the gateways' routing: (default cache_aware as shipped).
 routing=${KVGATE_ROUTING:-'{policy: cache_aware}'}

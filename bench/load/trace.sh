@@ -27,6 +27,7 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
 traces=${KVGATE_TRACES:-../shared/data/traces}
+source scripts/lib.sh
 export KVGATE_REPLICAS=${KVGATE_REPLICAS:-4}
 name=${1:-weka70}
 peers=(round_robin nginx_sticky haproxy_leastconn)
@@ -40,10 +41,7 @@ case "$name" in
     # The longest scaled prompts of the first two shards hold ~25k tokens;
     # the replicas take any prompt their cache can hold.
     max_model_len=$((blocks * 16))
-    shards=$traces/weka-claude-code/claude_code_traces_0001-0050.jsonl.gz
-    shards+=,$traces/weka-claude-code/claude_code_traces_0051-0100.jsonl.gz
-    workload=(--workload "$shards" --sessions "${2:-75}"
-              --trace-block-tokens 2 --output-scale 32 --time-scale 1000 --max-think-ms "${KVGATE_MAX_THINK_MS:-200}")
+    weka_workload "$traces" "${2:-75}"
     ;;
   mooncake70)
     load=0.70
@@ -69,7 +67,6 @@ else
 fi
 
 cmake --build build -j"${KVGATE_JOBS:-2}" --target kvgate kvgate-sim kvgate-bench >/dev/null
-source scripts/lib.sh
 begin_run trace
 start_fleet "$blocks" "$max_model_len" "${targets[@]}"
 baselines=()
