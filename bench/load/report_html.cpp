@@ -8,7 +8,10 @@
 #include <cstdio>
 #include <set>
 
+#include "kvgate/core/html.hpp"
 #include "report.hpp"
+
+#include "kvgate/core/html.hpp"
 
 namespace kvgate::load {
 namespace {
@@ -42,29 +45,7 @@ std::string tick(double value) {
 }
 
 std::string escape(const std::string& text) {
-  std::string out;
-  for (char character : text) {
-    switch (character) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += character;
-    }
-  }
-  return out;
+  return html_escape(text);
 }
 
 struct Series {

@@ -6,9 +6,9 @@ namespace kvgate::admin {
 namespace {
 
 TEST(HtmlEscape, EscapesMarkupAndReplacesBytesThatAreNotUtf8) {
-  EXPECT_EQ(html_escape("a<b>&\"c'"), "a&lt;b&gt;&amp;&quot;c&#39;");
-  EXPECT_EQ(html_escape("ok \xC3\xA9"), "ok \xC3\xA9");
-  EXPECT_EQ(html_escape("bad \xFF<"), "bad \xEF\xBF\xBD&lt;");
+  EXPECT_EQ(kvgate::html_escape("a<b>&\"c'"), "a&lt;b&gt;&amp;&quot;c&#39;");
+  EXPECT_EQ(kvgate::html_escape("ok \xC3\xA9"), "ok \xC3\xA9");
+  EXPECT_EQ(kvgate::html_escape("bad \xFF<"), "bad \xEF\xBF\xBD&lt;");
 }
 
 StatusView view_with_one_of_each() {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kvgate/core/html.hpp"
 #include "kvgate/obs/recent_activity.hpp"
 #include "kvgate/route/session_table.hpp"
 
@@ -48,8 +49,5 @@ struct StatusView {
 };
 
 std::string render_status_page(const StatusView& view);
-
-// HTML text escaping (& < > " '); bytes that are not UTF-8 become U+FFFD.
-std::string html_escape(std::string_view text);
 
 }  // namespace kvgate::admin
