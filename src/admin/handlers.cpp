@@ -22,6 +22,15 @@ AdminResponse error_response(const openai::ApiError& error) {
   return {static_cast<unsigned>(error.status), "application/json", openai::error_body(error)};
 }
 
+// How the worker's index is fed (/debug/workers "mode", the status page):
+// its events, events known incomplete, or routing history only.
+std::string_view index_mode(const route::WorkerRoute& route) {
+  if (route.options.kv_events.empty()) {
+    return "approximate";
+  }
+  return route.state->event_stream().stale ? "stale" : "events";
+}
+
 AdminResponse readiness(proxy::GatewayContext& context) {
   auto table = context.table();
   json models = json::object();
@@ -114,9 +123,7 @@ AdminResponse debug_workers(proxy::GatewayContext& context) {
           {"in_flight", worker.in_flight()},
           {"pending_prefill_tokens", worker.pending_prefill_tokens()},
           {"recent_ttft_ms", recent_ttft ? json(*recent_ttft * 1000) : json(nullptr)},
-          {"mode", !events_configured ? "approximate"
-                   : stream.stale     ? "stale"
-                                      : "events"},
+          {"mode", index_mode(route)},
           {"engine", std::move(engine)},
           {"drifting", worker.drifting()},
           {"predictions",
@@ -173,7 +180,7 @@ AdminResponse status_page(proxy::GatewayContext& context) {
       row.healthy = worker.healthy();
       row.ejected = worker.ejected(now);
       const bool events_configured = !route.options.kv_events.empty();
-      row.mode = !events_configured ? "approximate" : stream.stale ? "stale" : "events";
+      row.mode = std::string(index_mode(route));
       row.events = !events_configured ? "none"
                    : stream.silent    ? "silent"
                    : stream.connected ? "connected"
