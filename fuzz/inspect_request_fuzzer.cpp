@@ -1,11 +1,36 @@
 // Arbitrary bytes as a request body: inspection returns a summary or an
 // OpenAI error, never crashes, and an error is always a 4xx with a body.
+// An accepted body salted for tenant isolation parses to exactly one
+// top-level cache_salt, the tenant's (a second one would let a client's
+// salt win in engines that keep the last duplicate).
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
 #include "kvgate/core/trace_context.hpp"
 #include "kvgate/openai/request.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+void check_salted(std::string_view body, const kvgate::openai::RequestSummary& summary) {
+  constexpr std::string_view kSalt = "kvgate-tenant";
+  auto salted = kvgate::openai::with_cache_salt(body, kSalt, summary.has_cache_salt_member);
+  int members = 0;
+  auto count = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    if (depth == 1 && event == nlohmann::json::parse_event_t::key && parsed == "cache_salt") {
+      ++members;
+    }
+    return true;
+  };
+  auto document = nlohmann::json::parse(salted, count, /*allow_exceptions=*/false);
+  if (!document.is_object() || members != 1 || document["cache_salt"] != kSalt) {
+    __builtin_trap();
+  }
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string_view body(reinterpret_cast<const char*>(data), size);
@@ -25,6 +50,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         __builtin_trap();
       }
       (void)kvgate::openai::error_body(error);
+    } else {
+      check_salted(body, *result);
     }
   }
   return 0;

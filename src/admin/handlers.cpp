@@ -210,11 +210,26 @@ json optional_ms(double value) {
   return value < 0 ? json(nullptr) : json(value);
 }
 
+// The value of `name=` in a query string (no percent-decoding: the values
+// read here are tenant names and endpoint kinds, plain ASCII).
+std::string_view query_value(std::string_view query, std::string_view name) {
+  while (!query.empty()) {
+    auto end = query.find('&');
+    auto pair = query.substr(0, end);
+    if (pair.size() > name.size() && pair.starts_with(name) && pair[name.size()] == '=') {
+      return pair.substr(name.size() + 1);
+    }
+    query = end == std::string_view::npos ? std::string_view{} : query.substr(end + 1);
+  }
+  return {};
+}
+
 // Dry run of the routing decision: the same preparation and the same router
 // as the next real request (the sequence number it would get), nothing
 // forwarded, nothing committed. The endpoint is the query's `endpoint`
 // (chat_completions, completions), else the body's shape: a body with
-// `prompt` and no `messages` is a completions request.
+// `prompt` and no `messages` is a completions request. `tenant=NAME` runs
+// it as that tenant (its cache salt and session namespace).
 AdminResponse debug_route(proxy::GatewayContext& context, std::string_view query, std::string_view body,
                           std::string_view session_header) {
   std::optional<openai::Endpoint> endpoint;
@@ -237,7 +252,15 @@ AdminResponse debug_route(proxy::GatewayContext& context, std::string_view query
     ingestion->settle(std::chrono::milliseconds(200));
   }
   auto table = context.table();
-  auto prepared = proxy::prepare_inference(*table, body, *endpoint, session_header);
+  const tenant::Tenant* tenant = &table->tenants->anonymous();
+  if (auto name = query_value(query, "tenant"); !name.empty()) {
+    tenant = table->tenants->find(name);
+    if (tenant == nullptr) {
+      return error_response(
+          openai::invalid_request("no tenant is named '" + std::string(name) + "'", "tenant", "invalid_value"));
+    }
+  }
+  auto prepared = proxy::prepare_inference(*table, body, *endpoint, session_header, *tenant);
   if (!prepared) {
     return error_response(prepared.error().error);
   }

@@ -155,6 +155,9 @@ void Gateway::reload() {
     return;
   }
   auto base = std::make_shared<const config::Options>(std::move(*loaded));
+  for (const auto& deprecation : base->deprecations) {
+    spdlog::warn("config reload: {}", deprecation);
+  }
   if (!(base->listen == options_->listen) || !(base->admin_listen == options_->admin_listen) ||
       base->threads != options_->threads) {
     spdlog::warn("config reload: listen, admin_listen and threads take effect only after a restart");

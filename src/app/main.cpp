@@ -36,6 +36,9 @@ int check_config(const std::string& path) {
     std::cerr << loaded.error().size() << " problem(s) in " << path << '\n';
     return kExitBadConfig;
   }
+  for (const auto& deprecation : loaded->deprecations) {
+    std::cerr << path << ": warning: " << deprecation << '\n';
+  }
   std::cout << path << ": OK (" << loaded->models.size() << " model(s))\n";
   return 0;
 }
@@ -57,6 +60,9 @@ int run_gateway(const std::string& path, const std::optional<std::string>& log_l
     options->log_level = *log_level;
   }
   kvgate::app::setup_logging(options->log_level);
+  for (const auto& deprecation : options->deprecations) {
+    spdlog::warn("config: {}", deprecation);
+  }
   kvgate::app::Gateway gateway(path, std::move(options));
   return gateway.run();
 }

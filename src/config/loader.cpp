@@ -1,5 +1,7 @@
 #include "kvgate/config/loader.hpp"
 
+#include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -321,11 +323,75 @@ void read_kv_events(YamlReader& reader, const YAML::Node& node, KvEventOptions& 
   });
 }
 
+// A secret's text from a file (trailing newline and blanks dropped) or an
+// environment variable. Problems name the file or variable, never the text.
+std::optional<std::string> read_secret(YamlReader& reader, const YAML::Node& node, const std::string& path,
+                                       bool from_file) {
+  std::string source;
+  reader.read(node, path, source);
+  if (!node.IsScalar()) {
+    return std::nullopt;
+  }
+  std::string secret;
+  if (from_file) {
+    std::ifstream file(source, std::ios::binary);
+    if (!file) {
+      reader.problem(node, path, "cannot read '" + source + "'");
+      return std::nullopt;
+    }
+    // Bounded: a path to a device or a huge file must not hang the load.
+    constexpr std::size_t kMaxSecretBytes = 4096;
+    secret.resize(kMaxSecretBytes + 1);
+    file.read(secret.data(), static_cast<std::streamsize>(secret.size()));
+    secret.resize(static_cast<std::size_t>(file.gcount()));
+    if (secret.size() > kMaxSecretBytes) {
+      reader.problem(node, path, "'" + source + "' is larger than 4 KiB: not a key or secret file");
+      return std::nullopt;
+    }
+  } else {
+    const char* value = source.empty() ? nullptr : std::getenv(source.c_str());
+    if (value == nullptr) {
+      reader.problem(node, path, "the environment variable '" + source + "' is not set");
+      return std::nullopt;
+    }
+    secret = value;
+  }
+  while (!secret.empty() &&
+         (secret.back() == '\n' || secret.back() == '\r' || secret.back() == ' ' || secret.back() == '\t')) {
+    secret.pop_back();
+  }
+  if (secret.empty()) {
+    reader.problem(node, path, std::string(from_file ? "the file '" : "the variable '") + source + "' is empty");
+    return std::nullopt;
+  }
+  return secret;
+}
+
+// `<prefix>_file` or `<prefix>_env` of `node`, at most one of them.
+std::optional<std::string> read_secret_pair(YamlReader& reader, const YAML::Node& node, const std::string& path,
+                                            const std::string& prefix) {
+  const std::string file_key = prefix + "_file";
+  const std::string env_key = prefix + "_env";
+  if (node[file_key] && node[env_key]) {
+    reader.problem(node, path, "give " + file_key + " or " + env_key + ", not both");
+    return std::nullopt;
+  }
+  std::optional<std::string> secret;
+  reader.optional(node, path, file_key.c_str(),
+                  [&](auto& value, auto key_path) { secret = read_secret(reader, value, key_path, true); });
+  reader.optional(node, path, env_key.c_str(),
+                  [&](auto& value, auto key_path) { secret = read_secret(reader, value, key_path, false); });
+  return secret;
+}
+
 void read_worker(YamlReader& reader, const YAML::Node& node, const std::string& path, WorkerOptions& out) {
-  if (!reader.check_mapping(
-          node, path,
-          {"id", "url", "kv_events", "kv_events_replay", "kv_capacity_blocks", "scrape_interval", "scrape_timeout"})) {
+  if (!reader.check_mapping(node, path,
+                            {"id", "url", "kv_events", "kv_events_replay", "kv_capacity_blocks", "scrape_interval",
+                             "scrape_timeout", "upstream_api_key_file", "upstream_api_key_env"})) {
     return;
+  }
+  if (auto key = read_secret_pair(reader, node, path, "upstream_api_key")) {
+    out.upstream_api_key = std::move(*key);
   }
   if (!node["id"]) {
     reader.problem(node, path + ".id", "missing (every worker needs an id)");
@@ -440,9 +506,21 @@ void read_workers_from(YamlReader& reader, const YAML::Node& node, const std::st
 }
 
 void read_model(YamlReader& reader, const YAML::Node& node, const std::string& path, ModelOptions& out) {
-  if (!reader.check_mapping(node, path, {"name", "tokenizer", "block_size", "workers", "workers_from"})) {
+  if (!reader.check_mapping(node, path,
+                            {"name", "tokenizer", "block_size", "workers", "workers_from", "cache_isolation",
+                             "upstream_api_key_file", "upstream_api_key_env"})) {
     return;
   }
+  reader.optional(node, path, "cache_isolation", [&](auto& value, auto key_path) {
+    std::string mode;
+    reader.read(value, key_path, mode);
+    if (mode == "tenant") {
+      out.cache_isolation = CacheIsolation::tenant;
+    } else if (value.IsScalar() && mode != "none") {
+      reader.problem(value, key_path, "unknown cache_isolation '" + mode + "' (none, tenant)");
+    }
+  });
+  out.upstream_api_key = read_secret_pair(reader, node, path, "upstream_api_key").value_or("");
   if (!node["name"]) {
     reader.problem(node, path + ".name", "missing (the name clients send as \"model\")");
   }
@@ -471,7 +549,11 @@ void read_model(YamlReader& reader, const YAML::Node& node, const std::string& p
     return;
   }
   for (std::size_t index = 0; index < workers.size(); ++index) {
-    read_worker(reader, workers[index], indexed(path + ".workers", index), out.workers.emplace_back());
+    auto& worker = out.workers.emplace_back();
+    read_worker(reader, workers[index], indexed(path + ".workers", index), worker);
+    if (worker.upstream_api_key.empty()) {
+      worker.upstream_api_key = out.upstream_api_key;
+    }
   }
 }
 
@@ -511,11 +593,144 @@ void check_unique_names(YamlReader& reader, const YAML::Node& root, const Option
   }
 }
 
+bool is_tenant_name(std::string_view name) {
+  return !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+           c == '-';
+  });
+}
+
+void read_tenant(YamlReader& reader, const YAML::Node& node, const std::string& path, TenantOptions& out) {
+  if (!reader.check_mapping(node, path,
+                            {"name", "api_key_sha256", "api_key_file", "api_key_env", "weight", "limits"})) {
+    return;
+  }
+  if (!node["name"]) {
+    reader.problem(node, path + ".name", "missing (it labels the tenant's metrics and log lines)");
+  }
+  reader.optional(node, path, "name", [&](auto& value, auto key_path) {
+    reader.read(value, key_path, out.name);
+    if (value.IsScalar() && !is_tenant_name(out.name)) {
+      reader.problem(value, key_path, "expected 1-64 letters, digits, '.', '_' or '-'");
+    }
+  });
+  const int sources = (node["api_key_sha256"] ? 1 : 0) + (node["api_key_file"] ? 1 : 0) + (node["api_key_env"] ? 1 : 0);
+  if (sources != 1) {
+    reader.problem(node, path, "give exactly one of api_key_sha256, api_key_file, api_key_env");
+  }
+  reader.optional(node, path, "api_key_sha256", [&](auto& value, auto key_path) {
+    std::string hex;
+    reader.read(value, key_path, hex);
+    if (auto digest = crypto::parse_sha256_hex(hex)) {
+      out.api_key_sha256 = *digest;
+    } else if (value.IsScalar()) {
+      reader.problem(value, key_path, "expected 64 hexadecimal digits (sha256sum of the key)");
+    }
+  });
+  if (sources == 1) {
+    if (auto key = read_secret_pair(reader, node, path, "api_key")) {
+      out.api_key_sha256 = crypto::sha256(*key);
+    }
+  }
+  reader.optional(node, path, "weight",
+                  [&](auto& value, auto key_path) { reader.read(value, key_path, out.weight, 0.01, 1000); });
+  reader.optional(node, path, "limits", [&](auto& limits, auto limits_path) {
+    if (!reader.check_mapping(limits, limits_path, {"requests_per_minute", "prompt_tokens_per_minute"})) {
+      return;
+    }
+    reader.optional(limits, limits_path, "requests_per_minute", [&](auto& value, auto key_path) {
+      reader.read(value, key_path, out.limits.requests_per_minute, 0, 1e9);
+    });
+    reader.optional(limits, limits_path, "prompt_tokens_per_minute", [&](auto& value, auto key_path) {
+      reader.read(value, key_path, out.limits.prompt_tokens_per_minute, 0, 1e12);
+    });
+  });
+}
+
+void read_tenants(YamlReader& reader, const YAML::Node& node, std::vector<TenantOptions>& out) {
+  if (!reader.check_sequence(node, "tenants")) {
+    return;
+  }
+  std::set<std::string> names;
+  std::vector<std::size_t> readable;
+  for (std::size_t index = 0; index < node.size(); ++index) {
+    auto path = indexed("tenants", index);
+    auto& tenant = out.emplace_back();
+    read_tenant(reader, node[index], path, tenant);
+    if (!tenant.name.empty() && !names.insert(tenant.name).second) {
+      reader.problem(node[index], path + ".name", "duplicate tenant name '" + tenant.name + "'");
+    }
+    for (std::size_t earlier = 0; earlier + 1 < out.size(); ++earlier) {
+      if (crypto::equal_constant_time(out[earlier].api_key_sha256, tenant.api_key_sha256) &&
+          tenant.api_key_sha256 != crypto::Sha256{}) {
+        reader.problem(node[index], path, "the same API key as tenants[" + std::to_string(earlier) + "]");
+      }
+    }
+  }
+}
+
+// The deprecated flat list: each key becomes a tenant of its own.
+void read_api_keys(YamlReader& reader, const YAML::Node& node, Options& out) {
+  if (!reader.check_sequence(node, "api_keys")) {
+    return;
+  }
+  for (std::size_t index = 0; index < node.size(); ++index) {
+    std::string key;
+    reader.read(node[index], indexed("api_keys", index), key);
+    if (key.empty()) {
+      continue;
+    }
+    TenantOptions tenant;
+    tenant.name = "api-key-" + std::to_string(index + 1);
+    tenant.api_key_sha256 = crypto::sha256(key);
+    out.tenants.push_back(std::move(tenant));
+  }
+  out.deprecations.push_back(
+      "api_keys is deprecated: each key is now a tenant named api-key-N; list them under tenants: with "
+      "api_key_sha256, api_key_file or api_key_env");
+}
+
+void read_security(YamlReader& reader, const YAML::Node& node, SecurityOptions& out) {
+  if (!reader.check_mapping(node, "security", {"salt_secret_file"})) {
+    return;
+  }
+  reader.optional(node, "security", "salt_secret_file", [&](auto& value, auto key_path) {
+    reader.read(value, key_path, out.salt_secret_file);
+    if (out.salt_secret_file.empty()) {
+      return;  // none: no model may isolate tenants
+    }
+    if (auto secret = read_secret(reader, value, key_path, true)) {
+      if (secret->size() < 16) {
+        reader.problem(value, key_path, "the secret is shorter than 16 bytes (e.g. head -c 32 /dev/urandom | base64)");
+      }
+      out.salt_secret = std::move(*secret);
+    }
+  });
+}
+
+// Isolation needs identities to separate and a secret to key their salts.
+void check_isolation(YamlReader& reader, const YAML::Node& root, const Options& options) {
+  for (std::size_t model = 0; model < options.models.size(); ++model) {
+    if (options.models[model].cache_isolation != CacheIsolation::tenant) {
+      continue;
+    }
+    auto path = indexed("models", model) + ".cache_isolation";
+    if (options.tenants.empty()) {
+      reader.problem(root["models"][model]["cache_isolation"], path, "tenant isolation needs tenants: (or api_keys)");
+    }
+    if (options.security.salt_secret.empty()) {
+      reader.problem(root["models"][model]["cache_isolation"], path,
+                     "tenant isolation needs security.salt_secret_file (the secret that keys each tenant's salt)");
+    }
+  }
+}
+
 void read_root(YamlReader& reader, const YAML::Node& root, Options& out) {
-  if (!reader.check_mapping(root, "",
-                            {"listen", "admin_listen", "threads", "log_level", "access_log", "api_keys", "limits",
-                             "timeouts", "upstream", "health_check", "outlier_detection", "metrics_scrape", "models",
-                             "routing", "index", "kv_events", "sessions", "decision_log"})) {
+  if (!reader.check_mapping(
+          root, "",
+          {"listen",   "admin_listen", "threads",  "log_level", "access_log",   "api_keys",          "tenants",
+           "security", "limits",       "timeouts", "upstream",  "health_check", "outlier_detection", "metrics_scrape",
+           "models",   "routing",      "index",    "kv_events", "sessions",     "decision_log"})) {
     return;
   }
   reader.optional(root, "", "listen", [&](auto& value, auto path) { read_address(reader, value, path, out.listen); });
@@ -530,13 +745,13 @@ void read_root(YamlReader& reader, const YAML::Node& root, Options& out) {
     }
   });
   reader.optional(root, "", "access_log", [&](auto& value, auto path) { reader.read(value, path, out.access_log); });
-  reader.optional(root, "", "api_keys", [&](auto& value, auto path) {
-    if (reader.check_sequence(value, path)) {
-      for (std::size_t index = 0; index < value.size(); ++index) {
-        reader.read(value[index], indexed(path, index), out.api_keys.emplace_back());
-      }
-    }
-  });
+  reader.optional(root, "", "tenants", [&](auto& value, auto) { read_tenants(reader, value, out.tenants); });
+  if (root["api_keys"] && root["tenants"]) {
+    reader.problem(root["api_keys"], "api_keys", "give tenants: or the deprecated api_keys:, not both");
+  } else {
+    reader.optional(root, "", "api_keys", [&](auto& value, auto) { read_api_keys(reader, value, out); });
+  }
+  reader.optional(root, "", "security", [&](auto& value, auto) { read_security(reader, value, out.security); });
   reader.optional(root, "", "limits", [&](auto& value, auto) { read_limits(reader, value, out.limits); });
   reader.optional(root, "", "timeouts", [&](auto& value, auto) { read_timeouts(reader, value, out.timeouts); });
   reader.optional(root, "", "upstream", [&](auto& value, auto) { read_upstream(reader, value, out.upstream); });
@@ -560,6 +775,7 @@ void read_root(YamlReader& reader, const YAML::Node& root, Options& out) {
   if (auto models = root["models"]; models) {
     read_models(reader, models, out.models);
     check_unique_names(reader, root, out);
+    check_isolation(reader, root, out);
   } else {
     reader.problem(root, "models", "missing: configure at least one model with its workers");
   }

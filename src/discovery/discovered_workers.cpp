@@ -9,7 +9,7 @@ namespace {
 bool same_worker(const config::WorkerOptions& a, const config::WorkerOptions& b) {
   return a.id == b.id && a.url == b.url && a.kv_events == b.kv_events && a.kv_events_replay == b.kv_events_replay &&
          a.kv_capacity_blocks == b.kv_capacity_blocks && a.scrape_interval == b.scrape_interval &&
-         a.scrape_timeout == b.scrape_timeout;
+         a.scrape_timeout == b.scrape_timeout && a.upstream_api_key == b.upstream_api_key;
 }
 
 bool same_list(const std::optional<std::vector<config::WorkerOptions>>& a,
@@ -95,6 +95,9 @@ config::Options with_discovered(const config::Options& base, const DiscoveredByM
         ids.insert(worker.id);
         urls.insert(worker.url);
         model.workers.push_back(worker);
+        if (model.workers.back().upstream_api_key.empty()) {
+          model.workers.back().upstream_api_key = model.upstream_api_key;
+        }
       }
     }
   }

@@ -168,6 +168,7 @@ Result<RequestSummary, ApiError> inspect_request(std::string_view body_text, End
     summary.prompt = extract_prompt(body, endpoint);
   }
   summary.cache_salt = extract_cache_salt(body);
+  summary.has_cache_salt_member = body.contains("cache_salt");
   if (!session_header.empty()) {
     summary.session_key = std::string(session_header);
   } else {
@@ -185,24 +186,39 @@ Result<RequestSummary, ApiError> inspect_request(std::string_view body_text, End
   return summary;
 }
 
-std::string with_stream_usage(std::string_view body) {
-  constexpr std::string_view kField = R"("stream_options":{"include_usage":true})";
-  if (body.find(R"("stream_options")") == std::string_view::npos) {
-    auto open = body.find('{');
-    if (open != std::string_view::npos) {
-      std::string result;
-      result.reserve(body.size() + kField.size() + 1);
-      result.append(body.substr(0, open + 1)).append(kField);
-      auto rest = body.substr(open + 1);
-      auto first = rest.find_first_not_of(" \t\r\n");
-      if (first != std::string_view::npos && rest[first] != '}') {
-        result.push_back(',');
-      }
-      result.append(rest);
-      return result;
-    }
+namespace {
+
+// `member` ("key":value) as the object's first member, when the body
+// cannot hold `quoted_key` anywhere as text (empty: the caller knows the key
+// is absent); nullopt otherwise (the key may be inside a string value, or
+// really present: the document decides).
+std::optional<std::string> insert_first_member(std::string_view body, std::string_view quoted_key,
+                                               std::string_view member) {
+  if (!quoted_key.empty() && body.find(quoted_key) != std::string_view::npos) {
+    return std::nullopt;
   }
-  // The text may still be inside a string value; the document decides.
+  auto open = body.find('{');
+  if (open == std::string_view::npos) {
+    return std::nullopt;
+  }
+  std::string result;
+  result.reserve(body.size() + member.size() + 1);
+  result.append(body.substr(0, open + 1)).append(member);
+  auto rest = body.substr(open + 1);
+  auto first = rest.find_first_not_of(" \t\r\n");
+  if (first != std::string_view::npos && rest[first] != '}') {
+    result.push_back(',');
+  }
+  result.append(rest);
+  return result;
+}
+
+}  // namespace
+
+std::string with_stream_usage(std::string_view body) {
+  if (auto inserted = insert_first_member(body, R"("stream_options")", R"("stream_options":{"include_usage":true})")) {
+    return std::move(*inserted);
+  }
   auto document = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (!document.is_object()) {
     return std::string(body);
@@ -212,6 +228,21 @@ std::string with_stream_usage(std::string_view body) {
     options = nlohmann::ordered_json::object();
   }
   options["include_usage"] = true;
+  return document.dump();
+}
+
+std::string with_cache_salt(std::string_view body, std::string_view salt, bool has_member) {
+  if (!has_member) {
+    const auto member = R"("cache_salt":)" + nlohmann::json(std::string(salt)).dump();
+    if (auto inserted = insert_first_member(body, {}, member)) {
+      return std::move(*inserted);
+    }
+  }
+  auto document = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!document.is_object()) {
+    return std::string(body);
+  }
+  document["cache_salt"] = std::string(salt);
   return document.dump();
 }
 

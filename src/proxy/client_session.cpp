@@ -205,12 +205,14 @@ void ClientSession::finish(Exchange& exchange) {
   // No prompt text here, by design: the request id links this line to the
   // decision log and the worker's own logs.
   spdlog::get("access")->info(
-      "request_id={} method={} path={} model={} worker={} status={} duration_ms={:.1f} ttfb_ms={:.1f} "
+      "request_id={} method={} path={} tenant={} model={} worker={} status={} duration_ms={:.1f} ttfb_ms={:.1f} "
       "bytes={} retries={} reason={} error={} trace_id={}{}",
-      exchange.request_id, exchange.method, exchange.path, exchange.model.empty() ? "-" : exchange.model,
-      exchange.worker.empty() ? "-" : exchange.worker, exchange.status, elapsed * 1000,
-      exchange.first_byte_seconds < 0 ? -1.0 : exchange.first_byte_seconds * 1000, exchange.response_bytes,
-      exchange.retries, exchange.route ? policy::to_string(exchange.route->reason) : std::string_view("-"),
+      exchange.request_id, exchange.method, exchange.path,
+      exchange.tenant != nullptr ? std::string_view(exchange.tenant->name) : std::string_view("-"),
+      exchange.model.empty() ? "-" : exchange.model, exchange.worker.empty() ? "-" : exchange.worker, exchange.status,
+      elapsed * 1000, exchange.first_byte_seconds < 0 ? -1.0 : exchange.first_byte_seconds * 1000,
+      exchange.response_bytes, exchange.retries,
+      exchange.route ? policy::to_string(exchange.route->reason) : std::string_view("-"),
       exchange.error_code.empty() ? "-" : exchange.error_code,
       exchange.trace ? exchange.trace->trace_id_view() : std::string_view("-"),
       exchange.client_gone ? " client_gone=1" : "");

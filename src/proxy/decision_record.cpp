@@ -63,6 +63,7 @@ std::string decision_record(const Exchange& exchange, double unix_seconds) {
       {"request_id", exchange.request_id},
       {"trace_id", exchange.trace ? json(exchange.trace->trace_id_view()) : json(nullptr)},
       {"session", exchange.session ? json(*exchange.session) : json(nullptr)},
+      {"tenant", exchange.tenant != nullptr ? json(exchange.tenant->name) : json(nullptr)},
       {"model", exchange.model},
       {"worker", exchange.worker.empty() ? json(nullptr) : json(exchange.worker)},
       {"policy", exchange.table->policy->name()},

@@ -34,6 +34,15 @@ UpstreamRequest make_upstream_request(const ClientRequest& request, const Exchan
   } else {
     upstream.body() = request.body();
   }
+  if (!exchange.cache_salt_override.empty()) {
+    upstream.body() =
+        openai::with_cache_salt(upstream.body(), exchange.cache_salt_override, exchange.client_sent_cache_salt);
+  }
+  // A key kvgate checked is the tenant's, not the engine's: never forwarded
+  // (each attempt sets the worker's own, if it has one).
+  if (exchange.table->tenants->authenticates()) {
+    upstream.erase(bhttp::field::authorization);
+  }
   upstream.prepare_payload();
   return upstream;
 }
@@ -88,6 +97,7 @@ class Attempts {
       const auto blocks = decision.blocks;  // views the prompt, alive for the whole forward
       note_decision(std::move(decision));
       auto& worker = *target_.model.workers[chosen].state;
+      set_upstream_key(upstream_request, request, target_.model.workers[chosen].options);
       auto outcome = co_await try_worker(worker, upstream_request, commitment.in_flight);
       commitment.in_flight.finish();
       const bool engine_refused = outcome.kind == AttemptOutcome::Kind::relayed && exchange_.status >= 400;
@@ -113,6 +123,19 @@ class Attempts {
   }
 
  private:
+  // The worker's configured key, else the client's header when kvgate does
+  // not authenticate (a transparent proxy in front of engines that check
+  // keys themselves), else none.
+  void set_upstream_key(UpstreamRequest& upstream, const ClientRequest& request, const config::WorkerOptions& worker) {
+    if (!worker.upstream_api_key.empty()) {
+      upstream.set(bhttp::field::authorization, "Bearer " + worker.upstream_api_key);
+    } else if (target_.table.tenants->authenticates() || request[bhttp::field::authorization].empty()) {
+      upstream.erase(bhttp::field::authorization);
+    } else {
+      upstream.set(bhttp::field::authorization, request[bhttp::field::authorization]);
+    }
+  }
+
   // The exchange keeps the decision of the attempt that got the request
   // (decision log, receipt, the outcome's comparison).
   void note_decision(route::RouteDecision decision) {

@@ -24,7 +24,8 @@ std::tm local_now() {
 }  // namespace
 
 Result<InferenceRequest, InferenceError> prepare_inference(const route::RoutingTable& table, std::string_view body,
-                                                           openai::Endpoint endpoint, std::string_view session_header) {
+                                                           openai::Endpoint endpoint, std::string_view session_header,
+                                                           const tenant::Tenant& tenant) {
   auto summary = openai::inspect_request(body, endpoint, session_header);
   if (!summary) {
     return unexpected(InferenceError{summary.error()});
@@ -34,11 +35,19 @@ Result<InferenceRequest, InferenceError> prepare_inference(const route::RoutingT
     // The client's model name never becomes a metric label (unbounded).
     return unexpected(InferenceError{openai::model_not_found(summary->model)});
   }
+  std::string salt_override;
+  if (model->cache_isolation == config::CacheIsolation::tenant) {
+    salt_override = tenant.cache_salt;
+    summary->cache_salt = salt_override;
+    if (summary->session_key) {
+      summary->session_key = tenant.name + ":" + *summary->session_key;
+    }
+  }
   auto prompt = prompt::prepare_prompt(model->prompt_model(), *summary, local_now());
   if (!prompt) {
     return unexpected(InferenceError{prompt.error(), model});
   }
-  return InferenceRequest{std::move(*summary), model, std::move(*prompt)};
+  return InferenceRequest{std::move(*summary), model, std::move(*prompt), std::move(salt_override)};
 }
 
 std::uint64_t unix_now_ms() {

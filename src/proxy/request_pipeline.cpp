@@ -21,19 +21,6 @@ bool is_acceptable_request_id(std::string_view id) {
          std::all_of(id.begin(), id.end(), [](char c) { return c > 0x20 && c < 0x7f; });
 }
 
-bool authorized(const config::Options& options, const ClientRequest& request) {
-  if (options.api_keys.empty()) {
-    return true;
-  }
-  constexpr std::string_view kBearer = "Bearer ";
-  auto header = request[bhttp::field::authorization];
-  if (!header.starts_with(kBearer)) {
-    return false;
-  }
-  auto key = header.substr(kBearer.size());
-  return std::find(options.api_keys.begin(), options.api_keys.end(), key) != options.api_keys.end();
-}
-
 // Other /v1/* paths go to the model named in a JSON body, else to the first
 // model that has a healthy worker.
 const route::ModelRoute* model_for_passthrough(const route::RoutingTable& table, const ClientRequest& request,
@@ -59,7 +46,7 @@ const route::ModelRoute* model_for_passthrough(const route::RoutingTable& table,
 
 awaitable<void> handle_inference(ClientSession& session, ClientRequest& request, Exchange& exchange,
                                  const route::RoutingTable& table, openai::Endpoint endpoint) {
-  auto prepared = prepare_inference(table, request.body(), endpoint, request["x-session-id"]);
+  auto prepared = prepare_inference(table, request.body(), endpoint, request["x-session-id"], *exchange.tenant);
   if (!prepared) {
     const auto& [error, model] = prepared.error();
     if (model != nullptr) {
@@ -81,6 +68,8 @@ awaitable<void> handle_inference(ClientSession& session, ClientRequest& request,
                                                inference.prompt.segment_misses);
   }
   exchange.strip_usage_event = inference.summary.stream && !inference.summary.include_usage;
+  exchange.cache_salt_override = inference.cache_salt_override;
+  exchange.client_sent_cache_salt = inference.summary.has_cache_salt_member;
   co_await forward(session, request, exchange, ForwardTarget{table, model, inference.session_key(), &inference.prompt});
 }
 
@@ -141,9 +130,11 @@ awaitable<void> handle_request(ClientSession& session, ClientRequest& request, E
     co_await session.respond_error(exchange, openai::method_not_allowed(exchange.method, exchange.path));
   } else if (models && request.method() != bhttp::verb::get) {
     co_await session.respond_error(exchange, openai::method_not_allowed(exchange.method, exchange.path));
-  } else if (!authorized(*table->options, request)) {
+  } else if (auto identity = table->tenants->authenticate(request[bhttp::field::authorization]); !identity) {
+    // The reason, never the key.
+    spdlog::info("request {}: authentication failed: {}", exchange.request_id, tenant::to_string(identity.error()));
     co_await session.respond_error(exchange, openai::unauthorized());
-  } else if (chat || completions) {
+  } else if (exchange.tenant = *identity; chat || completions) {
     co_await handle_inference(session, request, exchange, *table,
                               chat ? openai::Endpoint::chat_completions : openai::Endpoint::completions);
   } else if (models) {

@@ -117,7 +117,8 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
   for (std::size_t model_index = 0; model_index < options->models.size(); ++model_index) {
     const auto& model_options = options->models[model_index];
     const auto& assignment = (*assignments)[model_index];
-    ModelRoute model{model_options.name, model_options.block_size, {}, assignment.cache, tokenizers[model_index]};
+    ModelRoute model{model_options.name, model_options.block_size, {},
+                     assignment.cache,   tokenizers[model_index],  model_options.cache_isolation};
     for (std::size_t index = 0; index < model_options.workers.size(); ++index) {
       const auto& worker = model_options.workers[index];
       std::shared_ptr<workers::WorkerState> state;
@@ -136,6 +137,7 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
     table->models.push_back(std::move(model));
   }
   table->models_body = openai::models_list(names, created_unix_seconds);
+  table->tenants = std::make_shared<const tenant::Directory>(*options);
   return std::shared_ptr<const RoutingTable>(std::move(table));
 }
 

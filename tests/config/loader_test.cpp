@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -65,7 +67,12 @@ models:
   ASSERT_TRUE(loaded) << loaded.error().front().to_string();
   EXPECT_EQ(loaded->threads, 3u);
   EXPECT_FALSE(loaded->access_log);
-  EXPECT_EQ(loaded->api_keys, (std::vector<std::string>{"k1", "k2"}));
+  // The deprecated list: one tenant per key, only its digest kept.
+  ASSERT_EQ(loaded->tenants.size(), 2u);
+  EXPECT_EQ(loaded->tenants[1].name, "api-key-2");
+  EXPECT_EQ(loaded->tenants[1].api_key_sha256, crypto::sha256("k2"));
+  ASSERT_EQ(loaded->deprecations.size(), 1u);
+  EXPECT_NE(loaded->deprecations[0].find("api_keys"), std::string::npos);
   EXPECT_EQ(loaded->limits.max_body_bytes, 1024u * 1024);
   EXPECT_EQ(loaded->limits.max_header_bytes, 16u * 1024);
   EXPECT_EQ(loaded->timeouts.client_write, Milliseconds(4000));
@@ -187,6 +194,54 @@ INSTANTIATE_TEST_SUITE_P(
             "models[0].workers[0].kv_events", "ZMQ address"},
         BadConfig{"health_path_relative", with_models("health_check:\n  path: health\n"), 2, "health_check.path",
                   "must start with '/'"},
+        BadConfig{
+            "tenant_two_key_sources",
+            with_models("tenants:\n  - {name: a, api_key_env: HOME, api_key_sha256: '" + std::string(64, 'a') + "'}\n"),
+            2, "tenants[0]", "exactly one of"},
+        BadConfig{"tenant_no_key", with_models("tenants:\n  - {name: a}\n"), 2, "tenants[0]", "exactly one of"},
+        BadConfig{"tenant_digest_short", with_models("tenants:\n  - {name: a, api_key_sha256: abc}\n"), 2,
+                  "tenants[0].api_key_sha256", "64 hexadecimal digits"},
+        BadConfig{"tenant_env_unset", with_models("tenants:\n  - {name: a, api_key_env: KVGATE_TEST_UNSET_VARIABLE}\n"),
+                  2, "tenants[0].api_key_env", "is not set"},
+        BadConfig{"tenant_file_missing", with_models("tenants:\n  - {name: a, api_key_file: /nonexistent/key}\n"), 2,
+                  "tenants[0].api_key_file", "cannot read '/nonexistent/key'"},
+        BadConfig{"tenant_name_bad",
+                  with_models("tenants:\n  - {name: 'a b', api_key_sha256: '" + std::string(64, 'a') + "'}\n"), 2,
+                  "tenants[0].name", "letters, digits"},
+        BadConfig{"tenant_duplicate_name",
+                  with_models("tenants:\n  - {name: a, api_key_sha256: '" + std::string(64, 'a') +
+                              "'}\n  - {name: a, api_key_sha256: '" + std::string(64, 'b') + "'}\n"),
+                  3, "tenants[1].name", "duplicate tenant name"},
+        BadConfig{"tenant_same_key",
+                  with_models("tenants:\n  - {name: a, api_key_sha256: '" + std::string(64, 'a') +
+                              "'}\n  - {name: b, api_key_sha256: '" + std::string(64, 'A') + "'}\n"),
+                  3, "tenants[1]", "the same API key as tenants[0]"},
+        BadConfig{"tenant_weight_zero",
+                  with_models("tenants:\n  - {name: a, weight: 0, api_key_sha256: '" + std::string(64, 'a') + "'}\n"),
+                  2, "tenants[0].weight", "between"},
+        BadConfig{
+            "tenants_and_api_keys",
+            with_models("api_keys: [k]\ntenants:\n  - {name: a, api_key_sha256: '" + std::string(64, 'a') + "'}\n"), 1,
+            "api_keys", "not both"},
+        BadConfig{"isolation_unknown",
+                  "models:\n  - name: m\n    cache_isolation: user\n    workers: [{id: a, url: 'http://a:1'}]\n", 3,
+                  "models[0].cache_isolation", "unknown cache_isolation 'user'"},
+        BadConfig{"isolation_without_tenants",
+                  "models:\n  - name: m\n    cache_isolation: tenant\n    workers: [{id: a, url: 'http://a:1'}]\n", 3,
+                  "models[0].cache_isolation", "needs tenants"},
+        BadConfig{"isolation_without_secret",
+                  "tenants:\n  - {name: a, api_key_sha256: '" + std::string(64, 'a') +
+                      "'}\nmodels:\n  - name: m\n    cache_isolation: tenant\n    workers: [{id: a, url: "
+                      "'http://a:1'}]\n",
+                  5, "models[0].cache_isolation", "security.salt_secret_file"},
+        BadConfig{"key_file_is_a_device", with_models("tenants:\n  - {name: a, api_key_file: /dev/zero}\n"), 2,
+                  "tenants[0].api_key_file", "larger than 4 KiB"},
+        BadConfig{"salt_secret_missing", with_models("security: {salt_secret_file: /nonexistent/salt}\n"), 1,
+                  "security.salt_secret_file", "cannot read"},
+        BadConfig{"upstream_key_both",
+                  "models:\n  - name: m\n    workers:\n      - {id: a, url: 'http://a:1', upstream_api_key_env: A, "
+                  "upstream_api_key_file: /b}\n",
+                  4, "models[0].workers[0]", "not both"},
         BadConfig{"yaml_syntax", "models: [\n", 2, "", "YAML syntax error"},
         BadConfig{"empty_file", "", 0, "", "empty"}),
     [](const testing::TestParamInfo<BadConfig>& info) { return std::string(info.param.name); });
@@ -263,6 +318,70 @@ TEST(ConfigLoader, ReadsPerWorkerScrapeSchedules) {
   EXPECT_EQ(workers[0].scrape_timeout, Milliseconds(3000));
   EXPECT_FALSE(workers[1].scrape_interval);  // metrics_scrape's
   EXPECT_FALSE(workers[1].scrape_timeout);
+}
+
+// A scratch file removed when the test ends.
+struct ScratchFile {
+  std::string path;
+  ScratchFile(const std::string& name, const std::string& contents)
+      : path(testing::TempDir() + "/kvgate-loader-" + name) {
+    std::ofstream(path, std::ios::binary) << contents;
+  }
+  ~ScratchFile() { std::remove(path.c_str()); }
+};
+
+TEST(ConfigLoader, ReadsTenantsKeysSecretsAndIsolation) {
+  ScratchFile key("key", "file-key\n");
+  ScratchFile salt("salt", "0123456789abcdef0123456789abcdef\n");
+  ScratchFile upstream("upstream", "engine-key");
+  setenv("KVGATE_TEST_TENANT_KEY", "env-key", 1);
+  const auto digest = crypto::to_hex(crypto::sha256("digest-key"));
+  auto loaded = load_text("security: {salt_secret_file: " + salt.path +
+                              "}\n"
+                              "tenants:\n"
+                              "  - {name: acme, api_key_sha256: '" +
+                              digest +
+                              "', weight: 2, limits: {requests_per_minute: 600, prompt_tokens_per_minute: 2000000}}\n"
+                              "  - {name: beta, api_key_file: " +
+                              key.path +
+                              "}\n"
+                              "  - {name: gamma, api_key_env: KVGATE_TEST_TENANT_KEY}\n"
+                              "models:\n"
+                              "  - name: m\n"
+                              "    cache_isolation: tenant\n"
+                              "    upstream_api_key_file: " +
+                              upstream.path +
+                              "\n"
+                              "    workers:\n"
+                              "      - {id: a, url: 'http://a:1'}\n"
+                              "      - {id: b, url: 'http://b:1', upstream_api_key_env: KVGATE_TEST_TENANT_KEY}\n",
+                          "tenants.yaml");
+  ASSERT_TRUE(loaded) << loaded.error().front().to_string();
+  ASSERT_EQ(loaded->tenants.size(), 3u);
+  EXPECT_EQ(loaded->tenants[0].api_key_sha256, crypto::sha256("digest-key"));
+  EXPECT_EQ(loaded->tenants[0].weight, 2);
+  EXPECT_EQ(loaded->tenants[0].limits.requests_per_minute, 600);
+  EXPECT_EQ(loaded->tenants[0].limits.prompt_tokens_per_minute, 2e6);
+  // A key file's trailing newline is not part of the key.
+  EXPECT_EQ(loaded->tenants[1].api_key_sha256, crypto::sha256("file-key"));
+  EXPECT_EQ(loaded->tenants[2].api_key_sha256, crypto::sha256("env-key"));
+  EXPECT_EQ(loaded->tenants[2].weight, 1);
+  EXPECT_EQ(loaded->security.salt_secret, "0123456789abcdef0123456789abcdef");
+  EXPECT_EQ(loaded->models[0].cache_isolation, CacheIsolation::tenant);
+  // The model's upstream key is every worker's unless it has its own.
+  EXPECT_EQ(loaded->models[0].workers[0].upstream_api_key, "engine-key");
+  EXPECT_EQ(loaded->models[0].workers[1].upstream_api_key, "env-key");
+  EXPECT_TRUE(loaded->deprecations.empty());
+}
+
+TEST(ConfigLoader, ProblemsNeverQuoteASecret) {
+  ScratchFile salt("short-salt", "tiny-secret");
+  auto loaded = load_text(with_models("security: {salt_secret_file: " + salt.path + "}\n"), "secret.yaml");
+  ASSERT_FALSE(loaded);
+  for (const auto& problem : loaded.error()) {
+    EXPECT_EQ(problem.to_string().find("tiny-secret"), std::string::npos) << problem.to_string();
+    EXPECT_NE(problem.message.find("shorter than 16 bytes"), std::string::npos) << problem.to_string();
+  }
 }
 
 TEST(ConfigLoader, ReportsEveryProblemAtOnce) {

@@ -154,5 +154,40 @@ TEST(WithStreamUsage, AddsTheOptionAndKeepsEverythingElse) {
   EXPECT_EQ(body["messages"][0]["content"], "\"stream_options\"");
 }
 
+// What a worker reads from a body kvgate salted: exactly one cache_salt,
+// the tenant's, however the client spelt its own.
+std::string salt_seen_by_engine(std::string_view client_body) {
+  auto summary = inspect_request(client_body, Endpoint::chat_completions, "");
+  EXPECT_TRUE(summary) << client_body;
+  auto salted = with_cache_salt(client_body, "kvgate-t", summary->has_cache_salt_member);
+  // Count the members the text really has: a duplicate would be a
+  // parser-dependent bypass of isolation.
+  int members = 0;
+  auto callback = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    if (depth == 1 && event == nlohmann::json::parse_event_t::key && parsed == "cache_salt") {
+      ++members;
+    }
+    return true;
+  };
+  auto document = nlohmann::json::parse(salted, callback);
+  EXPECT_EQ(members, 1) << salted;
+  EXPECT_EQ(document["messages"][0]["content"], "hi") << salted;
+  return document["cache_salt"].get<std::string>();
+}
+
+TEST(WithCacheSalt, TheTenantsSaltReplacesAnyTheClientSent) {
+  const std::string messages = R"("messages":[{"role":"user","content":"hi"}])";
+  EXPECT_EQ(salt_seen_by_engine(R"({"model":"m",)" + messages + "}"), "kvgate-t");
+  EXPECT_EQ(salt_seen_by_engine(R"({"model":"m","cache_salt":"mine",)" + messages + "}"), "kvgate-t");
+  EXPECT_EQ(salt_seen_by_engine(R"({"model":"m","cache_salt":null,)" + messages + "}"), "kvgate-t");
+  EXPECT_EQ(salt_seen_by_engine(R"({"model":"m","cache_salt":"",)" + messages + "}"), "kvgate-t");
+  // The key spelt with an escape is the same key once parsed.
+  EXPECT_EQ(salt_seen_by_engine(R"({"model":"m","\u0063ache_salt":"mine",)" + messages + "}"), "kvgate-t");
+  // Duplicate keys from the client collapse into the tenant's one.
+  EXPECT_EQ(salt_seen_by_engine(R"({"model":"m","cache_salt":"a","cache_salt":"b",)" + messages + "}"), "kvgate-t");
+  // The salt is inserted as text when the client sent none: no re-encoding.
+  EXPECT_EQ(with_cache_salt(R"({"model":"m"})", "s", false), R"({"cache_salt":"s","model":"m"})");
+}
+
 }  // namespace
 }  // namespace kvgate::openai

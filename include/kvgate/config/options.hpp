@@ -9,6 +9,7 @@
 
 #include "kvgate/core/address.hpp"
 #include "kvgate/core/units.hpp"
+#include "kvgate/crypto/digest.hpp"
 
 namespace kvgate::config {
 
@@ -36,6 +37,11 @@ struct WorkerOptions {
   // that serves /metrics behind inference (llama.cpp) wants a longer one.
   std::optional<Milliseconds> scrape_interval;
   std::optional<Milliseconds> scrape_timeout;
+  // The key this worker's engine checks (vLLM's --api-key), read from
+  // api_key_file or api_key_env at load; empty: none. Sent as
+  // "Authorization: Bearer" in place of the client's, which never reaches a
+  // worker when kvgate authenticates. Never logged or shown.
+  std::string upstream_api_key;
 };
 
 // Workers found in DNS: every address of `name` (A and AAAA records, e.g. a
@@ -66,6 +72,13 @@ struct WorkersFromOptions {
   [[nodiscard]] bool any() const { return dns.has_value() || file.has_value(); }
 };
 
+// Whether tenants share the engines' prefix cache (cache_isolation).
+// `tenant`: each tenant's requests carry a cache_salt keyed by the
+// operator's secret, so the engines never reuse one tenant's blocks for
+// another (the prefix-cache timing side channel) and the index, keyed by the
+// same salt, never credits one tenant with another's blocks.
+enum class CacheIsolation { none, tenant };
+
 struct ModelOptions {
   std::string name;
   std::string tokenizer;  // empty: approximate tokenisation
@@ -75,6 +88,10 @@ struct ModelOptions {
   // with the same id).
   std::vector<WorkerOptions> workers;
   WorkersFromOptions workers_from;
+  // Every worker's upstream_api_key unless it has its own (discovered
+  // workers included).
+  std::string upstream_api_key;
+  CacheIsolation cache_isolation = CacheIsolation::none;
 };
 
 struct LimitOptions {
@@ -218,13 +235,39 @@ struct KvEventOptions {
   Milliseconds silence_after{10'000};
 };
 
+// Per-tenant budgets; 0 is unlimited.
+struct TenantLimitOptions {
+  double requests_per_minute = 0;
+  double prompt_tokens_per_minute = 0;  // counted with the model's own tokenisation
+};
+
+// A client identity: the SHA-256 of its API key (given as a digest, or read
+// from a file or an environment variable at load, then only the digest is
+// kept), its share of the fair queue and its limits.
+struct TenantOptions {
+  std::string name;
+  crypto::Sha256 api_key_sha256{};
+  double weight = 1;
+  TenantLimitOptions limits;
+};
+
+struct SecurityOptions {
+  std::string salt_secret_file;
+  // The file's contents, read at load: keys every tenant's cache_salt.
+  // Never logged or shown.
+  std::string salt_secret;
+};
+
 struct Options {
   HostPort listen{"127.0.0.1", 8080};
   HostPort admin_listen{"127.0.0.1", 9090};
   std::uint32_t threads = 0;  // 0: one per core
   std::string log_level = "info";
   bool access_log = true;
-  std::vector<std::string> api_keys;  // empty: no authentication
+  // Empty: no authentication (every request is the anonymous tenant).
+  // The deprecated top-level `api_keys` list becomes one tenant per key.
+  std::vector<TenantOptions> tenants;
+  SecurityOptions security;
   LimitOptions limits;
   TimeoutOptions timeouts;
   UpstreamOptions upstream;
@@ -237,6 +280,9 @@ struct Options {
   KvEventOptions kv_events;
   SessionOptions sessions;
   std::string decision_log;  // empty: off
+  // Deprecated settings the file used, one sentence each (logged at start,
+  // printed by check-config).
+  std::vector<std::string> deprecations;
 };
 
 std::string_view to_string(PolicyKind policy);

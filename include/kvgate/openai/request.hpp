@@ -26,7 +26,10 @@ struct RequestSummary {
   // empty; the body below holds the messages, read by whichever
   // tokenisation the model uses (extract_prompt for the approximate one).
   openai::PromptInput prompt;
-  std::optional<std::string> cache_salt;                    // partitions the engine's prefix cache
+  std::optional<std::string> cache_salt;  // partitions the engine's prefix cache
+  // The body has a cache_salt member of any value, its key spelt in any
+  // escaped form (the parsed document says so; the text cannot).
+  bool has_cache_salt_member = false;
   std::shared_ptr<const nlohmann::ordered_json> chat_body;  // chat requests: the parsed body
 };
 
@@ -50,6 +53,13 @@ Result<RequestSummary, ApiError> inspect_request(std::string_view body, Endpoint
 // case), else rewritten with the keys kept in their order. For a body that
 // inspect_request accepted.
 std::string with_stream_usage(std::string_view body);
+
+// The body with its top-level cache_salt set to `salt`, everything else as
+// it was. `has_member` (RequestSummary::has_cache_salt_member): the client
+// sent one, which the parsed document replaces; otherwise the member is
+// inserted as text. Never a duplicate key: engines disagree on which of two
+// wins, and a client's salt must not survive tenant isolation.
+std::string with_cache_salt(std::string_view body, std::string_view salt, bool has_member);
 
 // Body of GET /v1/models in OpenAI's list shape.
 std::string models_list(const std::vector<std::string>& model_names, long created_unix_seconds);

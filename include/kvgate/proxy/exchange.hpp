@@ -27,6 +27,12 @@ struct Exchange {
   std::string method;
   std::string path;
   std::chrono::steady_clock::time_point started;
+  // Who sent it (authenticated, or the anonymous tenant); lives in `table`.
+  const tenant::Tenant* tenant = nullptr;
+  // Set for a model that isolates tenants: the cache_salt the worker's body
+  // gets (forwarder).
+  std::string_view cache_salt_override;
+  bool client_sent_cache_salt = false;  // the body has a cache_salt member (replaced, not added)
   std::string model;
   std::string worker;
   // The routing decision of the attempt that got the request (the last

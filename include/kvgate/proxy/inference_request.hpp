@@ -19,6 +19,10 @@ struct InferenceRequest {
   openai::RequestSummary summary;
   const route::ModelRoute* model = nullptr;
   prompt::PreparedPrompt prompt;
+  // The model isolates tenants' caches: the body the worker gets carries
+  // this cache_salt (the tenant's, replacing any the client sent). Empty:
+  // the body's own.
+  std::string cache_salt_override;
 
   [[nodiscard]] std::optional<std::string_view> session_key() const {
     return summary.session_key ? std::optional<std::string_view>(*summary.session_key) : std::nullopt;
@@ -32,9 +36,13 @@ struct InferenceError {
   const route::ModelRoute* model = nullptr;  // set when the model was found
 };
 
-// Reads the local clock for the chat template's strftime_now.
+// Reads the local clock for the chat template's strftime_now. For a model
+// with cache_isolation: tenant, the prompt is hashed under the tenant's
+// salt and the session key is the tenant's own ("tenant:key"), so neither
+// the index nor the session table mixes tenants.
 Result<InferenceRequest, InferenceError> prepare_inference(const route::RoutingTable& table, std::string_view body,
-                                                           openai::Endpoint endpoint, std::string_view session_header);
+                                                           openai::Endpoint endpoint, std::string_view session_header,
+                                                           const tenant::Tenant& tenant);
 
 // Milliseconds since the Unix epoch: the router's notion of now.
 std::uint64_t unix_now_ms();

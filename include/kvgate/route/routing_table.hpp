@@ -15,6 +15,7 @@
 #include "kvgate/policy/policy.hpp"
 #include "kvgate/prompt/model_tokenizer.hpp"
 #include "kvgate/prompt/prepared_prompt.hpp"
+#include "kvgate/tenant/directory.hpp"
 #include "kvgate/workers/scrape_target.hpp"
 #include "kvgate/workers/worker_state.hpp"
 
@@ -35,6 +36,7 @@ struct ModelRoute {
   std::vector<WorkerRoute> workers;
   std::shared_ptr<kv_events::ModelCache> cache;             // the model's prefix index
   std::shared_ptr<const prompt::ModelTokenizer> tokenizer;  // null: approximate tokenisation
+  config::CacheIsolation cache_isolation = config::CacheIsolation::none;
 
   [[nodiscard]] prompt::PromptModel prompt_model() const { return {name, block_size, tokenizer.get()}; }
   // Index of the worker with this id; workers.size() when there is none.
@@ -48,6 +50,7 @@ struct RoutingTable {
   workers::HealthThresholds thresholds;
   workers::EjectionOptions ejection;
   std::string models_body;  // GET /v1/models, rendered once
+  std::shared_ptr<const tenant::Directory> tenants = std::make_shared<const tenant::Directory>();
 
   [[nodiscard]] const ModelRoute* find_model(std::string_view name) const;
   // Every worker once, in configuration order.
