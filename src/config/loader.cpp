@@ -708,6 +708,27 @@ void read_security(YamlReader& reader, const YAML::Node& node, SecurityOptions& 
   });
 }
 
+void read_admission(YamlReader& reader, const YAML::Node& node, AdmissionOptions& out) {
+  if (!reader.check_mapping(node, "admission", {"max_in_flight", "max_in_flight_per_worker", "queue"})) {
+    return;
+  }
+  reader.optional(node, "admission", "max_in_flight",
+                  [&](auto& value, auto path) { reader.read(value, path, out.max_in_flight, 0, 10'000'000); });
+  reader.optional(node, "admission", "max_in_flight_per_worker", [&](auto& value, auto path) {
+    reader.read(value, path, out.max_in_flight_per_worker, 0, 1'000'000);
+  });
+  reader.optional(node, "admission", "queue", [&](auto& queue, auto queue_path) {
+    if (!reader.check_mapping(queue, queue_path, {"max_length", "max_wait"})) {
+      return;
+    }
+    reader.optional(queue, queue_path, "max_length",
+                    [&](auto& value, auto path) { reader.read(value, path, out.queue.max_length, 0, 10'000'000); });
+    reader.optional(queue, queue_path, "max_wait", [&](auto& value, auto path) {
+      reader.read_duration(value, path, out.queue.max_wait, Milliseconds(1));
+    });
+  });
+}
+
 // Isolation needs identities to separate and a secret to key their salts.
 void check_isolation(YamlReader& reader, const YAML::Node& root, const Options& options) {
   for (std::size_t model = 0; model < options.models.size(); ++model) {
@@ -728,9 +749,9 @@ void check_isolation(YamlReader& reader, const YAML::Node& root, const Options& 
 void read_root(YamlReader& reader, const YAML::Node& root, Options& out) {
   if (!reader.check_mapping(
           root, "",
-          {"listen",   "admin_listen", "threads",  "log_level", "access_log",   "api_keys",          "tenants",
-           "security", "limits",       "timeouts", "upstream",  "health_check", "outlier_detection", "metrics_scrape",
-           "models",   "routing",      "index",    "kv_events", "sessions",     "decision_log"})) {
+          {"listen",         "admin_listen", "threads", "log_level", "access_log", "api_keys",     "tenants",
+           "security",       "admission",    "limits",  "timeouts",  "upstream",   "health_check", "outlier_detection",
+           "metrics_scrape", "models",       "routing", "index",     "kv_events",  "sessions",     "decision_log"})) {
     return;
   }
   reader.optional(root, "", "listen", [&](auto& value, auto path) { read_address(reader, value, path, out.listen); });
@@ -752,6 +773,7 @@ void read_root(YamlReader& reader, const YAML::Node& root, Options& out) {
     reader.optional(root, "", "api_keys", [&](auto& value, auto) { read_api_keys(reader, value, out); });
   }
   reader.optional(root, "", "security", [&](auto& value, auto) { read_security(reader, value, out.security); });
+  reader.optional(root, "", "admission", [&](auto& value, auto) { read_admission(reader, value, out.admission); });
   reader.optional(root, "", "limits", [&](auto& value, auto) { read_limits(reader, value, out.limits); });
   reader.optional(root, "", "timeouts", [&](auto& value, auto) { read_timeouts(reader, value, out.timeouts); });
   reader.optional(root, "", "upstream", [&](auto& value, auto) { read_upstream(reader, value, out.upstream); });

@@ -170,6 +170,29 @@ Metrics::Metrics()
                               "Completed streamed requests the worker's prefill cost was learned from "
                               "(0: the configured priors)")
                           .Register(*registry_);
+  admission_rejections_ = &BuildCounter()
+                               .Name("kvgate_admission_rejections_total")
+                               .Help(
+                                   "Requests admission refused with 429 (or that left while queued), by tenant and "
+                                   "reason (requests_per_minute, prompt_tokens_per_minute, queue_full, "
+                                   "queue_timeout, abandoned)")
+                               .Register(*registry_);
+  admission_wait_ = &BuildHistogram()
+                         .Name("kvgate_admission_wait_seconds")
+                         .Help("Time an admitted request waited for a slot, by tenant (0 when it got one at once)")
+                         .Register(*registry_);
+  admission_queue_ = &BuildGauge()
+                          .Name("kvgate_admission_queue_length")
+                          .Help("Requests waiting for an admission slot")
+                          .Register(*registry_)
+                          .Add({});
+  admission_admitted_ = &BuildGauge()
+                             .Name("kvgate_admission_admitted")
+                             .Help(
+                                 "Inference requests holding an admission slot (only when admission limits "
+                                 "concurrency)")
+                             .Register(*registry_)
+                             .Add({});
   retries_denied_ = &BuildCounter()
                          .Name("kvgate_retries_denied_total")
                          .Help("Retries the retry budget refused (the client got the attempt's error)")
@@ -303,6 +326,20 @@ void Metrics::upstream_error(std::string_view worker, std::string_view kind) {
 
 void Metrics::retry(std::string_view model) {
   retries_.Add({{"model", std::string(model)}}).Increment();
+}
+
+void Metrics::admission_refused(std::string_view tenant, std::string_view reason) {
+  admission_rejections_->Add({{"tenant", std::string(tenant)}, {"reason", std::string(reason)}}).Increment();
+}
+
+void Metrics::admission_waited(std::string_view tenant, double seconds) {
+  static const prometheus::Histogram::BucketBoundaries kBuckets{0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+  admission_wait_->Add({{"tenant", std::string(tenant)}}, kBuckets).Observe(seconds);
+}
+
+void Metrics::set_admission_state(std::size_t waiting, std::uint32_t admitted) {
+  admission_queue_->Set(static_cast<double>(waiting));
+  admission_admitted_->Set(admitted);
 }
 
 void Metrics::retry_denied(std::string_view model) {

@@ -34,6 +34,18 @@ ApiError unauthorized() {
               "invalid_api_key");
 }
 
+ApiError rate_limited(std::string_view detail, bool tokens, std::uint64_t retry_after_ms) {
+  auto error = make(429, std::string(detail), tokens ? "tokens" : "requests", {}, "rate_limit_exceeded");
+  error.retry_after_ms = retry_after_ms;
+  return error;
+}
+
+ApiError overloaded(std::string_view detail, std::string code, std::uint64_t retry_after_ms) {
+  auto error = make(429, std::string(detail), "requests", {}, std::move(code));
+  error.retry_after_ms = retry_after_ms;
+  return error;
+}
+
 ApiError model_not_found(std::string_view model) {
   return make(404, "The model '" + std::string(model) + "' does not exist or is not served by this gateway.",
               "invalid_request_error", "model", "model_not_found");

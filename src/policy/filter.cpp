@@ -20,6 +20,8 @@ std::vector<Candidate> filter_candidates(const RouteRequest& request, std::span<
       candidate.ineligible_because = Ineligible::unhealthy;
     } else if (worker.ejected) {
       candidate.ineligible_because = Ineligible::ejected;
+    } else if (worker.at_capacity) {
+      candidate.ineligible_because = Ineligible::at_capacity;
     } else {
       candidate.eligible = true;
     }

@@ -132,9 +132,12 @@ awaitable<void> ClientSession::reject_unreadable(const error_code& error, Exchan
 }
 
 awaitable<void> ClientSession::respond(Exchange& exchange, unsigned status, std::string body,
-                                       std::string_view content_type) {
+                                       std::string_view content_type, std::uint64_t retry_after_ms) {
   bhttp::response<bhttp::string_body> response{static_cast<bhttp::status>(status), 11};
   response.set(bhttp::field::server, "kvgate");
+  if (retry_after_ms > 0) {
+    response.set(bhttp::field::retry_after, std::to_string((retry_after_ms + 999) / 1000));
+  }
   response.set(bhttp::field::content_type, content_type);
   response.set("x-request-id", exchange.request_id);
   response.keep_alive(exchange.keep_alive && !context().draining());
@@ -153,7 +156,8 @@ awaitable<void> ClientSession::respond(Exchange& exchange, unsigned status, std:
 awaitable<void> ClientSession::respond_error(Exchange& exchange, const openai::ApiError& error) {
   exchange.error_code = error.code;
   context().metrics().client_error(error.status, error.code);
-  co_await respond(exchange, static_cast<unsigned>(error.status), openai::error_body(error));
+  co_await respond(exchange, static_cast<unsigned>(error.status), openai::error_body(error), "application/json",
+                   error.retry_after_ms);
 }
 
 void ClientSession::finish(Exchange& exchange) {

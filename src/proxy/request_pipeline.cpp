@@ -67,6 +67,33 @@ awaitable<void> handle_inference(ClientSession& session, ClientRequest& request,
     session.thread().metrics().prompt_segments(model.name, inference.prompt.segment_hits,
                                                inference.prompt.segment_misses);
   }
+  // Admission: the tenant's budgets (prompt tokens as kvgate counted
+  // them), then a slot within the in-flight limits, perhaps after a wait.
+  auto& gate = session.context().admission();
+  if (auto refused = gate.check_rates(*exchange.tenant, inference.prompt.input_tokens, unix_now_ms())) {
+    const bool tokens = refused->reason == admission::RefusalReason::prompt_tokens_per_minute;
+    co_await session.respond_error(
+        exchange, openai::rate_limited(std::string("Rate limit reached for ") +
+                                           (tokens ? "prompt tokens" : "requests") + " per minute of tenant '" +
+                                           exchange.tenant->name + "'. Retry after the time in Retry-After.",
+                                       tokens, refused->retry_after_ms));
+    co_return;
+  }
+  auto ticket = co_await gate.admit(exchange.table, model, *exchange.tenant, session.stream().socket());
+  if (!ticket) {
+    const auto refused = ticket.error();
+    if (refused.reason == admission::RefusalReason::abandoned) {
+      exchange.client_gone = true;
+      co_return;
+    }
+    const bool full = refused.reason == admission::RefusalReason::queue_full;
+    co_await session.respond_error(
+        exchange, openai::overloaded(full ? "The gateway's admission queue is full; retry later."
+                                          : "No capacity freed up within the admission queue's maximum wait; "
+                                            "retry later.",
+                                     std::string(admission::to_string(refused.reason)), refused.retry_after_ms));
+    co_return;
+  }
   exchange.strip_usage_event = inference.summary.stream && !inference.summary.include_usage;
   exchange.cache_salt_override = inference.cache_salt_override;
   exchange.client_sent_cache_salt = inference.summary.has_cache_salt_member;

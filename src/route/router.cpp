@@ -140,6 +140,18 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
       views[index].ejected = false;
     }
   }
+  if (const auto limit = table.options->admission.max_in_flight_per_worker; limit > 0) {
+    bool any_room = false;
+    for (std::size_t index = 0; index < count; ++index) {
+      views[index].at_capacity = views[index].in_flight >= limit;
+      any_room = any_room || (views[index].healthy && !views[index].ejected && !views[index].at_capacity);
+    }
+    if (!any_room) {
+      for (std::size_t index = 0; index < count; ++index) {
+        views[index].at_capacity = false;
+      }
+    }
+  }
   const auto view_span = std::span<const policy::WorkerView>(views.data(), count);
   policy::RouteRequest request{model.name, context.session_key, context.sequence, context.excluded};
   if (prompt != nullptr) {

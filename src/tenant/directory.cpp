@@ -83,7 +83,8 @@ Result<const Tenant*, AuthFailure> Directory::authenticate(std::string_view auth
 }
 
 const Tenant* Directory::find(std::string_view name) const {
-  auto found = std::find_if(tenants_.begin(), tenants_.end(), [&](const Tenant& tenant) { return tenant.name == name; });
+  auto found =
+      std::find_if(tenants_.begin(), tenants_.end(), [&](const Tenant& tenant) { return tenant.name == name; });
   return found == tenants_.end() ? nullptr : &*found;
 }
 

@@ -21,13 +21,6 @@ std::string completion() {
   return json{{"model", "sim-model"}, {"prompt", "hello there"}, {"max_tokens", 2}}.dump();
 }
 
-// A counter's value in the exposition (0 when the series is absent).
-double metric(Harness& harness, const std::string& series) {
-  const auto text = get(harness.admin_port(), "/metrics").body;
-  const auto at = text.find(series + " ");
-  return at == std::string::npos ? 0 : std::stod(text.substr(at + series.size() + 1));
-}
-
 TEST(Reliability, AFailingReplicaIsEjectedKeptOutAndProbedBackIn) {
   Harness harness;
   SimProcess a(harness, {}, "a");
@@ -51,8 +44,8 @@ TEST(Reliability, AFailingReplicaIsEjectedKeptOutAndProbedBackIn) {
   EXPECT_EQ(server_errors, 3);
   EXPECT_EQ(ejected["last_cause"], "status_5xx");
   EXPECT_EQ(ejected["ejections"], 1);
-  EXPECT_EQ(metric(harness, "kvgate_worker_ejections_total{cause=\"status_5xx\",worker=\"b\"}"), 1);
-  EXPECT_EQ(metric(harness, "kvgate_worker_ejected{worker=\"b\"}"), 1);
+  EXPECT_EQ(metric_value(harness, "kvgate_worker_ejections_total{cause=\"status_5xx\",worker=\"b\"}"), 1);
+  EXPECT_EQ(metric_value(harness, "kvgate_worker_ejected{worker=\"b\"}"), 1);
   // While ejected nothing goes to b, and nothing fails.
   for (int request = 0; request < 6 && worker_state(harness, "b")["outlier"]["state"] == "open"; ++request) {
     auto response = post_json(harness.api_port(), "/v1/completions", completion());
@@ -78,7 +71,7 @@ TEST(Reliability, AFailingReplicaIsEjectedKeptOutAndProbedBackIn) {
   // client may read it a moment before the breaker closes.
   EXPECT_TRUE(eventually([&] { return worker_state(harness, "b")["outlier"]["state"] == "closed"; }))
       << worker_state(harness, "b").dump();
-  EXPECT_EQ(metric(harness, "kvgate_worker_ejected{worker=\"b\"}"), 0);
+  EXPECT_EQ(metric_value(harness, "kvgate_worker_ejected{worker=\"b\"}"), 0);
   harness.gateway().stop();
   const auto log = harness.gateway().stderr_text();
   EXPECT_NE(log.find("worker b ejected for"), std::string::npos);
@@ -105,8 +98,8 @@ TEST(Reliability, AFleetThatFailsAsAWholeIsNotHitByARetryStorm) {
     ASSERT_EQ(response.status, 502) << response.body;
     EXPECT_EQ(json::parse(response.body)["error"]["code"], "upstream_error");
   }
-  const auto retries = metric(harness, "kvgate_retries_total{model=\"test-model\"}");
-  const auto denied = metric(harness, "kvgate_retries_denied_total{model=\"test-model\"}");
+  const auto retries = metric_value(harness, "kvgate_retries_total{model=\"test-model\"}");
+  const auto denied = metric_value(harness, "kvgate_retries_denied_total{model=\"test-model\"}");
   EXPECT_GE(retries, 5);
   EXPECT_LE(retries, 14);
   EXPECT_GE(denied, 26);

@@ -251,6 +251,22 @@ struct TenantOptions {
   TenantLimitOptions limits;
 };
 
+// Admission control (proxy/admission_gate.hpp): beyond the in-flight
+// limits (0: none) a request waits in a queue served fairly across tenants
+// (weighted deficit round robin), or is refused with 429 and Retry-After
+// when the queue is full or its wait would pass max_wait.
+struct AdmissionQueueOptions {
+  std::uint32_t max_length = 1024;
+  Milliseconds max_wait{5'000};
+};
+
+struct AdmissionOptions {
+  std::uint32_t max_in_flight = 0;             // inference requests through the gateway
+  std::uint32_t max_in_flight_per_worker = 0;  // a worker at it takes no new request
+  AdmissionQueueOptions queue;
+  [[nodiscard]] bool limits_concurrency() const { return max_in_flight > 0 || max_in_flight_per_worker > 0; }
+};
+
 struct SecurityOptions {
   std::string salt_secret_file;
   // The file's contents, read at load: keys every tenant's cache_salt.
@@ -268,6 +284,7 @@ struct Options {
   // The deprecated top-level `api_keys` list becomes one tenant per key.
   std::vector<TenantOptions> tenants;
   SecurityOptions security;
+  AdmissionOptions admission;
   LimitOptions limits;
   TimeoutOptions timeouts;
   UpstreamOptions upstream;

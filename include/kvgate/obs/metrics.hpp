@@ -48,6 +48,10 @@ class Metrics {
   void retry(std::string_view model);
   // A retry the retry budget refused (the client got the last error).
   void retry_denied(std::string_view model);
+  // Admission control (proxy/admission_gate.hpp).
+  void admission_refused(std::string_view tenant, std::string_view reason);
+  void admission_waited(std::string_view tenant, double seconds);
+  void set_admission_state(std::size_t waiting, std::uint32_t admitted);
   // A worker ejected by its circuit breaker, and why.
   void worker_ejected(std::string_view worker, std::string_view cause);
   void client_error(int status, std::string_view code);
@@ -156,6 +160,10 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* prefill_base_ms_ = nullptr;
   prometheus::Family<prometheus::Gauge>* prefill_samples_ = nullptr;
   prometheus::Family<prometheus::Counter>* retries_denied_ = nullptr;
+  prometheus::Family<prometheus::Counter>* admission_rejections_ = nullptr;
+  prometheus::Family<prometheus::Histogram>* admission_wait_ = nullptr;
+  prometheus::Gauge* admission_queue_ = nullptr;
+  prometheus::Gauge* admission_admitted_ = nullptr;
   prometheus::Family<prometheus::Counter>* worker_ejections_ = nullptr;
   prometheus::Family<prometheus::Gauge>* worker_ejected_ = nullptr;
   prometheus::Family<prometheus::Counter>* session_moves_ = nullptr;

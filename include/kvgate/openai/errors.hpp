@@ -14,6 +14,8 @@ struct ApiError {
   std::string type;   // invalid_request_error, authentication_error, ...
   std::string param;  // empty: null
   std::string code;   // empty: null
+  // Sent as Retry-After (whole seconds, at least 1) when > 0.
+  std::uint64_t retry_after_ms = 0;
 };
 
 ApiError invalid_request(std::string message, std::string param = {}, std::string code = {});
@@ -27,6 +29,11 @@ ApiError no_healthy_worker(std::string_view model);
 ApiError upstream_failure(std::string_view detail);
 ApiError upstream_timeout(std::string_view detail);
 ApiError upstream_stream_interrupted(std::string_view detail);
+// 429: a tenant's per-minute budget is spent (`tokens`: the prompt-token
+// one), or the admission queue is full or its wait ran out (`code`:
+// queue_full, queue_timeout).
+ApiError rate_limited(std::string_view detail, bool tokens, std::uint64_t retry_after_ms);
+ApiError overloaded(std::string_view detail, std::string code, std::uint64_t retry_after_ms);
 
 // The JSON body for a response.
 std::string error_body(const ApiError& error);

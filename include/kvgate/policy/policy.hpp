@@ -59,6 +59,10 @@ struct WorkerView {
   // (workers/outlier_ejection.hpp); the router clears it for every worker
   // when all healthy ones are ejected, so a failing fleet keeps serving.
   bool ejected = false;
+  // In flight at admission.max_in_flight_per_worker: takes nothing new. The
+  // router clears it for every worker when all routable ones are at it
+  // (the admission queue keeps that rare; a request never fails for it).
+  bool at_capacity = false;
 };
 
 struct RouteRequest {

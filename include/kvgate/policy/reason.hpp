@@ -93,7 +93,7 @@ inline constexpr bool is_session_move(Reason reason) {
 }
 
 // Why a worker was not a candidate for this request.
-enum class Ineligible : std::uint8_t { none, unhealthy, ejected, already_tried };
+enum class Ineligible : std::uint8_t { none, unhealthy, ejected, already_tried, at_capacity };
 
 inline constexpr std::string_view to_string(Ineligible why) {
   switch (why) {
@@ -105,6 +105,8 @@ inline constexpr std::string_view to_string(Ineligible why) {
       return "ejected";
     case Ineligible::already_tried:
       return "already_tried";
+    case Ineligible::at_capacity:
+      return "at_capacity";
   }
   return "";
 }

@@ -36,7 +36,7 @@ class ClientSession {
   // Local answers. They set exchange.status, write, and record failures to
   // write (client gone) in the exchange.
   http::awaitable<void> respond(Exchange& exchange, unsigned status, std::string body,
-                                std::string_view content_type = "application/json");
+                                std::string_view content_type = "application/json", std::uint64_t retry_after_ms = 0);
   http::awaitable<void> respond_error(Exchange& exchange, const openai::ApiError& error);
 
  private:

@@ -3,8 +3,9 @@
 // scheme: the routing table is an immutable snapshot behind an atomic
 // shared_ptr (readers never block the reload); counters are atomics; metrics
 // are prometheus-cpp's own thread-safe objects; the router's session table
-// locks one shard per call (route/session_table.hpp). Nothing else is
-// shared.
+// locks one shard per call (route/session_table.hpp); admission takes its
+// own lock only when the configuration limits something
+// (proxy/admission_gate.hpp). Nothing else is shared.
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -13,6 +14,7 @@
 #include "kvgate/obs/decision_log.hpp"
 #include "kvgate/obs/metrics.hpp"
 #include "kvgate/obs/recent_activity.hpp"
+#include "kvgate/proxy/admission_gate.hpp"
 #include "kvgate/route/router.hpp"
 #include "kvgate/route/routing_table.hpp"
 #include "kvgate/route/session_table.hpp"
@@ -21,7 +23,8 @@ namespace kvgate::proxy {
 
 class GatewayContext {
  public:
-  explicit GatewayContext(obs::Metrics& metrics) : metrics_(metrics), router_(sessions_, metrics) {}
+  explicit GatewayContext(obs::Metrics& metrics)
+      : metrics_(metrics), router_(sessions_, metrics), admission_(metrics) {}
 
   [[nodiscard]] std::shared_ptr<const route::RoutingTable> table() const {
     return table_.load(std::memory_order_acquire);
@@ -35,6 +38,7 @@ class GatewayContext {
   [[nodiscard]] const route::SessionTable& sessions() const { return sessions_; }
 
   obs::Metrics& metrics() { return metrics_; }
+  AdmissionGate& admission() { return admission_; }
   // The last routed requests and the recent hit rate (the status page).
   obs::RecentActivity& activity() { return activity_; }
 
@@ -79,6 +83,7 @@ class GatewayContext {
   route::SessionTable sessions_;
   obs::RecentActivity activity_;
   route::Router router_;
+  AdmissionGate admission_;
   std::atomic<std::shared_ptr<const route::RoutingTable>> table_;
   std::atomic<std::shared_ptr<obs::DecisionLog>> decision_log_;
   std::atomic<std::uint64_t> decision_sequence_{0};

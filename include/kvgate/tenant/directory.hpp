@@ -27,9 +27,9 @@ struct Tenant {
 };
 
 enum class AuthFailure {
-  missing_key,   // no Authorization header
-  not_bearer,    // another scheme, or an empty key
-  unknown_key,   // a key no tenant has
+  missing_key,  // no Authorization header
+  not_bearer,   // another scheme, or an empty key
+  unknown_key,  // a key no tenant has
 };
 [[nodiscard]] std::string_view to_string(AuthFailure failure);
 

@@ -36,4 +36,17 @@ inline nlohmann::json worker_state(Harness& harness, const std::string& id) {
   return nullptr;
 }
 
+// A series' value in the gateway's /metrics exposition, e.g.
+// `kvgate_admission_queue_length` or `name{label="x"}` with the labels in
+// exposition order; 0 when the series is absent.
+inline double metric_value(Harness& harness, const std::string& series) {
+  const auto text = get(harness.admin_port(), "/metrics").body;
+  for (std::size_t at = text.find(series + " "); at != std::string::npos; at = text.find(series + " ", at + 1)) {
+    if (at == 0 || text[at - 1] == '\n') {
+      return std::stod(text.substr(at + series.size() + 1));
+    }
+  }
+  return 0;
+}
+
 }  // namespace kvgate::testing

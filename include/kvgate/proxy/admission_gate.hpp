@@ -1,0 +1,114 @@
+#pragma once
+// Admission control, shared by every I/O thread: per-tenant rate limits
+// (token buckets of requests and prompt tokens per minute), then the
+// in-flight limits, beyond which requests wait in one queue served fairly
+// across tenants (admission::FairQueue, weights from the tenants) or are
+// refused. A slot a finishing request frees goes straight to the next
+// waiter whose model has room, on that waiter's own thread.
+//
+// Locking: one mutex, taken only when the configuration limits something
+// (a tenant with limits; admission.max_in_flight or
+// max_in_flight_per_worker). Without limits admit() and the ticket cost
+// nothing.
+#include <boost/asio/steady_timer.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kvgate/admission/fair_queue.hpp"
+#include "kvgate/admission/refusal.hpp"
+#include "kvgate/admission/token_bucket.hpp"
+#include "kvgate/core/result.hpp"
+#include "kvgate/http/beast.hpp"
+#include "kvgate/obs/metrics.hpp"
+#include "kvgate/route/routing_table.hpp"
+
+namespace kvgate::proxy {
+
+class AdmissionGate;
+
+// Holds one admitted request's slot; gives it back (to the next waiter,
+// if one may go) when destroyed. Empty when nothing limits concurrency.
+class AdmissionTicket {
+ public:
+  AdmissionTicket() = default;
+  AdmissionTicket(AdmissionGate* gate, std::shared_ptr<const route::RoutingTable> table, const route::ModelRoute* model)
+      : gate_(gate), table_(std::move(table)), model_(model) {}
+  AdmissionTicket(AdmissionTicket&& other) noexcept { *this = std::move(other); }
+  AdmissionTicket& operator=(AdmissionTicket&& other) noexcept;
+  AdmissionTicket(const AdmissionTicket&) = delete;
+  AdmissionTicket& operator=(const AdmissionTicket&) = delete;
+  ~AdmissionTicket() { release(); }
+  void release();
+
+ private:
+  AdmissionGate* gate_ = nullptr;
+  std::shared_ptr<const route::RoutingTable> table_;  // keeps model_ alive
+  const route::ModelRoute* model_ = nullptr;
+};
+
+class AdmissionGate {
+ public:
+  explicit AdmissionGate(obs::Metrics& metrics) : metrics_(metrics) {}
+
+  // The tenant's per-minute budgets: nothing is taken unless both have
+  // room; then one request and `prompt_tokens` are.
+  std::optional<admission::Refusal> check_rates(const tenant::Tenant& tenant, std::uint32_t prompt_tokens,
+                                                std::uint64_t now_ms);
+
+  // A slot for one request to `model`, or why not. Waits (at most
+  // admission.queue.max_wait) on the calling coroutine's executor; gives up
+  // early when the client closes `client`.
+  http::awaitable<Result<AdmissionTicket, admission::Refusal>> admit(std::shared_ptr<const route::RoutingTable> table,
+                                                                     const route::ModelRoute& model,
+                                                                     const tenant::Tenant& tenant,
+                                                                     http::tcp::socket& client);
+
+  [[nodiscard]] std::size_t waiting() const;
+  [[nodiscard]] std::uint32_t admitted() const;
+
+ private:
+  friend class AdmissionTicket;
+
+  struct Waiter {
+    explicit Waiter(const boost::asio::any_io_executor& executor) : timer(executor) {}
+    boost::asio::steady_timer timer;  // cancelled (on its own executor) when granted
+    std::shared_ptr<const route::RoutingTable> table;
+    const route::ModelRoute* model = nullptr;
+    bool granted = false;    // guarded by mutex_
+    bool abandoned = false;  // guarded by mutex_
+  };
+  using WaiterPtr = std::shared_ptr<Waiter>;
+
+  void release(const route::RoutingTable& table, const route::ModelRoute& model);
+  // Under mutex_: whether one more request to `model` fits.
+  [[nodiscard]] bool has_room(const route::RoutingTable& table, const route::ModelRoute& model) const;
+  // Under mutex_: grants slots to waiters in fair order while they fit;
+  // returns the granted ones (the caller wakes them outside the lock).
+  std::vector<WaiterPtr> dispatch(const route::RoutingTable& table);
+  static void wake(const std::vector<WaiterPtr>& granted, const Waiter* except);
+  void publish_queue_length();
+
+  obs::Metrics& metrics_;
+  mutable std::mutex mutex_;
+  std::uint32_t admitted_ = 0;                                   // slots held, all models
+  std::map<std::string, std::uint32_t, std::less<>> per_model_;  // slots held, by model name (survives reloads)
+  const tenant::Directory* weights_from_ = nullptr;              // the directory the queue's weights came from
+  admission::FairQueue<WaiterPtr> queue_;
+  std::size_t waiting_ = 0;  // queued and neither granted nor abandoned
+
+  struct Buckets {
+    std::optional<admission::TokenBucket> requests;
+    std::optional<admission::TokenBucket> tokens;
+  };
+  std::mutex rates_mutex_;
+  std::unordered_map<std::string, Buckets> rates_;  // by tenant name: survives reloads
+};
+
+}  // namespace kvgate::proxy

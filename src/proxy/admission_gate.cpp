@@ -1,0 +1,218 @@
+#include "kvgate/proxy/admission_gate.hpp"
+
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
+
+#include <algorithm>
+#include <chrono>
+
+namespace kvgate::proxy {
+
+namespace asio = boost::asio;
+using namespace boost::asio::experimental::awaitable_operators;
+
+AdmissionTicket& AdmissionTicket::operator=(AdmissionTicket&& other) noexcept {
+  if (this != &other) {
+    release();
+    gate_ = std::exchange(other.gate_, nullptr);
+    table_ = std::move(other.table_);
+    model_ = std::exchange(other.model_, nullptr);
+  }
+  return *this;
+}
+
+void AdmissionTicket::release() {
+  if (gate_ != nullptr) {
+    gate_->release(*table_, *model_);
+    gate_ = nullptr;
+    table_.reset();
+    model_ = nullptr;
+  }
+}
+
+std::optional<admission::Refusal> AdmissionGate::check_rates(const tenant::Tenant& tenant, std::uint32_t prompt_tokens,
+                                                             std::uint64_t now_ms) {
+  const auto& limits = tenant.limits;
+  if (limits.requests_per_minute <= 0 && limits.prompt_tokens_per_minute <= 0) {
+    return std::nullopt;
+  }
+  std::lock_guard lock(rates_mutex_);
+  auto& buckets = rates_[tenant.name];
+  // A reload may have changed, added or removed a limit.
+  auto sync = [&](std::optional<admission::TokenBucket>& bucket, double per_minute) {
+    if (per_minute <= 0) {
+      bucket.reset();
+    } else if (!bucket) {
+      bucket.emplace(per_minute, now_ms);
+    } else if (bucket->per_minute() != per_minute) {
+      bucket->set_per_minute(per_minute);
+    }
+  };
+  sync(buckets.requests, limits.requests_per_minute);
+  sync(buckets.tokens, limits.prompt_tokens_per_minute);
+  const auto requests_wait = buckets.requests ? buckets.requests->wait_ms(now_ms) : 0;
+  const auto tokens_wait = buckets.tokens ? buckets.tokens->wait_ms(now_ms) : 0;
+  if (requests_wait > 0 || tokens_wait > 0) {
+    const auto reason = requests_wait > 0 ? admission::RefusalReason::requests_per_minute
+                                          : admission::RefusalReason::prompt_tokens_per_minute;
+    metrics_.admission_refused(tenant.name, admission::to_string(reason));
+    return admission::Refusal{reason, std::max(requests_wait, tokens_wait)};
+  }
+  if (buckets.requests) {
+    buckets.requests->take(1, now_ms);
+  }
+  if (buckets.tokens) {
+    buckets.tokens->take(prompt_tokens, now_ms);
+  }
+  return std::nullopt;
+}
+
+bool AdmissionGate::has_room(const route::RoutingTable& table, const route::ModelRoute& model) const {
+  const auto& options = table.options->admission;
+  if (options.max_in_flight > 0 && admitted_ >= options.max_in_flight) {
+    return false;
+  }
+  if (options.max_in_flight_per_worker == 0) {
+    return true;
+  }
+  // The workers the router may pick; all of them when none (its panic mode).
+  const auto now = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+  std::size_t routable = 0;
+  for (const auto& worker : model.workers) {
+    routable += worker.state->healthy() && !worker.state->ejected(now) ? 1 : 0;
+  }
+  if (routable == 0) {
+    routable = model.workers.size();
+  }
+  auto held = per_model_.find(model.name);
+  const std::uint64_t in_flight = held == per_model_.end() ? 0 : held->second;
+  return in_flight < routable * std::uint64_t{options.max_in_flight_per_worker};
+}
+
+std::vector<AdmissionGate::WaiterPtr> AdmissionGate::dispatch(const route::RoutingTable& table) {
+  (void)table;
+  std::vector<WaiterPtr> granted;
+  for (;;) {
+    auto next = queue_.pop([&](const WaiterPtr& waiter) { return has_room(*waiter->table, *waiter->model); },
+                           [](const WaiterPtr& waiter) { return waiter->abandoned; });
+    if (!next) {
+      break;
+    }
+    auto& waiter = *next;
+    waiter->granted = true;
+    --waiting_;
+    ++admitted_;
+    ++per_model_[waiter->model->name];
+    granted.push_back(std::move(waiter));
+  }
+  // Waiters that gave up stay in their lanes until popped; sweep them when
+  // they outnumber the live ones, so a long-blocked queue cannot grow.
+  if (queue_.size() > 2 * waiting_ + 64) {
+    queue_.remove_if([](const WaiterPtr& waiter) { return waiter->abandoned; });
+  }
+  return granted;
+}
+
+void AdmissionGate::wake(const std::vector<WaiterPtr>& granted, const Waiter* except) {
+  for (const auto& waiter : granted) {
+    if (waiter.get() != except) {
+      // The timer belongs to the waiter's I/O thread: cancel it there.
+      asio::post(waiter->timer.get_executor(), [waiter] { waiter->timer.cancel(); });
+    }
+  }
+}
+
+void AdmissionGate::release(const route::RoutingTable& table, const route::ModelRoute& model) {
+  std::vector<WaiterPtr> granted;
+  {
+    std::lock_guard lock(mutex_);
+    --admitted_;
+    if (auto held = per_model_.find(model.name); held != per_model_.end() && held->second > 0) {
+      --held->second;
+    }
+    granted = dispatch(table);
+    publish_queue_length();
+  }
+  wake(granted, nullptr);
+}
+
+void AdmissionGate::publish_queue_length() {
+  metrics_.set_admission_state(waiting_, admitted_);
+}
+
+http::awaitable<Result<AdmissionTicket, admission::Refusal>> AdmissionGate::admit(
+    std::shared_ptr<const route::RoutingTable> table, const route::ModelRoute& model, const tenant::Tenant& tenant,
+    http::tcp::socket& client) {
+  const auto& options = table->options->admission;
+  if (!options.limits_concurrency()) {
+    co_return AdmissionTicket{};
+  }
+  const auto started = std::chrono::steady_clock::now();
+  auto waiter = std::make_shared<Waiter>(co_await asio::this_coro::executor);
+  waiter->table = table;
+  waiter->model = &model;
+  std::vector<WaiterPtr> granted;
+  bool full = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (weights_from_ != table->tenants.get()) {
+      std::vector<double> weights;
+      for (const auto& each : table->tenants->tenants()) {
+        weights.push_back(each.weight);
+      }
+      weights.push_back(1.0);  // the anonymous tenant
+      queue_.set_weights(std::move(weights));
+      weights_from_ = table->tenants.get();
+    }
+    // In the queue first, then the fair order decides: a newcomer never
+    // overtakes a waiter that may go.
+    queue_.push(tenant.index, waiter);
+    ++waiting_;
+    granted = dispatch(*table);
+    if (!waiter->granted && waiting_ > options.queue.max_length) {
+      waiter->abandoned = true;
+      --waiting_;
+      full = true;
+    }
+    publish_queue_length();
+  }
+  wake(granted, waiter.get());
+  if (full) {
+    metrics_.admission_refused(tenant.name, admission::to_string(admission::RefusalReason::queue_full));
+    co_return unexpected(admission::Refusal{admission::RefusalReason::queue_full, 1000});
+  }
+  if (!waiter->granted) {
+    waiter->timer.expires_after(options.queue.max_wait);
+    // Awaited on its own statement: g++ 12 miscompiles co_await inside
+    // larger expressions.
+    auto ended = co_await (waiter->timer.async_wait(http::use_nothrow) || http::wait_until_peer_closes(client));
+    const bool client_gone = ended.index() == 1 && std::get<1>(ended);
+    std::lock_guard lock(mutex_);
+    if (!waiter->granted) {
+      waiter->abandoned = true;
+      --waiting_;
+      publish_queue_length();
+      const auto reason = client_gone ? admission::RefusalReason::abandoned : admission::RefusalReason::queue_timeout;
+      metrics_.admission_refused(tenant.name, admission::to_string(reason));
+      co_return unexpected(admission::Refusal{reason, 1000});
+    }
+  }
+  metrics_.admission_waited(tenant.name,
+                            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  co_return AdmissionTicket{this, std::move(table), &model};
+}
+
+std::size_t AdmissionGate::waiting() const {
+  std::lock_guard lock(mutex_);
+  return waiting_;
+}
+
+std::uint32_t AdmissionGate::admitted() const {
+  std::lock_guard lock(mutex_);
+  return admitted_;
+}
+
+}  // namespace kvgate::proxy
