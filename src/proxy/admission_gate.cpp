@@ -156,6 +156,7 @@ http::awaitable<Result<AdmissionTicket, admission::Refusal>> AdmissionGate::admi
   waiter->model = &model;
   std::vector<WaiterPtr> granted;
   bool full = false;
+  bool granted_at_once = false;  // read under the lock: another thread's release may grant it any time
   {
     std::lock_guard lock(mutex_);
     if (weights_from_ != table->tenants.get()) {
@@ -177,6 +178,7 @@ http::awaitable<Result<AdmissionTicket, admission::Refusal>> AdmissionGate::admi
       --waiting_;
       full = true;
     }
+    granted_at_once = waiter->granted;
     publish_queue_length();
   }
   wake(granted, waiter.get());
@@ -184,12 +186,17 @@ http::awaitable<Result<AdmissionTicket, admission::Refusal>> AdmissionGate::admi
     metrics_.admission_refused(tenant.name, admission::to_string(admission::RefusalReason::queue_full));
     co_return unexpected(admission::Refusal{admission::RefusalReason::queue_full, 1000});
   }
-  if (!waiter->granted) {
+  if (!granted_at_once) {
     waiter->timer.expires_after(options.queue.max_wait);
     // Awaited on its own statement: g++ 12 miscompiles co_await inside
     // larger expressions.
     auto ended = co_await (waiter->timer.async_wait(http::use_nothrow) || http::wait_until_peer_closes(client));
     const bool client_gone = ended.index() == 1 && std::get<1>(ended);
+    if (ended.index() == 1 && !client_gone) {
+      // The client sent more (a pipelined request) and is still there: the
+      // timer alone decides.
+      co_await waiter->timer.async_wait(http::use_nothrow);
+    }
     std::lock_guard lock(mutex_);
     if (!waiter->granted) {
       waiter->abandoned = true;

@@ -6,6 +6,7 @@
 
 #include <future>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -219,6 +220,30 @@ TEST_F(Admission, AClientThatLeavesTheQueueFreesItsPlace) {
   release_all();
   EXPECT_EQ(held->rest().back(), "[DONE]");
   EXPECT_EQ(queued.get().status, 200);
+}
+
+TEST_F(Admission, APipelinedRequestBehindAQueuedOneDoesNotCutItsWaitShort) {
+  start("admission: {max_in_flight: 1, queue: {max_length: 4, max_wait: 30s}}\n");
+  auto held = hold();
+  const auto body = chat_body();
+  std::string request =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  auto answers =
+      std::async(std::launch::async, [&] { return raw_exchange(harness.api_port(), request + request, 3s); });
+  wait_queue_length(1);
+  std::this_thread::sleep_for(300ms);  // long enough for a wrongly woken waiter to have answered
+  EXPECT_EQ(metric_value(harness, "kvgate_admission_queue_length"), 1);
+  release_all();
+  EXPECT_EQ(held->rest().back(), "[DONE]");
+  const auto text = answers.get();
+  std::size_t ok = 0;
+  for (auto at = text.find("HTTP/1.1 200"); at != std::string::npos; at = text.find("HTTP/1.1 200", at + 1)) {
+    ++ok;
+  }
+  EXPECT_EQ(ok, 2u) << text;
+  EXPECT_EQ(text.find("HTTP/1.1 429"), std::string::npos) << text;
 }
 
 }  // namespace
