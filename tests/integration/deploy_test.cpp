@@ -215,6 +215,21 @@ TEST(Deploy, EveryMetricTheDashboardAndTheAlertsUseExistsWithItsLabels) {
     close(held);
     add_exposition(families, get(harness.admin_port(), "/metrics").body);
   }
+  {
+    // A tenant past its rate limit, and the admission queue.
+    Harness harness;
+    SimProcess sim(harness, {}, "sim");
+    harness.start_gateway(
+        "admission: {max_in_flight: 4}\ntenants:\n  - {name: t, limits: {requests_per_minute: 1}, api_key_sha256: "
+        "'9b026803df327ca79463366dddb11cbe8aface7f290d5414c969a0d6a94be600'}\n",  // printf %s deploy-test-key |
+                                                                                  // sha256sum
+        "models:\n  - name: \"sim-model\"\n    workers:\n      - {id: sim, url: \"" + sim.url() + "\"}\n");
+    const auto request = json{{"model", "sim-model"}, {"prompt", "hi"}, {"max_tokens", 1}}.dump();
+    const Headers key{{"authorization", "Bearer deploy-test-key"}};
+    EXPECT_EQ(post_json(harness.api_port(), "/v1/completions", request, key).status, 200);
+    EXPECT_EQ(post_json(harness.api_port(), "/v1/completions", request, key).status, 429);
+    add_exposition(families, get(harness.admin_port(), "/metrics").body);
+  }
 
   // Every kvgate_* name the shipped files query, with the label names its
   // selectors use.
