@@ -23,7 +23,8 @@ using Request = bhttp::request<bhttp::string_body>;
 struct Stats {
   int requests = 0;
   int completed = 0;
-  int aborted = 0;  // the client closed the connection before the answer ended
+  int aborted = 0;      // the client closed the connection before the answer ended
+  int v1_requests = 0;  // every request under /v1/, whatever its path
   json last_request;
 };
 
@@ -45,7 +46,11 @@ struct Upstream {
     change.expires_at(std::chrono::steady_clock::time_point::max());
   }
   json stats_json() const {
-    return {{"id", id}, {"requests", stats.requests}, {"completed", stats.completed}, {"aborted", stats.aborted}};
+    return {{"id", id},
+            {"requests", stats.requests},
+            {"completed", stats.completed},
+            {"aborted", stats.aborted},
+            {"v1_requests", stats.v1_requests}};
   }
 };
 
@@ -180,6 +185,9 @@ class Connection {
     auto path = target.substr(0, target.find('?'));
     if (path.starts_with("/control/")) {
       co_return co_await control(request, path, target);
+    }
+    if (target.starts_with("/v1/") || !target.starts_with("/")) {
+      ++upstream_.stats.v1_requests;
     }
     if (path == "/v1/chat/completions" || path == "/v1/completions") {
       co_return co_await complete(request, path == "/v1/chat/completions");

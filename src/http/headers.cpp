@@ -72,6 +72,57 @@ awaitable<std::optional<StringRequest>> read_request(beast::tcp_stream& stream, 
   co_return parser.release();
 }
 
+namespace {
+
+bool unsafe_target(std::string_view target) {
+  const auto path = target.substr(0, target.find('?'));
+  if (target.find('\0') != std::string_view::npos) {
+    return true;
+  }
+  // Percent-encoded '.', '/' and '\\' may decode into a dot segment or a
+  // different path at the next hop.
+  for (std::size_t at = path.find('%'); at != std::string_view::npos; at = path.find('%', at + 1)) {
+    const auto code = path.substr(at + 1, 2);
+    if (code.size() == 2 &&
+        (((code[0] == '2') && (code[1] == 'e' || code[1] == 'E' || code[1] == 'f' || code[1] == 'F')) ||
+         ((code[0] == '5') && (code[1] == 'c' || code[1] == 'C')))) {
+      return true;
+    }
+  }
+  // Dot segments: "/./", "/../", or the path ending in "/." or "/..".
+  for (std::size_t at = path.find("/."); at != std::string_view::npos; at = path.find("/.", at + 1)) {
+    auto rest = path.substr(at + 1);
+    const auto segment = rest.substr(0, rest.find('/'));
+    if (segment == "." || segment == "..") {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+std::optional<std::string_view> unsafe_request_head(const bhttp::request_header<>& head) {
+  if (head.count(bhttp::field::content_length) > 1) {
+    return "more than one Content-Length header";
+  }
+  if (head.count(bhttp::field::host) > 1) {
+    return "more than one Host header";
+  }
+  if (head.version() < 11 && head.count(bhttp::field::transfer_encoding) > 0) {
+    return "Transfer-Encoding in an HTTP/1.0 request";
+  }
+  for (const auto& field : head) {
+    if (field.value().find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos) {
+      return "a header value holds CR, LF or NUL (obsolete line folding is not accepted)";
+    }
+  }
+  if (unsafe_target(head.target())) {
+    return "the target has dot segments or encoded dots, slashes or backslashes";
+  }
+  return std::nullopt;
+}
+
 awaitable<bool> wait_until_peer_closes(tcp::socket& socket) {
   for (;;) {
     auto [error] = co_await socket.async_wait(tcp::socket::wait_read, use_nothrow);

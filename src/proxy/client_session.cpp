@@ -70,6 +70,15 @@ awaitable<bool> ClientSession::serve_one(bool first_request) {
     }
     co_return false;
   }
+  if (auto unsafe = unsafe_request_head(parser.get())) {
+    exchange.request_id = make_request_id();
+    exchange.keep_alive = false;
+    spdlog::info("request {}: refused before forwarding: {}", exchange.request_id, *unsafe);
+    co_await respond_error(exchange, openai::invalid_request("Malformed HTTP request: " + std::string(*unsafe) + ".",
+                                                             {}, "bad_http_request"));
+    finish(exchange);
+    co_return false;
+  }
   // A request with more header lines than any client sends is refused before
   // its body is read (the connection closes: the body is not read).
   const auto fields = static_cast<std::size_t>(std::distance(parser.get().begin(), parser.get().end()));
@@ -115,8 +124,10 @@ awaitable<void> ClientSession::reject_unreadable(const error_code& error, Exchan
   if (error == bhttp::error::body_limit) {
     co_await respond_error(exchange, openai::body_too_large(body_limit));
   } else if (error == bhttp::error::header_limit) {
-    co_await respond_error(exchange,
-                           openai::invalid_request("The request headers are too large.", {}, "headers_too_large"));
+    // RFC 6585: 431 Request Header Fields Too Large (the request line counts).
+    auto too_large = openai::invalid_request("The request headers are too large.", {}, "headers_too_large");
+    too_large.status = 431;
+    co_await respond_error(exchange, too_large);
   } else if (error == beast::error::timeout) {
     auto timeout = openai::invalid_request("The request was not received in time.", {}, "request_timeout");
     timeout.status = 408;

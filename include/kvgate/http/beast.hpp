@@ -33,6 +33,15 @@ inline constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 // header named in Connection; they describe one connection, not the message.
 void strip_hop_by_hop(bhttp::fields& fields);
 
+// Why a parsed request head must be refused before anything is forwarded
+// (a 400 that closes the connection), or nullopt. Beast accepts what RFC
+// 9112 lets a server accept; a proxy must not, because the next hop may
+// read the same bytes differently (request smuggling, header injection):
+// more than one Content-Length or Host, Transfer-Encoding in HTTP/1.0, a
+// value holding CR, LF or NUL (what obsolete line folding leaves), and a
+// target with dot segments, encoded dots or slashes, or a NUL.
+std::optional<std::string_view> unsafe_request_head(const bhttp::request_header<>& head);
+
 // Opens, binds and listens; with `reuse_port`, several acceptors (one per
 // I/O thread) can share the port. Returns the bound endpoint (the real port
 // when `endpoint` asked for port 0) or a message naming the address.
