@@ -3,6 +3,7 @@
 // given flags on kernel-chosen ports, its endpoints read from its stdout.
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +41,11 @@ class SimProcess {
   [[nodiscard]] std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   // Stops the process (SIGTERM, then SIGKILL after the grace period).
   void stop() { process_->stop(); }
+  // As a crash: SIGKILL, nothing flushed or closed in order.
+  void kill_hard() {
+    process_->send_signal(SIGKILL);
+    (void)process_->wait_exit(std::chrono::seconds(5));
+  }
   // The simulator's next KV-event sequence number (a simulator-only gauge).
   [[nodiscard]] std::int64_t next_event_sequence() const {
     auto text = get(port_, "/metrics").body;
