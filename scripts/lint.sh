@@ -11,7 +11,8 @@ files=(src/core/*.cpp src/policy/*.cpp src/openai/*.cpp src/config/*.cpp src/tok
   src/chat_template/*.cpp src/prompt/*.cpp src/prefix/*.cpp src/index/*.cpp src/kv_events/decoder.cpp
   src/kv_events/event_draft.cpp src/kv_events/worker_caches.cpp src/kv_events/model_cache.cpp
   src/kv_events/sequence_tracker.cpp src/route/session_table.cpp src/route/router.cpp
-  src/discovery/discovered_workers.cpp src/obs/recent_activity.cpp
+  src/discovery/discovered_workers.cpp src/obs/recent_activity.cpp src/crypto/*.cpp src/tenant/*.cpp
+  src/admission/*.cpp
   bench/load/workload.cpp bench/load/answer.cpp bench/load/report.cpp bench/load/report_html.cpp
   bench/load/dial.cpp bench/load/capacity.cpp)
 # -Wno-unknown-warning-option: the build's GCC-only flags (-Wno-restrict).
