@@ -206,8 +206,8 @@ class Attempts {
       for (const auto& route : fleet) {
         ejected += route.state->ejected(now) ? 1 : 0;
       }
-      const auto percent = table.options->outlier_detection.max_ejected_percent;
-      may_eject = fleet.size() > 1 && (ejected == 0 || (ejected + 1) * 100 <= percent * fleet.size());
+      may_eject =
+          workers::ejection_allowed(ejected, fleet.size(), table.options->outlier_detection.max_ejected_percent);
     }
     const auto change = worker.record_traffic(failure, now, table.ejection, may_eject);
     if (change == workers::CircuitBreaker::Change::ejected) {

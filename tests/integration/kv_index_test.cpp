@@ -165,6 +165,9 @@ TEST(KvIndex, APublisherThatDiesAndComesBackIsFollowedAgain) {
   fleet.wait_synced("a");
   fleet.replace_sim("a", "array");
   fleet.warm_up("a");
+  // The health checks may have caught the moment between the two processes:
+  // wait until the worker is routable again (two good checks).
+  fleet.wait_until("a", [](const json& worker) { return worker["healthy"] == true; });
   fleet.turn(request["messages"]);
   fleet.wait_synced("a");
   auto state = fleet.worker("a");

@@ -9,6 +9,17 @@ namespace {
 
 constexpr EjectionOptions kOptions{3, 1'000, 5'000};
 
+TEST(EjectionAllowed, TheCapCountsWholeWorkersAndNeverEmptiesAFleet) {
+  EXPECT_FALSE(ejection_allowed(0, 1, 100));  // a lone worker stays
+  EXPECT_TRUE(ejection_allowed(0, 2, 50));
+  EXPECT_FALSE(ejection_allowed(1, 2, 50));
+  EXPECT_TRUE(ejection_allowed(0, 3, 10));   // the first one always may go
+  EXPECT_FALSE(ejection_allowed(1, 3, 50));  // two of three is 67%
+  EXPECT_TRUE(ejection_allowed(1, 4, 50));
+  EXPECT_FALSE(ejection_allowed(2, 4, 50));
+  EXPECT_TRUE(ejection_allowed(2, 3, 100));
+}
+
 TEST(CircuitBreaker, OpensAfterConsecutiveFailuresOnly) {
   CircuitBreaker breaker;
   EXPECT_EQ(breaker.record(FailureCause::connect, 0, kOptions), CircuitBreaker::Change::none);

@@ -7,6 +7,7 @@
 // decides: a success closes it (and forgets the ejections), a failure
 // opens it again for twice as long. Pure: time is an input, the caller
 // serialises calls.
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -55,6 +56,14 @@ inline constexpr std::string_view to_string(BreakerState state) {
       return "half_open";
   }
   return "unknown";
+}
+
+// Envoy's max_ejection_percent: whether one more of a model's `fleet`
+// workers may be ejected while `ejected` already are. A lone worker never
+// is (nothing to route to instead); one may always be when none is, even
+// below the percentage's first whole worker.
+[[nodiscard]] constexpr bool ejection_allowed(std::size_t ejected, std::size_t fleet, std::uint32_t max_percent) {
+  return fleet > 1 && (ejected == 0 || (ejected + 1) * 100 <= std::size_t{max_percent} * fleet);
 }
 
 class CircuitBreaker {
