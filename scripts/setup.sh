@@ -14,8 +14,9 @@ build_packages=(
 # validate /metrics and the alert rules, curl for scripts; nginx and HAProxy
 # are the peers a kvgate-bench test compares against (bench/peers), python3
 # finds free ports; chromium (headless) renders the status page and the
-# bench reports (scripts/screenshot.py).
-test_packages=(clang clang-format clang-tidy libclang-rt-14-dev prometheus curl nginx-light haproxy python3 chromium)
+# bench reports (scripts/screenshot.py); iproute2's ss destroys live TCP
+# connections in the fault suite.
+test_packages=(clang clang-format clang-tidy libclang-rt-14-dev prometheus curl nginx-light haproxy python3 chromium iproute2)
 # Benchmarks: wrk as the load generator.
 bench_packages=(wrk)
 

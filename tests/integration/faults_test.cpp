@@ -1,14 +1,14 @@
 // Nothing lost under faults: streaming load through the gateway while its
 // kvgate-sim replicas fail in every way /sim/fault offers, one is killed
-// with SIGKILL, and two reloads add and remove workers and change the
-// policy. Counted on both sides: every request the clients sent ends
-// complete or with a well-formed error, within its deadline, never silently
-// short; the gateway counted as many.
+// with SIGKILL, its connections to another are destroyed under it (ss -K),
+// and two reloads add and remove workers and change the policy. Counted on both sides: every request the clients sent
+// ends complete or with a well-formed error, within its deadline, never silently short; the gateway counted as many.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -142,6 +142,22 @@ TEST(Faults, UnderEveryFaultNothingIsLostAndBothSidesCountTheSame) {
   phase(b, {{"mode", "status"}, {"status", 500}});  // relayed as the engine's answer, then ejected
   phase(c, {{"mode", "slow"}, {"factor", 20}});
   phase(c, {{"mode", "drop_after"}, {"tokens", 3}});  // mid-stream: an error event and [DONE]
+  // The gateway's connections to c torn down under it (as a node's network
+  // failing): `ss -K` destroys the sockets (root, iproute2). Streams to c
+  // are cut mid-way; requests not yet answered are retried elsewhere.
+  int destroyed = 0;
+  for (int round = 0; round < 15; ++round) {
+    const auto command = "ss -K -H -t dst 127.0.0.1 dport = :" + std::to_string(c.port()) + " 2>/dev/null";
+    if (FILE* listing = popen(command.c_str(), "r")) {
+      char line[512];
+      while (fgets(line, sizeof line, listing) != nullptr) {
+        ++destroyed;
+      }
+      pclose(listing);
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_GT(destroyed, 0) << "ss -K destroyed no connection to c";
   phase(a, {{"mode", "drop_batches"}, {"count", 5}});
   phase(a, {{"mode", "restart"}});
   b.kill_hard();
