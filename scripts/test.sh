@@ -46,7 +46,7 @@ TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/route_test --gtest_brief=1 --gtest
 stage "fuzz smoke (libFuzzer, clang)"
 cmake -S fuzz -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 cmake --build build-fuzz -j"$jobs"
-fuzz_seconds=${KVGATE_FUZZ_SECONDS:-15}
+fuzz_seconds=${KVGATE_FUZZ_SECONDS:-10}
 for target in inspect_request config kv_event_decoder prometheus_text tokenizer chat_template; do
   # Work on a copy: libFuzzer adds what it finds to the corpus folder.
   scratch=$(mktemp -d)
