@@ -41,11 +41,11 @@ stage "ThreadSanitizer (the code shared between threads without Asio)"
 # segment cache, the worker state atomics (and drift window) and the
 # router's session table, each with a multi-threaded test.
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVGATE_SANITIZE_THREAD=ON >/dev/null
-cmake --build build-tsan -j"$jobs" --target index_test tokenizer_test workers_test route_test
+cmake --build build-tsan -j"$jobs" --target index_test tokenizer_test workers_test session_table_test
 for target in index_test tokenizer_test workers_test; do
   TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/"$target" --gtest_brief=1
 done
-TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/route_test --gtest_brief=1 --gtest_filter="*Threads*"
+TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/session_table_test --gtest_brief=1 --gtest_filter="*Threads*"
 stage "fuzz smoke (libFuzzer, clang)"
 cmake -S fuzz -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 cmake --build build-fuzz -j"$jobs"

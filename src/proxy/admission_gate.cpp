@@ -24,7 +24,7 @@ AdmissionTicket& AdmissionTicket::operator=(AdmissionTicket&& other) noexcept {
 
 void AdmissionTicket::release() {
   if (gate_ != nullptr) {
-    gate_->release(*table_, *model_);
+    gate_->release(*model_);
     gate_ = nullptr;
     table_.reset();
     model_ = nullptr;
@@ -92,8 +92,7 @@ bool AdmissionGate::has_room(const route::RoutingTable& table, const route::Mode
   return in_flight < routable * std::uint64_t{options.max_in_flight_per_worker};
 }
 
-std::vector<AdmissionGate::WaiterPtr> AdmissionGate::dispatch(const route::RoutingTable& table) {
-  (void)table;
+std::vector<AdmissionGate::WaiterPtr> AdmissionGate::dispatch() {
   std::vector<WaiterPtr> granted;
   for (;;) {
     auto next = queue_.pop([&](const WaiterPtr& waiter) { return has_room(*waiter->table, *waiter->model); },
@@ -125,7 +124,7 @@ void AdmissionGate::wake(const std::vector<WaiterPtr>& granted, const Waiter* ex
   }
 }
 
-void AdmissionGate::release(const route::RoutingTable& table, const route::ModelRoute& model) {
+void AdmissionGate::release(const route::ModelRoute& model) {
   std::vector<WaiterPtr> granted;
   {
     std::lock_guard lock(mutex_);
@@ -133,7 +132,7 @@ void AdmissionGate::release(const route::RoutingTable& table, const route::Model
     if (auto held = per_model_.find(model.name); held != per_model_.end() && held->second > 0) {
       --held->second;
     }
-    granted = dispatch(table);
+    granted = dispatch();
     publish_queue_length();
   }
   wake(granted, nullptr);
@@ -172,7 +171,7 @@ http::awaitable<Result<AdmissionTicket, admission::Refusal>> AdmissionGate::admi
     // overtakes a waiter that may go.
     queue_.push(tenant.index, waiter);
     ++waiting_;
-    granted = dispatch(*table);
+    granted = dispatch();
     if (!waiter->granted && waiting_ > options.queue.max_length) {
       waiter->abandoned = true;
       --waiting_;

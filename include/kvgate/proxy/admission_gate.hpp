@@ -86,12 +86,13 @@ class AdmissionGate {
   };
   using WaiterPtr = std::shared_ptr<Waiter>;
 
-  void release(const route::RoutingTable& table, const route::ModelRoute& model);
+  void release(const route::ModelRoute& model);
   // Under mutex_: whether one more request to `model` fits.
   [[nodiscard]] bool has_room(const route::RoutingTable& table, const route::ModelRoute& model) const;
-  // Under mutex_: grants slots to waiters in fair order while they fit;
-  // returns the granted ones (the caller wakes them outside the lock).
-  std::vector<WaiterPtr> dispatch(const route::RoutingTable& table);
+  // Under mutex_: grants slots to waiters in fair order while they fit
+  // (each against the table it arrived with); returns the granted ones (the
+  // caller wakes them outside the lock).
+  std::vector<WaiterPtr> dispatch();
   static void wake(const std::vector<WaiterPtr>& granted, const Waiter* except);
   void publish_queue_length();
 
