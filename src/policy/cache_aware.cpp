@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 
 #include "kvgate/policy/policy.hpp"
 
@@ -19,8 +20,9 @@ namespace {
 // saving outweighs its queue; when it is busy enough, another worker's
 // shorter queue wins even though it must prefill everything (affinity is
 // broken when it stops paying). A slower worker (learned rates) gets
-// proportionally less. Ties go to the worker with fewer requests in flight,
-// then rotate (pick_best).
+// proportionally less. Ties (equal hits, scores within the rates' learned
+// noise) go to the worker holding fewer index blocks, then the one with
+// fewer requests in flight, then rotate (pick_best).
 class CacheAware final : public Policy {
  public:
   explicit CacheAware(CostModel cost) : cost_(cost) {}
@@ -62,6 +64,8 @@ class CacheAware final : public Policy {
         others * cost_.queue_ms_per_waiting_request;
     candidate.expected_ttft_ms = candidate.queue_delay_ms + candidate.prefill_ms;
     candidate.score = candidate.queue_delay_ms + cost_.own_prefill_weight * candidate.prefill_ms;
+    candidate.score_noise_ms = candidate.score * worker.prefill.relative_noise;
+    candidate.indexed_blocks = worker.indexed_blocks;
   }
 
   // The soft bound (routing-study.md, "bounded load"): a worker is within
@@ -106,9 +110,19 @@ class CacheAware final : public Policy {
     }
   }
 
+  // Workers that would hold the same part of the prompt and whose scores
+  // differ by less than their rates' noise are ties: they go to the one
+  // holding the fewest blocks (new conversations spread over the fleet's
+  // memory, which every gateway sees alike), then the fewest requests in
+  // flight. A worker that is really slower (twice the cost) still loses.
   static bool better(const Candidate& candidate, const Candidate& best) {
-    if (candidate.score != best.score) {
+    const bool same_hit = candidate.cached_tokens == best.cached_tokens;
+    const double noise = same_hit ? std::max(candidate.score_noise_ms, best.score_noise_ms) : 0.0;
+    if (std::abs(candidate.score - best.score) > noise) {
       return candidate.score < best.score;
+    }
+    if (same_hit && candidate.indexed_blocks != best.indexed_blocks) {
+      return candidate.indexed_blocks < best.indexed_blocks;
     }
     return candidate.in_flight < best.in_flight;
   }

@@ -156,8 +156,8 @@ void PrefillFit::solve() {
 }
 
 PrefillRates PrefillFit::rates() const {
-  return {theta_[0] / kTokensPerUnit, theta_[1] / kPairsPerUnit, theta_[2], samples_,
-          theta_[3] / kActivePerUnit, theta_[4] / kTokensPerUnit};
+  return {theta_[0] / kTokensPerUnit, theta_[1] / kPairsPerUnit,  theta_[2], samples_,
+          theta_[3] / kActivePerUnit, theta_[4] / kTokensPerUnit, scale_};
 }
 
 }  // namespace kvgate::policy

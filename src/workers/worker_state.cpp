@@ -89,7 +89,8 @@ policy::PrefillRates WorkerState::prefill_rates() const {
           prefill_base_ms_.load(std::memory_order_relaxed),
           prefill_samples_.load(std::memory_order_relaxed),
           prefill_ms_per_active_token_.load(std::memory_order_relaxed),
-          prefill_ms_per_queued_token_.load(std::memory_order_relaxed)};
+          prefill_ms_per_queued_token_.load(std::memory_order_relaxed),
+          prefill_relative_noise_.load(std::memory_order_relaxed)};
 }
 
 policy::PrefillFit::Verdict WorkerState::record_prefill(const policy::PrefillSample& sample) {
@@ -121,6 +122,7 @@ void WorkerState::publish_prefill_rates(const policy::PrefillRates& rates) {
   prefill_base_ms_.store(rates.base_ms, std::memory_order_relaxed);
   prefill_ms_per_active_token_.store(rates.ms_per_active_token, std::memory_order_relaxed);
   prefill_ms_per_queued_token_.store(rates.ms_per_queued_token, std::memory_order_relaxed);
+  prefill_relative_noise_.store(rates.relative_noise, std::memory_order_relaxed);
   prefill_samples_.store(rates.samples, std::memory_order_relaxed);
 }
 

@@ -316,6 +316,36 @@ TEST(CacheAware, EachWorkerIsPricedWithItsOwnRates) {
   EXPECT_DOUBLE_EQ(cached.candidates[1].prefill_ms, 0.05 * 400 + 1e-5 * (1e6 - 360'000) / 2);
 }
 
+TEST(CacheAware, LearnedNoiseIsATieBrokenByTheFewestBlocksButARealDifferenceWins) {
+  auto policy = make_cache_aware(plain_cost());
+  // Two idle workers, nothing cached: a learned 3% cheaper than b, but each
+  // fit's requests scatter by 10% around it; b holds fewer blocks.
+  std::vector<WorkerView> workers{{"a", true, 0}, {"b", true, 0}};
+  workers[0].prefill = kLinear;
+  workers[0].prefill.ms_per_token *= 0.97;
+  workers[1].prefill = kLinear;
+  workers[0].prefill.relative_noise = workers[1].prefill.relative_noise = 0.1;
+  workers[0].indexed_blocks = 120;
+  workers[1].indexed_blocks = 40;
+  for (std::uint64_t tie_break : {0u, 1u, 7u}) {
+    RouteRequest request{"m", std::nullopt, 0, {}, 1'000};
+    request.tie_break = tie_break;
+    EXPECT_EQ(policy->decide(request, workers).worker_index, 1u) << tie_break;
+  }
+  // Without learned noise (the priors) the cheaper price wins.
+  workers[0].prefill.relative_noise = workers[1].prefill.relative_noise = 0;
+  EXPECT_EQ(policy->decide({"m", std::nullopt, 0, {}, 1'000}, workers).worker_index, 0u);
+  // Twice the cost is beyond the noise: the fuller but faster worker wins.
+  workers[0].prefill.relative_noise = workers[1].prefill.relative_noise = 0.1;
+  workers[1].prefill.ms_per_token = 2 * kLinear.ms_per_token;
+  EXPECT_EQ(policy->decide({"m", std::nullopt, 0, {}, 1'000}, workers).worker_index, 0u);
+  // A worker holding more of the prompt is no tie, whatever the noise.
+  workers[1].prefill = workers[0].prefill;
+  workers[0].cached_tokens = 16;
+  workers[0].indexed_blocks = 4'000;
+  EXPECT_EQ(policy->decide({"m", std::nullopt, 0, {}, 1'000}, workers).worker_index, 0u);
+}
+
 TEST(CacheAware, TheOwnPrefillWeightChargesTheWorkAPlacementAdds) {
   // a is idle and holds nothing (400 ms of prefill); b holds most of the
   // prompt (80 ms) behind 350 ms of queue. Plain expected TTFT picks a

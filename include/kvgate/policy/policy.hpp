@@ -102,6 +102,11 @@ struct Candidate {
   double prefill_ms = -1;
   double expected_ttft_ms = -1;
   double score = 0;  // lower is better; policy-specific
+  // cache_aware: how far the score may be off by the worker's learned
+  // rates' noise (PrefillRates::relative_noise), in ms; and the blocks the
+  // index credits the worker (its share of the fleet's KV memory).
+  double score_noise_ms = 0;
+  std::uint64_t indexed_blocks = 0;
 };
 
 struct Decision {

@@ -217,6 +217,7 @@ class WorkerState {
   std::atomic<double> prefill_base_ms_{policy::PrefillRates{}.base_ms};
   std::atomic<double> prefill_ms_per_active_token_{policy::PrefillRates{}.ms_per_active_token};
   std::atomic<double> prefill_ms_per_queued_token_{policy::PrefillRates{}.ms_per_queued_token};
+  std::atomic<double> prefill_relative_noise_{0};
   std::atomic<std::uint64_t> prefill_samples_{0};
   mutable std::mutex prefill_mutex_;
   policy::PrefillFit prefill_fit_{policy::PrefillFitOptions{}};
