@@ -68,6 +68,29 @@ AdminResponse metrics(proxy::GatewayContext& context) {
   return {200, "text/plain; version=0.0.4; charset=utf-8", context.metrics().serialize()};
 }
 
+// Non-empty age buckets as {"from_ms": lower edge, "blocks": n}, youngest
+// first (policy/eviction.hpp has the scale).
+json idle_age_json(const policy::AgeHistogram& histogram) {
+  json buckets = json::array();
+  for (std::size_t bucket = 0; bucket < histogram.size(); ++bucket) {
+    if (histogram[bucket] > 0) {
+      buckets.push_back({{"from_ms", policy::age_bucket_low_ms(bucket)}, {"count", histogram[bucket]}});
+    }
+  }
+  return buckets;
+}
+
+// What the eviction term knows of the model's conversations.
+json returns_json(const route::SessionGaps& gaps) {
+  const auto counts = gaps.counts();
+  const auto model = policy::ReturnModel(counts.gaps, counts.turns, counts.sessions);
+  return {{"learned", model.learned()},
+          {"turns", counts.turns},
+          {"sessions", counts.sessions},
+          {"continuation", model.learned() ? json(model.continuation()) : json(nullptr)},
+          {"gaps_by_age", idle_age_json(counts.gaps)}};
+}
+
 AdminResponse debug_workers(proxy::GatewayContext& context) {
   auto table = context.table();
   json workers = json::array();
@@ -154,7 +177,10 @@ AdminResponse debug_workers(proxy::GatewayContext& context) {
           {"index",
            {{"blocks", model.cache->index.entries_of(route.slot)},
             {"engine_blocks", stream.engine_blocks.load()},
-            {"assumed_blocks", stream.assumed_blocks.load()}}},
+            {"assumed_blocks", stream.assumed_blocks.load()},
+            {"gpu_blocks", stream.gpu_blocks.load()},
+            {"capacity_blocks", stream.capacity_blocks.load()},
+            {"gpu_blocks_by_idle_age", idle_age_json(stream.lru_profile(proxy::unix_now_ms()).blocks)}}},
       });
     }
   }
@@ -293,6 +319,7 @@ AdminResponse debug_route(proxy::GatewayContext& context, std::string_view query
             {"gap_ms", optional_ms(decision.gap_ms)},
             {"tokenization", model.tokenizer ? "exact" : "approximate"},
             {"blocks", inference.prompt.blocks.size()},
+            {"returns", returns_json(*model.session_gaps)},
             {"candidates", proxy::candidates_json(decision.candidates)}});
 }
 

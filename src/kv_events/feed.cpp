@@ -357,17 +357,32 @@ void Feed::tick(std::uint64_t now_ms) {
   if (events_on()) {
     perform(tracker_.on_tick(now_ms), now_ms);
   }
-  publish_counts();
+  publish_counts(now_ms);
 }
 
-void Feed::publish_counts() {
-  status_.engine_blocks = config_.cache->caches.engine_blocks(config_.slot);
-  status_.assumed_blocks = config_.cache->caches.assumed_blocks(config_.slot);
+void Feed::publish_counts(std::uint64_t now_ms) {
+  const auto& caches = config_.cache->caches;
+  status_.engine_blocks = caches.engine_blocks(config_.slot);
+  status_.assumed_blocks = caches.assumed_blocks(config_.slot);
+  const auto held = caches.gpu_blocks(config_.slot);
+  const auto capacity = capacity_blocks();
+  status_.gpu_blocks = held;
+  status_.capacity_blocks = capacity;
+  // The ages walk one entry per 100 ms of the cache's residency: only worth
+  // it when a placement can evict (policy/eviction.hpp).
+  policy::AgeHistogram ages{};
+  if (held * 2 >= capacity) {
+    ages = caches.gpu_block_ages(config_.slot, now_ms);
+  }
+  for (std::size_t bucket = 0; bucket < ages.size(); ++bucket) {
+    status_.gpu_block_ages[bucket].store(ages[bucket], std::memory_order_relaxed);
+  }
+  status_.gpu_block_ages_unix_ms = unix_ms();
 }
 
 void Feed::drop_entries() {
   config_.cache->caches.drop_worker(config_.slot);
-  publish_counts();
+  publish_counts(0);  // nothing left to age
 }
 
 }  // namespace kvgate::kv_events

@@ -48,7 +48,7 @@ class Feed {
   void apply(const EventMessage& message, std::uint64_t now_ms);
   void send_replay_request(std::uint64_t from);
   void finished_replay(const SequenceAction& finished);
-  void publish_counts();
+  void publish_counts(std::uint64_t now_ms);
   [[nodiscard]] bool events_on() const { return !config_.events_endpoint.empty(); }
   [[nodiscard]] std::uint64_t capacity_blocks() const;
   [[nodiscard]] SequenceSettings sequence_settings() const;

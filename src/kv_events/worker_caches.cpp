@@ -104,6 +104,7 @@ void WorkerCaches::store(WorkerSlot slot, const BlockStored& event, std::uint64_
     }
     if (tier == Tier::gpu) {
       forget_assumption(state, chain);  // confirmed: from now on the events decide
+      state.recency.touch(chain, now_ms);
     }
     scratch_.push_back(chain);
   }
@@ -141,6 +142,9 @@ void WorkerCaches::remove(WorkerSlot slot, const BlockRemoved& event, ApplyStats
     const bool still_assumed = tier == Tier::gpu && state.assumed.contains(block.kvgate_hash);
     if (!still_assumed) {
       index_.remove(slot, std::span(&block.kvgate_hash, 1), tier);
+      if (tier == Tier::gpu) {
+        state.recency.forget(block.kvgate_hash);
+      }
     }
   }
 }
@@ -153,6 +157,7 @@ WorkerCaches::AssumeResult WorkerCaches::assume(WorkerSlot slot, std::span<const
   const auto& confirmed = state.confirmed[tier_number(Tier::gpu)];
   for (auto block : blocks) {
     result.new_blocks += index_.holds(slot, block) ? 0 : 1;
+    state.recency.touch(block, now_ms);  // the routed request uses every block of its prompt
     if (confirmed.contains(block)) {
       continue;  // the events already vouch for it, and will report its removal
     }
@@ -201,6 +206,7 @@ void WorkerCaches::unassume(WorkerSlot slot, Worker& state, BlockHash block) {
   state.assumed.erase(found);
   if (!state.confirmed[tier_number(Tier::gpu)].contains(block)) {
     index_.remove(slot, std::span(&block, 1), Tier::gpu);
+    state.recency.forget(block);
   }
 }
 
@@ -227,6 +233,9 @@ void WorkerCaches::forget_confirmed(WorkerSlot slot) {
     for (const auto& [block, copies] : state.confirmed[number]) {
       if (number == 1 || !state.assumed.contains(block)) {
         scratch_.push_back(block);
+        if (number == 0) {
+          state.recency.forget(block);
+        }
       }
     }
     index_.remove(slot, scratch_, number == 0 ? Tier::gpu : Tier::offloaded);
@@ -243,6 +252,18 @@ void WorkerCaches::drop_worker(WorkerSlot slot) {
 std::uint64_t WorkerCaches::engine_blocks(WorkerSlot slot) const {
   const auto& state = workers_[slot];
   return state ? state->engine[0].size() + state->engine[1].size() : 0;
+}
+
+// Assumptions never cover a confirmed block (assume() skips those, a
+// BlockStored ends the assumption), so the two sets add up.
+std::uint64_t WorkerCaches::gpu_blocks(WorkerSlot slot) const {
+  const auto& state = workers_[slot];
+  return state ? state->confirmed[0].size() + state->assumed.size() : 0;
+}
+
+policy::AgeHistogram WorkerCaches::gpu_block_ages(WorkerSlot slot, std::uint64_t now_ms) const {
+  const auto& state = workers_[slot];
+  return state ? state->recency.ages(now_ms) : policy::AgeHistogram{};
 }
 
 std::uint64_t WorkerCaches::assumed_blocks(WorkerSlot slot) const {

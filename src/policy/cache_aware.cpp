@@ -15,7 +15,10 @@ namespace {
 //                 + others * queue_ms_per_waiting_request
 //                 + d * active_tokens + in_flight * queue_ms_per_request
 //   expected_ttft = queue_delay + prefill
-//   score         = queue_delay + own_prefill_weight * prefill
+//   evicts        = expected re-prefill of the blocks the placement evicts
+//                   on a full worker, each weighted by the chance its owner
+//                   returns before it would age out anyway (eviction.hpp)
+//   score         = queue_delay + own_prefill_weight * prefill + evicts
 // A worker that holds the conversation's earlier turns wins while its
 // saving outweighs its queue; when it is busy enough, another worker's
 // shorter queue wins even though it must prefill everything (affinity is
@@ -64,8 +67,33 @@ class CacheAware final : public Policy {
         others * cost_.queue_ms_per_waiting_request;
     candidate.expected_ttft_ms = candidate.queue_delay_ms + candidate.prefill_ms;
     candidate.score = candidate.queue_delay_ms + cost_.own_prefill_weight * candidate.prefill_ms;
+    if (cost_.eviction_term && request.returns != nullptr && request.block_size > 0) {
+      price_evictions(request, worker, candidate);
+      candidate.score += candidate.evicts_ms;
+    }
     candidate.score_noise_ms = candidate.score * worker.prefill.relative_noise;
-    candidate.indexed_blocks = worker.indexed_blocks;
+  }
+
+  // The placement stores the prompt's full blocks the worker lacks (vLLM
+  // caches full blocks only). An evicted block's re-prefill is priced at
+  // this worker's rates with each token attending to a context as long as
+  // this prompt: the engines free a request's blocks tail first, so LRU
+  // eviction starts with the deep blocks of conversations like this one.
+  static void price_evictions(const RouteRequest& request, const WorkerView& worker, Candidate& candidate) {
+    const std::uint64_t block_size = request.block_size;
+    const std::uint64_t full_blocks = request.input_tokens / block_size;
+    const std::uint64_t own_blocks = candidate.cached_tokens / block_size;
+    const auto new_blocks = full_blocks > own_blocks ? full_blocks - own_blocks : 0;
+    const double ms_per_block =
+        static_cast<double>(block_size) *
+        (worker.prefill.ms_per_token + worker.prefill.ms_per_token_pair * static_cast<double>(request.input_tokens));
+    std::optional<double> own_idle_ms;
+    if (request.previous_turn && request.previous_turn->worker == worker.id) {
+      own_idle_ms = request.previous_turn->idle_ms;
+    }
+    const auto evicted = eviction_cost(worker.lru, new_blocks, own_blocks, own_idle_ms, *request.returns, ms_per_block);
+    candidate.evicts_ms = evicted.ms;
+    candidate.evicted_blocks = evicted.blocks;
   }
 
   // The soft bound (routing-study.md, "bounded load"): a worker is within

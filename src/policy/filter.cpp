@@ -14,6 +14,7 @@ std::vector<Candidate> filter_candidates(const RouteRequest& request, std::span<
     candidate.drifting = worker.drifting;
     candidate.in_flight = worker.in_flight;
     candidate.cached_tokens = worker.cached_tokens;
+    candidate.indexed_blocks = worker.indexed_blocks;
     if (std::find(request.excluded.begin(), request.excluded.end(), index) != request.excluded.end()) {
       candidate.ineligible_because = Ineligible::already_tried;
     } else if (!worker.healthy) {

@@ -28,7 +28,11 @@ json candidate_json(const policy::Candidate& candidate) {
           {"cached_tokens", candidate.cached_tokens},
           {"queue_delay_ms", optional_number(candidate.queue_delay_ms)},
           {"prefill_ms", optional_number(candidate.prefill_ms)},
-          {"expected_ttft_ms", optional_number(candidate.expected_ttft_ms)}};
+          {"expected_ttft_ms", optional_number(candidate.expected_ttft_ms)},
+          {"evicts_ms", optional_number(candidate.evicts_ms)},
+          {"evicted_blocks", candidate.evicts_ms < 0 ? json(nullptr) : json(candidate.evicted_blocks)},
+          {"score_noise_ms", candidate.expected_ttft_ms < 0 ? json(nullptr) : json(candidate.score_noise_ms)},
+          {"indexed_blocks", candidate.indexed_blocks}};
 }
 
 json route_runner_up(const Exchange& exchange, const route::RouteDecision& route) {

@@ -130,6 +130,7 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
     if (model.cache) {
       views[index].indexed_blocks = model.cache->index.entries_of(model.workers[index].slot);
     }
+    views[index].lru = model.workers[index].state->event_stream().lru_profile(context.now_unix_ms);
   }
   // Panic mode (Envoy's): when every healthy worker is ejected, ejection is
   // ignored, so a fleet failing as a whole keeps serving what it can.
@@ -154,6 +155,16 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   }
   const auto view_span = std::span<const policy::WorkerView>(views.data(), count);
   policy::RouteRequest request{model.name, context.session_key, context.sequence, context.excluded};
+  request.block_size = model.block_size;
+  const auto returns = model.session_gaps->model();
+  request.returns = &returns;
+  if (context.session_key) {
+    result.session = sessions_.find(*context.session_key, context.now_unix_ms);
+    if (result.session && !result.session->expired && context.now_unix_ms >= result.session->last_seen_ms) {
+      request.previous_turn = policy::RouteRequest::PreviousTurn{
+          result.session->worker, static_cast<double>(context.now_unix_ms - result.session->last_seen_ms)};
+    }
+  }
   if (prompt != nullptr) {
     request.input_tokens = prompt->input_tokens;
     request.prompt_blocks = prompt->blocks;
@@ -191,7 +202,6 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   if (!context.excluded.empty()) {
     result.reason = Reason::retry;
   } else if (context.session_key) {
-    result.session = sessions_.find(*context.session_key, context.now_unix_ms);
     result.reason = session_reason(model, result, indexed, view_span);
   }
   return result;
@@ -217,6 +227,13 @@ Commitment Router::commit(const ModelRoute& model, const RouteDecision& decision
     turn.predicted_cached_tokens = decision.indexed_cached_tokens;
     // A retry re-targets the request's own turn instead of adding one.
     const bool same_request = !context.excluded.empty();
+    if (!same_request) {
+      if (decision.session && !decision.session->expired && context.now_unix_ms >= decision.session->last_seen_ms) {
+        model.session_gaps->record_next_turn(context.now_unix_ms - decision.session->last_seen_ms);
+      } else {
+        model.session_gaps->record_first_turn();
+      }
+    }
     commitment.session_turn =
         sessions_.commit_turn(*context.session_key, std::move(turn), context.now_unix_ms, same_request);
     if (policy::is_session_move(decision.reason)) {

@@ -58,6 +58,7 @@ std::unique_ptr<policy::Policy> make_policy(const config::RoutingOptions& routin
         model.soft_margin_ms = static_cast<double>(cost.soft_margin->count());
       }
       model.load_bound_epsilon = cost.load_bound_epsilon;
+      model.eviction_term = cost.eviction_term;
       return policy::make_cache_aware(model);
     }
   }
@@ -119,6 +120,9 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
     const auto& assignment = (*assignments)[model_index];
     ModelRoute model{model_options.name, model_options.block_size, {},
                      assignment.cache,   tokenizers[model_index],  model_options.cache_isolation};
+    if (const auto* old = previous != nullptr ? previous->find_model(model.name) : nullptr) {
+      model.session_gaps = old->session_gaps;
+    }
     for (std::size_t index = 0; index < model_options.workers.size(); ++index) {
       const auto& worker = model_options.workers[index];
       std::shared_ptr<workers::WorkerState> state;

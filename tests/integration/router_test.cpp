@@ -427,5 +427,58 @@ TEST(RouterLearning, EachWorkerLearnsItsOwnPrefillCostAndThePolicyFollowsIt) {
   EXPECT_GT(prefill["attention"], prefill["slow"]) << route.dump();
 }
 
+// Replicas whose KV memory is full, traffic with session keys: the gateway
+// learns how its conversations come back (the gaps between their turns),
+// each worker's blocks by idle age come from its KV events, and a decision
+// shows per candidate what placing the request there would evict and the
+// re-prefill that is expected to cost (policy/eviction.hpp prices it; the
+// unit tests check the arithmetic).
+TEST(RouterEviction, FullReplicasShowWhatEachPlacementWouldEvict) {
+  Fleet fleet;
+  fleet.add_sim("a", "map", true, {"--num-gpu-blocks", "64", "--max-model-len", "512"});
+  fleet.add_sim("b", "map", true, {"--num-gpu-blocks", "64", "--max-model-len", "512"});
+  fleet.start_gateway();
+  // 8 conversations of 6 turns growing to ~330 tokens each: ~170 blocks of
+  // live prefixes against 2 x 64.
+  GrowingSessions sessions(8, 200);
+  for (int request = 0; request < 48; ++request) {
+    const Headers key{{"x-session-id", "conversation-" + std::to_string(request % 8)}};
+    ASSERT_EQ(post_json(fleet.harness.api_port(), "/v1/completions", sessions.next("sim-model").dump(), key).status,
+              200);
+  }
+  // The ingestion thread publishes each worker's blocks every 100 ms.
+  json full;
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    full = fleet.worker("a")["index"];
+    if (full["capacity_blocks"] == 64 && full["gpu_blocks"].get<int>() >= 48 &&
+        !full["gpu_blocks_by_idle_age"].empty()) {
+      break;
+    }
+    std::this_thread::sleep_for(20ms);  // polling a remote process's state
+  }
+  ASSERT_EQ(full["capacity_blocks"], 64) << full.dump();
+  ASSERT_GE(full["gpu_blocks"].get<int>(), 48) << full.dump();
+  int aged = 0;
+  for (const auto& bucket : full["gpu_blocks_by_idle_age"]) {
+    aged += bucket["count"].get<int>();
+  }
+  EXPECT_EQ(aged, full["gpu_blocks"].get<int>()) << full.dump();
+
+  // A new conversation of ~25 blocks: neither replica has room for it.
+  json body = {{"model", "sim-model"}, {"prompt", "a new conversation " + std::string(400, 'n')}, {"max_tokens", 1}};
+  auto route = json::parse(
+      post_json(fleet.harness.admin_port(), "/debug/route", body.dump(), {{"x-session-id", "newcomer"}}).body);
+  EXPECT_EQ(route["returns"]["learned"], true) << route.dump();
+  EXPECT_EQ(route["returns"]["turns"], 48);
+  EXPECT_EQ(route["returns"]["sessions"], 8);
+  EXPECT_NEAR(route["returns"]["continuation"].get<double>(), 40.0 / 48, 1e-9);
+  for (const auto& candidate : route["candidates"]) {
+    ASSERT_TRUE(candidate["evicts_ms"].is_number()) << candidate.dump();
+    EXPECT_GE(candidate["evicts_ms"].get<double>(), 0) << candidate.dump();
+    EXPECT_GT(candidate["evicted_blocks"].get<int>(), 0) << candidate.dump();
+    EXPECT_GT(candidate["indexed_blocks"].get<int>(), 0) << candidate.dump();
+  }
+}
+
 }  // namespace
 }  // namespace kvgate::testing

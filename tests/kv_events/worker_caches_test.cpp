@@ -117,6 +117,42 @@ TEST_F(WorkerCachesTest, OffloadedCopiesAreSeparateFromGpuOnes) {
   EXPECT_EQ(match.gpu_blocks[0], 0u);
 }
 
+TEST_F(WorkerCachesTest, GpuBlocksAreAgedFromTheirLastUseAsTheEngineEvictsThem) {
+  using policy::age_bucket;
+  // Stored at 0 (three blocks of one prompt), a second prompt routed at
+  // 5 s, the first prompt's head routed again at 9 s.
+  auto first = tokens(100, 12);
+  caches.apply(0, batch({stored({11, 12, 13}, std::nullopt, first)}), 0);
+  auto second = request_blocks(tokens(500, 8));
+  caches.assume(0, second, 5'000, 60'000, 1'000);
+  auto head = request_blocks(tokens(100, 4));
+  caches.assume(0, head, 9'000, 60'000, 1'000);
+  EXPECT_EQ(caches.gpu_blocks(0), 5u);
+  auto ages = caches.gpu_block_ages(0, 10'000);
+  EXPECT_EQ(ages[age_bucket(10'000)], 2u);  // the first prompt's tail, idle 10 s
+  EXPECT_EQ(ages[age_bucket(5'000)], 2u);
+  EXPECT_EQ(ages[age_bucket(1'000)], 1u);
+  EXPECT_EQ(caches.gpu_block_ages(1, 10'000), policy::AgeHistogram{});
+  // Removed by the engine: no longer aged. Offloaded copies never are.
+  BlockRemoved removed;
+  removed.block_hashes = {13};
+  caches.apply(0, batch({removed}), 10'000);
+  auto cpu = stored({71}, std::nullopt, tokens(900, 4));
+  cpu.medium = "CPU";
+  caches.apply(0, batch({cpu}), 10'000);
+  ages = caches.gpu_block_ages(0, 10'000);
+  EXPECT_EQ(ages[age_bucket(10'000)], 1u);
+  EXPECT_EQ(caches.gpu_blocks(0), 4u);
+  // A withdrawn request's assumptions go with their ages; a reset takes all.
+  caches.withdraw(0, second, 0);
+  EXPECT_EQ(caches.gpu_blocks(0), 2u);
+  ages = caches.gpu_block_ages(0, 10'000);
+  EXPECT_EQ(ages[age_bucket(5'000)], 0u);
+  caches.apply(0, batch({AllBlocksCleared{}}), 11'000);
+  EXPECT_EQ(caches.gpu_blocks(0), 0u);
+  EXPECT_EQ(caches.gpu_block_ages(0, 11'000), policy::AgeHistogram{});
+}
+
 TEST_F(WorkerCachesTest, AllBlocksClearedForgetsEventsAndAssumptions) {
   caches.apply(0, batch({stored({71}, std::nullopt, tokens(100, 4))}), 0);
   caches.assume(0, request_blocks(tokens(200, 8)), 0, 10'000, 100);

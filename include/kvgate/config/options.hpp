@@ -160,6 +160,7 @@ struct CacheAwareOptions {
   double prefill_ms_per_active_token = 4e-5;
   bool learn_prefill_cost = true;
   double own_prefill_weight = 1;
+  bool eviction_term = true;                // policy/eviction.hpp
   std::optional<Milliseconds> soft_margin;  // empty: no load bound at all
   double load_bound_epsilon = 0.25;
   double queue_ms_per_request = 0.5;

@@ -29,6 +29,7 @@
 #include <absl/container/flat_hash_map.h>
 
 #include "kvgate/index/prefix_index.hpp"
+#include "kvgate/kv_events/block_recency.hpp"
 #include "kvgate/kv_events/decoder.hpp"
 
 namespace kvgate::kv_events {
@@ -88,6 +89,10 @@ class WorkerCaches {
 
   [[nodiscard]] std::uint64_t engine_blocks(WorkerSlot worker) const;
   [[nodiscard]] std::uint64_t assumed_blocks(WorkerSlot worker) const;
+  // Blocks the index credits the worker on the GPU tier (confirmed or
+  // assumed), and the same blocks by idle age (BlockRecency).
+  [[nodiscard]] std::uint64_t gpu_blocks(WorkerSlot worker) const;
+  [[nodiscard]] policy::AgeHistogram gpu_block_ages(WorkerSlot worker, std::uint64_t now_ms) const;
 
  private:
   struct EngineBlock {
@@ -105,6 +110,7 @@ class WorkerCaches {
     absl::flat_hash_map<BlockHash, std::uint32_t> confirmed[2];  // by tier
     absl::flat_hash_map<BlockHash, Assumed> assumed;
     std::list<BlockHash> assumed_order;  // least recently assumed first
+    BlockRecency recency;                // GPU blocks, confirmed or assumed
   };
 
   Worker& worker(WorkerSlot slot);

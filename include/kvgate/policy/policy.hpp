@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kvgate/policy/eviction.hpp"
 #include "kvgate/policy/prefill_rates.hpp"
 #include "kvgate/policy/reason.hpp"
 
@@ -63,6 +64,9 @@ struct WorkerView {
   // router clears it for every worker when all routable ones are at it
   // (the admission queue keeps that rare; a request never fails for it).
   bool at_capacity = false;
+  // Its GPU blocks by idle age, how many it holds and can hold (the index
+  // writer's last summary): what a placement here would evict.
+  LruProfile lru;
 };
 
 struct RouteRequest {
@@ -83,6 +87,19 @@ struct RouteRequest {
   // front of one fleet, seeing the same engine state, pick the same worker
   // for the same request. Without either, ties rotate by `sequence`.
   std::optional<std::uint64_t> tie_break;
+
+  // The model's block size in tokens (the index's unit).
+  std::uint32_t block_size = 16;
+  // How likely an idle conversation returns (learned per model from the
+  // sessions' gaps); null: no eviction term.
+  const ReturnModel* returns = nullptr;
+  // The session's previous turn, when it has one: its worker holds this
+  // prompt's head, idle that long, which the placement reuses, not evicts.
+  struct PreviousTurn {
+    std::string_view worker;
+    double idle_ms = 0;
+  };
+  std::optional<PreviousTurn> previous_turn;
 
   [[nodiscard]] std::uint64_t tie_order() const { return tie_break.value_or(sequence); }
 };
@@ -107,6 +124,11 @@ struct Candidate {
   // index credits the worker (its share of the fleet's KV memory).
   double score_noise_ms = 0;
   std::uint64_t indexed_blocks = 0;
+  // cache_aware's eviction term: the expected re-prefill of what placing
+  // the request here evicts (in the score, not in expected_ttft_ms), and
+  // how many blocks it evicts; negative: not computed.
+  double evicts_ms = -1;
+  std::uint64_t evicted_blocks = 0;
 };
 
 struct Decision {
@@ -154,6 +176,9 @@ struct CostModel {
   // who want one.
   std::optional<double> soft_margin_ms;
   double load_bound_epsilon = 0.25;
+  // Adds each worker's expected re-prefill of what the placement evicts
+  // (eviction.hpp) to its score.
+  bool eviction_term = true;
 };
 
 std::unique_ptr<Policy> make_round_robin();

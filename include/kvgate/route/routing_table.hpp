@@ -15,6 +15,7 @@
 #include "kvgate/policy/policy.hpp"
 #include "kvgate/prompt/model_tokenizer.hpp"
 #include "kvgate/prompt/prepared_prompt.hpp"
+#include "kvgate/route/session_gaps.hpp"
 #include "kvgate/tenant/directory.hpp"
 #include "kvgate/workers/scrape_target.hpp"
 #include "kvgate/workers/worker_state.hpp"
@@ -37,6 +38,8 @@ struct ModelRoute {
   std::shared_ptr<kv_events::ModelCache> cache;             // the model's prefix index
   std::shared_ptr<const prompt::ModelTokenizer> tokenizer;  // null: approximate tokenisation
   config::CacheIsolation cache_isolation = config::CacheIsolation::none;
+  // Its sessions' inter-turn gaps (kept across reloads while the model is).
+  std::shared_ptr<SessionGaps> session_gaps = std::make_shared<SessionGaps>();
 
   [[nodiscard]] prompt::PromptModel prompt_model() const { return {name, block_size, tokenizer.get()}; }
   // Index of the worker with this id; workers.size() when there is none.

@@ -6,6 +6,7 @@
 // WorkerState object for a worker whose id and URL did not change, so its
 // health and in-flight count survive the reload.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -15,6 +16,7 @@
 #include <utility>
 
 #include "kvgate/core/address.hpp"
+#include "kvgate/policy/eviction.hpp"
 #include "kvgate/policy/prefill_fit.hpp"
 #include "kvgate/workers/outlier_ejection.hpp"
 #include "kvgate/workers/prediction_drift.hpp"
@@ -46,6 +48,27 @@ struct EventStreamStatus {
   std::atomic<std::uint64_t> last_event_unix_ms{0};
   std::atomic<std::uint64_t> engine_blocks{0};   // blocks the engine reported holding
   std::atomic<std::uint64_t> assumed_blocks{0};  // routing-time inserts still alive
+  // cache_aware's eviction input (policy/eviction.hpp), each ingestion tick:
+  // GPU blocks the index credits the worker, its KV capacity in blocks, and
+  // (while it is at least half full, the only time a placement can evict)
+  // the same blocks by idle age as of gpu_block_ages_unix_ms. A reader may
+  // mix buckets of two ticks: an estimate, never a torn count.
+  std::atomic<std::uint64_t> gpu_blocks{0};
+  std::atomic<std::uint64_t> capacity_blocks{0};
+  std::array<std::atomic<std::uint64_t>, policy::kAgeBuckets> gpu_block_ages{};
+  std::atomic<std::uint64_t> gpu_block_ages_unix_ms{0};
+
+  [[nodiscard]] policy::LruProfile lru_profile(std::uint64_t now_unix_ms) const {
+    policy::LruProfile profile;
+    profile.held_blocks = gpu_blocks.load(std::memory_order_relaxed);
+    profile.capacity_blocks = capacity_blocks.load(std::memory_order_relaxed);
+    for (std::size_t bucket = 0; bucket < policy::kAgeBuckets; ++bucket) {
+      profile.blocks[bucket] = gpu_block_ages[bucket].load(std::memory_order_relaxed);
+    }
+    const auto taken = gpu_block_ages_unix_ms.load(std::memory_order_relaxed);
+    profile.age_offset_ms = now_unix_ms > taken ? static_cast<double>(now_unix_ms - taken) : 0.0;
+    return profile;
+  }
 };
 
 class WorkerState {

@@ -1,0 +1,183 @@
+#include <gtest/gtest.h>
+
+#include "kvgate/policy/eviction.hpp"
+#include "kvgate/policy/policy.hpp"
+
+namespace kvgate::policy {
+namespace {
+
+TEST(AgeBuckets, DoubleFromTheBase) {
+  EXPECT_EQ(age_bucket(0), 0u);
+  EXPECT_EQ(age_bucket(99), 0u);
+  EXPECT_EQ(age_bucket(100), 1u);
+  EXPECT_EQ(age_bucket(199), 1u);
+  EXPECT_EQ(age_bucket(200), 2u);
+  EXPECT_EQ(age_bucket(1e12), kAgeBuckets - 1);
+  EXPECT_EQ(age_bucket(-5), 0u);
+  EXPECT_EQ(age_bucket(std::nan("")), 0u);
+  for (std::size_t bucket = 0; bucket < kAgeBuckets; ++bucket) {
+    EXPECT_EQ(age_bucket(age_bucket_low_ms(bucket)), bucket);
+    EXPECT_EQ(age_bucket(age_bucket_typical_ms(bucket)), bucket);
+  }
+}
+
+// Sessions whose turns come 0.4-0.8 s apart (one age bucket), nine turns in
+// ten followed by another.
+ReturnModel talkers() {
+  AgeHistogram gaps{};
+  gaps[age_bucket(600)] = 900;
+  return {gaps, 1'000, 100};
+}
+
+TEST(ReturnModel, SaysNothingBeforeItHasLearned) {
+  AgeHistogram gaps{};
+  gaps[age_bucket(1'000)] = ReturnModel::kMinGaps - 1;
+  ReturnModel few(gaps, 100, 10);
+  EXPECT_FALSE(few.learned());
+  EXPECT_EQ(few.probability(500, 10'000), 0);
+  EXPECT_EQ(ReturnModel().probability(500, 10'000), 0);
+}
+
+TEST(ReturnModel, AConversationIdleShorterThanItsGapsLikelyReturnsALongIdleOneHasEnded) {
+  const auto model = talkers();
+  ASSERT_TRUE(model.learned());
+  EXPECT_DOUBLE_EQ(model.continuation(), 0.9);
+  EXPECT_DOUBLE_EQ(model.gap_cdf(300), 0);
+  EXPECT_DOUBLE_EQ(model.gap_cdf(800), 1);
+  // Idle 0.3 s, residency 10 s: every continuing session returns in time;
+  // the 10% that ended do not.
+  EXPECT_NEAR(model.probability(300, 10'000), 0.9, 1e-9);
+  // Idle a minute: longer than any gap ever seen, so it has ended.
+  EXPECT_EQ(model.probability(60'000, 10'000), 0);
+  // A residency shorter than the gaps: part of the returns come too late.
+  const double short_horizon = model.probability(300, 300);
+  EXPECT_GT(short_horizon, 0);
+  EXPECT_LT(short_horizon, 0.9);
+  // Halfway through the gap distribution the ended sessions weigh more.
+  const double halfway = model.probability(566, 10'000);
+  EXPECT_GT(halfway, 0.7);
+  EXPECT_LT(halfway, 0.9);
+}
+
+LruProfile full_cache(std::size_t bucket, std::uint64_t blocks) {
+  LruProfile lru;
+  lru.blocks[bucket] = blocks;
+  lru.held_blocks = blocks;
+  lru.capacity_blocks = blocks;
+  return lru;
+}
+
+TEST(EvictionCost, NothingWhileTheNewBlocksFitInFreeMemory) {
+  auto lru = full_cache(age_bucket(300), 1'000);
+  lru.capacity_blocks = 1'200;
+  const auto cost = eviction_cost(lru, 200, 0, std::nullopt, talkers(), 1.0);
+  EXPECT_EQ(cost.blocks, 0u);
+  EXPECT_EQ(cost.ms, 0);
+  EXPECT_EQ(eviction_cost(full_cache(1, 10), 5, 0, std::nullopt, talkers(), 1.0).blocks, 5u);
+  // An unknown capacity prices nothing (never guess low).
+  lru.capacity_blocks = 0;
+  EXPECT_EQ(eviction_cost(lru, 5'000, 0, std::nullopt, talkers(), 1.0).blocks, 0u);
+}
+
+TEST(EvictionCost, BlocksOfLiveConversationsCostTheirRePrefillThoseOfEndedOnesNothing) {
+  const auto returns = talkers();
+  // 300 blocks over the free ones, 2 ms each to recompute.
+  auto live = full_cache(age_bucket(300), 1'000);
+  auto ended = full_cache(age_bucket(120'000), 1'000);
+  const auto live_cost = eviction_cost(live, 300, 0, std::nullopt, returns, 2.0);
+  const auto ended_cost = eviction_cost(ended, 300, 0, std::nullopt, returns, 2.0);
+  EXPECT_EQ(live_cost.blocks, 300u);
+  EXPECT_EQ(ended_cost.blocks, 300u);
+  // The live cache's residency is its blocks' own idle time (0.28 s), so
+  // only the returns within it count.
+  const double live_odds = returns.probability(age_bucket_typical_ms(age_bucket(300)), live_cost.horizon_ms);
+  EXPECT_GT(live_odds, 0.3);
+  EXPECT_NEAR(live_cost.ms, 300 * 2.0 * live_odds, 1e-6);
+  EXPECT_EQ(ended_cost.ms, 0);
+  // The oldest go first: a cache with both evicts the ended ones.
+  auto mixed = live;
+  mixed.blocks[age_bucket(120'000)] = 200;
+  mixed.held_blocks = mixed.capacity_blocks = 1'200;
+  const auto mixed_cost = eviction_cost(mixed, 300, 0, std::nullopt, returns, 2.0);
+  EXPECT_NEAR(mixed_cost.ms, 100 * 2.0 * 0.9, 1e-6);
+  // Unlearned returns price nothing, but the blocks are still counted.
+  const auto unlearned = eviction_cost(live, 300, 0, std::nullopt, ReturnModel(), 2.0);
+  EXPECT_EQ(unlearned.blocks, 300u);
+  EXPECT_EQ(unlearned.ms, 0);
+}
+
+TEST(EvictionCost, RequestsAlreadyDispatchedEvictFirst) {
+  const auto returns = talkers();
+  auto lru = full_cache(age_bucket(120'000), 200);
+  lru.blocks[age_bucket(300)] = 1'000;
+  lru.capacity_blocks = 1'000;
+  lru.held_blocks = 1'200;  // 200 assumed for requests not stored yet
+  // Those 200 take the ended conversations' blocks; this placement's 100
+  // come from the live ones.
+  const auto cost = eviction_cost(lru, 100, 0, std::nullopt, returns, 1.0);
+  EXPECT_EQ(cost.blocks, 100u);
+  EXPECT_NEAR(cost.ms, 100 * 0.9, 1e-6);
+}
+
+TEST(EvictionCost, AReturningConversationDoesNotEvictItsOwnPrefix) {
+  const auto returns = talkers();
+  // The oldest blocks are this session's own (idle 0.6 s), which its new
+  // turn reuses; the next oldest belong to others idle 0.3 s.
+  auto lru = full_cache(age_bucket(600), 500);
+  lru.blocks[age_bucket(300)] = 500;
+  lru.held_blocks = lru.capacity_blocks = 1'000;
+  const auto blind = eviction_cost(lru, 100, 0, std::nullopt, returns, 1.0);
+  const auto own = eviction_cost(lru, 100, 500, 600.0, returns, 1.0);
+  EXPECT_EQ(own.blocks, 100u);
+  EXPECT_GT(own.ms, 0);
+  // Blind, it would price evicting its own (older, less likely to return)
+  // blocks; knowing them, it prices the others', within the residency its
+  // own blocks show.
+  EXPECT_NEAR(own.ms, 100 * 0.9, 1e-6);
+  EXPECT_LT(blind.ms, own.ms);
+}
+
+// The policy: two idle workers with full caches and nothing of the prompt;
+// a's least recently used blocks belong to conversations idle 0.3 s (still
+// going), b's to conversations idle two minutes (ended).
+TEST(CacheAware, PlacesANewConversationWhereItEvictsWhatWillNotBeMissed) {
+  constexpr PrefillRates kRates{0.1, 0, 0, 0, 0, 0.1};
+  std::vector<WorkerView> workers{{"a", true, 0}, {"b", true, 0}};
+  for (auto& worker : workers) {
+    worker.prefill = kRates;
+  }
+  workers[0].lru = full_cache(age_bucket(300), 1'000);
+  workers[1].lru = full_cache(age_bucket(120'000), 1'000);
+  workers[0].indexed_blocks = 900;  // without the term, the tie rule would pick a
+  workers[1].indexed_blocks = 1'000;
+  const auto returns = talkers();
+  RouteRequest request{"m", std::nullopt, 0, {}, 1'600};
+  request.block_size = 16;
+  request.returns = &returns;
+  CostModel cost;
+  cost.queue_ms_per_request = 0;
+  auto decision = make_cache_aware(cost)->decide(request, workers);
+  EXPECT_EQ(decision.worker_index, 1u);
+  // 100 new blocks of 16 tokens at 0.1 ms, each as likely to be missed as
+  // its owner is to return within a's residency.
+  EXPECT_EQ(decision.candidates[0].evicted_blocks, 100u);
+  const double odds =
+      returns.probability(age_bucket_typical_ms(age_bucket(300)), age_bucket_typical_ms(age_bucket(300)));
+  EXPECT_GT(odds, 0.3);
+  EXPECT_NEAR(decision.candidates[0].evicts_ms, 100 * 16 * 0.1 * odds, 1e-6);
+  EXPECT_EQ(decision.candidates[1].evicts_ms, 0);
+  EXPECT_DOUBLE_EQ(decision.candidates[0].expected_ttft_ms, decision.candidates[1].expected_ttft_ms);
+  // Off, the term is neither computed nor scored.
+  cost.eviction_term = false;
+  auto off = make_cache_aware(cost)->decide(request, workers);
+  EXPECT_EQ(off.worker_index, 0u);
+  EXPECT_LT(off.candidates[0].evicts_ms, 0);
+  // The term prices what is destroyed; it does not outweigh a real hit: a
+  // holds 1,200 of the prompt's tokens, which saves more than its evictions.
+  cost.eviction_term = true;
+  workers[0].cached_tokens = 1'200;
+  EXPECT_EQ(make_cache_aware(cost)->decide(request, workers).worker_index, 0u);
+}
+
+}  // namespace
+}  // namespace kvgate::policy
