@@ -17,6 +17,8 @@
 # (--reset flags), $fleet (a description for the report), $admins (LABEL=
 # admin address per kvgate), $api and $admin (the last gateway's). Environment: KVGATE_REPLICAS (default 3), KVGATE_TIME_SCALE
 # (default 20), KVGATE_SIM_FLAGS (more kvgate-sim flags, e.g. timing),
+# KVGATE_SIM_FLAGS_r0 .. (one replica's own, after those: e.g.
+# "--time-scale 1" makes r0 twice as slow as the others at the default 2),
 # KVGATE_SETTINGS (more top-level YAML for every kvgate, e.g.
 # 'metrics_scrape: {interval: 250ms}').
 # free_port: an unused TCP port on 127.0.0.1. wait_port PORT: until it answers.
@@ -82,14 +84,17 @@ start_fleet() {
   shift 2
   local replicas=${KVGATE_REPLICAS:-3} time_scale=${KVGATE_TIME_SCALE:-20}
   local sim_flags=(${KVGATE_SIM_FLAGS:-})
-  local workers_yaml="" id line events_line replay_line target index port
+  local workers_yaml="" id line events_line replay_line target index port own_var own_flags
   local urls=()
   resets=()
   for ((index = 0; index < replicas; index++)); do
     id=r$index
+    own_var="KVGATE_SIM_FLAGS_$id"
+    read -r -a own_flags <<<"${!own_var:-}"
     start_server "$id" build/bench/sim/kvgate-sim --model demo-model --id "$id" --block-size 16 \
       --num-gpu-blocks "$blocks" --max-model-len "$max_model_len" --time-scale "$time_scale" \
-      --kv-events-endpoint tcp://127.0.0.1:0 --kv-events-replay-endpoint tcp://127.0.0.1:0 "${sim_flags[@]}"
+      --kv-events-endpoint tcp://127.0.0.1:0 --kv-events-replay-endpoint tcp://127.0.0.1:0 "${sim_flags[@]}" \
+      ${own_flags[@]+"${own_flags[@]}"}
     line=$started
     read -r -t 10 -u "$started_fd" events_line
     read -r -t 10 -u "$started_fd" replay_line
@@ -100,6 +105,10 @@ start_fleet() {
   done
   fleet="$replicas kvgate-sim replicas x $blocks KV blocks of 16 tokens (max_model_len $max_model_len),"
   fleet+=" time scale $time_scale, default step costs (Llama-3-8B on an H100)${sim_flags:+, ${sim_flags[*]}}"
+  for ((index = 0; index < replicas; index++)); do
+    own_var="KVGATE_SIM_FLAGS_r$index"
+    [[ -n "${!own_var:-}" ]] && fleet+="; r$index: ${!own_var}"
+  done
   runs=()
   admins=()
   for target in "$@"; do

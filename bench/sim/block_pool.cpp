@@ -59,8 +59,15 @@ void BlockPool::cache_blocks(std::span<const BlockId> blocks, std::span<const Bl
     return;
   }
   for (std::size_t index = 0; index < blocks.size(); ++index) {
-    blocks_[blocks[index]].hash = hashes[index];
+    auto& block = blocks_[blocks[index]];
+    block.hash = hashes[index];
     cached_[hashes[index]].push_back(blocks[index]);
+    if (cpu_capacity_ > 0) {
+      block.parent = index == 0 ? parent : std::optional<BlockHash>(hashes[index - 1]);
+      block.tokens.assign(token_ids.begin() + static_cast<std::ptrdiff_t>(index * block_size_),
+                          token_ids.begin() + static_cast<std::ptrdiff_t>((index + 1) * block_size_));
+      block.root_cache_salt = block.parent ? std::string() : std::string(cache_salt);
+    }
   }
   events_.emplace_back(BlockStored{std::vector<BlockHash>(hashes.begin(), hashes.end()), parent,
                                    std::vector<TokenId>(token_ids.begin(), token_ids.end()), block_size_,
@@ -84,6 +91,8 @@ bool BlockPool::reset() {
     block.hash.reset();
   }
   cached_.clear();
+  cpu_.clear();
+  cpu_lru_.clear();
   events_.emplace_back(AllBlocksCleared{});
   return true;
 }
@@ -134,13 +143,51 @@ void BlockPool::evict_hash(BlockId block) {
   auto hash = *entry.hash;
   entry.hash.reset();
   auto holders = cached_.find(hash);
+  bool last_copy = true;
   if (holders != cached_.end()) {
     std::erase(holders->second, block);
-    if (holders->second.empty()) {
+    last_copy = holders->second.empty();
+    if (last_copy) {
       cached_.erase(holders);
     }
   }
   events_.emplace_back(BlockRemoved{{hash}});
+  if (cpu_capacity_ > 0 && last_copy) {
+    offload(hash, entry);
+  }
+}
+
+void BlockPool::offload(BlockHash hash, const Block& block) {
+  if (auto found = cpu_.find(hash); found != cpu_.end()) {
+    cpu_lru_.splice(cpu_lru_.end(), cpu_lru_, found->second);
+    return;
+  }
+  cpu_lru_.push_back(hash);
+  cpu_.emplace(hash, std::prev(cpu_lru_.end()));
+  events_.emplace_back(
+      BlockStored{{hash}, block.parent, block.tokens, block_size_, block.root_cache_salt, Medium::cpu});
+  while (cpu_.size() > cpu_capacity_) {
+    auto oldest = cpu_lru_.front();
+    cpu_lru_.pop_front();
+    cpu_.erase(oldest);
+    events_.emplace_back(BlockRemoved{{oldest}, Medium::cpu});
+  }
+}
+
+std::uint32_t BlockPool::offloaded_run(std::span<const BlockHash> hashes) const {
+  std::uint32_t run = 0;
+  while (run < hashes.size() && cpu_.contains(hashes[run])) {
+    ++run;
+  }
+  return run;
+}
+
+void BlockPool::touch_offloaded(std::span<const BlockHash> hashes) {
+  for (auto hash : hashes) {
+    if (auto found = cpu_.find(hash); found != cpu_.end()) {
+      cpu_lru_.splice(cpu_lru_.end(), cpu_lru_, found->second);
+    }
+  }
 }
 
 }  // namespace kvgate::sim

@@ -12,6 +12,7 @@
 // Pure: no clocks, no I/O. Every state change that vLLM publishes as a KV
 // event is queued and returned by take_events().
 #include <cstdint>
+#include <list>
 #include <optional>
 #include <span>
 #include <string>
@@ -28,6 +29,11 @@ using BlockId = std::uint32_t;
 using kvgate::TokenId;
 using prefix::BlockHash;
 
+// Where a block's KV lives: the GPU's paged cache, or a CPU tier that
+// GPU-evicted blocks move to (vLLM's offloading connector, LMCache), which
+// the events report as medium "CPU".
+enum class Medium : std::uint8_t { gpu, cpu };
+
 struct BlockStored {
   std::vector<BlockHash> block_hashes;
   std::optional<BlockHash> parent_block_hash;
@@ -36,9 +42,11 @@ struct BlockStored {
   // The request's cache_salt when the blocks start at the root: vLLM sends
   // it in extra_keys of the first block (it is part of that block's hash).
   std::string root_cache_salt;
+  Medium medium = Medium::gpu;
 };
 struct BlockRemoved {
   std::vector<BlockHash> block_hashes;
+  Medium medium = Medium::gpu;
 };
 struct AllBlocksCleared {};
 using CacheEvent = std::variant<BlockStored, BlockRemoved, AllBlocksCleared>;
@@ -50,6 +58,16 @@ class BlockPool {
   // The longest run of leading hashes that are cached, as blocks holding
   // them. Changes nothing.
   [[nodiscard]] std::vector<BlockId> find_cached_prefix(std::span<const BlockHash> hashes) const;
+
+  // A CPU tier of `blocks` blocks: the last GPU copy of a hash that is
+  // evicted moves there (BlockStored, medium CPU), its least recently used
+  // entries are dropped when full (BlockRemoved, medium CPU). 0: none.
+  void enable_cpu_tier(std::uint32_t blocks) { cpu_capacity_ = blocks; }
+  // How many of `hashes`, from the first, the CPU tier holds.
+  [[nodiscard]] std::uint32_t offloaded_run(std::span<const BlockHash> hashes) const;
+  // Marks them used (the tier's LRU order).
+  void touch_offloaded(std::span<const BlockHash> hashes);
+  [[nodiscard]] std::uint32_t offloaded_blocks() const { return static_cast<std::uint32_t>(cpu_.size()); }
 
   // Takes a reference on each block; a free block leaves the free queue.
   void touch(std::span<const BlockId> blocks);
@@ -91,6 +109,11 @@ class BlockPool {
   static constexpr BlockId kNone = UINT32_MAX;
   struct Block {
     std::optional<BlockHash> hash;
+    // What an offload event repeats about the block: its parent, tokens and
+    // (a root block) the request's cache_salt. Kept only with a CPU tier.
+    std::optional<BlockHash> parent;
+    std::vector<TokenId> tokens;
+    std::string root_cache_salt;
     std::uint32_t ref_count = 0;
     BlockId previous = kNone;  // free-queue links, valid while free
     BlockId next = kNone;
@@ -100,6 +123,7 @@ class BlockPool {
   void push_free_tail(BlockId block);
   void unlink_free(BlockId block);
   void evict_hash(BlockId block);
+  void offload(BlockHash hash, const Block& block);
 
   std::uint32_t block_size_;
   std::vector<Block> blocks_;
@@ -108,6 +132,9 @@ class BlockPool {
   std::uint32_t free_count_ = 0;
   std::unordered_map<BlockHash, std::vector<BlockId>> cached_;
   std::vector<CacheEvent> events_;
+  std::uint32_t cpu_capacity_ = 0;
+  std::list<BlockHash> cpu_lru_;  // least recently used first
+  std::unordered_map<BlockHash, std::list<BlockHash>::iterator> cpu_;
 };
 
 }  // namespace kvgate::sim

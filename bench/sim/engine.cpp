@@ -17,7 +17,9 @@ TokenId filler_token(std::uint32_t output_index) {
 }
 
 Engine::Engine(std::uint32_t num_blocks, std::uint32_t block_size, EngineLimits limits, StepCost cost)
-    : pool_(num_blocks, block_size), limits_(limits), cost_(cost) {}
+    : pool_(num_blocks, block_size), limits_(limits), cost_(cost) {
+  pool_.enable_cpu_tier(limits.cpu_offload_blocks);
+}
 
 RequestHandle Engine::add(NewRequest spec) {
   assert(!spec.prompt.empty());
@@ -48,6 +50,7 @@ void Engine::abort(RequestHandle handle) {
 
 StepReport Engine::step() {
   StepReport report;
+  loading_blocks_ = 0;
   std::uint32_t budget = limits_.max_num_batched_tokens;
   std::vector<Scheduled> scheduled;
   schedule_running(budget, scheduled, report);
@@ -64,7 +67,9 @@ StepReport Engine::step() {
   }
   report.duration_ms = cost_.overhead_ms + cost_.prefill_ms_per_token * report.prefill_tokens +
                        cost_.decode_ms_per_sequence * report.decode_sequences +
-                       cost_.attention_ms_per_context_token * static_cast<double>(report.context_tokens);
+                       cost_.attention_ms_per_context_token * static_cast<double>(report.context_tokens) +
+                       cost_.load_ms_per_offloaded_block * loading_blocks_;
+  report.loaded_blocks = loading_blocks_;
   if (scheduled.empty()) {
     report.duration_ms = 0;
   }
@@ -123,7 +128,8 @@ bool Engine::try_admit(Request& request, std::uint32_t budget, std::uint32_t& to
   // At least the last known token is always computed (its logits are needed).
   auto reusable = std::min<std::size_t>(hashes.size(), (total - 1) / block_size);
   auto hit = pool_.find_cached_prefix(std::span(hashes).first(reusable));
-  auto computed = static_cast<std::uint32_t>(hit.size()) * block_size;
+  const auto offloaded = pool_.offloaded_run(std::span(hashes).first(reusable).subspan(hit.size()));
+  auto computed = (static_cast<std::uint32_t>(hit.size()) + offloaded) * block_size;
   tokens = std::min(total - computed, budget);
   auto new_blocks = blocks_for(computed + tokens, block_size) - static_cast<std::uint32_t>(hit.size());
   auto hits_in_free_queue = static_cast<std::uint32_t>(
@@ -132,6 +138,9 @@ bool Engine::try_admit(Request& request, std::uint32_t budget, std::uint32_t& to
     return false;
   }
   pool_.touch(hit);
+  pool_.touch_offloaded(std::span(hashes).subspan(hit.size(), offloaded));
+  loading_blocks_ += offloaded;
+  counters_.offloaded_hit_tokens += offloaded * block_size;
   auto allocated = pool_.allocate(new_blocks);
   assert(allocated);
   request.blocks = std::move(hit);
@@ -140,7 +149,9 @@ bool Engine::try_admit(Request& request, std::uint32_t budget, std::uint32_t& to
   request.hashes.assign(hashes.begin(), hashes.begin() + request.cached_blocks);
   request.computed = computed;
   counters_.prefix_queries_tokens += total;
-  counters_.prefix_hit_tokens += computed;
+  // vLLM's prefix-cache counter is the GPU cache's own; the connector's
+  // loads are counted apart.
+  counters_.prefix_hit_tokens += request.cached_blocks * block_size;
   if (!request.cached_tokens) {
     request.cached_tokens = computed;
     counters_.prompt_tokens += request.prompt_length;

@@ -12,6 +12,10 @@
 // FCFS while max_num_seqs, the budget and free blocks allow, each starting
 // from its longest cached prefix, capped so the last prompt token is always
 // computed. A request whose known tokens are all computed samples one token.
+// With a CPU tier (BlockPool::enable_cpu_tier), the cached prefix continues
+// with the blocks the tier holds (vLLM's connector lookup after the GPU
+// one): they count as cached, take GPU blocks, and their copy back costs
+// load_ms_per_offloaded_block each in the admitting step.
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -28,6 +32,7 @@ using RequestHandle = std::uint64_t;
 struct EngineLimits {
   std::uint32_t max_num_seqs = 256;
   std::uint32_t max_num_batched_tokens = 8192;
+  std::uint32_t cpu_offload_blocks = 0;  // the CPU tier's size (0: none)
 };
 
 // Modelled duration of one step, in milliseconds of GPU time.
@@ -36,6 +41,7 @@ struct StepCost {
   double prefill_ms_per_token = 0;            // each prompt token computed
   double decode_ms_per_sequence = 0;          // each sequence decoding one token
   double attention_ms_per_context_token = 0;  // each token of context read by a scheduled sequence
+  double load_ms_per_offloaded_block = 0;     // each block copied back from the CPU tier
 };
 
 struct NewRequest {
@@ -59,7 +65,8 @@ struct StepReport {
   std::uint32_t decode_sequences = 0;
   std::uint64_t context_tokens = 0;
   std::uint32_t preemptions = 0;
-  std::vector<Progress> progress;  // one entry per scheduled request
+  std::uint32_t loaded_blocks = 0;  // copied back from the CPU tier for admitted requests
+  std::vector<Progress> progress;   // one entry per scheduled request
 };
 
 struct EngineCounters {
@@ -68,6 +75,7 @@ struct EngineCounters {
   std::uint64_t prompt_tokens = 0;          // vllm:prompt_tokens_total
   std::uint64_t generation_tokens = 0;      // vllm:generation_tokens_total
   std::uint64_t preemptions = 0;            // vllm:num_preemptions_total
+  std::uint64_t offloaded_hit_tokens = 0;   // prompt tokens loaded from the CPU tier
 };
 
 class Engine {
@@ -125,6 +133,7 @@ class Engine {
   std::vector<Request*> running_;  // admission order
   std::deque<Request*> waiting_;   // FCFS; preempted requests go to the front
   EngineCounters counters_;
+  std::uint32_t loading_blocks_ = 0;  // this step's loads from the CPU tier
 };
 
 // Generated tokens are deterministic filler: the i-th output token of any

@@ -5,7 +5,9 @@
 namespace kvgate::sim {
 namespace {
 
-constexpr std::string_view kMedium = "GPU";
+std::string_view medium_name(Medium medium) {
+  return medium == Medium::gpu ? "GPU" : "CPU";
+}
 
 template <class Values, class Write>
 void write_array(MsgpackWriter& writer, const Values& values, Write write) {
@@ -64,7 +66,7 @@ void write_stored(MsgpackWriter& writer, const BlockStored& event, EventFormat f
     tokens();
     writer.unsigned_integer(event.block_size);
     writer.nil();  // lora_id
-    writer.string(kMedium);
+    writer.string(medium_name(event.medium));
     if (salted && sglang) {
       writer.map_header(1);
       writer.string("cache_salt");
@@ -89,7 +91,7 @@ void write_stored(MsgpackWriter& writer, const BlockStored& event, EventFormat f
   writer.string("lora_id");
   writer.nil();
   writer.string("medium");
-  writer.string(kMedium);
+  writer.string(medium_name(event.medium));
   if (salted) {
     writer.string("extra_keys");
     write_extra_keys(writer, event);
@@ -101,7 +103,7 @@ void write_removed(MsgpackWriter& writer, const BlockRemoved& event, EventFormat
     writer.array_header(3);
     writer.string("BlockRemoved");
     write_hashes(writer, event.block_hashes, format);
-    writer.string(kMedium);
+    writer.string(medium_name(event.medium));
     return;
   }
   writer.map_header(3);
@@ -110,7 +112,7 @@ void write_removed(MsgpackWriter& writer, const BlockRemoved& event, EventFormat
   writer.string("block_hashes");
   write_hashes(writer, event.block_hashes, format);
   writer.string("medium");
-  writer.string(kMedium);
+  writer.string(medium_name(event.medium));
 }
 
 void write_cleared(MsgpackWriter& writer, EventFormat format) {

@@ -37,7 +37,8 @@ std::string sim_usage() {
          "         [--kv-events-endpoint tcp://127.0.0.1:5557] [--kv-events-replay-endpoint tcp://127.0.0.1:5558]\n"
          "         [--kv-events-format map|array|sglang] [--hash-seed N] [--time-scale X] [--default-max-tokens N]\n"
          "         [--step-overhead-ms X] [--prefill-ms-per-token X] [--decode-ms-per-seq X]\n"
-         "         [--attention-ms-per-context-token X]\n";
+         "         [--attention-ms-per-context-token X]\n"
+         "         [--cpu-offload-blocks N] [--cpu-offload-gbps X] [--kv-bytes-per-token N]\n";
 }
 
 std::optional<std::string> parse_sim_options(const std::vector<std::string>& args, SimOptions& options) {
@@ -65,6 +66,9 @@ std::optional<std::string> parse_sim_options(const std::vector<std::string>& arg
       {"--prefill-ms-per-token", number(options.cost.prefill_ms_per_token, 0.0)},
       {"--decode-ms-per-seq", number(options.cost.decode_ms_per_sequence, 0.0)},
       {"--attention-ms-per-context-token", number(options.cost.attention_ms_per_context_token, 0.0)},
+      {"--cpu-offload-blocks", number(options.limits.cpu_offload_blocks, 0u)},
+      {"--cpu-offload-gbps", number(options.cpu_offload_gbps, 0.001)},
+      {"--kv-bytes-per-token", number(options.kv_bytes_per_token, 1.0)},
   };
   for (std::size_t index = 0; index < args.size(); index += 2) {
     auto flag = flags.find(args[index]);
@@ -90,6 +94,9 @@ std::optional<std::string> parse_sim_options(const std::vector<std::string>& arg
   if (seed_given) {
     options.hash_seed = seed;
   }
+  // GB/s is 1e6 bytes per millisecond.
+  options.cost.load_ms_per_offloaded_block =
+      options.kv_bytes_per_token * options.block_size / (options.cpu_offload_gbps * 1e6);
   if (static_cast<std::uint64_t>(options.num_gpu_blocks) * options.block_size < options.max_model_len) {
     return std::string("--num-gpu-blocks x --block-size must hold at least --max-model-len tokens");
   }

@@ -31,6 +31,11 @@ struct SimOptions {
   // per step by its sequence. See bench/sim/README.md.
   StepCost cost{6.0, 0.027, 0.05, 0.00004};
   double time_scale = 1.0;  // >1 runs faster than real time
+  // The CPU tier's (limits.cpu_offload_blocks) copy-back bandwidth; a
+  // block's bytes are kv_bytes_per_token x block_size (the default:
+  // Llama-3-8B's 128 KiB per token in BF16).
+  double cpu_offload_gbps = 25;  // PCIe 4.0 x16, effective
+  double kv_bytes_per_token = 131'072;
   std::string kv_events_endpoint;
   std::string kv_events_replay_endpoint;
   EventFormat kv_events_format = EventFormat::map;

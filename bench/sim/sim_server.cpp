@@ -272,6 +272,8 @@ std::string SimServer::metrics_text() {
   counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", counters.prompt_tokens);
   counter("vllm:generation_tokens_total", "Number of generation tokens processed.", counters.generation_tokens);
   counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", counters.preemptions);
+  counter("kvgate_sim_offloaded_hit_tokens_total", "Prompt tokens loaded from the CPU tier instead of computed.",
+          counters.offloaded_hit_tokens);
   histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttft_);
   histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", e2e_);
   out << "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"

@@ -510,7 +510,7 @@ void read_workers_from(YamlReader& reader, const YAML::Node& node, const std::st
 void read_model(YamlReader& reader, const YAML::Node& node, const std::string& path, ModelOptions& out) {
   if (!reader.check_mapping(node, path,
                             {"name", "tokenizer", "block_size", "workers", "workers_from", "cache_isolation",
-                             "upstream_api_key_file", "upstream_api_key_env"})) {
+                             "upstream_api_key_file", "upstream_api_key_env", "kv_bytes_per_token", "offload_gbps"})) {
     return;
   }
   reader.optional(node, path, "cache_isolation", [&](auto& value, auto key_path) {
@@ -536,6 +536,10 @@ void read_model(YamlReader& reader, const YAML::Node& node, const std::string& p
                   [&](auto& value, auto key_path) { reader.read(value, key_path, out.tokenizer); });
   reader.optional(node, path, "block_size",
                   [&](auto& value, auto key_path) { reader.read(value, key_path, out.block_size, 1, 4096); });
+  reader.optional(node, path, "kv_bytes_per_token",
+                  [&](auto& value, auto key_path) { reader.read(value, key_path, out.kv_bytes_per_token, 1.0, 1e9); });
+  reader.optional(node, path, "offload_gbps",
+                  [&](auto& value, auto key_path) { reader.read(value, key_path, out.offload_gbps, 1e-3, 1e6); });
   reader.optional(node, path, "workers_from",
                   [&](auto& value, auto key_path) { read_workers_from(reader, value, key_path, out.workers_from); });
   auto workers = node["workers"];

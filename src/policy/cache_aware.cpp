@@ -9,16 +9,19 @@ namespace {
 // Sends the request where its expected time to first token is lowest, each
 // worker priced with its own PrefillRates (learned from its requests):
 //   prefill       = a (L - cached) + b (L^2 - cached^2) / 2 + c
+//   receive       = offloaded cached tokens x the tier's load time per token
+//                   (cached counts every tier: a lower tier's blocks are
+//                   loaded, not computed)
 //   others        = engine_waiting beyond this gateway's pending requests
 //                   at the scrape (other gateways' and clients' requests)
 //   queue_delay   = q * (pending_prefill_tokens + others * mean_uncached_tokens)
 //                 + others * queue_ms_per_waiting_request
 //                 + d * active_tokens + in_flight * queue_ms_per_request
-//   expected_ttft = queue_delay + prefill
+//   expected_ttft = queue_delay + prefill + receive
 //   evicts        = expected re-prefill of the blocks the placement evicts
 //                   on a full worker, each weighted by the chance its owner
 //                   returns before it would age out anyway (eviction.hpp)
-//   score         = queue_delay + own_prefill_weight * prefill + evicts
+//   score         = queue_delay + own_prefill_weight * prefill + receive + evicts
 // A worker that holds the conversation's earlier turns wins while its
 // saving outweighs its queue; when it is busy enough, another worker's
 // shorter queue wins even though it must prefill everything (affinity is
@@ -65,8 +68,10 @@ class CacheAware final : public Policy {
         worker.prefill.queue_ms(worker.pending_prefill_tokens + others_tokens, worker.active_tokens) +
         static_cast<double>(worker.in_flight) * cost_.queue_ms_per_request +
         others * cost_.queue_ms_per_waiting_request;
-    candidate.expected_ttft_ms = candidate.queue_delay_ms + candidate.prefill_ms;
-    candidate.score = candidate.queue_delay_ms + cost_.own_prefill_weight * candidate.prefill_ms;
+    candidate.offloaded_cached_tokens = std::min(worker.offloaded_cached_tokens, cached);
+    candidate.receive_ms = static_cast<double>(candidate.offloaded_cached_tokens) * request.ms_per_offloaded_token;
+    candidate.expected_ttft_ms = candidate.queue_delay_ms + candidate.prefill_ms + candidate.receive_ms;
+    candidate.score = candidate.queue_delay_ms + cost_.own_prefill_weight * candidate.prefill_ms + candidate.receive_ms;
     if (cost_.eviction_term && request.returns != nullptr && request.block_size > 0) {
       price_evictions(request, worker, candidate);
       candidate.score += candidate.evicts_ms;
@@ -74,15 +79,16 @@ class CacheAware final : public Policy {
     candidate.score_noise_ms = candidate.score * worker.prefill.relative_noise;
   }
 
-  // The placement stores the prompt's full blocks the worker lacks (vLLM
-  // caches full blocks only). An evicted block's re-prefill is priced at
+  // The placement stores the prompt's full blocks the worker lacks on the
+  // GPU (vLLM caches full blocks only; offloaded ones are loaded into new
+  // GPU blocks). An evicted block's re-prefill is priced at
   // this worker's rates with each token attending to a context as long as
   // this prompt: the engines free a request's blocks tail first, so LRU
   // eviction starts with the deep blocks of conversations like this one.
   static void price_evictions(const RouteRequest& request, const WorkerView& worker, Candidate& candidate) {
     const std::uint64_t block_size = request.block_size;
     const std::uint64_t full_blocks = request.input_tokens / block_size;
-    const std::uint64_t own_blocks = candidate.cached_tokens / block_size;
+    const std::uint64_t own_blocks = (candidate.cached_tokens - candidate.offloaded_cached_tokens) / block_size;
     const auto new_blocks = full_blocks > own_blocks ? full_blocks - own_blocks : 0;
     const double ms_per_block =
         static_cast<double>(block_size) *

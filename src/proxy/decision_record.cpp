@@ -17,22 +17,25 @@ json optional_count(const std::optional<std::uint32_t>& value) {
 }
 
 json candidate_json(const policy::Candidate& candidate) {
-  return {{"worker", candidate.worker},
-          {"eligible", candidate.eligible},
-          {"ineligible_because", candidate.ineligible_because == policy::Ineligible::none
-                                     ? json(nullptr)
-                                     : json(policy::to_string(candidate.ineligible_because))},
-          {"drifting", candidate.drifting},
-          {"in_flight", candidate.in_flight},
-          {"score", candidate.score},
-          {"cached_tokens", candidate.cached_tokens},
-          {"queue_delay_ms", optional_number(candidate.queue_delay_ms)},
-          {"prefill_ms", optional_number(candidate.prefill_ms)},
-          {"expected_ttft_ms", optional_number(candidate.expected_ttft_ms)},
-          {"evicts_ms", optional_number(candidate.evicts_ms)},
-          {"evicted_blocks", candidate.evicts_ms < 0 ? json(nullptr) : json(candidate.evicted_blocks)},
-          {"score_noise_ms", candidate.expected_ttft_ms < 0 ? json(nullptr) : json(candidate.score_noise_ms)},
-          {"indexed_blocks", candidate.indexed_blocks}};
+  return {
+      {"worker", candidate.worker},
+      {"eligible", candidate.eligible},
+      {"ineligible_because", candidate.ineligible_because == policy::Ineligible::none
+                                 ? json(nullptr)
+                                 : json(policy::to_string(candidate.ineligible_because))},
+      {"drifting", candidate.drifting},
+      {"in_flight", candidate.in_flight},
+      {"score", candidate.score},
+      {"cached_tokens", candidate.cached_tokens},
+      {"queue_delay_ms", optional_number(candidate.queue_delay_ms)},
+      {"prefill_ms", optional_number(candidate.prefill_ms)},
+      {"receive_ms", optional_number(candidate.receive_ms)},
+      {"offloaded_cached_tokens", candidate.receive_ms < 0 ? json(nullptr) : json(candidate.offloaded_cached_tokens)},
+      {"expected_ttft_ms", optional_number(candidate.expected_ttft_ms)},
+      {"evicts_ms", optional_number(candidate.evicts_ms)},
+      {"evicted_blocks", candidate.evicts_ms < 0 ? json(nullptr) : json(candidate.evicted_blocks)},
+      {"score_noise_ms", candidate.expected_ttft_ms < 0 ? json(nullptr) : json(candidate.score_noise_ms)},
+      {"indexed_blocks", candidate.indexed_blocks}};
 }
 
 json route_runner_up(const Exchange& exchange, const route::RouteDecision& route) {

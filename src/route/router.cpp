@@ -18,7 +18,8 @@ namespace {
 // threads and the admin thread each keep one; a decision never suspends).
 struct Scratch {
   index::PrefixMatch match;
-  std::vector<std::uint32_t> indexed;  // per worker, in configuration order
+  std::vector<std::uint32_t> indexed;      // per worker, in configuration order
+  std::vector<std::uint32_t> indexed_gpu;  // of those, the GPU tier's leading run
   std::vector<policy::WorkerView> views;
 };
 
@@ -26,6 +27,7 @@ Scratch& scratch_for(std::size_t workers) {
   thread_local Scratch scratch;
   if (scratch.indexed.size() < workers) {
     scratch.indexed.resize(workers);
+    scratch.indexed_gpu.resize(workers);
     scratch.views.resize(workers);
   }
   return scratch;
@@ -39,13 +41,17 @@ std::span<const std::uint32_t> indexed_cached_tokens(const ModelRoute& model, co
   const auto count = model.workers.size();
   auto cached = std::span(scratch.indexed).first(count);
   std::fill(cached.begin(), cached.end(), 0);
+  auto gpu = std::span(scratch.indexed_gpu).first(count);
+  std::fill(gpu.begin(), gpu.end(), 0);
   if (prompt == nullptr || prompt->input_tokens == 0 || prompt->blocks.empty() || !model.cache) {
     return cached;
   }
   const std::uint32_t reusable_blocks = (prompt->input_tokens - 1) / model.block_size;
   model.cache->index.longest_prefix(prompt->blocks, scratch.match);
   for (std::size_t worker = 0; worker < count; ++worker) {
-    cached[worker] = std::min(scratch.match.held(model.workers[worker].slot), reusable_blocks) * model.block_size;
+    const auto slot = model.workers[worker].slot;
+    cached[worker] = std::min(scratch.match.held(slot), reusable_blocks) * model.block_size;
+    gpu[worker] = std::min(scratch.match.held_on_gpu(slot), reusable_blocks) * model.block_size;
   }
   return cached;
 }
@@ -131,6 +137,9 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
       views[index].indexed_blocks = model.cache->index.entries_of(model.workers[index].slot);
     }
     views[index].lru = model.workers[index].state->event_stream().lru_profile(context.now_unix_ms);
+    // Beyond the GPU run the engine loads the prefix from a lower tier.
+    views[index].offloaded_cached_tokens =
+        views[index].cached_tokens - std::min(scratch.indexed_gpu[index], views[index].cached_tokens);
   }
   // Panic mode (Envoy's): when every healthy worker is ejected, ejection is
   // ignored, so a fleet failing as a whole keeps serving what it can.
@@ -156,6 +165,7 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   const auto view_span = std::span<const policy::WorkerView>(views.data(), count);
   policy::RouteRequest request{model.name, context.session_key, context.sequence, context.excluded};
   request.block_size = model.block_size;
+  request.ms_per_offloaded_token = model.ms_per_offloaded_token;
   const auto returns = model.session_gaps->model();
   request.returns = &returns;
   if (context.session_key) {

@@ -120,6 +120,8 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
     const auto& assignment = (*assignments)[model_index];
     ModelRoute model{model_options.name, model_options.block_size, {},
                      assignment.cache,   tokenizers[model_index],  model_options.cache_isolation};
+    // GB/s is 1e6 bytes per millisecond.
+    model.ms_per_offloaded_token = model_options.kv_bytes_per_token / (model_options.offload_gbps * 1e6);
     if (const auto* old = previous != nullptr ? previous->find_model(model.name) : nullptr) {
       model.session_gaps = old->session_gaps;
     }

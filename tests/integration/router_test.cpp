@@ -480,5 +480,43 @@ TEST(RouterEviction, FullReplicasShowWhatEachPlacementWouldEvict) {
   }
 }
 
+// A replica with a CPU tier (kvgate-sim --cpu-offload-blocks): a prompt its
+// GPU evicted is still held, one tier down. The index follows the engine's
+// events for both tiers; the decision credits the prompt as cached and
+// prices loading it back (receive_ms) instead of its prefill, and the
+// engine reports it cached.
+TEST(RouterTiers, APromptEvictedToTheCpuTierIsPricedByItsLoadTime) {
+  Fleet fleet;
+  fleet.add_sim("a", "map", true, {"--num-gpu-blocks", "40", "--max-model-len", "512", "--cpu-offload-blocks", "400"});
+  fleet.start_gateway();
+  auto prompt = [](char letter) {
+    return json{{"model", "sim-model"}, {"prompt", std::string(1'100, letter)}, {"max_tokens", 1}};
+  };
+  ASSERT_EQ(post_json(fleet.harness.api_port(), "/v1/completions", prompt('a').dump()).status, 200);
+  // Two other prompts of the same size take the GPU's 40 blocks.
+  for (char other : {'b', 'c'}) {
+    ASSERT_EQ(post_json(fleet.harness.api_port(), "/v1/completions", prompt(other).dump()).status, 200);
+  }
+  json candidate;
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    auto route = json::parse(post_json(fleet.harness.admin_port(), "/debug/route", prompt('a').dump()).body);
+    candidate = route["candidates"][0];
+    if (candidate["offloaded_cached_tokens"].get<int>() > 0) {
+      break;
+    }
+    std::this_thread::sleep_for(20ms);  // the events travel to the index asynchronously
+  }
+  ASSERT_GT(candidate["offloaded_cached_tokens"].get<int>(), 0) << candidate.dump();
+  EXPECT_GT(candidate["cached_tokens"].get<int>(), 0);
+  EXPECT_GT(candidate["receive_ms"].get<double>(), 0);
+  // Defaults: 128 KiB per token over 25 GB/s.
+  EXPECT_NEAR(candidate["receive_ms"].get<double>(),
+              candidate["offloaded_cached_tokens"].get<double>() * 131'072 / 25e6, 1e-9);
+  auto response = post_json(fleet.harness.api_port(), "/v1/completions", prompt('a').dump());
+  ASSERT_EQ(response.status, 200);
+  const auto cached = json::parse(response.body)["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>();
+  EXPECT_EQ(cached, candidate["cached_tokens"].get<int>()) << response.body;
+}
+
 }  // namespace
 }  // namespace kvgate::testing

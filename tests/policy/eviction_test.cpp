@@ -179,5 +179,39 @@ TEST(CacheAware, PlacesANewConversationWhereItEvictsWhatWillNotBeMissed) {
   EXPECT_EQ(make_cache_aware(cost)->decide(request, workers).worker_index, 0u);
 }
 
+// Lower tiers: a prefix held only in CPU memory is loaded, not computed, at
+// the tier's load time per token (policy.hpp RouteRequest).
+TEST(CacheAware, APrefixInALowerTierCostsItsLoadTimeInsteadOfItsPrefill) {
+  constexpr PrefillRates kRates{0.1, 0, 0, 0, 0, 0.1};
+  std::vector<WorkerView> workers{{"gpu", true, 0}, {"cpu", true, 0}, {"cold", true, 0}};
+  for (auto& worker : workers) {
+    worker.prefill = kRates;
+  }
+  workers[0].cached_tokens = 1'000;
+  workers[1].cached_tokens = 1'000;
+  workers[1].offloaded_cached_tokens = 1'000;
+  RouteRequest request{"m", std::nullopt, 0, {}, 1'600};
+  request.ms_per_offloaded_token = 0.005;  // 20x cheaper than computing
+  CostModel cost;
+  cost.queue_ms_per_request = 0;
+  auto decision = make_cache_aware(cost)->decide(request, workers);
+  EXPECT_EQ(decision.worker_index, 0u);
+  EXPECT_DOUBLE_EQ(decision.candidates[0].receive_ms, 0);
+  EXPECT_DOUBLE_EQ(decision.candidates[1].receive_ms, 5);
+  EXPECT_EQ(decision.candidates[1].offloaded_cached_tokens, 1'000u);
+  EXPECT_DOUBLE_EQ(decision.candidates[1].expected_ttft_ms, 60 + 5);
+  EXPECT_DOUBLE_EQ(decision.candidates[2].expected_ttft_ms, 160);
+  // 10 ms of queue on the GPU holder: loading from the CPU is faster.
+  workers[0].pending_prefill_tokens = 100;
+  EXPECT_EQ(make_cache_aware(cost)->decide(request, workers).worker_index, 1u);
+  // A slow tier (0.2 ms per token, slower than computing) is worth less
+  // than a cold worker, and the queued GPU holder wins again.
+  request.ms_per_offloaded_token = 0.2;
+  auto slow = make_cache_aware(cost)->decide(request, workers);
+  EXPECT_EQ(slow.worker_index, 0u);
+  EXPECT_DOUBLE_EQ(slow.candidates[1].expected_ttft_ms, 60 + 200);
+  EXPECT_GT(slow.candidates[1].score, slow.candidates[2].score);
+}
+
 }  // namespace
 }  // namespace kvgate::policy

@@ -181,5 +181,58 @@ TEST(Engine, AbortFreesBlocksButKeepsThemCached) {
   engine.abort(424242);  // unknown handles are ignored
 }
 
+// A CPU tier of 8 blocks behind 6 GPU blocks: a prompt the GPU evicted is
+// served from the tier, counted as cached, and its copy back costs time.
+TEST(Engine, GpuEvictedBlocksMoveToTheCpuTierAndLoadBackForTheirTransferTime) {
+  StepCost cost{0, 1.0, 0, 0, 0.25};  // 1 ms per prompt token, 0.25 ms per block loaded
+  EngineLimits limits;
+  limits.cpu_offload_blocks = 8;
+  auto engine = make_engine(6, limits, cost);
+  engine.add({prompt(12), 1, 7});
+  run_until_idle(engine);
+  engine.pool().take_events();
+  // Another prompt of 24 tokens needs every GPU block: the first prompt's
+  // three move to the CPU tier, reported with medium CPU.
+  engine.add({prompt(24, 500), 1, 7});
+  run_until_idle(engine);
+  EXPECT_EQ(engine.pool().offloaded_blocks(), 3u);
+  int offloaded = 0;
+  for (const auto& event : engine.pool().take_events()) {
+    if (const auto* stored = std::get_if<BlockStored>(&event); stored && stored->medium == Medium::cpu) {
+      ++offloaded;
+      EXPECT_EQ(stored->token_ids.size(), kBlockSize);
+    }
+  }
+  EXPECT_EQ(offloaded, 3);
+  // The first prompt again: two blocks reusable (the last token is
+  // computed), both from the tier.
+  engine.add({prompt(12), 1, 7});
+  auto report = engine.step();
+  EXPECT_EQ(report.progress[0].cached_tokens, 8u);
+  EXPECT_EQ(report.loaded_blocks, 2u);
+  EXPECT_EQ(report.prefill_tokens, 4u);
+  EXPECT_DOUBLE_EQ(report.duration_ms, 4 * 1.0 + 2 * 0.25);
+  EXPECT_EQ(engine.counters().offloaded_hit_tokens, 8u);
+  EXPECT_EQ(engine.counters().prefix_hit_tokens, 0u);  // the GPU cache's own hits only
+}
+
+TEST(Engine, TheCpuTierDropsItsLeastRecentlyUsedBlocksWhenFull) {
+  EngineLimits limits;
+  limits.cpu_offload_blocks = 2;
+  auto engine = make_engine(4, limits);
+  engine.add({prompt(16), 1, 7});
+  run_until_idle(engine);
+  engine.add({prompt(16, 500), 1, 7});
+  run_until_idle(engine);
+  EXPECT_EQ(engine.pool().offloaded_blocks(), 2u);
+  int dropped = 0;
+  for (const auto& event : engine.pool().take_events()) {
+    if (const auto* removed = std::get_if<BlockRemoved>(&event); removed && removed->medium == Medium::cpu) {
+      ++dropped;
+    }
+  }
+  EXPECT_GT(dropped, 0);
+}
+
 }  // namespace
 }  // namespace kvgate::sim

@@ -80,6 +80,12 @@ TEST(KvEventEncoder, MapFormDecodesToVllmFieldNames) {
   EXPECT_EQ(batch[1][1]["type"], "BlockRemoved");
   EXPECT_EQ(batch[1][1]["block_hashes"][0], 42);
   EXPECT_EQ(batch[1][2], nlohmann::json({{"type", "AllBlocksCleared"}}));
+  // A CPU-tier copy says so.
+  std::vector<CacheEvent> offloaded{BlockStored{{42}, std::nullopt, {1, 2}, 2, "", Medium::cpu},
+                                    BlockRemoved{{42}, Medium::cpu}};
+  auto cpu = nlohmann::json::from_msgpack(encode_event_batch(offloaded, 1.0, std::nullopt, EventFormat::map));
+  EXPECT_EQ(cpu[1][0]["medium"], "CPU");
+  EXPECT_EQ(cpu[1][1]["medium"], "CPU");
 }
 
 TEST(KvEventEncoder, TimestampIsAlwaysFloat64) {

@@ -92,6 +92,12 @@ struct ModelOptions {
   // workers included).
   std::string upstream_api_key;
   CacheIsolation cache_isolation = CacheIsolation::none;
+  // A prefix held only in a lower tier (CPU, disk: vLLM's offloading
+  // connector, LMCache) is loaded, not computed: priced at one token's KV
+  // bytes over the tier's bandwidth. Defaults: Llama-3-8B in BF16 (128 KiB
+  // per token) over PCIe 4.0 x16 (~25 GB/s effective).
+  double kv_bytes_per_token = 131'072;
+  double offload_gbps = 25;
 };
 
 struct LimitOptions {

@@ -67,6 +67,9 @@ struct WorkerView {
   // Its GPU blocks by idle age, how many it holds and can hold (the index
   // writer's last summary): what a placement here would evict.
   LruProfile lru;
+  // Of cached_tokens, the ones beyond its GPU run: held only in a lower tier
+  // (CPU, disk), which the engine loads instead of computing.
+  std::uint32_t offloaded_cached_tokens = 0;
 };
 
 struct RouteRequest {
@@ -90,6 +93,9 @@ struct RouteRequest {
 
   // The model's block size in tokens (the index's unit).
   std::uint32_t block_size = 16;
+  // Loading one token's KV from a lower tier (block bytes over the tier's
+  // bandwidth, per model); 0: offloaded tokens are priced as GPU hits.
+  double ms_per_offloaded_token = 0;
   // How likely an idle conversation returns (learned per model from the
   // sessions' gaps); null: no eviction term.
   const ReturnModel* returns = nullptr;
@@ -117,6 +123,10 @@ struct Candidate {
   // The cost model's parts (cache_aware); negative: not computed.
   double queue_delay_ms = -1;
   double prefill_ms = -1;
+  // Loading the prompt's offloaded part back (cache_aware; in the expected
+  // TTFT); negative: not computed.
+  double receive_ms = -1;
+  std::uint32_t offloaded_cached_tokens = 0;
   double expected_ttft_ms = -1;
   double score = 0;  // lower is better; policy-specific
   // cache_aware: how far the score may be off by the worker's learned

@@ -38,6 +38,9 @@ struct ModelRoute {
   std::shared_ptr<kv_events::ModelCache> cache;             // the model's prefix index
   std::shared_ptr<const prompt::ModelTokenizer> tokenizer;  // null: approximate tokenisation
   config::CacheIsolation cache_isolation = config::CacheIsolation::none;
+  // Loading one token's KV from a lower tier (config: kv_bytes_per_token
+  // over offload_gbps).
+  double ms_per_offloaded_token = 0;
   // Its sessions' inter-turn gaps (kept across reloads while the model is).
   std::shared_ptr<SessionGaps> session_gaps = std::make_shared<SessionGaps>();
 
