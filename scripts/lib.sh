@@ -15,7 +15,8 @@
 # variant, e.g. KVGATE_TARGET_ca_w1='{policy: cache_aware, cache_aware:
 # {own_prefill_weight: 1}}'). Sets $runs (kvgate-bench --run flags), $resets
 # (--reset flags), $fleet (a description for the report), $admins (LABEL=
-# admin address per kvgate), $api and $admin (the last gateway's). Environment: KVGATE_REPLICAS (default 3), KVGATE_TIME_SCALE
+# admin address per kvgate), $api and $admin (the last gateway's). Each
+# kvgate writes its decision log to $work/decisions-TARGET.jsonl. Environment: KVGATE_REPLICAS (default 3), KVGATE_TIME_SCALE
 # (default 20), KVGATE_SIM_FLAGS (more kvgate-sim flags, e.g. timing),
 # KVGATE_SIM_FLAGS_r0 .. (one replica's own, after those: e.g.
 # "--time-scale 1" makes r0 twice as slow as the others at the default 2),
@@ -134,6 +135,7 @@ listen: "127.0.0.1:0"
 admin_listen: "127.0.0.1:0"
 threads: 1
 access_log: false
+decision_log: "$work/decisions-$target.jsonl"
 routing: $routing
 health_check: {interval: 1s}
 ${KVGATE_SETTINGS:-}

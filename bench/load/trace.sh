@@ -4,7 +4,7 @@
 # fleet under KV pressure. Each target gets the identical offered traffic
 # from reset caches. Reports land in build/trace-report/NAME/ (report.md,
 # report.html, summary.json, records, and report.png when Chromium is
-# installed).
+# installed), each kvgate's /debug/workers and decision log beside them.
 #   bench/load/trace.sh weka70|weka85|mooncake70 [COUNT] [BLOCKS_PER_REPLICA]
 #
 # weka70, weka85: Claude Code sessions (WEKA's kv-cache-tester, the first
@@ -81,9 +81,13 @@ out=build/trace-report/$name
 rm -rf "$out"
 mkdir -p "$out"
 cp "$work/report/"* "$out/"
-# What each gateway learned and saw (prefill cost, ejections, drift).
+# What each gateway learned and saw (prefill cost, ejections, drift), and
+# why it sent each request where it did (its decision log, compressed).
 for entry in "${admins[@]}"; do
   curl -fsS "http://${entry#*=}/debug/workers" >"$out/workers-${entry%%=*}.json" || true
+  if [[ -f "$work/decisions-${entry%%=*}.jsonl" ]]; then
+    gzip -c "$work/decisions-${entry%%=*}.jsonl" >"$out/decisions-${entry%%=*}.jsonl.gz"
+  fi
 done
 if command -v chromium >/dev/null 2>&1; then
   scripts/report_screenshot.sh "$out/report.html" "$out/report.png"
