@@ -53,11 +53,14 @@ AdminResponse metrics(proxy::GatewayContext& context) {
     for (const auto& route : model.workers) {
       const auto& worker = *route.state;
       const auto& stream = worker.event_stream();
-      const auto prefill = worker.prefill_rates();
+      // What cache_aware prices the worker at (its own fit, or the pooled
+      // one times its speed).
+      const auto prefill =
+          route::effective_prefill_rates(table->options->routing.cache_aware, model.pooled_prefill->rates(), worker);
       context.metrics().set_worker_state(
           worker.id(), {worker.healthy(), worker.in_flight(), worker.pending_prefill_tokens(),
                         worker.recent_time_to_first_token_seconds(), prefill.ms_per_token, prefill.ms_per_token_pair,
-                        prefill.base_ms, prefill.samples, worker.ejected(proxy::unix_now_ms())});
+                        prefill.base_ms, worker.prefill_rates().samples, worker.ejected(proxy::unix_now_ms())});
       context.metrics().set_event_stream_state(
           worker.id(), {!route.options.kv_events.empty(), stream.connected, stream.stale, stream.silent,
                         model.cache->index.entries_of(route.slot)});
@@ -137,6 +140,9 @@ AdminResponse debug_workers(proxy::GatewayContext& context) {
       const auto recent_ttft = worker.recent_time_to_first_token_seconds();
       const auto drift = worker.drift_evidence();
       const auto prefill = worker.prefill_fit_status();
+      const auto priced =
+          route::effective_prefill_rates(table->options->routing.cache_aware, model.pooled_prefill->rates(), worker);
+      const auto speed = worker.prefill_speed_fit();
       const auto outlier = worker.outlier_status(proxy::unix_now_ms());
       workers.push_back({
           {"id", worker.id()},
@@ -172,7 +178,17 @@ AdminResponse debug_workers(proxy::GatewayContext& context) {
             {"ms_per_queued_token", prefill.rates.ms_per_queued_token},
             {"samples", prefill.rates.samples},
             {"clipped", prefill.clipped},
-            {"residual_scale", prefill.residual_scale}}},
+            {"residual_scale", prefill.residual_scale},
+            // Against the model's pooled fit (routing.cache_aware.prefill_fit).
+            {"speed", speed.speed()},
+            {"speed_samples", speed.samples()},
+            {"priced",
+             {{"ms_per_token", priced.ms_per_token},
+              {"ms_per_token_pair", priced.ms_per_token_pair},
+              {"base_ms", priced.base_ms},
+              {"ms_per_active_token", priced.ms_per_active_token},
+              {"ms_per_queued_token", priced.ms_per_queued_token},
+              {"relative_noise", priced.relative_noise}}}}},
           {"kv_events", std::move(events)},
           {"index",
            {{"blocks", model.cache->index.entries_of(route.slot)},

@@ -170,7 +170,7 @@ void read_cache_aware(YamlReader& reader, const YAML::Node& node, CacheAwareOpti
           node, base,
           {"prefill_ms_per_token", "prefill_ms_per_token_pair", "prefill_base_ms", "prefill_ms_per_active_token",
            "learn_prefill_cost", "own_prefill_weight", "soft_margin", "load_bound_epsilon", "queue_ms_per_request",
-           "queue_ms_per_waiting_request", "engine_metrics_max_age", "eviction_term"})) {
+           "queue_ms_per_waiting_request", "engine_metrics_max_age", "eviction_term", "prefill_fit"})) {
     return;
   }
   reader.optional(node, base, "prefill_ms_per_token",
@@ -183,6 +183,17 @@ void read_cache_aware(YamlReader& reader, const YAML::Node& node, CacheAwareOpti
                   [&](auto& value, auto path) { reader.read(value, path, out.prefill_ms_per_active_token, 0.0, 1.0); });
   reader.optional(node, base, "learn_prefill_cost",
                   [&](auto& value, auto path) { reader.read(value, path, out.learn_prefill_cost); });
+  reader.optional(node, base, "prefill_fit", [&](auto& value, auto path) {
+    std::string scope;
+    reader.read(value, path, scope);
+    if (scope == "pooled") {
+      out.prefill_fit = PrefillFitScope::pooled;
+    } else if (scope == "per_worker") {
+      out.prefill_fit = PrefillFitScope::per_worker;
+    } else if (value.IsScalar()) {
+      reader.problem(value, path, "unknown prefill_fit '" + scope + "' (pooled, per_worker)");
+    }
+  });
   reader.optional(node, base, "eviction_term",
                   [&](auto& value, auto path) { reader.read(value, path, out.eviction_term); });
   reader.optional(node, base, "own_prefill_weight",

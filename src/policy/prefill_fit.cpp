@@ -160,4 +160,18 @@ PrefillRates PrefillFit::rates() const {
           theta_[3] / kActivePerUnit, theta_[4] / kTokensPerUnit, scale_};
 }
 
+void SpeedFit::observe(double observed_over_predicted) {
+  if (!(observed_over_predicted > 0) || !std::isfinite(observed_over_predicted)) {
+    return;
+  }
+  const double log_ratio = std::clamp(std::log(observed_over_predicted), -kMaxLogRatio, kMaxLogRatio);
+  weighted_sum_ = kForgetting * weighted_sum_ + log_ratio;
+  weight_ = kForgetting * weight_ + 1;
+  ++samples_;
+}
+
+double SpeedFit::speed() const {
+  return std::exp(weighted_sum_ / (weight_ + kPriorWeight));
+}
+
 }  // namespace kvgate::policy

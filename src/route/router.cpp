@@ -56,13 +56,14 @@ std::span<const std::uint32_t> indexed_cached_tokens(const ModelRoute& model, co
   return cached;
 }
 
-policy::WorkerView worker_view(const workers::WorkerState& worker, std::uint32_t indexed, std::uint64_t now_unix_ms) {
+policy::WorkerView worker_view(const workers::WorkerState& worker, std::uint32_t indexed, std::uint64_t now_unix_ms,
+                               const policy::PrefillRates& prefill) {
   policy::WorkerView view{worker.id(), worker.healthy(), worker.in_flight(), worker.pending_prefill_tokens()};
   view.active_tokens = worker.active_tokens();
   view.mean_uncached_tokens = worker.mean_uncached_tokens();
   view.drifting = worker.drifting();
   view.cached_tokens = view.drifting ? 0 : indexed;
-  view.prefill = worker.prefill_rates();
+  view.prefill = prefill;
   view.ejected = worker.ejected(now_unix_ms);
   if (auto engine = worker.engine_queue(); engine.waiting) {
     view.engine_waiting = *engine.waiting;
@@ -131,8 +132,12 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   auto& scratch = scratch_for(count);
   const auto indexed = indexed_cached_tokens(model, prompt, scratch);
   auto& views = scratch.views;
+  const auto& cost_options = table.options->routing.cache_aware;
+  const auto pooled = model.pooled_prefill->rates();
   for (std::size_t index = 0; index < count; ++index) {
-    views[index] = worker_view(*model.workers[index].state, indexed[index], context.now_unix_ms);
+    const auto& state = *model.workers[index].state;
+    views[index] =
+        worker_view(state, indexed[index], context.now_unix_ms, effective_prefill_rates(cost_options, pooled, state));
     if (model.cache) {
       views[index].indexed_blocks = model.cache->index.entries_of(model.workers[index].slot);
     }
@@ -294,8 +299,15 @@ void Router::record_outcome(const RoutingTable& table, const ModelRoute& model, 
   // worker's prefill cost (policy/prefill_fit.hpp).
   if (table.options->routing.cache_aware.learn_prefill_cost && outcome.first_token_streamed && outcome.ttft_ms &&
       outcome.status == 200 && outcome.retries == 0 && outcome.cached_tokens && outcome.prompt_tokens) {
-    worker.record_prefill({*outcome.prompt_tokens, std::min(*outcome.cached_tokens, *outcome.prompt_tokens),
-                           decision.queued_tokens, decision.active_tokens, *outcome.ttft_ms});
+    const policy::PrefillSample sample{*outcome.prompt_tokens, std::min(*outcome.cached_tokens, *outcome.prompt_tokens),
+                                       decision.queued_tokens, decision.active_tokens, *outcome.ttft_ms};
+    worker.record_prefill(sample);
+    // The worker's speed is judged against the pooled fit as it stood
+    // before this sample, which then joins it.
+    const double predicted = policy::predicted_ttft_ms(model.pooled_prefill->rates(), sample);
+    if (model.pooled_prefill->observe(sample) != policy::PrefillFit::Verdict::rejected && predicted > 0) {
+      worker.record_prefill_speed(sample.ttft_ms / predicted);
+    }
   }
   if (!session_key || session_turn == 0) {
     return;

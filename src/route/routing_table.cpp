@@ -65,6 +65,14 @@ std::unique_ptr<policy::Policy> make_policy(const config::RoutingOptions& routin
   return policy::make_least_load();
 }
 
+policy::PrefillRates effective_prefill_rates(const config::CacheAwareOptions& options,
+                                             const policy::PrefillRates& pooled, const workers::WorkerState& worker) {
+  if (options.prefill_fit == config::PrefillFitScope::per_worker) {
+    return worker.prefill_rates();
+  }
+  return pooled.scaled(worker.prefill_speed());
+}
+
 namespace {
 
 Result<std::shared_ptr<const prompt::ModelTokenizer>, std::string> reuse_or_load_tokenizer(
@@ -124,7 +132,9 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
     model.ms_per_offloaded_token = model_options.kv_bytes_per_token / (model_options.offload_gbps * 1e6);
     if (const auto* old = previous != nullptr ? previous->find_model(model.name) : nullptr) {
       model.session_gaps = old->session_gaps;
+      model.pooled_prefill = old->pooled_prefill;
     }
+    model.pooled_prefill->set_prior(prefill_prior);
     for (std::size_t index = 0; index < model_options.workers.size(); ++index) {
       const auto& worker = model_options.workers[index];
       std::shared_ptr<workers::WorkerState> state;

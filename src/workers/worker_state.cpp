@@ -83,47 +83,15 @@ void WorkerState::publish_engine_load(std::shared_ptr<const ScrapedLoad> load, s
   engine_load_.store(std::move(load), std::memory_order_release);
 }
 
-policy::PrefillRates WorkerState::prefill_rates() const {
-  return {prefill_ms_per_token_.load(std::memory_order_relaxed),
-          prefill_ms_per_token_pair_.load(std::memory_order_relaxed),
-          prefill_base_ms_.load(std::memory_order_relaxed),
-          prefill_samples_.load(std::memory_order_relaxed),
-          prefill_ms_per_active_token_.load(std::memory_order_relaxed),
-          prefill_ms_per_queued_token_.load(std::memory_order_relaxed),
-          prefill_relative_noise_.load(std::memory_order_relaxed)};
+void WorkerState::record_prefill_speed(double observed_over_predicted) {
+  std::lock_guard lock(speed_mutex_);
+  speed_fit_.observe(observed_over_predicted);
+  prefill_speed_.store(speed_fit_.speed(), std::memory_order_relaxed);
 }
 
-policy::PrefillFit::Verdict WorkerState::record_prefill(const policy::PrefillSample& sample) {
-  std::lock_guard lock(prefill_mutex_);
-  const auto verdict = prefill_fit_.observe(sample);
-  if (verdict != policy::PrefillFit::Verdict::rejected) {
-    publish_prefill_rates(prefill_fit_.rates());
-  }
-  return verdict;
-}
-
-WorkerState::PrefillFitStatus WorkerState::prefill_fit_status() const {
-  std::lock_guard lock(prefill_mutex_);
-  return {prefill_fit_.rates(), prefill_fit_.clipped(), prefill_fit_.residual_scale()};
-}
-
-void WorkerState::set_prefill_prior(const policy::PrefillFitOptions& options) {
-  std::lock_guard lock(prefill_mutex_);
-  if (prefill_fit_.rates().samples != 0) {
-    return;  // what it learned outlives a reload
-  }
-  prefill_fit_ = policy::PrefillFit(options);
-  publish_prefill_rates(prefill_fit_.rates());
-}
-
-void WorkerState::publish_prefill_rates(const policy::PrefillRates& rates) {
-  prefill_ms_per_token_.store(rates.ms_per_token, std::memory_order_relaxed);
-  prefill_ms_per_token_pair_.store(rates.ms_per_token_pair, std::memory_order_relaxed);
-  prefill_base_ms_.store(rates.base_ms, std::memory_order_relaxed);
-  prefill_ms_per_active_token_.store(rates.ms_per_active_token, std::memory_order_relaxed);
-  prefill_ms_per_queued_token_.store(rates.ms_per_queued_token, std::memory_order_relaxed);
-  prefill_relative_noise_.store(rates.relative_noise, std::memory_order_relaxed);
-  prefill_samples_.store(rates.samples, std::memory_order_relaxed);
+policy::SpeedFit WorkerState::prefill_speed_fit() const {
+  std::lock_guard lock(speed_mutex_);
+  return speed_fit_;
 }
 
 }  // namespace kvgate::workers

@@ -155,5 +155,40 @@ TEST(PrefillFit, AFixedPromptLengthLeavesThePriorsInPlaceOfWhatItCannotTell) {
   EXPECT_GT(rates.ms_per_token, 0.027);                   // the sum went mostly to the per-token term
 }
 
+TEST(SpeedFit, AWorkerTwiceAsSlowAsThePooledFitIsLearnedAsTwiceTheCost) {
+  SpeedFit speed;
+  EXPECT_DOUBLE_EQ(speed.speed(), 1);  // the fleet's own speed until told otherwise
+  // Its first requests move it only part of the way (pulled towards 1).
+  speed.observe(2);
+  EXPECT_GT(speed.speed(), 1);
+  EXPECT_LT(speed.speed(), 1.2);
+  std::mt19937_64 random(3);
+  std::lognormal_distribution<double> noisy(std::log(2.0), 0.3);
+  for (int index = 0; index < 200; ++index) {
+    speed.observe(noisy(random));
+  }
+  EXPECT_NEAR(speed.speed(), 2, 0.3);
+  EXPECT_EQ(speed.samples(), 201u);
+  // One request stalled 100x behind a long batch counts as 8x at most; a
+  // ratio that is not a number counts not at all.
+  const double before = speed.speed();
+  speed.observe(100);
+  EXPECT_GT(speed.speed(), before);
+  EXPECT_LT(speed.speed(), before * 1.1);
+  speed.observe(std::nan(""));
+  speed.observe(-1);
+  EXPECT_EQ(speed.samples(), 202u);
+}
+
+TEST(SpeedFit, ScalingTheRatesScalesEveryPrediction) {
+  const PrefillRates rates{0.03, 1e-6, 5, 7, 4e-5, 0.02, 0.1};
+  const PrefillSample sample{4'000, 1'000, 2'000, 50'000, 0};
+  const auto twice = rates.scaled(2);
+  EXPECT_DOUBLE_EQ(predicted_ttft_ms(twice, sample), 2 * predicted_ttft_ms(rates, sample));
+  EXPECT_DOUBLE_EQ(predicted_ttft_ms(rates, sample), rates.queue_ms(2'000, 50'000) + rates.prefill_ms(4'000, 1'000));
+  EXPECT_EQ(twice.samples, 7u);
+  EXPECT_DOUBLE_EQ(twice.relative_noise, 0.1);
+}
+
 }  // namespace
 }  // namespace kvgate::policy

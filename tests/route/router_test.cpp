@@ -31,6 +31,7 @@ class Fleet {
       policy::PrefillFitOptions linear;
       linear.prior = kLinearPrefill;
       model.workers.back().state->set_prefill_prior(linear);
+      model.pooled_prefill->set_prior(linear);
     }
   }
 
@@ -287,6 +288,36 @@ TEST(Router, ADriftingWorkersIndexIsNotCredited) {
   }
   EXPECT_FALSE(fleet.worker(0).drifting());
   EXPECT_EQ(fleet.decide(prompt, std::nullopt, 2).worker, 0u);
+}
+
+// The default fit is pooled: every worker's requests teach the model's fit,
+// each worker learns only how much slower or faster it runs than that.
+// Worker a answers twice as slowly as b and c for the same prompts.
+TEST(Router, ThePooledFitLearnsEachWorkersSpeedAndThePolicyPricesIt) {
+  Fleet fleet(cache_aware());
+  ASSERT_EQ(fleet.table.options->routing.cache_aware.prefill_fit, config::PrefillFitScope::pooled);
+  for (std::uint32_t request = 0; request < 120; ++request) {
+    const std::uint32_t length = 500 + (request % 8) * 250;
+    const auto worker = request % 3;
+    const double ttft = 0.1 * length * (worker == 0 ? 2.0 : 1.0);
+    auto prompt = prompt_of(length);
+    auto decision = fleet.decide(prompt, std::nullopt, request);
+    fleet.router.record_outcome(fleet.table, fleet.model, fleet.worker(worker), decision, std::nullopt, 0,
+                                {200, 0, 0u, length, ttft, true});
+  }
+  EXPECT_EQ(fleet.model.pooled_prefill->rates().samples, 120u);
+  EXPECT_GT(fleet.worker(0).prefill_speed() / fleet.worker(1).prefill_speed(), 1.5);
+  EXPECT_NEAR(fleet.worker(1).prefill_speed(), fleet.worker(2).prefill_speed(), 0.05);
+  // A cold prompt: a's prefill is priced at about twice b's, so it goes to b or c.
+  auto decision = fleet.decide(prompt_of(2'000), std::nullopt, 999);
+  EXPECT_NE(decision.worker, 0u);
+  EXPECT_GT(decision.candidates[0].prefill_ms / decision.candidates[1].prefill_ms, 1.5);
+  // per_worker: each worker's own fit, which learned the same from its own.
+  config::Options per_worker;
+  per_worker.routing.cache_aware.prefill_fit = config::PrefillFitScope::per_worker;
+  fleet.table.options = std::make_shared<config::Options>(per_worker);
+  auto own = fleet.decide(prompt_of(2'000), std::nullopt, 999);
+  EXPECT_GT(own.candidates[0].prefill_ms / own.candidates[1].prefill_ms, 1.5);
 }
 
 TEST(Router, OutcomesCompleteTheSessionsTurn) {

@@ -179,6 +179,7 @@ TEST(WorkerState, OutcomesAndPrefillSamplesFromSeveralThreadsWhileTheRouterReads
       ejected_reads += worker.ejected(clock.load()) ? 1 : 0;
       const auto rates = worker.prefill_rates();
       bad_rates += rates.ms_per_token > 0 && rates.ms_per_token_pair >= 0 && rates.base_ms >= 0 ? 0 : 1;
+      bad_rates += worker.prefill_speed() > 0 ? 0 : 1;
       (void)worker.outlier_status(clock.load());
     }
   });
@@ -191,6 +192,7 @@ TEST(WorkerState, OutcomesAndPrefillSamplesFromSeveralThreadsWhileTheRouterReads
         const auto failure = thread == 0 && request % 10 < 4 ? FailureCause::reset : FailureCause::none;
         worker.record_traffic(failure, now, ejection);
         worker.record_prefill({1'000 + request, 0, 0, 0, 30.0 + request % 7});
+        worker.record_prefill_speed(thread == 0 ? 1.5 : 2.5);
       }
     });
   }
@@ -202,6 +204,9 @@ TEST(WorkerState, OutcomesAndPrefillSamplesFromSeveralThreadsWhileTheRouterReads
   EXPECT_EQ(bad_rates.load(), 0);
   EXPECT_GT(worker.outlier_status(clock.load()).ejections_total, 0u);
   EXPECT_EQ(worker.prefill_rates().samples, 6'000u);
+  EXPECT_EQ(worker.prefill_speed_fit().samples(), 6'000u);
+  EXPECT_GT(worker.prefill_speed(), 1.4);  // between the two threads' ratios
+  EXPECT_LT(worker.prefill_speed(), 2.6);
 }
 
 }  // namespace

@@ -156,6 +156,11 @@ struct OutlierDetectionOptions {
   std::uint32_t max_ejected_percent = 50;
 };
 
+// Whose requests a worker's prefill cost is learned from: its own (five
+// coefficients per worker), or the model's pooled fit scaled by the
+// worker's speed against it (policy/prefill_fit.hpp SpeedFit).
+enum class PrefillFitScope : std::uint8_t { pooled, per_worker };
+
 // cache_aware's cost model (policy.hpp CostModel explains the defaults).
 struct CacheAwareOptions {
   // Priors of every worker's prefill cost (policy/prefill_rates.hpp), which
@@ -165,6 +170,7 @@ struct CacheAwareOptions {
   double prefill_base_ms = 6;
   double prefill_ms_per_active_token = 4e-5;
   bool learn_prefill_cost = true;
+  PrefillFitScope prefill_fit = PrefillFitScope::pooled;
   double own_prefill_weight = 1;
   bool eviction_term = true;                // policy/eviction.hpp
   std::optional<Milliseconds> soft_margin;  // empty: no load bound at all

@@ -52,6 +52,36 @@ struct PrefillSample {
   double ttft_ms = 0;               // dispatch to the first token
 };
 
+// What rates predict for a sample: its queue and its own prefill.
+[[nodiscard]] inline double predicted_ttft_ms(const PrefillRates& rates, const PrefillSample& sample) {
+  return rates.queue_ms(sample.queued_tokens, sample.active_tokens) +
+         rates.prefill_ms(sample.input_tokens, sample.cached_tokens);
+}
+
+// A worker's speed against its model's pooled fit: the exponentially
+// weighted mean of log(observed TTFT / the pooled prediction), each sample
+// clipped at a factor of 8 either way, pulled towards 1 (the fleet's own
+// speed) by kPriorWeight pseudo-samples so that a few noisy requests do not
+// make a replica look twice as fast. The pooled fit learns the shape of the
+// cost from every worker's requests (well conditioned: four times the
+// samples, all the fleet's prompt lengths); each worker learns one number.
+// Pure; the caller serialises updates.
+class SpeedFit {
+ public:
+  static constexpr double kForgetting = 0.98;  // a memory of ~50 requests
+  static constexpr double kPriorWeight = 4;
+  static constexpr double kMaxLogRatio = 2.0794415416798357;  // log(8)
+
+  void observe(double observed_over_predicted);
+  [[nodiscard]] double speed() const;
+  [[nodiscard]] std::uint64_t samples() const { return samples_; }
+
+ private:
+  double weighted_sum_ = 0;  // forgotten sum of log ratios
+  double weight_ = 0;        // forgotten count
+  std::uint64_t samples_ = 0;
+};
+
 struct PrefillFitOptions {
   PrefillRates prior;
   double forgetting = 0.99;

@@ -40,6 +40,17 @@ struct PrefillRates {
     const auto cached = static_cast<double>(cached_tokens);
     return ms_per_token * (length - cached) + ms_per_token_pair * (length * length - cached * cached) / 2 + base_ms;
   }
+  // Every cost `speed` times as high (a worker that many times slower than
+  // the rates it is scaled from); the noise and sample count stay.
+  [[nodiscard]] PrefillRates scaled(double speed) const {
+    auto result = *this;
+    result.ms_per_token *= speed;
+    result.ms_per_token_pair *= speed;
+    result.base_ms *= speed;
+    result.ms_per_active_token *= speed;
+    result.ms_per_queued_token *= speed;
+    return result;
+  }
   // Time before this prefill gets its turn: the prompt tokens already queued
   // ahead (their attention part is not known here: their lengths are not
   // kept), and the decoding requests' share of the steps.

@@ -41,6 +41,9 @@ struct ModelRoute {
   // Loading one token's KV from a lower tier (config: kv_bytes_per_token
   // over offload_gbps).
   double ms_per_offloaded_token = 0;
+  // The prefill cost learned from every worker's requests (kept across
+  // reloads while the model is); each worker's speed scales it.
+  std::shared_ptr<workers::LearnedPrefill> pooled_prefill = std::make_shared<workers::LearnedPrefill>();
   // Its sessions' inter-turn gaps (kept across reloads while the model is).
   std::shared_ptr<SessionGaps> session_gaps = std::make_shared<SessionGaps>();
 
@@ -64,6 +67,13 @@ struct RoutingTable {
 };
 
 std::unique_ptr<policy::Policy> make_policy(const config::RoutingOptions& routing);
+
+// What a worker's prefill costs as cache_aware prices it: its own fit, or
+// the model's pooled fit times the worker's speed (routing.cache_aware.
+// prefill_fit). `pooled` is model.pooled_prefill->rates(), read once per
+// decision by the caller.
+policy::PrefillRates effective_prefill_rates(const config::CacheAwareOptions& options,
+                                             const policy::PrefillRates& pooled, const workers::WorkerState& worker);
 
 // Reuses the WorkerState of `previous` for every worker whose id and URL are
 // unchanged, so health, in-flight counts and drift survive a reload; indexes

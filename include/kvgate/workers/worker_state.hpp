@@ -18,6 +18,7 @@
 #include "kvgate/core/address.hpp"
 #include "kvgate/policy/eviction.hpp"
 #include "kvgate/policy/prefill_fit.hpp"
+#include "kvgate/workers/learned_prefill.hpp"
 #include "kvgate/workers/outlier_ejection.hpp"
 #include "kvgate/workers/prediction_drift.hpp"
 #include "kvgate/workers/prometheus_text.hpp"
@@ -169,21 +170,20 @@ class WorkerState {
   DriftChange record_prediction(std::uint32_t predicted, std::uint32_t reported, const DriftOptions& options);
   [[nodiscard]] DriftEvidence drift_evidence() const;
 
-  // The learned prefill cost (policy/prefill_fit.hpp): fed by any I/O
-  // thread when a streamed request ends cleanly, read lock-free by the
-  // router (doubles that may come from two successive updates, which
-  // is harmless). The mutex guards only the fit (held for one update).
-  [[nodiscard]] policy::PrefillRates prefill_rates() const;
-  policy::PrefillFit::Verdict record_prefill(const policy::PrefillSample& sample);
-  struct PrefillFitStatus {
-    policy::PrefillRates rates;
-    std::uint64_t clipped = 0;
-    double residual_scale = 0;  // relative to the priors' prediction
-  };
-  [[nodiscard]] PrefillFitStatus prefill_fit_status() const;
+  // The worker's own learned prefill cost (learned_prefill.hpp), and its
+  // speed against its model's pooled fit (policy::SpeedFit: the ratio of
+  // its requests' TTFT to what the pooled fit predicted for them), read
+  // lock-free by the router.
+  [[nodiscard]] policy::PrefillRates prefill_rates() const { return prefill_.rates(); }
+  policy::PrefillFit::Verdict record_prefill(const policy::PrefillSample& sample) { return prefill_.observe(sample); }
+  using PrefillFitStatus = LearnedPrefill::Status;
+  [[nodiscard]] PrefillFitStatus prefill_fit_status() const { return prefill_.status(); }
   // The priors to start from; called once before traffic (the routing table
   // build), and again only for a worker that has learned nothing yet.
-  void set_prefill_prior(const policy::PrefillFitOptions& options);
+  void set_prefill_prior(const policy::PrefillFitOptions& options) { prefill_.set_prior(options); }
+  void record_prefill_speed(double observed_over_predicted);
+  [[nodiscard]] double prefill_speed() const { return prefill_speed_.load(std::memory_order_relaxed); }
+  [[nodiscard]] policy::SpeedFit prefill_speed_fit() const;
 
   // Active checks (control thread only).
   HealthChange record_check(bool success, const HealthThresholds& thresholds);
@@ -209,8 +209,6 @@ class WorkerState {
   [[nodiscard]] OutlierStatus outlier_status(std::uint64_t now_unix_ms) const;
 
  private:
-  void publish_prefill_rates(const policy::PrefillRates& rates);  // under prefill_mutex_
-
   const std::string id_;
   const std::string url_;
   const HttpUrl endpoint_;
@@ -235,15 +233,10 @@ class WorkerState {
   std::atomic<std::int64_t> engine_waiting_{-1};  // < 0: not known
   std::atomic<std::uint32_t> engine_others_waiting_{0};
   std::atomic<std::uint64_t> engine_scraped_unix_ms_{0};
-  std::atomic<double> prefill_ms_per_token_{policy::PrefillRates{}.ms_per_token};
-  std::atomic<double> prefill_ms_per_token_pair_{policy::PrefillRates{}.ms_per_token_pair};
-  std::atomic<double> prefill_base_ms_{policy::PrefillRates{}.base_ms};
-  std::atomic<double> prefill_ms_per_active_token_{policy::PrefillRates{}.ms_per_active_token};
-  std::atomic<double> prefill_ms_per_queued_token_{policy::PrefillRates{}.ms_per_queued_token};
-  std::atomic<double> prefill_relative_noise_{0};
-  std::atomic<std::uint64_t> prefill_samples_{0};
-  mutable std::mutex prefill_mutex_;
-  policy::PrefillFit prefill_fit_{policy::PrefillFitOptions{}};
+  LearnedPrefill prefill_;
+  std::atomic<double> prefill_speed_{1};
+  mutable std::mutex speed_mutex_;
+  policy::SpeedFit speed_fit_;
   std::atomic<std::shared_ptr<const ScrapedLoad>> engine_load_;
   std::uint32_t check_failure_streak_ = 0;
   std::uint32_t check_success_streak_ = 0;
