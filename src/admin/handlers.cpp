@@ -50,13 +50,15 @@ AdminResponse readiness(proxy::GatewayContext& context) {
 AdminResponse metrics(proxy::GatewayContext& context) {
   auto table = context.table();
   for (const auto& model : table->models) {
+    std::vector<double> speeds;
+    const double median_speed = route::median_prefill_speed(model, speeds);
     for (const auto& route : model.workers) {
       const auto& worker = *route.state;
       const auto& stream = worker.event_stream();
       // What cache_aware prices the worker at (its own fit, or the pooled
       // one times its speed).
-      const auto prefill =
-          route::effective_prefill_rates(table->options->routing.cache_aware, model.pooled_prefill->rates(), worker);
+      const auto prefill = route::effective_prefill_rates(table->options->routing.cache_aware,
+                                                          model.pooled_prefill->rates(), median_speed, worker);
       context.metrics().set_worker_state(
           worker.id(), {worker.healthy(), worker.in_flight(), worker.pending_prefill_tokens(),
                         worker.recent_time_to_first_token_seconds(), prefill.ms_per_token, prefill.ms_per_token_pair,
@@ -98,6 +100,8 @@ AdminResponse debug_workers(proxy::GatewayContext& context) {
   auto table = context.table();
   json workers = json::array();
   for (const auto& model : table->models) {
+    std::vector<double> speeds;
+    const double median_speed = route::median_prefill_speed(model, speeds);
     for (const auto& route : model.workers) {
       const auto& worker = *route.state;
       const auto& worker_options = route.options;
@@ -140,8 +144,8 @@ AdminResponse debug_workers(proxy::GatewayContext& context) {
       const auto recent_ttft = worker.recent_time_to_first_token_seconds();
       const auto drift = worker.drift_evidence();
       const auto prefill = worker.prefill_fit_status();
-      const auto priced =
-          route::effective_prefill_rates(table->options->routing.cache_aware, model.pooled_prefill->rates(), worker);
+      const auto priced = route::effective_prefill_rates(table->options->routing.cache_aware,
+                                                         model.pooled_prefill->rates(), median_speed, worker);
       const auto speed = worker.prefill_speed_fit();
       const auto outlier = worker.outlier_status(proxy::unix_now_ms());
       workers.push_back({
@@ -181,6 +185,7 @@ AdminResponse debug_workers(proxy::GatewayContext& context) {
             {"residual_scale", prefill.residual_scale},
             // Against the model's pooled fit (routing.cache_aware.prefill_fit).
             {"speed", speed.speed()},
+            {"speed_noise", speed.relative_noise()},
             {"speed_samples", speed.samples()},
             {"priced",
              {{"ms_per_token", priced.ms_per_token},

@@ -186,12 +186,14 @@ void read_cache_aware(YamlReader& reader, const YAML::Node& node, CacheAwareOpti
   reader.optional(node, base, "prefill_fit", [&](auto& value, auto path) {
     std::string scope;
     reader.read(value, path, scope);
-    if (scope == "pooled") {
+    if (scope == "relative") {
+      out.prefill_fit = PrefillFitScope::relative;
+    } else if (scope == "pooled") {
       out.prefill_fit = PrefillFitScope::pooled;
     } else if (scope == "per_worker") {
       out.prefill_fit = PrefillFitScope::per_worker;
     } else if (value.IsScalar()) {
-      reader.problem(value, path, "unknown prefill_fit '" + scope + "' (pooled, per_worker)");
+      reader.problem(value, path, "unknown prefill_fit '" + scope + "' (relative, pooled, per_worker)");
     }
   });
   reader.optional(node, base, "eviction_term",

@@ -166,12 +166,22 @@ void SpeedFit::observe(double observed_over_predicted) {
   }
   const double log_ratio = std::clamp(std::log(observed_over_predicted), -kMaxLogRatio, kMaxLogRatio);
   weighted_sum_ = kForgetting * weighted_sum_ + log_ratio;
+  weighted_squares_ = kForgetting * weighted_squares_ + log_ratio * log_ratio;
   weight_ = kForgetting * weight_ + 1;
   ++samples_;
 }
 
 double SpeedFit::speed() const {
   return std::exp(weighted_sum_ / (weight_ + kPriorWeight));
+}
+
+double SpeedFit::relative_noise() const {
+  if (weight_ <= 0) {
+    return 0;
+  }
+  const double mean = weighted_sum_ / weight_;
+  const double variance = std::max(weighted_squares_ / weight_ - mean * mean, 0.0);
+  return std::sqrt(variance / (weight_ + kPriorWeight));
 }
 
 }  // namespace kvgate::policy

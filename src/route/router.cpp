@@ -21,6 +21,7 @@ struct Scratch {
   std::vector<std::uint32_t> indexed;      // per worker, in configuration order
   std::vector<std::uint32_t> indexed_gpu;  // of those, the GPU tier's leading run
   std::vector<policy::WorkerView> views;
+  std::vector<double> speeds;
 };
 
 Scratch& scratch_for(std::size_t workers) {
@@ -134,10 +135,11 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   auto& views = scratch.views;
   const auto& cost_options = table.options->routing.cache_aware;
   const auto pooled = model.pooled_prefill->rates();
+  const auto median_speed = median_prefill_speed(model, scratch.speeds);
   for (std::size_t index = 0; index < count; ++index) {
     const auto& state = *model.workers[index].state;
-    views[index] =
-        worker_view(state, indexed[index], context.now_unix_ms, effective_prefill_rates(cost_options, pooled, state));
+    views[index] = worker_view(state, indexed[index], context.now_unix_ms,
+                               effective_prefill_rates(cost_options, pooled, median_speed, state));
     if (model.cache) {
       views[index].indexed_blocks = model.cache->index.entries_of(model.workers[index].slot);
     }

@@ -65,12 +65,41 @@ std::unique_ptr<policy::Policy> make_policy(const config::RoutingOptions& routin
   return policy::make_least_load();
 }
 
-policy::PrefillRates effective_prefill_rates(const config::CacheAwareOptions& options,
-                                             const policy::PrefillRates& pooled, const workers::WorkerState& worker) {
-  if (options.prefill_fit == config::PrefillFitScope::per_worker) {
-    return worker.prefill_rates();
+double median_prefill_speed(const ModelRoute& model, std::vector<double>& buffer) {
+  buffer.clear();
+  for (const auto& worker : model.workers) {
+    buffer.push_back(worker.state->prefill_speed());
   }
-  return pooled.scaled(worker.prefill_speed());
+  if (buffer.empty()) {
+    return 1;
+  }
+  const auto middle = buffer.begin() + static_cast<std::ptrdiff_t>(buffer.size() / 2);
+  std::nth_element(buffer.begin(), middle, buffer.end());
+  if (buffer.size() % 2 == 1) {
+    return *middle;
+  }
+  return (*middle + *std::max_element(buffer.begin(), middle)) / 2;
+}
+
+policy::PrefillRates effective_prefill_rates(const config::CacheAwareOptions& options,
+                                             const policy::PrefillRates& pooled, double median_speed,
+                                             const workers::WorkerState& worker) {
+  switch (options.prefill_fit) {
+    case config::PrefillFitScope::per_worker:
+      return worker.prefill_rates();
+    case config::PrefillFitScope::pooled:
+      return pooled.scaled(worker.prefill_speed());
+    case config::PrefillFitScope::relative:
+      break;
+  }
+  // The priors' shape and level; what is learned is only how the workers
+  // differ, which is what a fit confounded by queueing still measures (its
+  // bias is common to every worker and cancels in the ratio).
+  policy::PrefillRates priors{
+      options.prefill_ms_per_token,   options.prefill_ms_per_token_pair,   options.prefill_base_ms,
+      worker.prefill_rates().samples, options.prefill_ms_per_active_token, options.prefill_ms_per_token};
+  priors.relative_noise = worker.prefill_speed_noise();
+  return priors.scaled(median_speed > 0 ? worker.prefill_speed() / median_speed : 1.0);
 }
 
 namespace {

@@ -87,6 +87,7 @@ void WorkerState::record_prefill_speed(double observed_over_predicted) {
   std::lock_guard lock(speed_mutex_);
   speed_fit_.observe(observed_over_predicted);
   prefill_speed_.store(speed_fit_.speed(), std::memory_order_relaxed);
+  prefill_speed_noise_.store(speed_fit_.relative_noise(), std::memory_order_relaxed);
 }
 
 policy::SpeedFit WorkerState::prefill_speed_fit() const {

@@ -15,10 +15,21 @@ constexpr std::uint64_t kNow = 1'700'000'000'000;
 // 0.1 ms per uncached token, nothing else: the tests' arithmetic stays legible.
 constexpr policy::PrefillRates kLinearPrefill{0.1, 0, 0, 0, 0, 0.1};
 
+// The configured priors that kLinearPrefill stands for (what the default
+// prefill_fit, relative, prices workers at).
+void use_linear_priors(config::Options& options) {
+  auto& cost = options.routing.cache_aware;
+  cost.prefill_ms_per_token = kLinearPrefill.ms_per_token;
+  cost.prefill_ms_per_token_pair = 0;
+  cost.prefill_base_ms = 0;
+  cost.prefill_ms_per_active_token = 0;
+}
+
 class Fleet {
  public:
   explicit Fleet(std::shared_ptr<const policy::Policy> policy, std::size_t workers = 3, config::Options options = {}) {
     options.sessions.idle_ttl = std::chrono::minutes(30);
+    use_linear_priors(options);
     table.options = std::make_shared<config::Options>(options);
     table.policy = std::move(policy);
     model.name = "m";
@@ -290,12 +301,14 @@ TEST(Router, ADriftingWorkersIndexIsNotCredited) {
   EXPECT_EQ(fleet.decide(prompt, std::nullopt, 2).worker, 0u);
 }
 
-// The default fit is pooled: every worker's requests teach the model's fit,
-// each worker learns only how much slower or faster it runs than that.
-// Worker a answers twice as slowly as b and c for the same prompts.
-TEST(Router, ThePooledFitLearnsEachWorkersSpeedAndThePolicyPricesIt) {
+// Every worker's requests teach the model's pooled fit; each worker learns
+// how much slower or faster it runs than that. By default the policy prices
+// a worker at the priors times its speed over the median (relative), or
+// (pooled) at the pooled fit times its speed, or at its own fit. Worker a
+// answers twice as slowly as b and c for the same prompts.
+TEST(Router, EachWorkersSpeedIsLearnedAgainstThePooledFitAndPriced) {
   Fleet fleet(cache_aware());
-  ASSERT_EQ(fleet.table.options->routing.cache_aware.prefill_fit, config::PrefillFitScope::pooled);
+  ASSERT_EQ(fleet.table.options->routing.cache_aware.prefill_fit, config::PrefillFitScope::relative);
   for (std::uint32_t request = 0; request < 120; ++request) {
     const std::uint32_t length = 500 + (request % 8) * 250;
     const auto worker = request % 3;
@@ -308,16 +321,29 @@ TEST(Router, ThePooledFitLearnsEachWorkersSpeedAndThePolicyPricesIt) {
   EXPECT_EQ(fleet.model.pooled_prefill->rates().samples, 120u);
   EXPECT_GT(fleet.worker(0).prefill_speed() / fleet.worker(1).prefill_speed(), 1.5);
   EXPECT_NEAR(fleet.worker(1).prefill_speed(), fleet.worker(2).prefill_speed(), 0.05);
-  // A cold prompt: a's prefill is priced at about twice b's, so it goes to b or c.
+  // A cold prompt: in every mode a's prefill is priced at about twice b's,
+  // so it goes to b or c.
+  for (auto scope :
+       {config::PrefillFitScope::relative, config::PrefillFitScope::pooled, config::PrefillFitScope::per_worker}) {
+    config::Options options;
+    use_linear_priors(options);
+    options.routing.cache_aware.prefill_fit = scope;
+    fleet.table.options = std::make_shared<config::Options>(options);
+    auto decision = fleet.decide(prompt_of(2'000), std::nullopt, 999);
+    EXPECT_NE(decision.worker, 0u) << static_cast<int>(scope);
+    EXPECT_GT(decision.candidates[0].prefill_ms / decision.candidates[1].prefill_ms, 1.5) << static_cast<int>(scope);
+  }
+  // Relative: b and c, the median, are priced at the priors exactly.
+  config::Options relative;
+  use_linear_priors(relative);
+  fleet.table.options = std::make_shared<config::Options>(relative);
   auto decision = fleet.decide(prompt_of(2'000), std::nullopt, 999);
-  EXPECT_NE(decision.worker, 0u);
-  EXPECT_GT(decision.candidates[0].prefill_ms / decision.candidates[1].prefill_ms, 1.5);
-  // per_worker: each worker's own fit, which learned the same from its own.
-  config::Options per_worker;
-  per_worker.routing.cache_aware.prefill_fit = config::PrefillFitScope::per_worker;
-  fleet.table.options = std::make_shared<config::Options>(per_worker);
-  auto own = fleet.decide(prompt_of(2'000), std::nullopt, 999);
-  EXPECT_GT(own.candidates[0].prefill_ms / own.candidates[1].prefill_ms, 1.5);
+  const policy::PrefillRates priors{relative.routing.cache_aware.prefill_ms_per_token,
+                                    relative.routing.cache_aware.prefill_ms_per_token_pair,
+                                    relative.routing.cache_aware.prefill_base_ms};
+  const double median_prefill = priors.prefill_ms(2'000, 0);
+  EXPECT_NEAR(std::min(decision.candidates[1].prefill_ms, decision.candidates[2].prefill_ms), median_prefill,
+              0.05 * median_prefill);
 }
 
 TEST(Router, OutcomesCompleteTheSessionsTurn) {

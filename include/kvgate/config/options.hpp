@@ -156,10 +156,12 @@ struct OutlierDetectionOptions {
   std::uint32_t max_ejected_percent = 50;
 };
 
-// Whose requests a worker's prefill cost is learned from: its own (five
-// coefficients per worker), or the model's pooled fit scaled by the
-// worker's speed against it (policy/prefill_fit.hpp SpeedFit).
-enum class PrefillFitScope : std::uint8_t { pooled, per_worker };
+// How cache_aware prices a worker's prefill (policy/prefill_fit.hpp):
+// relative: the configured priors times the worker's learned speed over
+// the model's median speed (the priors' shape and level, the workers'
+// measured differences); pooled: the model's pooled fit times the worker's
+// speed; per_worker: the worker's own five coefficients.
+enum class PrefillFitScope : std::uint8_t { relative, pooled, per_worker };
 
 // cache_aware's cost model (policy.hpp CostModel explains the defaults).
 struct CacheAwareOptions {
@@ -170,7 +172,7 @@ struct CacheAwareOptions {
   double prefill_base_ms = 6;
   double prefill_ms_per_active_token = 4e-5;
   bool learn_prefill_cost = true;
-  PrefillFitScope prefill_fit = PrefillFitScope::pooled;
+  PrefillFitScope prefill_fit = PrefillFitScope::relative;
   double own_prefill_weight = 1;
   bool eviction_term = true;                // policy/eviction.hpp
   std::optional<Milliseconds> soft_margin;  // empty: no load bound at all

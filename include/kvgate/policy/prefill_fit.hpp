@@ -74,11 +74,16 @@ class SpeedFit {
 
   void observe(double observed_over_predicted);
   [[nodiscard]] double speed() const;
+  // How far speed() may be off, relative: the standard error of the
+  // weighted mean log ratio (what two workers' speeds must differ by to be
+  // told apart; 0 before any sample).
+  [[nodiscard]] double relative_noise() const;
   [[nodiscard]] std::uint64_t samples() const { return samples_; }
 
  private:
-  double weighted_sum_ = 0;  // forgotten sum of log ratios
-  double weight_ = 0;        // forgotten count
+  double weighted_squares_ = 0;  // forgotten sum of squared log ratios
+  double weighted_sum_ = 0;      // forgotten sum of log ratios
+  double weight_ = 0;            // forgotten count
   std::uint64_t samples_ = 0;
 };
 

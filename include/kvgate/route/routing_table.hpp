@@ -68,12 +68,18 @@ struct RoutingTable {
 
 std::unique_ptr<policy::Policy> make_policy(const config::RoutingOptions& routing);
 
-// What a worker's prefill costs as cache_aware prices it: its own fit, or
-// the model's pooled fit times the worker's speed (routing.cache_aware.
-// prefill_fit). `pooled` is model.pooled_prefill->rates(), read once per
+// The median of the model's workers' learned prefill speeds; `buffer` is
+// the caller's (reused, so a decision does not allocate).
+double median_prefill_speed(const ModelRoute& model, std::vector<double>& buffer);
+
+// What a worker's prefill costs as cache_aware prices it
+// (routing.cache_aware.prefill_fit): the priors times its speed over the
+// median, the model's pooled fit times its speed, or its own fit. `pooled`
+// (model.pooled_prefill->rates()) and `median_speed` are read once per
 // decision by the caller.
 policy::PrefillRates effective_prefill_rates(const config::CacheAwareOptions& options,
-                                             const policy::PrefillRates& pooled, const workers::WorkerState& worker);
+                                             const policy::PrefillRates& pooled, double median_speed,
+                                             const workers::WorkerState& worker);
 
 // Reuses the WorkerState of `previous` for every worker whose id and URL are
 // unchanged, so health, in-flight counts and drift survive a reload; indexes

@@ -183,6 +183,7 @@ class WorkerState {
   void set_prefill_prior(const policy::PrefillFitOptions& options) { prefill_.set_prior(options); }
   void record_prefill_speed(double observed_over_predicted);
   [[nodiscard]] double prefill_speed() const { return prefill_speed_.load(std::memory_order_relaxed); }
+  [[nodiscard]] double prefill_speed_noise() const { return prefill_speed_noise_.load(std::memory_order_relaxed); }
   [[nodiscard]] policy::SpeedFit prefill_speed_fit() const;
 
   // Active checks (control thread only).
@@ -235,6 +236,7 @@ class WorkerState {
   std::atomic<std::uint64_t> engine_scraped_unix_ms_{0};
   LearnedPrefill prefill_;
   std::atomic<double> prefill_speed_{1};
+  std::atomic<double> prefill_speed_noise_{0};
   mutable std::mutex speed_mutex_;
   policy::SpeedFit speed_fit_;
   std::atomic<std::shared_ptr<const ScrapedLoad>> engine_load_;
