@@ -282,13 +282,20 @@ TEST(RouterDrift, ABlockSizeThatDiffersFromTheEnginesIsDetected) {
   RecordProperty("requests_until_detected", requests);
 }
 
+// Two replicas with KV events and `blocks` KV blocks each (512-token
+// prompts at most), a gateway in front: sessions soon evict each other.
+void start_two_small_replicas(Fleet& fleet, int blocks) {
+  for (const char* id : {"a", "b"}) {
+    fleet.add_sim(id, "map", true, {"--num-gpu-blocks", std::to_string(blocks), "--max-model-len", "512"});
+  }
+  fleet.start_gateway();
+}
+
 // Replicas with KV events under heavy KV pressure (sessions evicting each
 // other): predictions stay right, nothing drifts.
 TEST(RouterDrift, AHealthyFleetUnderKvPressureNeverTrips) {
   Fleet fleet;
-  fleet.add_sim("a", "map", true, {"--num-gpu-blocks", "48", "--max-model-len", "512"});
-  fleet.add_sim("b", "map", true, {"--num-gpu-blocks", "48", "--max-model-len", "512"});
-  fleet.start_gateway();
+  start_two_small_replicas(fleet, 48);
   // ~2,600 prompt tokens of live sessions against 2 x 768 cached.
   GrowingSessions sessions(8, 400);
   for (int request = 0; request < 96; ++request) {
@@ -435,9 +442,7 @@ TEST(RouterLearning, EachWorkerLearnsItsOwnPrefillCostAndThePolicyFollowsIt) {
 // unit tests check the arithmetic).
 TEST(RouterEviction, FullReplicasShowWhatEachPlacementWouldEvict) {
   Fleet fleet;
-  fleet.add_sim("a", "map", true, {"--num-gpu-blocks", "64", "--max-model-len", "512"});
-  fleet.add_sim("b", "map", true, {"--num-gpu-blocks", "64", "--max-model-len", "512"});
-  fleet.start_gateway();
+  start_two_small_replicas(fleet, 64);
   // 8 conversations of 6 turns growing to ~330 tokens each: ~170 blocks of
   // live prefixes against 2 x 64.
   GrowingSessions sessions(8, 200);
