@@ -55,8 +55,8 @@ AdminResponse metrics(proxy::GatewayContext& context) {
     for (const auto& route : model.workers) {
       const auto& worker = *route.state;
       const auto& stream = worker.event_stream();
-      // What cache_aware prices the worker at (its own fit, or the pooled
-      // one times its speed).
+      // What cache_aware prices the worker at (route's
+      // effective_prefill_rates: by default the priors times its relative speed).
       const auto prefill = route::effective_prefill_rates(table->options->routing.cache_aware,
                                                           model.pooled_prefill->rates(), median_speed, worker);
       context.metrics().set_worker_state(
@@ -73,7 +73,7 @@ AdminResponse metrics(proxy::GatewayContext& context) {
   return {200, "text/plain; version=0.0.4; charset=utf-8", context.metrics().serialize()};
 }
 
-// Non-empty age buckets as {"from_ms": lower edge, "blocks": n}, youngest
+// Non-empty age buckets as {"from_ms": lower edge, "count": n}, youngest
 // first (policy/eviction.hpp has the scale).
 json idle_age_json(const policy::AgeHistogram& histogram) {
   json buckets = json::array();

@@ -134,8 +134,14 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   const auto indexed = indexed_cached_tokens(model, prompt, scratch);
   auto& views = scratch.views;
   const auto& cost_options = table.options->routing.cache_aware;
+  // Only cache_aware reads the prices, the LRU ages and the return odds:
+  // the other policies do not pay for them on the request path.
+  const bool priced = table.options->routing.policy == config::PolicyKind::cache_aware;
+  const bool eviction_priced = priced && cost_options.eviction_term;
   const auto pooled = model.pooled_prefill->rates();
-  const auto median_speed = median_prefill_speed(model, scratch.speeds);
+  const auto median_speed = priced && cost_options.prefill_fit == config::PrefillFitScope::relative
+                                ? median_prefill_speed(model, scratch.speeds)
+                                : 1.0;
   for (std::size_t index = 0; index < count; ++index) {
     const auto& state = *model.workers[index].state;
     views[index] = worker_view(state, indexed[index], context.now_unix_ms,
@@ -143,7 +149,9 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
     if (model.cache) {
       views[index].indexed_blocks = model.cache->index.entries_of(model.workers[index].slot);
     }
-    views[index].lru = model.workers[index].state->event_stream().lru_profile(context.now_unix_ms);
+    if (eviction_priced) {
+      views[index].lru = state.event_stream().lru_profile(context.now_unix_ms);
+    }
     // Beyond the GPU run the engine loads the prefix from a lower tier.
     views[index].offloaded_cached_tokens =
         views[index].cached_tokens - std::min(scratch.indexed_gpu[index], views[index].cached_tokens);
@@ -173,8 +181,8 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   policy::RouteRequest request{model.name, context.session_key, context.sequence, context.excluded};
   request.block_size = model.block_size;
   request.ms_per_offloaded_token = model.ms_per_offloaded_token;
-  const auto returns = model.session_gaps->model();
-  request.returns = &returns;
+  const auto returns = eviction_priced ? model.session_gaps->model() : policy::ReturnModel();
+  request.returns = eviction_priced ? &returns : nullptr;
   if (context.session_key) {
     result.session = sessions_.find(*context.session_key, context.now_unix_ms);
     if (result.session && !result.session->expired && context.now_unix_ms >= result.session->last_seen_ms) {

@@ -65,6 +65,12 @@ std::unique_ptr<policy::Policy> make_policy(const config::RoutingOptions& routin
   return policy::make_least_load();
 }
 
+policy::PrefillRates prefill_priors(const config::CacheAwareOptions& options) {
+  // The queue's per-token cost starts at the prefill's.
+  return {options.prefill_ms_per_token,        options.prefill_ms_per_token_pair, options.prefill_base_ms, 0,
+          options.prefill_ms_per_active_token, options.prefill_ms_per_token};
+}
+
 double median_prefill_speed(const ModelRoute& model, std::vector<double>& buffer) {
   buffer.clear();
   for (const auto& worker : model.workers) {
@@ -95,9 +101,8 @@ policy::PrefillRates effective_prefill_rates(const config::CacheAwareOptions& op
   // The priors' shape and level; what is learned is only how the workers
   // differ, which is what a fit confounded by queueing still measures (its
   // bias is common to every worker and cancels in the ratio).
-  policy::PrefillRates priors{
-      options.prefill_ms_per_token,   options.prefill_ms_per_token_pair,   options.prefill_base_ms,
-      worker.prefill_rates().samples, options.prefill_ms_per_active_token, options.prefill_ms_per_token};
+  auto priors = prefill_priors(options);
+  priors.samples = worker.prefill_rates().samples;
   priors.relative_noise = worker.prefill_speed_noise();
   return priors.scaled(median_speed > 0 ? worker.prefill_speed() / median_speed : 1.0);
 }
@@ -150,8 +155,7 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
   std::vector<std::string> names;
   const auto& cost = options->routing.cache_aware;
   policy::PrefillFitOptions prefill_prior;
-  prefill_prior.prior = {cost.prefill_ms_per_token,        cost.prefill_ms_per_token_pair, cost.prefill_base_ms, 0,
-                         cost.prefill_ms_per_active_token, cost.prefill_ms_per_token};
+  prefill_prior.prior = prefill_priors(cost);
   for (std::size_t model_index = 0; model_index < options->models.size(); ++model_index) {
     const auto& model_options = options->models[model_index];
     const auto& assignment = (*assignments)[model_index];

@@ -68,6 +68,9 @@ struct RoutingTable {
 
 std::unique_ptr<policy::Policy> make_policy(const config::RoutingOptions& routing);
 
+// The configured prefill-cost priors (routing.cache_aware), in one place.
+policy::PrefillRates prefill_priors(const config::CacheAwareOptions& options);
+
 // The median of the model's workers' learned prefill speeds; `buffer` is
 // the caller's (reused, so a decision does not allocate).
 double median_prefill_speed(const ModelRoute& model, std::vector<double>& buffer);
