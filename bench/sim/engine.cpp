@@ -19,6 +19,10 @@ TokenId filler_token(std::uint32_t output_index) {
 Engine::Engine(std::uint32_t num_blocks, std::uint32_t block_size, EngineLimits limits, StepCost cost)
     : pool_(num_blocks, block_size), limits_(limits), cost_(cost) {
   pool_.enable_cpu_tier(limits.cpu_offload_blocks);
+  if (limits.slots > 0) {
+    slots_.emplace(limits.slots, limits.slot_similarity);
+    limits_.max_num_seqs = limits.slots;  // one request per slot; the rest are deferred
+  }
 }
 
 RequestHandle Engine::add(NewRequest spec) {
@@ -50,6 +54,7 @@ void Engine::abort(RequestHandle handle) {
 
 StepReport Engine::step() {
   StepReport report;
+  ++steps_;
   loading_blocks_ = 0;
   std::uint32_t budget = limits_.max_num_batched_tokens;
   std::vector<Scheduled> scheduled;
@@ -121,7 +126,28 @@ void Engine::admit_waiting(std::uint32_t& budget, std::vector<Scheduled>& schedu
   }
 }
 
+bool Engine::try_admit_to_slot(Request& request, std::uint32_t budget, std::uint32_t& tokens) {
+  auto grant = slots_->acquire(request.tokens);
+  if (!grant) {
+    return false;
+  }
+  const auto total = static_cast<std::uint32_t>(request.tokens.size());
+  request.slot = grant->slot;
+  request.computed = grant->cached_tokens;
+  tokens = std::min(total - request.computed, budget);
+  counters_.prefix_queries_tokens += total;
+  counters_.prefix_hit_tokens += request.computed;
+  if (!request.cached_tokens) {
+    request.cached_tokens = request.computed;
+    counters_.prompt_tokens += request.prompt_length;
+  }
+  return true;
+}
+
 bool Engine::try_admit(Request& request, std::uint32_t budget, std::uint32_t& tokens) {
+  if (slots_) {
+    return try_admit_to_slot(request, budget, tokens);
+  }
   const auto block_size = pool_.block_size();
   const auto total = static_cast<std::uint32_t>(request.tokens.size());
   auto hashes = prompt_hashes(request);
@@ -160,6 +186,9 @@ bool Engine::try_admit(Request& request, std::uint32_t budget, std::uint32_t& to
 }
 
 bool Engine::grow_blocks(Request& request, std::uint32_t total_tokens) {
+  if (slots_) {
+    return true;  // a slot holds its context
+  }
   auto needed = blocks_for(total_tokens, pool_.block_size());
   if (needed <= request.blocks.size()) {
     return true;
@@ -200,6 +229,9 @@ Progress Engine::advance(Request& request, std::uint32_t tokens) {
 }
 
 void Engine::cache_full_blocks(Request& request) {
+  if (slots_) {
+    return;  // llama.cpp keeps sequences in slots, not hashed blocks
+  }
   const auto block_size = pool_.block_size();
   const auto full = request.computed / block_size;
   if (full <= request.cached_blocks) {
@@ -228,6 +260,15 @@ void Engine::finish(Request& request) {
 }
 
 void Engine::release_blocks(Request& request) {
+  if (slots_) {
+    if (request.slot) {
+      // The slot keeps what it computed: the prompt and the generated
+      // tokens but the last one sampled.
+      slots_->release(*request.slot, std::span(request.tokens).first(request.computed), steps_);
+      request.slot.reset();
+    }
+    return;
+  }
   // Reverse order: the request's tail blocks are evicted first (vLLM).
   std::vector<BlockId> reversed(request.blocks.rbegin(), request.blocks.rend());
   pool_.release(reversed);

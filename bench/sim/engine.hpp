@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "block_pool.hpp"
+#include "slot_cache.hpp"
 
 namespace kvgate::sim {
 
@@ -33,6 +34,11 @@ struct EngineLimits {
   std::uint32_t max_num_seqs = 256;
   std::uint32_t max_num_batched_tokens = 8192;
   std::uint32_t cpu_offload_blocks = 0;  // the CPU tier's size (0: none)
+  // llama.cpp's cache instead of vLLM's paged one (slot_cache.hpp): this
+  // many slots, each running one request and keeping its last sequence;
+  // no prefix blocks, no KV events, no preemption. 0: vLLM's.
+  std::uint32_t slots = 0;
+  double slot_similarity = 0.1;  // llama-server --slot-prompt-similarity
 };
 
 // Modelled duration of one step, in milliseconds of GPU time.
@@ -91,6 +97,8 @@ class Engine {
   [[nodiscard]] std::size_t running() const { return running_.size(); }
   [[nodiscard]] std::size_t waiting() const { return waiting_.size(); }
   [[nodiscard]] const EngineCounters& counters() const { return counters_; }
+  // llama.cpp mode only (EngineLimits::slots), else null.
+  [[nodiscard]] const SlotCache* slots() const { return slots_ ? &*slots_ : nullptr; }
   BlockPool& pool() { return pool_; }
   [[nodiscard]] const BlockPool& pool() const { return pool_; }
 
@@ -108,6 +116,7 @@ class Engine {
     BlockHash hash_seed = 0;
     std::string cache_salt;
     std::optional<std::uint32_t> cached_tokens;  // set at first admission
+    std::optional<std::uint32_t> slot;           // llama.cpp mode: the slot it runs in
   };
   struct Scheduled {
     Request* request;
@@ -119,6 +128,7 @@ class Engine {
   void schedule_running(std::uint32_t& budget, std::vector<Scheduled>& scheduled, StepReport& report);
   void admit_waiting(std::uint32_t& budget, std::vector<Scheduled>& scheduled);
   bool try_admit(Request& request, std::uint32_t budget, std::uint32_t& tokens);
+  bool try_admit_to_slot(Request& request, std::uint32_t budget, std::uint32_t& tokens);
   void cache_full_blocks(Request& request);
   void finish(Request& request);
   void release_blocks(Request& request);
@@ -134,6 +144,8 @@ class Engine {
   std::deque<Request*> waiting_;   // FCFS; preempted requests go to the front
   EngineCounters counters_;
   std::uint32_t loading_blocks_ = 0;  // this step's loads from the CPU tier
+  std::optional<SlotCache> slots_;    // llama.cpp mode
+  std::uint64_t steps_ = 0;           // the slots' clock
 };
 
 // Generated tokens are deterministic filler: the i-th output token of any

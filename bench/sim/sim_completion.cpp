@@ -33,9 +33,53 @@ Response json_response(unsigned status, const json& body, bool keep_alive) {
   return response;
 }
 
-json error_json(const std::string& message, const std::string& type, int code, const char* param = nullptr) {
-  return {{"error",
-           {{"message", message}, {"type", type}, {"param", param ? json(param) : json(nullptr)}, {"code", code}}}};
+// An error body as the profile's engine writes it. vLLM: OpenAI's nested
+// object with its exception names; SGLang: the flat object vLLM used to
+// send; llama.cpp: nested, code first, its own type names
+// (tools/server/utils.hpp, format_error_response).
+std::string error_body(EngineProfile profile, unsigned status, const std::string& message, const char* param = nullptr,
+                       const char* llama_type = nullptr) {
+  const char* name = status == 400   ? "BadRequestError"
+                     : status == 404 ? "NotFoundError"
+                     : status == 503 ? "ServiceUnavailableError"
+                                     : "InternalServerError";
+  switch (profile) {
+    case EngineProfile::vllm:
+      return json{
+          {"error",
+           {{"message", message}, {"type", name}, {"param", param ? json(param) : json(nullptr)}, {"code", status}}}}
+          .dump();
+    case EngineProfile::sglang:
+      return json{{"object", "error"},
+                  {"message", message},
+                  {"type", name},
+                  {"param", param ? json(param) : json(nullptr)},
+                  {"code", status}}
+          .dump();
+    case EngineProfile::llamacpp:
+      break;
+  }
+  const char* type = llama_type != nullptr ? llama_type
+                     : status == 400       ? "invalid_request_error"
+                     : status == 401       ? "authentication_error"
+                     : status == 404       ? "not_found_error"
+                     : status == 503       ? "unavailable_error"
+                                           : "server_error";
+  nlohmann::ordered_json body;
+  body["error"]["code"] = status;
+  body["error"]["message"] = message;
+  body["error"]["type"] = type;
+  return body.dump();
+}
+
+Response error_response(const SimServer& server, unsigned status, const std::string& message, bool keep_alive,
+                        const char* param = nullptr) {
+  Response response{static_cast<bhttp::status>(status), 11};
+  response.set(bhttp::field::content_type, "application/json");
+  response.keep_alive(keep_alive);
+  response.body() = error_body(server.options().profile, status, message, param);
+  response.prepare_payload();
+  return response;
 }
 
 struct Completion {
@@ -177,6 +221,119 @@ json whole_json(const Completion& completion, const std::string& model, std::uin
           {"usage", usage_json(completion, generated, cached)}};
 }
 
+// llama-server's shapes (tools/server/server-task.cpp): keys in its order
+// (ordered_json), a final chunk with an empty delta after the content, the
+// usage chunk (choices empty) only when asked for, and `timings` (with
+// cache_n, its prompt-cache hit) on whichever chunk comes last.
+using OrderedJson = nlohmann::ordered_json;
+
+struct RunTimes {
+  double prompt_ms = 0;     // admission to the first token (model time)
+  double predicted_ms = 0;  // first token to the last
+};
+
+OrderedJson llama_timings(const Completion& completion, std::uint32_t generated, std::uint32_t cached,
+                          const RunTimes& times) {
+  const auto prompt_n = completion.prompt.size() - std::min<std::size_t>(cached, completion.prompt.size());
+  OrderedJson timings;
+  timings["cache_n"] = cached;
+  timings["prompt_n"] = prompt_n;
+  timings["prompt_ms"] = times.prompt_ms;
+  timings["prompt_per_token_ms"] = prompt_n > 0 ? times.prompt_ms / static_cast<double>(prompt_n) : 0.0;
+  timings["prompt_per_second"] = times.prompt_ms > 0 ? 1e3 * static_cast<double>(prompt_n) / times.prompt_ms : 0.0;
+  timings["predicted_n"] = generated;
+  timings["predicted_ms"] = times.predicted_ms;
+  timings["predicted_per_token_ms"] = generated > 0 ? times.predicted_ms / generated : 0.0;
+  timings["predicted_per_second"] = times.predicted_ms > 0 ? 1e3 * generated / times.predicted_ms : 0.0;
+  return timings;
+}
+
+OrderedJson llama_usage(const Completion& completion, std::uint32_t generated) {
+  OrderedJson usage;
+  usage["completion_tokens"] = generated;
+  usage["prompt_tokens"] = completion.prompt.size();
+  usage["total_tokens"] = completion.prompt.size() + generated;
+  return usage;
+}
+
+OrderedJson llama_chunk(const Completion& completion, const std::string& model, OrderedJson choices) {
+  OrderedJson chunk;
+  chunk["choices"] = std::move(choices);
+  chunk["created"] = 1700000000;
+  chunk["id"] = completion.id;
+  chunk["model"] = model;
+  chunk["system_fingerprint"] = "b0-kvgate-sim";
+  chunk["object"] = completion.chat ? "chat.completion.chunk" : "text_completion";
+  return chunk;
+}
+
+// One streamed choice: the role announcement (no token), a token, or the
+// closing one (finish_reason set, nothing new).
+OrderedJson llama_choice(const Completion& completion, std::optional<std::uint32_t> token, bool closing) {
+  OrderedJson choice;
+  if (completion.chat) {
+    choice["finish_reason"] = closing ? OrderedJson("length") : OrderedJson(nullptr);
+    choice["index"] = 0;
+    OrderedJson delta = OrderedJson::object();
+    if (token) {
+      delta["content"] = token_text(*token);
+    } else if (!closing) {
+      delta["role"] = "assistant";
+      delta["content"] = nullptr;
+    }
+    choice["delta"] = std::move(delta);
+  } else {
+    choice["text"] = token ? token_text(*token) : "";
+    choice["index"] = 0;
+    choice["logprobs"] = nullptr;
+    choice["finish_reason"] = closing ? OrderedJson("length") : OrderedJson(nullptr);
+  }
+  return choice;
+}
+
+std::vector<std::string> llama_closing_events(const Completion& completion, const std::string& model,
+                                              std::uint32_t generated, std::uint32_t cached, const RunTimes& times) {
+  std::vector<OrderedJson> chunks;
+  chunks.push_back(llama_chunk(completion, model, OrderedJson::array({llama_choice(completion, {}, true)})));
+  if (completion.include_usage) {
+    auto usage = llama_chunk(completion, model, OrderedJson::array());
+    usage["usage"] = llama_usage(completion, generated);
+    chunks.push_back(std::move(usage));
+  }
+  chunks.back()["timings"] = llama_timings(completion, generated, cached, times);
+  std::vector<std::string> events;
+  for (const auto& chunk : chunks) {
+    events.push_back(chunk.dump());
+  }
+  return events;
+}
+
+std::string llama_whole(const Completion& completion, const std::string& model, std::uint32_t generated,
+                        std::uint32_t cached, const RunTimes& times) {
+  std::string text;
+  for (std::uint32_t index = 0; index < generated; ++index) {
+    text += token_text(index);
+  }
+  OrderedJson choice;
+  choice["finish_reason"] = "length";
+  choice["index"] = 0;
+  if (completion.chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", text}};
+  } else {
+    choice["text"] = text;
+  }
+  OrderedJson body;
+  body["choices"] = OrderedJson::array({choice});
+  body["created"] = 1700000000;
+  body["model"] = model;
+  body["system_fingerprint"] = "b0-kvgate-sim";
+  body["object"] = completion.chat ? "chat.completion" : "text_completion";
+  body["usage"] = llama_usage(completion, generated);
+  body["id"] = completion.id;
+  body["timings"] = llama_timings(completion, generated, cached, times);
+  return body.dump();
+}
+
 awaitable<void> wait_signal(asio::steady_timer& signal) {
   co_await signal.async_wait(use_nothrow);
 }
@@ -230,8 +387,14 @@ class CompletionRun {
         co_return false;
       }
     }
-    auto body = whole_json(completion_, server_.options().model, state_.generated, state_.cached_tokens);
-    auto response = json_response(200, body, keep_alive);
+    Response response{bhttp::status::ok, 11};
+    response.set(bhttp::field::content_type, "application/json");
+    response.keep_alive(keep_alive);
+    response.body() =
+        llama_profile()
+            ? llama_whole(completion_, server_.options().model, state_.generated, state_.cached_tokens, times())
+            : whole_json(completion_, server_.options().model, state_.generated, state_.cached_tokens).dump();
+    response.prepare_payload();
     response.set(kReplicaHeader, server_.options().id);
     auto [error, written] = co_await bhttp::async_write(stream_, response, use_nothrow);
     co_return !error;
@@ -270,20 +433,25 @@ class CompletionRun {
         continue;
       }
       if (sent == 0) {
-        const bool role_ok = co_await write_data(chunk_json(completion_, server_.options().model, {}, false).dump());
+        const bool role_ok = co_await write_data(chunk_text({}, false));
         if (!role_ok) {
           co_return false;
         }
       }
       for (; sent < state_.generated && !(drop_after && sent >= *drop_after); ++sent) {
         auto last = sent + 1 == completion_.max_tokens;
-        const bool ok = co_await write_data(chunk_json(completion_, server_.options().model, sent, last).dump());
+        const bool ok = co_await write_data(chunk_text(sent, last));
         if (!ok) {
           co_return false;
         }
       }
     }
-    if (completion_.include_usage) {
+    if (llama_profile()) {
+      for (const auto& event : llama_closing_events(completion_, server_.options().model, state_.generated,
+                                                    state_.cached_tokens, times())) {
+        co_await write_data(event);
+      }
+    } else if (completion_.include_usage) {
       auto usage = chunk_json(completion_, server_.options().model, {}, true);
       usage["choices"] = json::array();
       usage["usage"] = usage_json(completion_, state_.generated, state_.cached_tokens);
@@ -292,6 +460,25 @@ class CompletionRun {
     co_await write_data("[DONE]");
     auto [last_error, last_bytes] = co_await asio::async_write(stream_, bhttp::make_chunk_last(), use_nothrow);
     co_return !last_error;
+  }
+
+  [[nodiscard]] bool llama_profile() const { return server_.options().profile == EngineProfile::llamacpp; }
+
+  // A streamed event: llama.cpp closes with its own chunk, so its token
+  // chunks never carry a finish_reason.
+  std::string chunk_text(std::optional<std::uint32_t> token, bool last) const {
+    if (llama_profile()) {
+      return llama_chunk(completion_, server_.options().model,
+                         OrderedJson::array({llama_choice(completion_, token, false)}))
+          .dump();
+    }
+    return chunk_json(completion_, server_.options().model, token, last).dump();
+  }
+
+  RunTimes times() const {
+    const auto now = std::chrono::steady_clock::now();
+    const auto first = state_.generated > 0 ? state_.first_token_at : now;
+    return {server_.model_seconds(first - started_) * 1e3, server_.model_seconds(now - first) * 1e3};
   }
 
   SimServer& server_;
@@ -306,19 +493,38 @@ class CompletionRun {
 std::optional<Response> validate_completion(SimServer& server, const Request& request, bool chat,
                                             Completion& completion) {
   const auto& options = server.options();
+  const bool keep_alive = request.keep_alive();
   auto body = json::parse(request.body(), nullptr, false);
   if (body.is_discarded() || !body.is_object()) {
-    return json_response(400, error_json("The request body is not a valid JSON object.", "BadRequestError", 400),
-                         request.keep_alive());
+    return error_response(server, 400, "The request body is not a valid JSON object.", keep_alive);
   }
   auto model = body.value("model", std::string());
-  if (model != options.model) {
-    return json_response(404, error_json("The model `" + model + "` does not exist.", "NotFoundError", 404, "model"),
-                         request.keep_alive());
+  // llama-server serves its one model whatever the request names.
+  if (model != options.model && options.profile != EngineProfile::llamacpp) {
+    return error_response(server, 404, "The model `" + model + "` does not exist.", keep_alive, "model");
   }
   completion.chat = chat;
   if (auto problem = read_completion(body, request.body(), server, completion)) {
-    return json_response(400, error_json(*problem, "BadRequestError", 400), request.keep_alive());
+    return error_response(server, 400, *problem, keep_alive);
+  }
+  if (options.profile == EngineProfile::llamacpp) {
+    // llama-server refuses a prompt its slot's context cannot hold (the
+    // generation is cut at the context's end instead).
+    if (completion.prompt.size() >= options.max_model_len) {
+      nlohmann::ordered_json refusal;
+      refusal["error"]["code"] = 400;
+      refusal["error"]["message"] = "the request exceeds the available context size, try increasing it";
+      refusal["error"]["type"] = "exceed_context_size_error";
+      refusal["error"]["n_prompt_tokens"] = completion.prompt.size();
+      refusal["error"]["n_ctx"] = options.max_model_len;
+      Response response{bhttp::status::bad_request, 11};
+      response.set(bhttp::field::content_type, "application/json; charset=utf-8");
+      response.keep_alive(keep_alive);
+      response.body() = refusal.dump();
+      response.prepare_payload();
+      return response;
+    }
+    return std::nullopt;
   }
   auto requested = completion.prompt.size() + completion.max_tokens;
   if (requested > options.max_model_len) {
@@ -328,7 +534,7 @@ std::optional<Response> validate_completion(SimServer& server, const Request& re
                    std::to_string(completion.prompt.size()) + " in the messages, " +
                    std::to_string(completion.max_tokens) +
                    " in the completion). Please reduce the length of the messages or completion.";
-    return json_response(400, error_json(message, "BadRequestError", 400), request.keep_alive());
+    return error_response(server, 400, message, keep_alive);
   }
   return std::nullopt;
 }
@@ -359,7 +565,7 @@ Response simple_answer(SimServer& server, const Request& request, const std::str
     bool reset = server.reset_prefix_cache();
     return json_response(reset ? 200 : 409, {{"reset", reset}}, keep_alive);
   }
-  return json_response(404, error_json("Not found: " + path, "NotFoundError", 404), keep_alive);
+  return error_response(server, 404, "Not found: " + path, keep_alive);
 }
 
 // Writes a response; true when the connection may serve another request.
@@ -375,8 +581,8 @@ awaitable<bool> handle_sim_request(SimServer& server, beast::tcp_stream& stream,
   const bool keep_alive = request.keep_alive();
   if (path == "/sim/fault" && request.method() == bhttp::verb::post) {
     auto problem = server.apply_fault(request.body());
-    auto response = problem ? json_response(400, error_json(*problem, "BadRequestError", 400), keep_alive)
-                            : json_response(200, {{"ok", true}}, keep_alive);
+    auto response =
+        problem ? error_response(server, 400, *problem, keep_alive) : json_response(200, {{"ok", true}}, keep_alive);
     co_return co_await send(stream, std::move(response));
   }
   if (path == "/metrics" && server.fault().metrics_delay_ms > 0) {
@@ -389,8 +595,7 @@ awaitable<bool> handle_sim_request(SimServer& server, beast::tcp_stream& stream,
   }
   if (path != "/metrics" && server.fault().status) {
     auto status = *server.fault().status;
-    auto response = json_response(
-        status, error_json("injected failure", "ServiceUnavailableError", static_cast<int>(status)), keep_alive);
+    auto response = error_response(server, status, "injected failure", keep_alive);
     co_return co_await send(stream, std::move(response));
   }
   const bool chat = path == "/v1/chat/completions";

@@ -38,11 +38,13 @@ std::string sim_usage() {
          "         [--kv-events-format map|array|sglang] [--hash-seed N] [--time-scale X] [--default-max-tokens N]\n"
          "         [--step-overhead-ms X] [--prefill-ms-per-token X] [--decode-ms-per-seq X]\n"
          "         [--attention-ms-per-context-token X]\n"
-         "         [--cpu-offload-blocks N] [--cpu-offload-gbps X] [--kv-bytes-per-token N]\n";
+         "         [--cpu-offload-blocks N] [--cpu-offload-gbps X] [--kv-bytes-per-token N]\n"
+         "         [--engine-profile vllm|sglang|llamacpp] [--slots N] [--slot-similarity X]\n";
 }
 
 std::optional<std::string> parse_sim_options(const std::vector<std::string>& args, SimOptions& options) {
   std::string format = "map";
+  std::string profile = "vllm";
   std::uint64_t seed = 0;
   bool seed_given = false;
   std::map<std::string, Setter> flags{
@@ -69,6 +71,9 @@ std::optional<std::string> parse_sim_options(const std::vector<std::string>& arg
       {"--cpu-offload-blocks", number(options.limits.cpu_offload_blocks, 0u)},
       {"--cpu-offload-gbps", number(options.cpu_offload_gbps, 0.001)},
       {"--kv-bytes-per-token", number(options.kv_bytes_per_token, 1.0)},
+      {"--engine-profile", text(profile)},
+      {"--slots", number(options.limits.slots, 1u)},
+      {"--slot-similarity", number(options.limits.slot_similarity, 0.0)},
   };
   for (std::size_t index = 0; index < args.size(); index += 2) {
     auto flag = flags.find(args[index]);
@@ -91,6 +96,22 @@ std::optional<std::string> parse_sim_options(const std::vector<std::string>& arg
   options.kv_events_format = format == "map"     ? EventFormat::map
                              : format == "array" ? EventFormat::array
                                                  : EventFormat::sglang;
+  if (profile != "vllm" && profile != "sglang" && profile != "llamacpp") {
+    return "--engine-profile must be vllm, sglang or llamacpp, not '" + profile + "'";
+  }
+  options.profile = profile == "vllm"     ? EngineProfile::vllm
+                    : profile == "sglang" ? EngineProfile::sglang
+                                          : EngineProfile::llamacpp;
+  if (options.profile == EngineProfile::llamacpp) {
+    if (!options.kv_events_endpoint.empty()) {
+      return std::string("--engine-profile llamacpp publishes no KV events (llama-server has none)");
+    }
+    if (options.limits.slots == 0) {
+      options.limits.slots = 4;  // llama-server's -np when left to choose
+    }
+  } else if (options.limits.slots != 0) {
+    return std::string("--slots needs --engine-profile llamacpp");
+  }
   if (seed_given) {
     options.hash_seed = seed;
   }

@@ -10,7 +10,13 @@
 
 namespace kvgate::sim {
 
+// Whose wire formats the replica reproduces: metric names, stream and
+// error shapes, the usage fields. llamacpp also caches as llama-server does
+// (EngineLimits::slots) and publishes no KV events.
+enum class EngineProfile : std::uint8_t { vllm, sglang, llamacpp };
+
 struct SimOptions {
+  EngineProfile profile = EngineProfile::vllm;
   std::string host = "127.0.0.1";
   std::uint16_t port = 0;
   std::string model;

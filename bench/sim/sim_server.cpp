@@ -260,26 +260,59 @@ std::string SimServer::metrics_text() {
     out << name << "_count{" << labels << "} " << values.count << '\n';
   };
   const auto& counters = engine_.counters();
-  gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
-        static_cast<double>(engine_.running()));
-  gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
-        static_cast<double>(engine_.waiting()));
-  gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", engine_.pool().usage());
-  counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.",
-          counters.prefix_queries_tokens);
-  counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.",
-          counters.prefix_hit_tokens);
-  counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", counters.prompt_tokens);
-  counter("vllm:generation_tokens_total", "Number of generation tokens processed.", counters.generation_tokens);
-  counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", counters.preemptions);
+  if (options_.profile == EngineProfile::llamacpp) {
+    // llama-server's names (tools/server/server-context.cpp, --metrics):
+    // no labels; requests_deferred are those waiting for a free slot.
+    auto plain = [&](const char* name, const char* type, const char* help, double value) {
+      out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n'
+          << name << ' ' << value << '\n';
+    };
+    plain("llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed.",
+          static_cast<double>(counters.prompt_tokens - counters.prefix_hit_tokens));
+    plain("llamacpp:prompt_seconds_total", "counter", "Prompt process time", prefill_seconds_);
+    plain("llamacpp:tokens_predicted_total", "counter", "Number of generation tokens processed.",
+          static_cast<double>(counters.generation_tokens));
+    plain("llamacpp:requests_processing", "gauge", "Number of requests processing.",
+          static_cast<double>(engine_.running()));
+    plain("llamacpp:requests_deferred", "gauge", "Number of requests deferred.",
+          static_cast<double>(engine_.waiting()));
+  } else if (options_.profile == EngineProfile::sglang) {
+    gauge("sglang:num_running_reqs", "The number of running requests.", static_cast<double>(engine_.running()));
+    gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.",
+          static_cast<double>(engine_.waiting()));
+    gauge("sglang:token_usage", "The token usage.", engine_.pool().usage());
+    counter("sglang:prompt_tokens_total", "Number of prefill tokens processed.", counters.prompt_tokens);
+    counter("sglang:generation_tokens_total", "Number of generation tokens processed.", counters.generation_tokens);
+    counter("sglang:cached_tokens_total", "Number of cached prompt tokens.", counters.prefix_hit_tokens);
+    histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttft_);
+    histogram("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", e2e_);
+  } else {
+    gauge("vllm:num_requests_running", "Number of requests in model execution batches.",
+          static_cast<double>(engine_.running()));
+    gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
+          static_cast<double>(engine_.waiting()));
+    gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", engine_.pool().usage());
+    counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.",
+            counters.prefix_queries_tokens);
+    counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.",
+            counters.prefix_hit_tokens);
+    counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", counters.prompt_tokens);
+    counter("vllm:generation_tokens_total", "Number of generation tokens processed.", counters.generation_tokens);
+    counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", counters.preemptions);
+    histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttft_);
+    histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", e2e_);
+    out << "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
+        << "# TYPE vllm:cache_config_info gauge\n"
+        << "vllm:cache_config_info{block_size=\"" << options_.block_size << "\",enable_prefix_caching=\"True\","
+        << "engine=\"0\",num_gpu_blocks=\"" << options_.num_gpu_blocks << "\"} 1.0\n";
+  }
   counter("kvgate_sim_offloaded_hit_tokens_total", "Prompt tokens loaded from the CPU tier instead of computed.",
           counters.offloaded_hit_tokens);
-  histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttft_);
-  histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", e2e_);
-  out << "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
-      << "# TYPE vllm:cache_config_info gauge\n"
-      << "vllm:cache_config_info{block_size=\"" << options_.block_size << "\",enable_prefix_caching=\"True\","
-      << "engine=\"0\",num_gpu_blocks=\"" << options_.num_gpu_blocks << "\"} 1.0\n";
+  // Every profile: the prompt-cache hits as the engine counts them (for
+  // llama.cpp, the slots' reused prefixes), which a test compares with the
+  // gateway's predictions.
+  counter("kvgate_sim_prefix_hit_tokens_total", "Prompt tokens the replica served from its cache.",
+          counters.prefix_hit_tokens);
   // Not vLLM metrics: what a benchmark needs to dial and check its load.
   // Rates and seconds are real (wall-clock) ones, the time scale applied.
   auto sim_gauge = [&](const char* name, const char* help, double value) {

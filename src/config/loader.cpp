@@ -400,10 +400,56 @@ std::optional<std::string> read_secret_pair(YamlReader& reader, const YAML::Node
 }
 
 void read_worker(YamlReader& reader, const YAML::Node& node, const std::string& path, WorkerOptions& out) {
-  if (!reader.check_mapping(node, path,
-                            {"id", "url", "kv_events", "kv_events_replay", "kv_capacity_blocks", "scrape_interval",
-                             "scrape_timeout", "upstream_api_key_file", "upstream_api_key_env"})) {
+  if (!reader.check_mapping(
+          node, path,
+          {"id", "url", "kv_events", "kv_events_replay", "kv_capacity_blocks", "scrape_interval", "scrape_timeout",
+           "upstream_api_key_file", "upstream_api_key_env", "engine", "cache_model", "slots", "slot_similarity"})) {
     return;
+  }
+  bool cache_model_given = false;
+  reader.optional(node, path, "engine", [&](auto& value, auto key_path) {
+    std::string engine;
+    reader.read(value, key_path, engine);
+    if (engine == "vllm") {
+      out.engine = EngineKind::vllm;
+    } else if (engine == "sglang") {
+      out.engine = EngineKind::sglang;
+    } else if (engine == "llamacpp") {
+      out.engine = EngineKind::llamacpp;
+    } else if (value.IsScalar()) {
+      reader.problem(value, key_path, "unknown engine '" + engine + "' (vllm, sglang, llamacpp)");
+    }
+  });
+  reader.optional(node, path, "cache_model", [&](auto& value, auto key_path) {
+    std::string model;
+    reader.read(value, key_path, model);
+    cache_model_given = value.IsScalar();
+    if (model == "blocks") {
+      out.cache_model = CacheModel::blocks;
+    } else if (model == "sequences") {
+      out.cache_model = CacheModel::sequences;
+    } else if (value.IsScalar()) {
+      reader.problem(value, key_path, "unknown cache_model '" + model + "' (blocks, sequences)");
+    }
+  });
+  if (!cache_model_given && out.engine == EngineKind::llamacpp) {
+    out.cache_model = CacheModel::sequences;
+  }
+  reader.optional(node, path, "slots",
+                  [&](auto& value, auto key_path) { reader.read(value, key_path, out.slots, 1, 4096); });
+  reader.optional(node, path, "slot_similarity",
+                  [&](auto& value, auto key_path) { reader.read(value, key_path, out.slot_similarity, 0.0, 1.0); });
+  if (out.cache_model == CacheModel::sequences) {
+    if (out.slots == 0) {
+      reader.problem(node, path + ".slots",
+                     "missing: cache_model sequences needs the engine's slot count (llama-server's -np)");
+    }
+    if (node["kv_events"]) {
+      reader.problem(node["kv_events"], path + ".kv_events",
+                     "a worker with KV events is indexed from them: cache_model sequences is for engines without");
+    }
+  } else if (node["slots"]) {
+    reader.problem(node["slots"], path + ".slots", "only with cache_model: sequences");
   }
   if (auto key = read_secret_pair(reader, node, path, "upstream_api_key")) {
     out.upstream_api_key = std::move(*key);

@@ -80,6 +80,7 @@ Feed::Feed(zmq::context_t& context, obs::Metrics& metrics, WorkerFeed config, Fe
   status_.stale = false;
   status_.silent = false;
   status_.last_sequence = -1;
+  configure_cache_model();
   if (!events_on()) {
     return;
   }
@@ -122,7 +123,10 @@ bool Feed::same_source(const WorkerFeed& other) const {
 void Feed::update(const WorkerFeed& other, FeedSettings settings) {
   config_.configured_capacity_blocks = other.configured_capacity_blocks;
   config_.default_capacity_blocks = other.default_capacity_blocks;
+  config_.sequence_slots = other.sequence_slots;
+  config_.slot_similarity = other.slot_similarity;
   settings_ = settings;
+  configure_cache_model();
   tracker_.update(sequence_settings());
 }
 
@@ -338,8 +342,18 @@ void Feed::assume(std::span<const BlockHash> blocks, std::uint64_t now_ms, std::
   }
 }
 
-void Feed::withdraw(std::span<const BlockHash> blocks, std::uint64_t ticket) {
-  config_.cache->caches.withdraw(config_.slot, blocks, ticket);
+void Feed::withdraw(std::span<const BlockHash> blocks, std::uint64_t ticket, std::uint64_t now_ms) {
+  config_.cache->caches.withdraw(config_.slot, blocks, ticket, now_ms);
+}
+
+void Feed::finish(std::uint64_t ticket, std::uint64_t now_ms) {
+  config_.cache->caches.finish(config_.slot, ticket, now_ms);
+}
+
+void Feed::configure_cache_model() {
+  // A request still running after the approximate TTL is taken as ended.
+  config_.cache->caches.set_sequence_slots(config_.slot, config_.sequence_slots, config_.slot_similarity,
+                                           static_cast<std::uint64_t>(settings_.approximate_ttl_ms));
 }
 
 std::uint64_t Feed::capacity_blocks() const {

@@ -35,7 +35,9 @@ class Feed {
   // Takes what the sockets have (never blocks).
   void receive(std::uint64_t now_ms);
   void assume(std::span<const BlockHash> blocks, std::uint64_t now_ms, std::uint64_t ticket);
-  void withdraw(std::span<const BlockHash> blocks, std::uint64_t ticket);
+  void withdraw(std::span<const BlockHash> blocks, std::uint64_t ticket, std::uint64_t now_ms);
+  void finish(std::uint64_t ticket, std::uint64_t now_ms);
+  void configure_cache_model();
   void tick(std::uint64_t now_ms);
   void drop_entries();
 

@@ -15,14 +15,14 @@
 namespace kvgate::kv_events {
 
 struct Ingestion::Commands {
-  // A routing-time insert, or its withdrawal; kept in one queue so that
-  // a withdrawal never overtakes its insert.
+  // A routing-time insert, its withdrawal or its request's end; kept in
+  // one queue so that neither of the last two overtakes the insert.
   struct Assume {
     std::shared_ptr<ModelCache> cache;
     WorkerSlot slot = 0;
     std::vector<BlockHash> blocks;
     std::uint64_t ticket = 0;
-    bool withdraw = false;
+    Command command = Command::assume;
   };
   struct Configure {
     std::vector<WorkerFeed> feeds;
@@ -113,10 +113,16 @@ class Ingestion::Loop {
       if (found == feeds_.end()) {
         continue;
       }
-      if (assume.withdraw) {
-        found->second->withdraw(assume.blocks, assume.ticket);
-      } else {
-        found->second->assume(assume.blocks, now_ms(), assume.ticket);
+      switch (assume.command) {
+        case Command::assume:
+          found->second->assume(assume.blocks, now_ms(), assume.ticket);
+          break;
+        case Command::withdraw:
+          found->second->withdraw(assume.blocks, assume.ticket, now_ms());
+          break;
+        case Command::finish:
+          found->second->finish(assume.ticket, now_ms());
+          break;
       }
     }
   }
@@ -210,20 +216,24 @@ void Ingestion::configure(std::vector<WorkerFeed> feeds, config::IndexOptions in
 
 void Ingestion::assume(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::span<const BlockHash> blocks,
                        std::uint64_t ticket) {
-  enqueue(cache, slot, blocks, ticket, false);
+  enqueue(cache, slot, blocks, ticket, Command::assume);
 }
 
 void Ingestion::withdraw(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::span<const BlockHash> blocks,
                          std::uint64_t ticket) {
-  enqueue(cache, slot, blocks, ticket, true);
+  enqueue(cache, slot, blocks, ticket, Command::withdraw);
+}
+
+void Ingestion::finish(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::uint64_t ticket) {
+  enqueue(cache, slot, {}, ticket, Command::finish);
 }
 
 void Ingestion::enqueue(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::span<const BlockHash> blocks,
-                        std::uint64_t ticket, bool withdraw) {
-  if (blocks.empty()) {
+                        std::uint64_t ticket, Command kind) {
+  if (blocks.empty() && kind != Command::finish) {
     return;
   }
-  Commands::Assume command{cache, slot, {blocks.begin(), blocks.end()}, ticket, withdraw};
+  Commands::Assume command{cache, slot, {blocks.begin(), blocks.end()}, ticket, kind};
   bool first = false;
   {
     std::lock_guard lock(commands_->mutex);

@@ -27,8 +27,61 @@ WorkerCaches::Worker& WorkerCaches::worker(WorkerSlot slot) {
   auto& state = workers_[slot];
   if (!state) {
     state = std::make_unique<Worker>();
+    const auto& config = slot_configs_[slot];
+    if (config.slots > 0) {
+      state->sequences = std::make_unique<SequenceSlots>(config.slots, config.min_similarity);
+    }
   }
   return *state;
+}
+
+void WorkerCaches::set_sequence_slots(WorkerSlot slot, std::uint32_t slots, double min_similarity,
+                                      std::uint64_t max_busy_ms) {
+  auto& config = slot_configs_[slot];
+  const bool changed = config.slots != slots || config.min_similarity != min_similarity;
+  config = {slots, min_similarity, max_busy_ms};
+  if (changed && workers_[slot]) {
+    drop_worker(slot);
+  }
+}
+
+const SequenceSlots* WorkerCaches::sequence_slots(WorkerSlot slot) const {
+  const auto& state = workers_[slot];
+  return state ? state->sequences.get() : nullptr;
+}
+
+// The index credits the worker with a block exactly while an idle slot
+// holds it; a block may have gone both ways within one change.
+void WorkerCaches::apply_slot_changes(WorkerSlot slot, Worker& state, std::uint64_t now_ms, AssumeResult* result) {
+  scratch_.clear();
+  for (auto block : slot_changes_.credit) {
+    if (state.sequences->credits(block)) {
+      scratch_.push_back(block);
+      state.recency.touch(block, now_ms);
+    }
+  }
+  const auto evicted = index_.insert(slot, scratch_, Tier::gpu, seconds(now_ms));
+  if (result != nullptr) {
+    result->evicted_entries += evicted;
+  }
+  scratch_.clear();
+  for (auto block : slot_changes_.uncredit) {
+    if (!state.sequences->credits(block)) {
+      scratch_.push_back(block);
+      state.recency.forget(block);
+    }
+  }
+  index_.remove(slot, scratch_, Tier::gpu);
+  slot_changes_.clear();
+}
+
+void WorkerCaches::finish(WorkerSlot slot, std::uint64_t ticket, std::uint64_t now_ms) {
+  auto& state = worker(slot);
+  if (!state.sequences) {
+    return;
+  }
+  state.sequences->finish(ticket, now_ms, slot_changes_);
+  apply_slot_changes(slot, state, now_ms);
 }
 
 ApplyStats WorkerCaches::apply(WorkerSlot slot, const EventBatch& batch, std::uint64_t now_ms) {
@@ -154,6 +207,14 @@ WorkerCaches::AssumeResult WorkerCaches::assume(WorkerSlot slot, std::span<const
                                                 std::uint64_t capacity_blocks, std::uint64_t ticket) {
   auto& state = worker(slot);
   AssumeResult result;
+  if (state.sequences) {
+    for (auto block : blocks) {
+      result.new_blocks += index_.holds(slot, block) ? 0 : 1;
+    }
+    state.sequences->start(blocks, ticket, now_ms, slot_changes_);
+    apply_slot_changes(slot, state, now_ms, &result);
+    return result;
+  }
   const auto& confirmed = state.confirmed[tier_number(Tier::gpu)];
   for (auto block : blocks) {
     result.new_blocks += index_.holds(slot, block) ? 0 : 1;
@@ -179,9 +240,16 @@ WorkerCaches::AssumeResult WorkerCaches::assume(WorkerSlot slot, std::span<const
   return result;
 }
 
-std::uint64_t WorkerCaches::withdraw(WorkerSlot slot, std::span<const BlockHash> blocks, std::uint64_t ticket) {
+std::uint64_t WorkerCaches::withdraw(WorkerSlot slot, std::span<const BlockHash> blocks, std::uint64_t ticket,
+                                     std::uint64_t now_ms) {
   auto& state = worker(slot);
   std::uint64_t withdrawn = 0;
+  if (state.sequences) {
+    state.sequences->withdraw(ticket, now_ms, slot_changes_);
+    withdrawn = slot_changes_.uncredit.size() + slot_changes_.credit.size();
+    apply_slot_changes(slot, state, now_ms);
+    return withdrawn;
+  }
   for (auto block : blocks) {
     auto found = state.assumed.find(block);
     if (found != state.assumed.end() && found->second.ticket == ticket) {
@@ -219,6 +287,11 @@ void WorkerCaches::expire(std::uint64_t now_ms) {
       continue;
     }
     auto& state = *workers_[slot];
+    if (state.sequences) {
+      state.sequences->expire(now_ms, slot_configs_[slot].max_busy_ms, slot_changes_);
+      apply_slot_changes(static_cast<WorkerSlot>(slot), state, now_ms);
+      continue;
+    }
     while (!state.assumed_order.empty() &&
            state.assumed.find(state.assumed_order.front())->second.expires_ms <= now_ms) {
       unassume(static_cast<WorkerSlot>(slot), state, state.assumed_order.front());
@@ -258,6 +331,9 @@ std::uint64_t WorkerCaches::engine_blocks(WorkerSlot slot) const {
 // BlockStored ends the assumption), so the two sets add up.
 std::uint64_t WorkerCaches::gpu_blocks(WorkerSlot slot) const {
   const auto& state = workers_[slot];
+  if (state && state->sequences) {
+    return state->sequences->credited_blocks();
+  }
   return state ? state->confirmed[0].size() + state->assumed.size() : 0;
 }
 

@@ -17,10 +17,12 @@ struct Key {
 // llama.cpp reports its prompt-cache hit as `timings.cache_n` (in the last
 // chunk of a stream, or the answer's `timings`), besides or instead of
 // usage.prompt_tokens_details.cached_tokens.
-constexpr std::array<Key, 4> kKeys{{{R"("prompt_tokens":)", &ReportedUsage::prompt_tokens},
+constexpr std::array<Key, 6> kKeys{{{R"("prompt_tokens":)", &ReportedUsage::prompt_tokens},
                                     {R"("completion_tokens":)", &ReportedUsage::completion_tokens},
                                     {R"("cached_tokens":)", &ReportedUsage::cached_tokens},
-                                    {R"("cache_n":)", &ReportedUsage::cached_tokens}}};
+                                    {R"("cache_n":)", &ReportedUsage::cached_tokens},
+                                    {R"("prompt_n":)", &ReportedUsage::evaluated_prompt_tokens},
+                                    {R"("predicted_n":)", &ReportedUsage::completion_tokens}}};
 
 bool is_digit(char c) {
   return c >= '0' && c <= '9';
@@ -71,6 +73,14 @@ void UsageScanner::feed(std::string_view piece) {
 
 void UsageScanner::finish() {
   scan(carry_, true);
+}
+
+ReportedUsage UsageScanner::usage() const {
+  auto usage = usage_;
+  if (!usage.prompt_tokens && usage.evaluated_prompt_tokens && usage.cached_tokens) {
+    usage.prompt_tokens = *usage.evaluated_prompt_tokens + *usage.cached_tokens;
+  }
+  return usage;
 }
 
 namespace {

@@ -103,6 +103,8 @@ class Attempts {
       const bool engine_refused = outcome.kind == AttemptOutcome::Kind::relayed && exchange_.status >= 400;
       if (engine_refused || outcome.kind == AttemptOutcome::Kind::retryable) {
         router.withdraw(target_.model, chosen, blocks, commitment);
+      } else {
+        router.finish(target_.model, chosen, commitment);
       }
       if (outcome.kind != AttemptOutcome::Kind::retryable) {
         if (outcome.kind == AttemptOutcome::Kind::failed && !link_.client_gone) {

@@ -275,6 +275,13 @@ void Router::withdraw(const ModelRoute& model, std::size_t worker, std::span<con
   }
 }
 
+void Router::finish(const ModelRoute& model, std::size_t worker, const Commitment& commitment) {
+  const auto& route = model.workers[worker];
+  if (ingestion_ != nullptr && route.options.cache_model == config::CacheModel::sequences) {
+    ingestion_->finish(model.cache, route.slot, commitment.ticket);
+  }
+}
+
 void Router::record_outcome(const RoutingTable& table, const ModelRoute& model, workers::WorkerState& worker,
                             const RouteDecision& decision, std::optional<std::string_view> session_key,
                             std::uint64_t session_turn, const Outcome& outcome) {
@@ -286,7 +293,14 @@ void Router::record_outcome(const RoutingTable& table, const ModelRoute& model, 
   if (outcome.cached_tokens && outcome.status == 200 && outcome.retries == 0) {
     const auto predicted = decision.indexed_cached_tokens;
     const auto reported = *outcome.cached_tokens;
-    metrics_.cache_prediction(worker.id(), predicted == reported ? "exact" : predicted > reported ? "over" : "under");
+    // An engine that reuses prefixes token by token (llama.cpp's slots)
+    // reports up to a block more than kvgate's block-grained prediction:
+    // within that, the prediction is as exact as blocks can be.
+    const bool token_grained =
+        model.workers[decision.worker.value_or(0)].options.cache_model == config::CacheModel::sequences;
+    const bool exact =
+        predicted == reported || (token_grained && reported > predicted && reported - predicted < model.block_size);
+    metrics_.cache_prediction(worker.id(), exact ? "exact" : predicted > reported ? "over" : "under");
     const auto& drift_options = table.options->routing.drift;
     const auto change = worker.record_prediction(predicted, reported, drift_options);
     if (change != workers::DriftChange::none) {

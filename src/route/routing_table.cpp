@@ -163,6 +163,10 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
                      assignment.cache,   tokenizers[model_index],  model_options.cache_isolation};
     // GB/s is 1e6 bytes per millisecond.
     model.ms_per_offloaded_token = model_options.kv_bytes_per_token / (model_options.offload_gbps * 1e6);
+    model.streams_carry_timings =
+        !model_options.workers.empty() &&
+        std::all_of(model_options.workers.begin(), model_options.workers.end(),
+                    [](const config::WorkerOptions& worker) { return worker.engine == config::EngineKind::llamacpp; });
     if (const auto* old = previous != nullptr ? previous->find_model(model.name) : nullptr) {
       model.session_gaps = old->session_gaps;
       model.pooled_prefill = old->pooled_prefill;
@@ -196,7 +200,9 @@ std::vector<kv_events::WorkerFeed> worker_feeds(const RoutingTable& table) {
     for (const auto& worker : model.workers) {
       feeds.push_back({worker.state, model.cache, worker.slot, worker.options.kv_events,
                        worker.options.kv_events_replay, worker.options.kv_capacity_blocks,
-                       table.options->index.default_kv_capacity_blocks});
+                       table.options->index.default_kv_capacity_blocks,
+                       worker.options.cache_model == config::CacheModel::sequences ? worker.options.slots : 0,
+                       worker.options.slot_similarity});
     }
   }
   return feeds;

@@ -320,6 +320,43 @@ TEST(ConfigLoader, ReadsPerWorkerScrapeSchedules) {
   EXPECT_FALSE(workers[1].scrape_timeout);
 }
 
+TEST(ConfigLoader, ReadsEnginesAndCacheModels) {
+  auto loaded = load_text(
+      "models:\n  - name: m\n    workers:\n"
+      "      - {id: a, url: 'http://a:1', engine: llamacpp, slots: 2}\n"
+      "      - {id: b, url: 'http://b:1', cache_model: sequences, slots: 4, slot_similarity: 0.5}\n"
+      "      - {id: c, url: 'http://c:1', engine: sglang}\n",
+      "engines.yaml");
+  ASSERT_TRUE(loaded) << loaded.error().front().to_string();
+  const auto& workers = loaded->models[0].workers;
+  EXPECT_EQ(workers[0].engine, EngineKind::llamacpp);
+  EXPECT_EQ(workers[0].cache_model, CacheModel::sequences);  // llama.cpp's default
+  EXPECT_EQ(workers[0].slots, 2u);
+  EXPECT_DOUBLE_EQ(workers[0].slot_similarity, 0.1);
+  EXPECT_EQ(workers[1].engine, EngineKind::vllm);
+  EXPECT_EQ(workers[1].cache_model, CacheModel::sequences);
+  EXPECT_DOUBLE_EQ(workers[1].slot_similarity, 0.5);
+  EXPECT_EQ(workers[2].engine, EngineKind::sglang);
+  EXPECT_EQ(workers[2].cache_model, CacheModel::blocks);
+}
+
+TEST(ConfigLoader, RejectsSequencesWithoutSlotsOrWithEvents) {
+  auto mistake = [](const std::string& worker) {
+    auto loaded = load_text("models:\n  - name: m\n    workers:\n      - " + worker + "\n", "bad.yaml");
+    return loaded ? std::string() : loaded.error().front().to_string();
+  };
+  EXPECT_NE(mistake("{id: a, url: 'http://a:1', engine: llamacpp}").find("workers[0].slots"), std::string::npos);
+  EXPECT_NE(mistake("{id: a, url: 'http://a:1', cache_model: sequences, slots: 2, kv_events: 'tcp://a:5557'}")
+                .find("cache_model sequences is for engines without"),
+            std::string::npos);
+  EXPECT_NE(mistake("{id: a, url: 'http://a:1', slots: 2}").find("only with cache_model: sequences"),
+            std::string::npos);
+  EXPECT_NE(mistake("{id: a, url: 'http://a:1', engine: tgi}").find("unknown engine 'tgi'"), std::string::npos);
+  EXPECT_NE(mistake("{id: a, url: 'http://a:1', cache_model: pages}").find("unknown cache_model"), std::string::npos);
+  // llama.cpp with blocks chosen explicitly needs no slots.
+  EXPECT_EQ(mistake("{id: a, url: 'http://a:1', engine: llamacpp, cache_model: blocks}"), "");
+}
+
 // A scratch file removed when the test ends.
 struct ScratchFile {
   std::string path;

@@ -49,6 +49,18 @@ TEST(UsageScanner, ReadsLlamaCppsCacheHitFromItsTimings) {
   EXPECT_EQ(scanner.usage().prompt_tokens, 90u);
 }
 
+TEST(UsageScanner, ALlamaCppStreamWithoutUsageStillGivesThePromptFromItsTimings) {
+  // No usage was asked for: the finish chunk's timings carry it all.
+  UsageScanner scanner;
+  scanner.feed(R"(data: {"choices":[{"finish_reason":"length","index":0,"delta":{}}],"object":"chat.completion.chunk",)"
+               R"("timings":{"cache_n":436,"prompt_n":62,"prompt_ms":17.2,"predicted_n":16,"predicted_ms":96.8}})"
+               "\n\ndata: [DONE]\n\n");
+  scanner.finish();
+  EXPECT_EQ(scanner.usage().cached_tokens, 436u);
+  EXPECT_EQ(scanner.usage().prompt_tokens, 498u);
+  EXPECT_EQ(scanner.usage().completion_tokens, 16u);
+}
+
 TEST(UsageEventStripper, DropsOnlyTheUsageEventAndKeepsEventsWhole) {
   const std::string stream =
       "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n"

@@ -26,6 +26,18 @@ inline constexpr PolicyKind kPolicyKinds[] = {
     PolicyKind::cache_aware, PolicyKind::session_hash, PolicyKind::prefix_hash,       PolicyKind::least_load,
     PolicyKind::round_robin, PolicyKind::dynamo_cost,  PolicyKind::sglang_cache_aware};
 
+// The engine behind a worker: which defaults suit it (llama.cpp keeps whole
+// prompts in slots). Metric names and hit fields of all three are read
+// whatever this says.
+enum class EngineKind : std::uint8_t { vllm, sglang, llamacpp };
+
+// How the index models a worker's cache when no KV events describe it.
+// blocks: an LRU of the blocks routed there, bounded by its KV capacity
+// (vLLM, SGLang). sequences: `slots` whole prompts, each slot keeping the
+// last sequence it ran, chosen as llama-server chooses
+// (kv_events/sequence_slots.hpp).
+enum class CacheModel : std::uint8_t { blocks, sequences };
+
 struct WorkerOptions {
   std::string id;
   std::string url;
@@ -42,6 +54,12 @@ struct WorkerOptions {
   // "Authorization: Bearer" in place of the client's, which never reaches a
   // worker when kvgate authenticates. Never logged or shown.
   std::string upstream_api_key;
+  EngineKind engine = EngineKind::vllm;
+  CacheModel cache_model = CacheModel::blocks;  // sequences by default for llamacpp
+  std::uint32_t slots = 0;                      // sequences: llama-server's -np
+  // sequences: llama-server's --slot-prompt-similarity (0.1 since late
+  // 2025, 0.5 before; 0 turns the similarity rule off).
+  double slot_similarity = 0.1;
 };
 
 // Workers found in DNS: every address of `name` (A and AAAA records, e.g. a

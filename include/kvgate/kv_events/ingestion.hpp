@@ -46,6 +46,10 @@ struct WorkerFeed {
   // default.
   std::uint64_t configured_capacity_blocks = 0;  // 0: not configured
   std::uint64_t default_capacity_blocks = 65'536;
+  // A worker keeping whole prompts in this many slots (config::CacheModel::
+  // sequences, kv_events/sequence_slots.hpp); 0: the blocks model.
+  std::uint32_t sequence_slots = 0;
+  double slot_similarity = 0.1;
 };
 
 class Ingestion {
@@ -66,6 +70,9 @@ class Ingestion {
   // its first token): the assumptions it created are withdrawn.
   void withdraw(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::span<const BlockHash> blocks,
                 std::uint64_t ticket);
+  // I/O threads: the request `ticket` routed to a worker that keeps whole
+  // prompts in slots has ended there, so its slot is free again.
+  void finish(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::uint64_t ticket);
   // Any thread, off the request path: waits until every insert handed over
   // before the call is in the index (false when `timeout` passed first).
   // Lets /debug/route explain with the state the next request will see.
@@ -75,8 +82,9 @@ class Ingestion {
   struct Commands;
   class Loop;
   void wake();
+  enum class Command : std::uint8_t { assume, withdraw, finish };
   void enqueue(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::span<const BlockHash> blocks,
-               std::uint64_t ticket, bool withdraw);
+               std::uint64_t ticket, Command command);
 
   std::unique_ptr<Commands> commands_;
   std::unique_ptr<Loop> loop_;

@@ -31,6 +31,7 @@
 #include "kvgate/index/prefix_index.hpp"
 #include "kvgate/kv_events/block_recency.hpp"
 #include "kvgate/kv_events/decoder.hpp"
+#include "kvgate/kv_events/sequence_slots.hpp"
 
 namespace kvgate::kv_events {
 
@@ -77,7 +78,18 @@ class WorkerCaches {
   // its first token, or never answered): the assumptions it created go,
   // those other requests created or the events confirmed stay. Returns how
   // many went.
-  std::uint64_t withdraw(WorkerSlot worker, std::span<const BlockHash> blocks, std::uint64_t ticket);
+  std::uint64_t withdraw(WorkerSlot worker, std::span<const BlockHash> blocks, std::uint64_t ticket,
+                         std::uint64_t now_ms = 0);
+  // A worker that keeps whole prompts in slots (config::CacheModel::
+  // sequences): its routing-time inserts follow SequenceSlots instead of an
+  // LRU of blocks, and need the end of each request (finish). A request
+  // busy for `max_busy_ms` is taken as ended. 0 slots: blocks again. A
+  // change starts the worker afresh.
+  void set_sequence_slots(WorkerSlot worker, std::uint32_t slots, double min_similarity, std::uint64_t max_busy_ms);
+  // The request `ticket` routed to a sequences worker ended (a no-op for
+  // other workers).
+  void finish(WorkerSlot worker, std::uint64_t ticket, std::uint64_t now_ms);
+  [[nodiscard]] const SequenceSlots* sequence_slots(WorkerSlot worker) const;
   // Drops assumptions whose TTL has passed.
   void expire(std::uint64_t now_ms);
 
@@ -109,9 +121,16 @@ class WorkerCaches {
     absl::flat_hash_map<EngineHash, EngineBlock> engine[2];      // by tier
     absl::flat_hash_map<BlockHash, std::uint32_t> confirmed[2];  // by tier
     absl::flat_hash_map<BlockHash, Assumed> assumed;
-    std::list<BlockHash> assumed_order;  // least recently assumed first
-    BlockRecency recency;                // GPU blocks, confirmed or assumed
+    std::list<BlockHash> assumed_order;        // least recently assumed first
+    BlockRecency recency;                      // GPU blocks, confirmed or assumed
+    std::unique_ptr<SequenceSlots> sequences;  // set for a sequences worker
   };
+  struct SlotConfig {
+    std::uint32_t slots = 0;  // 0: the blocks model
+    double min_similarity = 0;
+    std::uint64_t max_busy_ms = 0;
+  };
+  void apply_slot_changes(WorkerSlot slot, Worker& state, std::uint64_t now_ms, AssumeResult* result = nullptr);
 
   Worker& worker(WorkerSlot slot);
   void store(WorkerSlot slot, const BlockStored& event, std::uint64_t now_ms, ApplyStats& stats);
@@ -124,6 +143,8 @@ class WorkerCaches {
   std::string model_;
   CacheLimits limits_;
   std::array<std::unique_ptr<Worker>, index::kMaxWorkers> workers_;  // by slot; null: nothing known
+  std::array<SlotConfig, index::kMaxWorkers> slot_configs_{};        // by slot; outlives drop_worker
+  SequenceSlots::Changes slot_changes_;
   std::vector<BlockHash> scratch_;
 };
 

@@ -21,6 +21,10 @@ struct ReportedUsage {
   std::optional<std::uint32_t> prompt_tokens;
   std::optional<std::uint32_t> completion_tokens;
   std::optional<std::uint32_t> cached_tokens;  // prompt_tokens_details.cached_tokens
+  // llama.cpp's timings.prompt_n: the prompt tokens it computed (the rest,
+  // cache_n, came from its slot). With cache_n it gives the prompt's length
+  // when no usage object came (a stream nobody asked usage of).
+  std::optional<std::uint32_t> evaluated_prompt_tokens;
 };
 
 class UsageScanner {
@@ -29,7 +33,7 @@ class UsageScanner {
   void feed(std::string_view piece);
   // Call once at the end of the body.
   void finish();
-  [[nodiscard]] const ReportedUsage& usage() const { return usage_; }
+  [[nodiscard]] ReportedUsage usage() const;
 
  private:
   // The last bytes of the previous pieces, so that a match across a piece

@@ -99,6 +99,10 @@ class Router {
   // not predicted a hit there next time. `blocks` as in the decision.
   void withdraw(const ModelRoute& model, std::size_t worker, std::span<const prefix::BlockHash> blocks,
                 const Commitment& commitment);
+  // The committed attempt ended on its worker (relayed whole, failed after
+  // its first byte, or abandoned by the client). Only a worker that keeps
+  // whole prompts in slots needs to know: its slot is free again.
+  void finish(const ModelRoute& model, std::size_t worker, const Commitment& commitment);
 
   struct Outcome {
     int status = 0;

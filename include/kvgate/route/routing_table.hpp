@@ -41,6 +41,11 @@ struct ModelRoute {
   // Loading one token's KV from a lower tier (config: kv_bytes_per_token
   // over offload_gbps).
   double ms_per_offloaded_token = 0;
+  // Every worker is a llama.cpp server, whose streams end with `timings`
+  // (the prompt's computed and cached tokens) whether or not usage was
+  // asked for: kvgate need not add stream_options.include_usage, and the
+  // client gets the engine's stream unchanged.
+  bool streams_carry_timings = false;
   // The prefill cost learned from every worker's requests (kept across
   // reloads while the model is); each worker's speed scales it.
   std::shared_ptr<workers::LearnedPrefill> pooled_prefill = std::make_shared<workers::LearnedPrefill>();

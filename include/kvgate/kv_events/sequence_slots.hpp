@@ -1,0 +1,106 @@
+#pragma once
+// A worker that keeps whole prompts in slots rather than blocks in a paged
+// cache: llama-server with -np N and no host-RAM prompt cache. Each slot
+// holds the last sequence it ran; a new request reuses the longest common
+// prefix with the slot the server gives it, chosen as llama-server does
+// (tools/server/server-context.cpp, get_available_slot):
+// - the idle slot whose common prefix is the largest share of the prompt,
+//   when that share exceeds `min_similarity` (--slot-prompt-similarity);
+// - else the idle slot used longest ago (the last one on a tie);
+// - none idle: the request waits and takes the first slot released.
+// So the index credits a block to the worker exactly while an idle slot
+// holds it: a busy slot's prompt cannot serve a new request (the server
+// gives that request another slot), and a slot that is chosen loses what
+// it held beyond the common prefix. When no slot is idle, a new request
+// waits for the next slot released: the index credits the prompt of the
+// busy slot expected to be free next (started earliest, after as many as
+// there are requests already waiting).
+//
+// Prompts are compared by block hashes (a chained hash covers the whole
+// prefix up to its block), so shares and prefixes are in blocks: kvgate
+// predicts the reused prefix to the block below the engine's token figure.
+//
+// Pure and single-threaded (the index writer owns it); time comes in as
+// milliseconds on any monotonic clock.
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <vector>
+
+#include <absl/container/flat_hash_map.h>
+
+#include "kvgate/index/prefix_index.hpp"
+
+namespace kvgate::kv_events {
+
+class SequenceSlots {
+ public:
+  SequenceSlots(std::uint32_t slots, double min_similarity);
+
+  // What the index must learn: blocks an idle slot came to hold (credit)
+  // and blocks no idle slot held any more (withdraw the credit). One call
+  // may do both to a block (a slot released, then taken by a waiting
+  // request): credits() tells where it ended.
+  struct Changes {
+    std::vector<index::BlockHash> credit;
+    std::vector<index::BlockHash> uncredit;
+    void clear() {
+      credit.clear();
+      uncredit.clear();
+    }
+  };
+
+  // The request `ticket` with these prompt blocks was sent to the worker.
+  void start(std::span<const index::BlockHash> blocks, std::uint64_t ticket, std::uint64_t now_ms, Changes& out);
+  // It ended (answered, failed mid-way, or abandoned): its slot keeps its
+  // prompt, and a waiting request takes the slot.
+  void finish(std::uint64_t ticket, std::uint64_t now_ms, Changes& out);
+  // It never ran (the engine refused it before its first token): its slot
+  // holds what it held before.
+  void withdraw(std::uint64_t ticket, std::uint64_t now_ms, Changes& out);
+  // Requests busy for longer than `max_busy_ms` are taken as finished: a
+  // lost end must not pin a slot for ever.
+  void expire(std::uint64_t now_ms, std::uint64_t max_busy_ms, Changes& out);
+
+  [[nodiscard]] std::uint32_t size() const { return static_cast<std::uint32_t>(slots_.size()); }
+  [[nodiscard]] std::uint32_t busy_slots() const;
+  [[nodiscard]] std::size_t waiting() const { return waiting_.size(); }
+  [[nodiscard]] bool credits(index::BlockHash block) const { return idle_holders_.contains(block); }
+  // Distinct blocks idle slots hold (what the index credits).
+  [[nodiscard]] std::size_t credited_blocks() const { return idle_holders_.size(); }
+  [[nodiscard]] std::span<const index::BlockHash> slot_blocks(std::uint32_t slot) const { return slots_[slot].blocks; }
+  [[nodiscard]] std::uint64_t slot_ticket(std::uint32_t slot) const { return slots_[slot].ticket; }
+
+ private:
+  struct Slot {
+    std::vector<index::BlockHash> blocks;    // what it holds (running: the prompt it runs)
+    std::vector<index::BlockHash> previous;  // running: what it held before (a withdrawal's)
+    std::int64_t last_used_ms = -1;
+    std::uint64_t ticket = 0;  // running request; 0: idle
+    std::uint64_t started_ms = 0;
+  };
+  struct Waiting {
+    std::uint64_t ticket = 0;
+    std::vector<index::BlockHash> blocks;
+    std::uint64_t since_ms = 0;
+  };
+
+  [[nodiscard]] std::int64_t choose(std::span<const index::BlockHash> blocks) const;  // -1: none idle
+  void occupy(std::uint32_t slot, std::vector<index::BlockHash> blocks, std::uint64_t ticket, std::uint64_t now_ms,
+              Changes& out);
+  void release(std::uint32_t slot, std::uint64_t now_ms, Changes& out);
+  void admit_waiting(std::uint64_t now_ms, Changes& out);
+  void refresh_next_free(Changes& out);
+  void hold(std::span<const index::BlockHash> blocks, Changes& out);
+  void unhold(std::span<const index::BlockHash> blocks, Changes& out);
+
+  std::vector<Slot> slots_;
+  double min_similarity_;
+  std::deque<Waiting> waiting_;
+  // No slot idle: what the slot expected to be free next holds, credited
+  // as if it were idle.
+  std::vector<index::BlockHash> next_free_blocks_;
+  absl::flat_hash_map<index::BlockHash, std::uint32_t> idle_holders_;  // block -> idle slots holding it
+};
+
+}  // namespace kvgate::kv_events

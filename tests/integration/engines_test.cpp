@@ -1,0 +1,229 @@
+// kvgate in front of each engine's wire formats (kvgate-sim
+// --engine-profile vllm|sglang|llamacpp): what the engine streams reaches
+// the client whole, its cache hit is read from wherever that engine puts
+// it, a refused prompt is not credited, the first token is timed; and a
+// llama.cpp fleet (whole prompts in slots, no KV events) is predicted as it
+// really caches.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "support/admin.hpp"
+#include "support/fleet.hpp"
+
+namespace kvgate::testing {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+std::string worker_yaml(const std::string& id, const std::string& url, const std::string& profile) {
+  std::string yaml = "      - id: \"" + id + "\"\n        url: \"" + url + "\"\n        engine: " + profile + "\n";
+  if (profile == "llamacpp") {
+    yaml += "        slots: 2\n";
+  }
+  return yaml;
+}
+
+// Every event's shape, with what differs between two runs (ids, timings'
+// figures) left out: the keys at each level and the delta's content.
+json shape(const std::string& event) {
+  if (event == "[DONE]") {
+    return event;
+  }
+  auto parsed = json::parse(event);
+  json result = json::object();
+  for (auto& [key, value] : parsed.items()) {
+    result[key] = value.is_object() ? json(json::array()) : json(value.type_name());
+    if (value.is_object()) {
+      for (auto& [inner, unused] : value.items()) {
+        result[key].push_back(inner);
+      }
+    }
+  }
+  if (parsed.contains("choices") && !parsed["choices"].empty()) {
+    result["choice"] = parsed["choices"][0];
+  }
+  return result;
+}
+
+std::vector<std::string> read_stream(int port, const json& body) {
+  EventStream stream(port, "/v1/chat/completions", body.dump());
+  EXPECT_EQ(stream.status(), 200);
+  std::vector<std::string> events;
+  // As the openai SDK does: stop reading at [DONE] and close.
+  while (auto event = stream.next_event()) {
+    events.push_back(*event);
+    if (*event == "[DONE]") {
+      break;
+    }
+  }
+  stream.close();
+  return events;
+}
+
+class EngineProfiles : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EngineProfiles, TheRelayKeepsWhatTheEngineSentAndReadsItsHitWhereverItIs) {
+  const auto profile = GetParam();
+  Harness harness;
+  SimProcess sim(harness, {"--engine-profile", profile, "--max-model-len", "400", "--num-gpu-blocks", "4000"}, "r0");
+  harness.start_gateway(
+      "routing: {policy: cache_aware}\nmetrics_scrape: {interval: 200ms}\n",
+      "models:\n  - name: \"sim-model\"\n    block_size: 16\n    workers:\n" + worker_yaml("r0", sim.url(), profile));
+  auto body = chat_request(first_turn("Which screws hold a shelf bracket to drywall?"), 4);
+  body["stream"] = true;
+  const auto direct = read_stream(sim.port(), body);
+  const auto relayed = read_stream(harness.api_port(), body);
+  ASSERT_EQ(relayed.size(), direct.size());
+  for (std::size_t index = 0; index < direct.size(); ++index) {
+    EXPECT_EQ(shape(relayed[index]), shape(direct[index])) << profile << " event " << index;
+  }
+  if (profile == "llamacpp") {
+    // llama.cpp's hit is only in `timings` (its last chunk): it must reach
+    // the client, and the gateway reads it.
+    ASSERT_GE(relayed.size(), 2u);
+    EXPECT_TRUE(json::parse(relayed[relayed.size() - 2]).contains("timings"));
+  }
+  // The gateway asked the engine for usage; the client, which did not, gets
+  // no usage chunk, yet the gateway counted the engine's figures.
+  for (const auto& event : relayed) {
+    EXPECT_EQ(event.find("\"usage\":{"), std::string::npos) << event;
+  }
+  ASSERT_TRUE(eventually([&] {
+    return metric_value(harness, "kvgate_cached_prompt_tokens_total{model=\"sim-model\",worker=\"r0\"}") > 0;
+  })) << "the engine's hit was not read from the "
+      << profile << " stream";
+  EXPECT_GE(metric_value(harness, "kvgate_time_to_first_token_seconds_count{model=\"sim-model\",worker=\"r0\"}"), 1);
+
+  // Asked for, the usage chunk comes as the engine sends it.
+  body["stream_options"] = {{"include_usage", true}};
+  const auto with_usage = read_stream(harness.api_port(), body);
+  ASSERT_GE(with_usage.size(), 2u);
+  auto usage_chunk = json::parse(with_usage[with_usage.size() - 2]);
+  EXPECT_TRUE(usage_chunk["choices"].empty());
+  EXPECT_GT(usage_chunk["usage"]["prompt_tokens"].get<int>(), 0);
+  EXPECT_EQ(usage_chunk.contains("timings"), profile == "llamacpp");
+
+  // A prompt over the engine's context: its error body reaches the client
+  // as the engine wrote it, and the prompt is not credited to the worker.
+  std::string long_question;
+  for (int word = 0; word < 500; ++word) {
+    long_question += "word" + std::to_string(word) + " ";
+  }
+  auto refused = chat_request(json::array({{{"role", "user"}, {"content", long_question}}}), 4);
+  const auto engine_answer = post_json(sim.port(), "/v1/chat/completions", refused.dump());
+  const auto relayed_answer = post_json(harness.api_port(), "/v1/chat/completions", refused.dump());
+  ASSERT_EQ(engine_answer.status, 400);
+  EXPECT_EQ(relayed_answer.status, 400);
+  EXPECT_EQ(relayed_answer.body, engine_answer.body);
+  auto route = json::parse(post_json(harness.admin_port(), "/debug/route", refused.dump()).body);
+  ASSERT_FALSE(route["candidates"].empty()) << route.dump();
+  EXPECT_EQ(route["candidates"][0]["cached_tokens"], 0) << route.dump();
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, EngineProfiles, ::testing::Values("vllm", "sglang", "llamacpp"));
+
+// The issue's llama.cpp fleet on sims that cache as llama-server does:
+// three replicas with two slots, twelve conversations of five turns over
+// three shared system prompts, all at once. kvgate models each replica's
+// slots (cache_model: sequences) and must predict the engine's reported hit
+// to the block on nine requests in ten.
+TEST(LlamaCppFleet, PredictionsMatchTheSlotsAndLaterTurnsAreServedFromThem) {
+  Harness harness;
+  std::vector<std::unique_ptr<SimProcess>> sims;
+  std::string workers;
+  for (int index = 0; index < 3; ++index) {
+    const auto id = "r" + std::to_string(index);
+    sims.push_back(std::make_unique<SimProcess>(
+        harness, std::vector<std::string>{"--engine-profile", "llamacpp", "--slots", "2", "--time-scale", "1"}, id));
+    workers += worker_yaml(id, sims.back()->url(), "llamacpp");
+  }
+  const auto log = harness.folder() + "/decisions.jsonl";
+  harness.start_gateway(
+      "routing: {policy: cache_aware}\nmetrics_scrape: {interval: 200ms}\ndecision_log: \"" + log + "\"\n",
+      "models:\n  - name: \"sim-model\"\n    block_size: 16\n    workers:\n" + workers);
+  std::vector<std::string> systems;
+  for (int family = 0; family < 3; ++family) {
+    std::string text = "You are assistant number " + std::to_string(family) + " of the store.";
+    for (int sentence = 0; sentence < 30; ++sentence) {
+      text += " Rule " + std::to_string(family) + "." + std::to_string(sentence) +
+              ": answer in full sentences and cite the aisle.";
+    }
+    systems.push_back(text);
+  }
+  std::atomic<int> failures{0};
+  std::atomic<long> later_prompt{0};
+  std::atomic<long> later_cached{0};
+  std::vector<std::thread> clients;
+  for (int session = 0; session < 12; ++session) {
+    clients.emplace_back([&, session] {
+      // Conversations start over the first second; each user reads the
+      // answer for 50-200 ms before the next question (deterministic).
+      std::this_thread::sleep_for(std::chrono::milliseconds(80 * session));
+      json messages = json::array({{{"role", "system"}, {"content", systems[session % 3]}}});
+      for (int turn = 0; turn < 5; ++turn) {
+        messages.push_back({{"role", "user"},
+                            {"content", "Conversation " + std::to_string(session) + ", question " +
+                                            std::to_string(turn) + ": where are the hinges and the wood glue?"}});
+        auto body = chat_request(messages, 16);
+        auto response = post_json(harness.api_port(), "/v1/chat/completions", body.dump(),
+                                  {{"x-session-id", "conversation-" + std::to_string(session)}});
+        if (response.status != 200) {
+          ++failures;
+          return;
+        }
+        auto answer = json::parse(response.body);
+        if (turn > 0) {
+          later_prompt += answer["usage"]["prompt_tokens"].get<long>();
+          later_cached += answer["timings"]["cache_n"].get<long>();
+        }
+        messages.push_back(answer["choices"][0]["message"]);
+        std::this_thread::sleep_for(std::chrono::milliseconds(50 + (37 * (session + 3 * turn)) % 150));
+      }
+    });
+  }
+  for (auto& client : clients) {
+    client.join();
+  }
+  ASSERT_EQ(failures.load(), 0);
+  double exact = 0;
+  double all = 0;
+  for (const auto* worker : {"r0", "r1", "r2"}) {
+    for (const auto* outcome : {"exact", "over", "under"}) {
+      const auto count = metric_value(harness, std::string("kvgate_cache_predictions_total{outcome=\"") + outcome +
+                                                   "\",worker=\"" + worker + "\"}");
+      all += count;
+      exact += std::string(outcome) == "exact" ? count : 0;
+    }
+  }
+  const double later_share = static_cast<double>(later_cached) / static_cast<double>(later_prompt);
+  RecordProperty("prediction_match", std::to_string(exact / all));
+  RecordProperty("later_turn_cached_share", std::to_string(later_share));
+  EXPECT_EQ(all, 60);
+  EXPECT_GE(exact / all, 0.9) << exact << " of " << all << " predictions matched the engine";
+  // The decision log says the same, request by request.
+  harness.gateway().stop();
+  std::ifstream decisions(log);
+  int logged = 0;
+  int matched = 0;
+  for (std::string line; std::getline(decisions, line);) {
+    auto record = json::parse(line);
+    const auto predicted = record["predicted_cached_tokens"].get<int>();
+    const auto reported = record["cached_tokens"].get<int>();
+    ++logged;
+    matched += predicted <= reported && reported - predicted < 16 ? 1 : 0;
+  }
+  EXPECT_EQ(logged, 60);
+  EXPECT_GE(matched, 54) << "of " << logged << " logged decisions";
+  // 44-51% over six runs here; 17% while a busy slot's prompt was never
+  // credited (every request then looked cold everywhere during bursts).
+  EXPECT_GE(later_share, 0.35) << "later turns' prompt tokens served from the slots";
+}
+
+}  // namespace
+}  // namespace kvgate::testing

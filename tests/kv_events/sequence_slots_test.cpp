@@ -1,0 +1,184 @@
+#include "kvgate/kv_events/sequence_slots.hpp"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "kvgate/kv_events/worker_caches.hpp"
+
+namespace kvgate::kv_events {
+namespace {
+
+constexpr std::uint32_t kBlockSize = 4;
+
+// A prompt of `blocks` blocks whose first `shared` blocks are the shared
+// system prompt `family`, the rest this conversation's.
+std::vector<BlockHash> prompt_blocks(std::uint32_t family, std::size_t shared, std::uint32_t conversation,
+                                     std::size_t blocks) {
+  std::vector<std::uint32_t> tokens;
+  for (std::size_t index = 0; index < blocks * kBlockSize; ++index) {
+    const bool in_shared = index < shared * kBlockSize;
+    tokens.push_back((in_shared ? family * 100'000 : 50'000'000 + conversation * 100'000) +
+                     static_cast<std::uint32_t>(index));
+  }
+  return prefix::hash_blocks(tokens, kBlockSize, prefix::partition_seed({"model", "", ""}));
+}
+
+std::vector<BlockHash> extend(std::vector<BlockHash> blocks, std::uint32_t turn) {
+  for (std::uint32_t index = 0; index < 3; ++index) {
+    blocks.push_back(blocks.back() * 31 + turn * 7 + index + 1);
+  }
+  return blocks;
+}
+
+TEST(SequenceSlots, ARunningSlotIsNotCreditedAndItsPromptIsOnceItEnds) {
+  SequenceSlots slots(2, 0.1);
+  SequenceSlots::Changes changes;
+  auto a = prompt_blocks(1, 4, 1, 8);
+  slots.start(a, 1, 0, changes);
+  EXPECT_TRUE(changes.credit.empty());
+  EXPECT_FALSE(slots.credits(a[0]));
+  EXPECT_EQ(slots.busy_slots(), 1u);
+  slots.finish(1, 10, changes);
+  EXPECT_EQ(changes.credit.size(), a.size());
+  EXPECT_TRUE(slots.credits(a.back()));
+  EXPECT_EQ(slots.credited_blocks(), a.size());
+}
+
+TEST(SequenceSlots, TheNextTurnReturnsToItsSlotAndAnotherConversationOverwritesTheLeastRecentlyUsed) {
+  SequenceSlots slots(2, 0.1);
+  SequenceSlots::Changes changes;
+  auto a = prompt_blocks(1, 2, 1, 8);
+  auto b = prompt_blocks(2, 2, 2, 8);
+  slots.start(a, 1, 0, changes);  // slot 1 (the last of equally unused)
+  slots.finish(1, 10, changes);
+  slots.start(b, 2, 20, changes);  // nothing in common with a: the unused slot 0
+  slots.finish(2, 30, changes);
+  EXPECT_EQ(slots.slot_blocks(1).size(), a.size());
+  EXPECT_EQ(slots.slot_blocks(0).size(), b.size());
+  // a's next turn extends a: slot 1 by similarity, b stays.
+  auto a2 = extend(a, 2);
+  changes.clear();
+  slots.start(a2, 3, 40, changes);
+  EXPECT_EQ(slots.slot_ticket(1), 3u);
+  EXPECT_FALSE(slots.credits(a[0]));  // a's slot runs: its blocks serve nobody else now
+  EXPECT_TRUE(slots.credits(b[0]));
+  slots.finish(3, 50, changes);
+  // A third conversation sharing nothing takes the least recently used slot
+  // (b's, used at 30), so b's blocks are no longer credited.
+  auto c = prompt_blocks(3, 2, 3, 8);
+  slots.start(c, 4, 60, changes);
+  slots.finish(4, 70, changes);
+  EXPECT_FALSE(slots.credits(b[0]));
+  EXPECT_TRUE(slots.credits(a2.back()));
+  EXPECT_TRUE(slots.credits(c.back()));
+}
+
+TEST(SequenceSlots, ASharedSystemPromptAboveTheThresholdTakesThatSlotAndLosesItsTail) {
+  SequenceSlots slots(2, 0.1);
+  SequenceSlots::Changes changes;
+  auto a = prompt_blocks(1, 6, 1, 8);  // 6 of 8 blocks are the system prompt
+  slots.start(a, 1, 0, changes);
+  slots.finish(1, 10, changes);
+  auto b = prompt_blocks(1, 6, 2, 8);  // same system prompt, another user
+  slots.start(b, 2, 20, changes);
+  slots.finish(2, 30, changes);
+  auto held = slots.slot_blocks(1);
+  EXPECT_TRUE(std::equal(held.begin(), held.end(), b.begin(), b.end()));  // a's slot, by similarity 0.75
+  EXPECT_TRUE(slots.credits(a[5]));                                       // the shared part stays
+  EXPECT_FALSE(slots.credits(a[6]));                                      // a's own turn is gone
+}
+
+TEST(SequenceSlots, RequestsBeyondTheSlotsWaitAndTakeTheFirstSlotReleased) {
+  SequenceSlots slots(1, 0.1);
+  SequenceSlots::Changes changes;
+  auto a = prompt_blocks(1, 2, 1, 4);
+  auto b = prompt_blocks(2, 2, 2, 4);
+  slots.start(a, 1, 0, changes);
+  slots.start(b, 2, 5, changes);
+  EXPECT_EQ(slots.waiting(), 1u);
+  slots.finish(1, 10, changes);
+  EXPECT_EQ(slots.waiting(), 0u);
+  EXPECT_EQ(slots.slot_ticket(0), 2u);
+  EXPECT_FALSE(slots.credits(a[0]));  // b took the slot at once
+  EXPECT_TRUE(std::find(changes.credit.begin(), changes.credit.end(), a[0]) != changes.credit.end());
+}
+
+TEST(SequenceSlots, WithEverySlotBusyTheOneExpectedFreeNextIsCredited) {
+  SequenceSlots slots(2, 0.1);
+  SequenceSlots::Changes changes;
+  auto a = prompt_blocks(1, 2, 1, 4);
+  auto b = prompt_blocks(2, 2, 2, 4);
+  auto c = prompt_blocks(3, 2, 3, 4);
+  slots.start(a, 1, 0, changes);
+  EXPECT_FALSE(slots.credits(a[0]));  // the other slot is idle: a new request goes there
+  slots.start(b, 2, 5, changes);
+  EXPECT_TRUE(slots.credits(a[0]));  // a started first: its slot frees first
+  EXPECT_FALSE(slots.credits(b[0]));
+  slots.start(c, 3, 6, changes);  // waits; the request after it would get b's slot
+  EXPECT_FALSE(slots.credits(a[0]));
+  EXPECT_TRUE(slots.credits(b[0]));
+  slots.finish(1, 10, changes);  // c takes a's slot
+  EXPECT_EQ(slots.slot_ticket(1), 3u);
+  EXPECT_FALSE(slots.credits(a[0]));
+  EXPECT_TRUE(slots.credits(b[0]));  // b's slot is the next one free
+  slots.finish(2, 12, changes);
+  EXPECT_TRUE(slots.credits(b[0]));  // idle now
+  EXPECT_FALSE(slots.credits(c[0]));
+}
+
+TEST(SequenceSlots, AWithdrawnRequestLeavesItsSlotAsItWas) {
+  SequenceSlots slots(1, 0.1);
+  SequenceSlots::Changes changes;
+  auto a = prompt_blocks(1, 2, 1, 4);
+  slots.start(a, 1, 0, changes);
+  slots.finish(1, 10, changes);
+  auto refused = prompt_blocks(2, 2, 2, 40);
+  slots.start(refused, 2, 20, changes);
+  EXPECT_FALSE(slots.credits(a[0]));
+  slots.withdraw(2, 30, changes);
+  EXPECT_TRUE(slots.credits(a[0]));
+  EXPECT_FALSE(slots.credits(refused[0]));
+}
+
+TEST(SequenceSlots, ALostEndExpires) {
+  SequenceSlots slots(1, 0.1);
+  SequenceSlots::Changes changes;
+  auto a = prompt_blocks(1, 2, 1, 4);
+  slots.start(a, 1, 0, changes);
+  slots.expire(500, 1000, changes);
+  EXPECT_EQ(slots.busy_slots(), 1u);
+  slots.expire(1000, 1000, changes);
+  EXPECT_EQ(slots.busy_slots(), 0u);
+  EXPECT_TRUE(slots.credits(a[0]));
+}
+
+TEST(WorkerCachesSequences, TheIndexCreditsExactlyWhatIdleSlotsHold) {
+  index::PrefixIndex index(1'000'000);
+  WorkerCaches caches(index, "model", CacheLimits{kBlockSize});
+  caches.set_sequence_slots(0, 2, 0.1, 600'000);
+  auto a = prompt_blocks(1, 6, 1, 8);
+  auto b = prompt_blocks(1, 6, 2, 8);
+  caches.assume(0, a, 0, 1000, 1000, 1);
+  EXPECT_EQ(index.longest_prefix(a).blocks[0], 0u);  // running
+  caches.finish(0, 1, 10);
+  EXPECT_EQ(index.longest_prefix(a).blocks[0], 8u);
+  EXPECT_EQ(caches.gpu_blocks(0), 8u);
+  caches.assume(0, b, 20, 1000, 1000, 2);  // takes a's slot (similarity 0.75)
+  caches.finish(0, 2, 30);
+  EXPECT_EQ(index.longest_prefix(a).blocks[0], 6u);  // the shared system prompt only
+  EXPECT_EQ(index.longest_prefix(b).blocks[0], 8u);
+  // A refused request gives its slot back as it was.
+  auto refused = prompt_blocks(3, 2, 3, 8);
+  caches.assume(0, refused, 40, 1000, 1000, 3);
+  caches.withdraw(0, refused, 3, 50);
+  EXPECT_EQ(index.longest_prefix(refused).blocks[0], 0u);
+  EXPECT_EQ(index.longest_prefix(b).blocks[0], 8u);
+  // Back to the blocks model: the worker starts afresh.
+  caches.set_sequence_slots(0, 0, 0.1, 600'000);
+  EXPECT_EQ(index.longest_prefix(b).blocks[0], 0u);
+  EXPECT_EQ(caches.sequence_slots(0), nullptr);
+}
+
+}  // namespace
+}  // namespace kvgate::kv_events
