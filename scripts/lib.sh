@@ -92,19 +92,30 @@ start_fleet() {
     id=r$index
     own_var="KVGATE_SIM_FLAGS_$id"
     read -r -a own_flags <<<"${!own_var:-}"
-    start_server "$id" build/bench/sim/kvgate-sim --model demo-model --id "$id" --block-size 16 \
-      --num-gpu-blocks "$blocks" --max-model-len "$max_model_len" --time-scale "$time_scale" \
-      --kv-events-endpoint tcp://127.0.0.1:0 --kv-events-replay-endpoint tcp://127.0.0.1:0 "${sim_flags[@]}" \
-      ${own_flags[@]+"${own_flags[@]}"}
-    line=$started
-    read -r -t 10 -u "$started_fd" events_line
-    read -r -t 10 -u "$started_fd" replay_line
-    workers_yaml+="      - {id: $id, url: \"http://${line#listening }\", kv_events: \"${events_line#kv-events }\","
-    workers_yaml+=" kv_events_replay: \"${replay_line#kv-events-replay }\", kv_capacity_blocks: $blocks}"$'\n'
+    if [[ "${KVGATE_ENGINE:-vllm}" == llamacpp ]]; then
+      # llama-server's wire formats and slot cache (-np KVGATE_SLOTS), no KV events.
+      start_server "$id" build/bench/sim/kvgate-sim --model demo-model --id "$id" --block-size 16 \
+        --num-gpu-blocks "$blocks" --max-model-len "$max_model_len" --time-scale "$time_scale" \
+        --engine-profile llamacpp --slots "${KVGATE_SLOTS:-2}" "${sim_flags[@]}" ${own_flags[@]+"${own_flags[@]}"}
+      line=$started
+      workers_yaml+="      - {id: $id, url: \"http://${line#listening }\", engine: llamacpp, slots: ${KVGATE_SLOTS:-2}}"$'\n'
+    else
+      start_server "$id" build/bench/sim/kvgate-sim --model demo-model --id "$id" --block-size 16 \
+        --num-gpu-blocks "$blocks" --max-model-len "$max_model_len" --time-scale "$time_scale" \
+        --kv-events-endpoint tcp://127.0.0.1:0 --kv-events-replay-endpoint tcp://127.0.0.1:0 "${sim_flags[@]}" \
+        ${own_flags[@]+"${own_flags[@]}"}
+      line=$started
+      read -r -t 10 -u "$started_fd" events_line
+      read -r -t 10 -u "$started_fd" replay_line
+      workers_yaml+="      - {id: $id, url: \"http://${line#listening }\", kv_events: \"${events_line#kv-events }\","
+      workers_yaml+=" kv_events_replay: \"${replay_line#kv-events-replay }\", kv_capacity_blocks: $blocks}"$'\n'
+    fi
     resets+=(--reset "http://${line#listening }")
     urls+=("http://${line#listening }")
   done
   fleet="$replicas kvgate-sim replicas x $blocks KV blocks of 16 tokens (max_model_len $max_model_len),"
+  [[ "${KVGATE_ENGINE:-vllm}" == llamacpp ]] &&
+    fleet="$replicas kvgate-sim replicas as llama-server -np ${KVGATE_SLOTS:-2} (whole prompts in slots, no KV events),"
   fleet+=" time scale $time_scale, default step costs (Llama-3-8B on an H100)${sim_flags:+, ${sim_flags[*]}}"
   for ((index = 0; index < replicas; index++)); do
     own_var="KVGATE_SIM_FLAGS_r$index"

@@ -45,6 +45,12 @@ void read_events(const std::string& events, Answer& answer) {
       const auto details = usage->value("prompt_tokens_details", json::object());
       answer.cached_tokens = details.is_object() ? details.value("cached_tokens", 0u) : 0u;
     }
+    // llama.cpp reports its prompt-cache hit only as timings.cache_n.
+    if (auto timings = event.find("timings"); timings != event.end() && timings->is_object()) {
+      if (auto cache_n = timings->find("cache_n"); cache_n != timings->end() && cache_n->is_number_unsigned()) {
+        answer.cached_tokens = cache_n->get<std::uint32_t>();
+      }
+    }
   }
 }
 

@@ -99,6 +99,9 @@ class Engine {
   [[nodiscard]] const EngineCounters& counters() const { return counters_; }
   // llama.cpp mode only (EngineLimits::slots), else null.
   [[nodiscard]] const SlotCache* slots() const { return slots_ ? &*slots_ : nullptr; }
+  // Forgets every cached prefix (the pool's, or the slots'); refused while
+  // any is in use.
+  bool reset_cache() { return slots_ ? slots_->clear() : pool_.reset(); }
   BlockPool& pool() { return pool_; }
   [[nodiscard]] const BlockPool& pool() const { return pool_; }
 

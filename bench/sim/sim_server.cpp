@@ -127,7 +127,7 @@ double SimServer::model_seconds(std::chrono::steady_clock::duration real) const 
 }
 
 bool SimServer::reset_prefix_cache() {
-  if (!engine_.pool().reset()) {
+  if (!engine_.reset_cache()) {
     return false;
   }
   publish_events();

@@ -56,6 +56,17 @@ void SlotCache::release(std::uint32_t slot, std::span<const TokenId> tokens, std
   state.busy = false;
 }
 
+bool SlotCache::clear() {
+  if (busy() > 0) {
+    return false;
+  }
+  for (auto& slot : slots_) {
+    slot.tokens.clear();
+    slot.last_used = -1;
+  }
+  return true;
+}
+
 std::uint32_t SlotCache::busy() const {
   return static_cast<std::uint32_t>(std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.busy; }));
 }

@@ -36,6 +36,10 @@ class SlotCache {
   // The slot is idle again holding `tokens` (what it computed).
   void release(std::uint32_t slot, std::span<const TokenId> tokens, std::uint64_t now);
 
+  // Forgets what every slot holds (a benchmark's reset between runs);
+  // refused while a slot is busy.
+  bool clear();
+
   [[nodiscard]] std::uint32_t size() const { return static_cast<std::uint32_t>(slots_.size()); }
   [[nodiscard]] std::uint32_t busy() const;
   [[nodiscard]] std::span<const TokenId> tokens(std::uint32_t slot) const { return slots_[slot].tokens; }
