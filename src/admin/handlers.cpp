@@ -202,6 +202,13 @@ AdminResponse debug_workers(proxy::GatewayContext& context) {
             {"gpu_blocks", stream.gpu_blocks.load()},
             {"capacity_blocks", stream.capacity_blocks.load()},
             {"gpu_blocks_by_idle_age", idle_age_json(stream.lru_profile(proxy::unix_now_ms()).blocks)}}},
+          {"engine_kind", config::to_string(route.options.engine)},
+          {"cache_model", config::to_string(route.options.cache_model)},
+          {"slots", route.options.cache_model == config::CacheModel::sequences
+                        ? json{{"total", route.options.slots},
+                               {"busy", stream.slots_busy.load()},
+                               {"waiting", stream.slots_waiting.load()}}
+                        : json(nullptr)},
       });
     }
   }

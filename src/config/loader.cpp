@@ -410,13 +410,14 @@ void read_worker(YamlReader& reader, const YAML::Node& node, const std::string& 
   reader.optional(node, path, "engine", [&](auto& value, auto key_path) {
     std::string engine;
     reader.read(value, key_path, engine);
-    if (engine == "vllm") {
-      out.engine = EngineKind::vllm;
-    } else if (engine == "sglang") {
-      out.engine = EngineKind::sglang;
-    } else if (engine == "llamacpp") {
-      out.engine = EngineKind::llamacpp;
-    } else if (value.IsScalar()) {
+    bool known = false;
+    for (auto kind : {EngineKind::vllm, EngineKind::sglang, EngineKind::llamacpp}) {
+      if (engine == to_string(kind)) {
+        out.engine = kind;
+        known = true;
+      }
+    }
+    if (!known && value.IsScalar()) {
       reader.problem(value, key_path, "unknown engine '" + engine + "' (vllm, sglang, llamacpp)");
     }
   });
@@ -424,9 +425,9 @@ void read_worker(YamlReader& reader, const YAML::Node& node, const std::string& 
     std::string model;
     reader.read(value, key_path, model);
     cache_model_given = value.IsScalar();
-    if (model == "blocks") {
+    if (model == to_string(CacheModel::blocks)) {
       out.cache_model = CacheModel::blocks;
-    } else if (model == "sequences") {
+    } else if (model == to_string(CacheModel::sequences)) {
       out.cache_model = CacheModel::sequences;
     } else if (value.IsScalar()) {
       reader.problem(value, key_path, "unknown cache_model '" + model + "' (blocks, sequences)");
@@ -969,6 +970,22 @@ std::string_view to_string(PolicyKind policy) {
       return "sglang_cache_aware";
   }
   return "unknown";
+}
+
+std::string_view to_string(EngineKind engine) {
+  switch (engine) {
+    case EngineKind::vllm:
+      return "vllm";
+    case EngineKind::sglang:
+      return "sglang";
+    case EngineKind::llamacpp:
+      return "llamacpp";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(CacheModel model) {
+  return model == CacheModel::sequences ? "sequences" : "blocks";
 }
 
 }  // namespace kvgate::config

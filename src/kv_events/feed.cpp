@@ -380,6 +380,10 @@ void Feed::publish_counts(std::uint64_t now_ms) {
   status_.assumed_blocks = caches.assumed_blocks(config_.slot);
   const auto held = caches.gpu_blocks(config_.slot);
   const auto capacity = capacity_blocks();
+  if (const auto* slots = caches.sequence_slots(config_.slot)) {
+    status_.slots_busy = slots->busy_slots();
+    status_.slots_waiting = static_cast<std::uint32_t>(slots->waiting());
+  }
   status_.gpu_blocks = held;
   status_.capacity_blocks = capacity;
   // The ages walk one entry per 100 ms of the cache's residency: only worth

@@ -206,6 +206,14 @@ TEST(LlamaCppFleet, PredictionsMatchTheSlotsAndLaterTurnsAreServedFromThem) {
   RecordProperty("later_turn_cached_share", std::to_string(later_share));
   EXPECT_EQ(all, 60);
   EXPECT_GE(exact / all, 0.9) << exact << " of " << all << " predictions matched the engine";
+  // The operator sees the model: every slot free again once all answers are in.
+  auto state = worker_state(harness, "r0");
+  EXPECT_EQ(state["engine_kind"], "llamacpp");
+  EXPECT_EQ(state["cache_model"], "sequences");
+  EXPECT_EQ(state["slots"]["total"], 2);
+  EXPECT_TRUE(eventually([&] { return worker_state(harness, "r0")["slots"]["busy"] == 0; }))
+      << worker_state(harness, "r0").dump();
+  EXPECT_GT(state["index"]["gpu_blocks"].get<int>(), 0);
   // The decision log says the same, request by request.
   harness.gateway().stop();
   std::ifstream decisions(log);

@@ -336,5 +336,7 @@ struct Options {
 };
 
 std::string_view to_string(PolicyKind policy);
+std::string_view to_string(EngineKind engine);
+std::string_view to_string(CacheModel model);
 
 }  // namespace kvgate::config

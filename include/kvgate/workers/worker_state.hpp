@@ -58,6 +58,11 @@ struct EventStreamStatus {
   std::atomic<std::uint64_t> capacity_blocks{0};
   std::array<std::atomic<std::uint64_t>, policy::kAgeBuckets> gpu_block_ages{};
   std::atomic<std::uint64_t> gpu_block_ages_unix_ms{0};
+  // A worker that keeps whole prompts in slots (cache_model: sequences), as
+  // the index writer models it: slots running a request, and requests
+  // waiting for one.
+  std::atomic<std::uint32_t> slots_busy{0};
+  std::atomic<std::uint32_t> slots_waiting{0};
 
   [[nodiscard]] policy::LruProfile lru_profile(std::uint64_t now_unix_ms) const {
     policy::LruProfile profile;
