@@ -20,7 +20,7 @@ Engine::Engine(std::uint32_t num_blocks, std::uint32_t block_size, EngineLimits 
     : pool_(num_blocks, block_size), limits_(limits), cost_(cost) {
   pool_.enable_cpu_tier(limits.cpu_offload_blocks);
   if (limits.slots > 0) {
-    slots_.emplace(limits.slots, limits.slot_similarity);
+    slots_.emplace(limits.slots, limits.slot_similarity, limits.slot_ram_tokens);
     limits_.max_num_seqs = limits.slots;  // one request per slot; the rest are deferred
   }
 }
@@ -134,6 +134,10 @@ bool Engine::try_admit_to_slot(Request& request, std::uint32_t budget, std::uint
   const auto total = static_cast<std::uint32_t>(request.tokens.size());
   request.slot = grant->slot;
   request.computed = grant->cached_tokens;
+  // A sequence restored from host RAM is copied back before the prefill.
+  const auto block_size = pool_.block_size();
+  loading_blocks_ += (grant->restored_tokens + block_size - 1) / block_size;
+  counters_.offloaded_hit_tokens += grant->restored_tokens;
   tokens = std::min(total - request.computed, budget);
   counters_.prefix_queries_tokens += total;
   counters_.prefix_hit_tokens += request.computed;

@@ -38,7 +38,8 @@ struct EngineLimits {
   // many slots, each running one request and keeping its last sequence;
   // no prefix blocks, no KV events, no preemption. 0: vLLM's.
   std::uint32_t slots = 0;
-  double slot_similarity = 0.1;  // llama-server --slot-prompt-similarity
+  double slot_similarity = 0.1;       // llama-server --slot-prompt-similarity
+  std::uint64_t slot_ram_tokens = 0;  // its host-RAM prompt cache (--cache-ram), in tokens; 0: none
 };
 
 // Modelled duration of one step, in milliseconds of GPU time.

@@ -39,12 +39,13 @@ std::string sim_usage() {
          "         [--step-overhead-ms X] [--prefill-ms-per-token X] [--decode-ms-per-seq X]\n"
          "         [--attention-ms-per-context-token X]\n"
          "         [--cpu-offload-blocks N] [--cpu-offload-gbps X] [--kv-bytes-per-token N]\n"
-         "         [--engine-profile vllm|sglang|llamacpp] [--slots N] [--slot-similarity X]\n";
+         "         [--engine-profile vllm|sglang|llamacpp] [--slots N] [--slot-similarity X] [--cache-ram MIB]\n";
 }
 
 std::optional<std::string> parse_sim_options(const std::vector<std::string>& args, SimOptions& options) {
   std::string format = "map";
   std::string profile = "vllm";
+  std::uint64_t cache_ram_mib = 0;
   std::uint64_t seed = 0;
   bool seed_given = false;
   std::map<std::string, Setter> flags{
@@ -74,6 +75,7 @@ std::optional<std::string> parse_sim_options(const std::vector<std::string>& arg
       {"--engine-profile", text(profile)},
       {"--slots", number(options.limits.slots, 1u)},
       {"--slot-similarity", number(options.limits.slot_similarity, 0.0)},
+      {"--cache-ram", number(cache_ram_mib, std::uint64_t{0})},
   };
   for (std::size_t index = 0; index < args.size(); index += 2) {
     auto flag = flags.find(args[index]);
@@ -109,8 +111,10 @@ std::optional<std::string> parse_sim_options(const std::vector<std::string>& arg
     if (options.limits.slots == 0) {
       options.limits.slots = 4;  // llama-server's -np when left to choose
     }
-  } else if (options.limits.slots != 0) {
-    return std::string("--slots needs --engine-profile llamacpp");
+    options.limits.slot_ram_tokens =
+        static_cast<std::uint64_t>(static_cast<double>(cache_ram_mib) * 1024 * 1024 / options.kv_bytes_per_token);
+  } else if (options.limits.slots != 0 || cache_ram_mib != 0) {
+    return std::string("--slots and --cache-ram need --engine-profile llamacpp");
   }
   if (seed_given) {
     options.hash_seed = seed;

@@ -11,8 +11,18 @@
 //   slots start unused, so the first request lands on the last slot);
 // - none idle: the request waits (deferred) until a slot is released.
 // Reuse is token-granular and at least the prompt's last token is computed.
+//
+// With a host-RAM prompt cache (`--cache-ram`, `ram_tokens` > 0): when the
+// slot was taken by the least-recently-used rule, or by similarity while
+// keeping under half of what it held, and it held something, its sequence
+// is saved to the RAM cache; then the cached sequence that keeps at least a
+// quarter of itself and beats the slot's own common prefix both as a share
+// of itself and of the prompt is restored into the slot (and leaves the
+// cache); the oldest cached sequences go while the cache holds more than
+// `ram_tokens` (at least one stays). (server_prompt_cache, server-task.cpp.)
 // Pure: the engine passes its step count as the clock.
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <span>
 #include <vector>
@@ -25,11 +35,12 @@ using kvgate::TokenId;
 
 class SlotCache {
  public:
-  SlotCache(std::uint32_t slots, double min_similarity);
+  SlotCache(std::uint32_t slots, double min_similarity, std::uint64_t ram_tokens = 0);
 
   struct Grant {
     std::uint32_t slot = 0;
-    std::uint32_t cached_tokens = 0;  // the prefix reused, below the prompt's length
+    std::uint32_t cached_tokens = 0;    // the prefix reused, below the prompt's length
+    std::uint32_t restored_tokens = 0;  // of those, restored from the RAM cache
   };
   // The slot the prompt gets (now busy), or none while every slot is busy.
   std::optional<Grant> acquire(std::span<const TokenId> prompt);
@@ -43,6 +54,8 @@ class SlotCache {
   [[nodiscard]] std::uint32_t size() const { return static_cast<std::uint32_t>(slots_.size()); }
   [[nodiscard]] std::uint32_t busy() const;
   [[nodiscard]] std::span<const TokenId> tokens(std::uint32_t slot) const { return slots_[slot].tokens; }
+  [[nodiscard]] std::size_t ram_sequences() const { return ram_.size(); }
+  [[nodiscard]] std::uint64_t ram_tokens() const;
 
  private:
   struct Slot {
@@ -50,8 +63,12 @@ class SlotCache {
     std::int64_t last_used = -1;
     bool busy = false;
   };
+  bool restore_from_ram(Slot& slot, std::span<const TokenId> prompt);
+
   std::vector<Slot> slots_;
   double min_similarity_;
+  std::uint64_t ram_limit_tokens_;
+  std::deque<std::vector<TokenId>> ram_;  // oldest first
 };
 
 std::uint32_t common_prefix(std::span<const TokenId> a, std::span<const TokenId> b);

@@ -400,10 +400,10 @@ std::optional<std::string> read_secret_pair(YamlReader& reader, const YAML::Node
 }
 
 void read_worker(YamlReader& reader, const YAML::Node& node, const std::string& path, WorkerOptions& out) {
-  if (!reader.check_mapping(
-          node, path,
-          {"id", "url", "kv_events", "kv_events_replay", "kv_capacity_blocks", "scrape_interval", "scrape_timeout",
-           "upstream_api_key_file", "upstream_api_key_env", "engine", "cache_model", "slots", "slot_similarity"})) {
+  if (!reader.check_mapping(node, path,
+                            {"id", "url", "kv_events", "kv_events_replay", "kv_capacity_blocks", "scrape_interval",
+                             "scrape_timeout", "upstream_api_key_file", "upstream_api_key_env", "engine", "cache_model",
+                             "slots", "slot_similarity", "cache_ram_mib"})) {
     return;
   }
   bool cache_model_given = false;
@@ -440,6 +440,11 @@ void read_worker(YamlReader& reader, const YAML::Node& node, const std::string& 
                   [&](auto& value, auto key_path) { reader.read(value, key_path, out.slots, 1, 4096); });
   reader.optional(node, path, "slot_similarity",
                   [&](auto& value, auto key_path) { reader.read(value, key_path, out.slot_similarity, 0.0, 1.0); });
+  reader.optional(node, path, "cache_ram_mib", [&](auto& value, auto key_path) {
+    std::uint32_t mib = 0;
+    reader.read(value, key_path, mib, 0, 16'777'216);
+    out.cache_ram_mib = mib;
+  });
   if (out.cache_model == CacheModel::sequences) {
     if (out.slots == 0) {
       reader.problem(node, path + ".slots",
@@ -449,8 +454,12 @@ void read_worker(YamlReader& reader, const YAML::Node& node, const std::string& 
       reader.problem(node["kv_events"], path + ".kv_events",
                      "a worker with KV events is indexed from them: cache_model sequences is for engines without");
     }
-  } else if (node["slots"]) {
-    reader.problem(node["slots"], path + ".slots", "only with cache_model: sequences");
+  } else {
+    for (const char* key : {"slots", "cache_ram_mib"}) {
+      if (node[key]) {
+        reader.problem(node[key], path + "." + key, "only with cache_model: sequences");
+      }
+    }
   }
   if (auto key = read_secret_pair(reader, node, path, "upstream_api_key")) {
     out.upstream_api_key = std::move(*key);

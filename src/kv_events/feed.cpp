@@ -125,6 +125,7 @@ void Feed::update(const WorkerFeed& other, FeedSettings settings) {
   config_.default_capacity_blocks = other.default_capacity_blocks;
   config_.sequence_slots = other.sequence_slots;
   config_.slot_similarity = other.slot_similarity;
+  config_.slot_ram_blocks = other.slot_ram_blocks;
   settings_ = settings;
   configure_cache_model();
   tracker_.update(sequence_settings());
@@ -353,7 +354,8 @@ void Feed::finish(std::uint64_t ticket, std::uint64_t now_ms) {
 void Feed::configure_cache_model() {
   // A request still running after the approximate TTL is taken as ended.
   config_.cache->caches.set_sequence_slots(config_.slot, config_.sequence_slots, config_.slot_similarity,
-                                           static_cast<std::uint64_t>(settings_.approximate_ttl_ms));
+                                           static_cast<std::uint64_t>(settings_.approximate_ttl_ms),
+                                           config_.slot_ram_blocks);
 }
 
 std::uint64_t Feed::capacity_blocks() const {

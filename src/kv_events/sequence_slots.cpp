@@ -11,16 +11,16 @@ std::size_t common_prefix(std::span<const index::BlockHash> a, std::span<const i
 
 }  // namespace
 
-SequenceSlots::SequenceSlots(std::uint32_t slots, double min_similarity)
-    : slots_(std::max<std::uint32_t>(1, slots)), min_similarity_(min_similarity) {}
+SequenceSlots::SequenceSlots(std::uint32_t slots, double min_similarity, std::uint64_t ram_blocks)
+    : slots_(std::max<std::uint32_t>(1, slots)), min_similarity_(min_similarity), ram_limit_blocks_(ram_blocks) {}
 
-std::int64_t SequenceSlots::choose(std::span<const index::BlockHash> blocks) const {
+SequenceSlots::Choice SequenceSlots::choose(std::span<const index::BlockHash> blocks) const {
   std::int64_t chosen = -1;
+  double best = 0;
   if (min_similarity_ > 0 && !blocks.empty()) {
-    double best = 0;
     for (std::size_t slot = 0; slot < slots_.size(); ++slot) {
       const auto& state = slots_[slot];
-      if (state.ticket != 0 || state.blocks.empty()) {
+      if (state.running || state.blocks.empty()) {
         continue;
       }
       const double similarity =
@@ -32,57 +32,56 @@ std::int64_t SequenceSlots::choose(std::span<const index::BlockHash> blocks) con
     }
   }
   if (chosen >= 0) {
-    return chosen;
+    const auto held = slots_[static_cast<std::size_t>(chosen)].blocks.size();
+    return {chosen, best * static_cast<double>(blocks.size()) / static_cast<double>(held) < 0.5};
   }
   std::int64_t oldest = 0;
   for (std::size_t slot = 0; slot < slots_.size(); ++slot) {
     const auto& state = slots_[slot];
-    if (state.ticket == 0 && (chosen < 0 || state.last_used_ms <= oldest)) {
+    if (!state.running && (chosen < 0 || state.last_used_ms <= oldest)) {
       oldest = state.last_used_ms;
       chosen = static_cast<std::int64_t>(slot);
     }
   }
-  return chosen;
+  return {chosen, true};
 }
 
 void SequenceSlots::start(std::span<const index::BlockHash> blocks, std::uint64_t ticket, std::uint64_t now_ms,
                           Changes& out) {
-  if (ticket == 0) {
-    return;  // 0 marks an idle slot: such a request cannot be followed
-  }
-  const auto slot = choose(blocks);
-  if (slot < 0) {
+  const auto choice = choose(blocks);
+  if (choice.slot < 0) {
     waiting_.push_back({ticket, {blocks.begin(), blocks.end()}, now_ms});
   } else {
-    occupy(static_cast<std::uint32_t>(slot), {blocks.begin(), blocks.end()}, ticket, now_ms, out);
+    occupy(choice, {blocks.begin(), blocks.end()}, ticket, now_ms, out);
   }
   refresh_next_free(out);
 }
 
-void SequenceSlots::occupy(std::uint32_t slot, std::vector<index::BlockHash> blocks, std::uint64_t ticket,
+void SequenceSlots::occupy(Choice choice, std::vector<index::BlockHash> blocks, std::uint64_t ticket,
                            std::uint64_t now_ms, Changes& out) {
-  auto& state = slots_[slot];
+  auto& state = slots_[static_cast<std::size_t>(choice.slot)];
   unhold(state.blocks, out);
+  if (ram_limit_blocks_ > 0 && choice.save_to_ram && !state.blocks.empty()) {
+    save_and_restore(state, blocks, out);
+  }
   state.previous = std::move(state.blocks);
   state.blocks = std::move(blocks);
   state.ticket = ticket;
+  state.running = true;
   state.started_ms = now_ms;
 }
 
 void SequenceSlots::release(std::uint32_t slot, std::uint64_t now_ms, Changes& out) {
   auto& state = slots_[slot];
-  state.ticket = 0;
+  state.running = false;
   state.previous.clear();
   state.last_used_ms = static_cast<std::int64_t>(now_ms);
   hold(state.blocks, out);
 }
 
 void SequenceSlots::finish(std::uint64_t ticket, std::uint64_t now_ms, Changes& out) {
-  if (ticket == 0) {
-    return;
-  }
   for (std::uint32_t slot = 0; slot < slots_.size(); ++slot) {
-    if (slots_[slot].ticket == ticket) {
+    if (slots_[slot].running && slots_[slot].ticket == ticket) {
       release(slot, now_ms, out);
       admit_waiting(now_ms, out);
       refresh_next_free(out);
@@ -96,15 +95,12 @@ void SequenceSlots::finish(std::uint64_t ticket, std::uint64_t now_ms, Changes& 
 }
 
 void SequenceSlots::withdraw(std::uint64_t ticket, std::uint64_t now_ms, Changes& out) {
-  if (ticket == 0) {
-    return;
-  }
   for (std::uint32_t slot = 0; slot < slots_.size(); ++slot) {
     auto& state = slots_[slot];
-    if (state.ticket == ticket) {
+    if (state.running && state.ticket == ticket) {
       state.blocks = std::move(state.previous);
       state.previous.clear();
-      state.ticket = 0;
+      state.running = false;
       hold(state.blocks, out);  // last use unchanged: it ran nothing
       admit_waiting(now_ms, out);
       refresh_next_free(out);
@@ -119,7 +115,7 @@ void SequenceSlots::expire(std::uint64_t now_ms, std::uint64_t max_busy_ms, Chan
   bool released = false;
   for (std::uint32_t slot = 0; slot < slots_.size(); ++slot) {
     const auto& state = slots_[slot];
-    if (state.ticket != 0 && now_ms >= state.started_ms + max_busy_ms) {
+    if (state.running && now_ms >= state.started_ms + max_busy_ms) {
       release(slot, now_ms, out);
       released = true;
     }
@@ -134,7 +130,7 @@ void SequenceSlots::expire(std::uint64_t now_ms, std::uint64_t max_busy_ms, Chan
 void SequenceSlots::refresh_next_free(Changes& out) {
   std::vector<const Slot*> busy;
   for (const auto& slot : slots_) {
-    if (slot.ticket == 0) {
+    if (!slot.running) {
       busy.clear();
       break;  // a new request gets an idle slot
     }
@@ -158,17 +154,67 @@ void SequenceSlots::refresh_next_free(Changes& out) {
   }
 }
 
+// The slot's content goes to the RAM cache; a better saved sequence comes
+// back into the slot (only what it held before the request matters: its
+// content is replaced by the prompt right after).
+void SequenceSlots::save_and_restore(Slot& slot, std::span<const index::BlockHash> prompt, Changes& out) {
+  ram_.push_back(slot.blocks);
+  ram_hold(ram_.back(), out);
+  const auto base = common_prefix(slot.blocks, prompt);
+  double keep_best = static_cast<double>(base) / static_cast<double>(slot.blocks.size());
+  double share_best = prompt.empty() ? 0.0 : static_cast<double>(base) / static_cast<double>(prompt.size());
+  auto best = ram_.end();
+  for (auto entry = ram_.begin(); entry != ram_.end(); ++entry) {
+    const auto common = common_prefix(*entry, prompt);
+    const double keep = static_cast<double>(common) / static_cast<double>(entry->size());
+    const double share = prompt.empty() ? 0.0 : static_cast<double>(common) / static_cast<double>(prompt.size());
+    if (keep >= 0.25 && keep_best < keep && share_best < share) {
+      keep_best = keep;
+      share_best = share;
+      best = entry;
+    }
+  }
+  if (best != ram_.end()) {
+    ram_unhold(*best, out);
+    ram_.erase(best);
+  }
+  while (ram_.size() > 1 && ram_blocks_held_ > ram_limit_blocks_) {
+    ram_unhold(ram_.front(), out);
+    ram_.pop_front();
+  }
+}
+
+void SequenceSlots::ram_hold(std::span<const index::BlockHash> blocks, Changes& out) {
+  ram_blocks_held_ += blocks.size();
+  for (auto block : blocks) {
+    if (++ram_holders_[block] == 1) {
+      out.ram_credit.push_back(block);
+    }
+  }
+}
+
+void SequenceSlots::ram_unhold(std::span<const index::BlockHash> blocks, Changes& out) {
+  ram_blocks_held_ -= std::min<std::uint64_t>(ram_blocks_held_, blocks.size());
+  for (auto block : blocks) {
+    auto found = ram_holders_.find(block);
+    if (found != ram_holders_.end() && --found->second == 0) {
+      ram_holders_.erase(found);
+      out.ram_uncredit.push_back(block);
+    }
+  }
+}
+
 // llama-server re-queues its deferred tasks when a slot is released; the
 // oldest one then gets a slot by the same rule.
 void SequenceSlots::admit_waiting(std::uint64_t now_ms, Changes& out) {
   while (!waiting_.empty()) {
-    const auto slot = choose(waiting_.front().blocks);
-    if (slot < 0) {
+    const auto choice = choose(waiting_.front().blocks);
+    if (choice.slot < 0) {
       return;
     }
     auto waiting = std::move(waiting_.front());
     waiting_.pop_front();
-    occupy(static_cast<std::uint32_t>(slot), std::move(waiting.blocks), waiting.ticket, now_ms, out);
+    occupy(choice, std::move(waiting.blocks), waiting.ticket, now_ms, out);
   }
 }
 
@@ -195,7 +241,7 @@ void SequenceSlots::unhold(std::span<const index::BlockHash> blocks, Changes& ou
 
 std::uint32_t SequenceSlots::busy_slots() const {
   return static_cast<std::uint32_t>(
-      std::count_if(slots_.begin(), slots_.end(), [](const Slot& slot) { return slot.ticket != 0; }));
+      std::count_if(slots_.begin(), slots_.end(), [](const Slot& slot) { return slot.running; }));
 }
 
 }  // namespace kvgate::kv_events

@@ -29,17 +29,18 @@ WorkerCaches::Worker& WorkerCaches::worker(WorkerSlot slot) {
     state = std::make_unique<Worker>();
     const auto& config = slot_configs_[slot];
     if (config.slots > 0) {
-      state->sequences = std::make_unique<SequenceSlots>(config.slots, config.min_similarity);
+      state->sequences = std::make_unique<SequenceSlots>(config.slots, config.min_similarity, config.ram_blocks);
     }
   }
   return *state;
 }
 
 void WorkerCaches::set_sequence_slots(WorkerSlot slot, std::uint32_t slots, double min_similarity,
-                                      std::uint64_t max_busy_ms) {
+                                      std::uint64_t max_busy_ms, std::uint64_t ram_blocks) {
   auto& config = slot_configs_[slot];
-  const bool changed = config.slots != slots || config.min_similarity != min_similarity;
-  config = {slots, min_similarity, max_busy_ms};
+  const bool changed =
+      config.slots != slots || config.min_similarity != min_similarity || config.ram_blocks != ram_blocks;
+  config = {slots, min_similarity, max_busy_ms, ram_blocks};
   if (changed && workers_[slot]) {
     drop_worker(slot);
   }
@@ -72,6 +73,24 @@ void WorkerCaches::apply_slot_changes(WorkerSlot slot, Worker& state, std::uint6
     }
   }
   index_.remove(slot, scratch_, Tier::gpu);
+  // The RAM cache: the offloaded tier, loaded back instead of computed.
+  scratch_.clear();
+  for (auto block : slot_changes_.ram_credit) {
+    if (state.sequences->ram_credits(block)) {
+      scratch_.push_back(block);
+    }
+  }
+  const auto ram_evicted = index_.insert(slot, scratch_, Tier::offloaded, seconds(now_ms));
+  if (result != nullptr) {
+    result->evicted_entries += ram_evicted;
+  }
+  scratch_.clear();
+  for (auto block : slot_changes_.ram_uncredit) {
+    if (!state.sequences->ram_credits(block)) {
+      scratch_.push_back(block);
+    }
+  }
+  index_.remove(slot, scratch_, Tier::offloaded);
   slot_changes_.clear();
 }
 

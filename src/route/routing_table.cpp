@@ -194,6 +194,25 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
   return std::shared_ptr<const RoutingTable>(std::move(table));
 }
 
+namespace {
+
+// llama-server's --cache-ram (MiB) in the model's blocks.
+std::uint64_t slot_ram_blocks(const config::Options& options, const ModelRoute& model,
+                              const config::WorkerOptions& worker) {
+  if (worker.cache_model != config::CacheModel::sequences || worker.cache_ram_mib == 0) {
+    return 0;
+  }
+  for (const auto& configured : options.models) {
+    if (configured.name == model.name) {
+      const double block_bytes = configured.kv_bytes_per_token * configured.block_size;
+      return static_cast<std::uint64_t>(static_cast<double>(worker.cache_ram_mib) * 1024 * 1024 / block_bytes);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
 std::vector<kv_events::WorkerFeed> worker_feeds(const RoutingTable& table) {
   std::vector<kv_events::WorkerFeed> feeds;
   for (const auto& model : table.models) {
@@ -202,7 +221,7 @@ std::vector<kv_events::WorkerFeed> worker_feeds(const RoutingTable& table) {
                        worker.options.kv_events_replay, worker.options.kv_capacity_blocks,
                        table.options->index.default_kv_capacity_blocks,
                        worker.options.cache_model == config::CacheModel::sequences ? worker.options.slots : 0,
-                       worker.options.slot_similarity});
+                       worker.options.slot_similarity, slot_ram_blocks(*table.options, model, worker.options)});
     }
   }
   return feeds;

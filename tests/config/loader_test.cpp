@@ -323,7 +323,7 @@ TEST(ConfigLoader, ReadsPerWorkerScrapeSchedules) {
 TEST(ConfigLoader, ReadsEnginesAndCacheModels) {
   auto loaded = load_text(
       "models:\n  - name: m\n    workers:\n"
-      "      - {id: a, url: 'http://a:1', engine: llamacpp, slots: 2}\n"
+      "      - {id: a, url: 'http://a:1', engine: llamacpp, slots: 2, cache_ram_mib: 4096}\n"
       "      - {id: b, url: 'http://b:1', cache_model: sequences, slots: 4, slot_similarity: 0.5}\n"
       "      - {id: c, url: 'http://c:1', engine: sglang}\n",
       "engines.yaml");
@@ -333,6 +333,8 @@ TEST(ConfigLoader, ReadsEnginesAndCacheModels) {
   EXPECT_EQ(workers[0].cache_model, CacheModel::sequences);  // llama.cpp's default
   EXPECT_EQ(workers[0].slots, 2u);
   EXPECT_DOUBLE_EQ(workers[0].slot_similarity, 0.1);
+  EXPECT_EQ(workers[0].cache_ram_mib, 4096u);
+  EXPECT_EQ(workers[1].cache_ram_mib, 0u);
   EXPECT_EQ(workers[1].engine, EngineKind::vllm);
   EXPECT_EQ(workers[1].cache_model, CacheModel::sequences);
   EXPECT_DOUBLE_EQ(workers[1].slot_similarity, 0.5);
@@ -350,6 +352,8 @@ TEST(ConfigLoader, RejectsSequencesWithoutSlotsOrWithEvents) {
                 .find("cache_model sequences is for engines without"),
             std::string::npos);
   EXPECT_NE(mistake("{id: a, url: 'http://a:1', slots: 2}").find("only with cache_model: sequences"),
+            std::string::npos);
+  EXPECT_NE(mistake("{id: a, url: 'http://a:1', cache_ram_mib: 64}").find("only with cache_model: sequences"),
             std::string::npos);
   EXPECT_NE(mistake("{id: a, url: 'http://a:1', engine: tgi}").find("unknown engine 'tgi'"), std::string::npos);
   EXPECT_NE(mistake("{id: a, url: 'http://a:1', cache_model: pages}").find("unknown cache_model"), std::string::npos);

@@ -233,5 +233,38 @@ TEST(LlamaCppFleet, PredictionsMatchTheSlotsAndLaterTurnsAreServedFromThem) {
   EXPECT_GE(later_share, 0.35) << "later turns' prompt tokens served from the slots";
 }
 
+// llama-server with its host-RAM prompt cache (--cache-ram): a
+// conversation whose slot another took is saved there and restored on its
+// next turn. kvgate credits it as the lower tier, priced by its load time.
+TEST(LlamaCppFleet, AConversationOverwrittenInItsSlotIsServedFromHostRam) {
+  Harness harness;
+  SimProcess sim(harness, {"--engine-profile", "llamacpp", "--slots", "1", "--cache-ram", "64"}, "r0");
+  harness.start_gateway("routing: {policy: cache_aware}\nmetrics_scrape: {interval: 200ms}\n",
+                        "models:\n  - name: \"sim-model\"\n    block_size: 16\n    workers:\n"
+                        "      - {id: r0, url: \"" +
+                            sim.url() + "\", engine: llamacpp, slots: 1, cache_ram_mib: 64}\n");
+  auto first = chat_request(first_turn("Which hinges fit a kitchen cabinet door of 18 mm?"), 8);
+  auto answer = json::parse(post_json(harness.api_port(), "/v1/chat/completions", first.dump()).body);
+  // Another conversation, nothing in common, takes the only slot.
+  auto other = chat_request(json::array({{{"role", "system"}, {"content", "You translate recipes into French."}},
+                                         {{"role", "user"}, {"content", "Two eggs, a cup of flour."}}}),
+                            8);
+  ASSERT_EQ(post_json(harness.api_port(), "/v1/chat/completions", other.dump()).status, 200);
+  auto next = first;
+  next["messages"].push_back(answer["choices"][0]["message"]);
+  next["messages"].push_back({{"role", "user"}, {"content", "And the screws for them?"}});
+  auto route = json::parse(post_json(harness.admin_port(), "/debug/route", next.dump()).body);
+  const auto& candidate = route["candidates"][0];
+  EXPECT_GT(candidate["offloaded_cached_tokens"].get<int>(), 0) << route.dump();
+  EXPECT_GT(candidate["receive_ms"].get<double>(), 0) << route.dump();
+  const auto predicted = route["predicted_cached_tokens"].get<int>();
+  auto second = json::parse(post_json(harness.api_port(), "/v1/chat/completions", next.dump()).body);
+  const auto reported = second["timings"]["cache_n"].get<int>();
+  EXPECT_GT(reported, 0);
+  EXPECT_LE(predicted, reported);
+  EXPECT_LT(reported - predicted, 16) << "predicted " << predicted << ", the engine restored " << reported;
+  EXPECT_GT(metric_value(harness, "kvgate_cache_predictions_total{outcome=\"exact\",worker=\"r0\"}"), 0);
+}
+
 }  // namespace
 }  // namespace kvgate::testing

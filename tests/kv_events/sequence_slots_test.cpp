@@ -60,7 +60,7 @@ TEST(SequenceSlots, TheNextTurnReturnsToItsSlotAndAnotherConversationOverwritesT
   auto a2 = extend(a, 2);
   changes.clear();
   slots.start(a2, 3, 40, changes);
-  EXPECT_EQ(slots.slot_ticket(1), 3u);
+  EXPECT_EQ(slots.slot_ticket(1), std::optional<std::uint64_t>(3u));
   EXPECT_FALSE(slots.credits(a[0]));  // a's slot runs: its blocks serve nobody else now
   EXPECT_TRUE(slots.credits(b[0]));
   slots.finish(3, 50, changes);
@@ -99,7 +99,7 @@ TEST(SequenceSlots, RequestsBeyondTheSlotsWaitAndTakeTheFirstSlotReleased) {
   EXPECT_EQ(slots.waiting(), 1u);
   slots.finish(1, 10, changes);
   EXPECT_EQ(slots.waiting(), 0u);
-  EXPECT_EQ(slots.slot_ticket(0), 2u);
+  EXPECT_EQ(slots.slot_ticket(0), std::optional<std::uint64_t>(2u));
   EXPECT_FALSE(slots.credits(a[0]));  // b took the slot at once
   EXPECT_TRUE(std::find(changes.credit.begin(), changes.credit.end(), a[0]) != changes.credit.end());
 }
@@ -119,7 +119,7 @@ TEST(SequenceSlots, WithEverySlotBusyTheOneExpectedFreeNextIsCredited) {
   EXPECT_FALSE(slots.credits(a[0]));
   EXPECT_TRUE(slots.credits(b[0]));
   slots.finish(1, 10, changes);  // c takes a's slot
-  EXPECT_EQ(slots.slot_ticket(1), 3u);
+  EXPECT_EQ(slots.slot_ticket(1), std::optional<std::uint64_t>(3u));
   EXPECT_FALSE(slots.credits(a[0]));
   EXPECT_TRUE(slots.credits(b[0]));  // b's slot is the next one free
   slots.finish(2, 12, changes);
@@ -139,6 +139,57 @@ TEST(SequenceSlots, AWithdrawnRequestLeavesItsSlotAsItWas) {
   slots.withdraw(2, 30, changes);
   EXPECT_TRUE(slots.credits(a[0]));
   EXPECT_FALSE(slots.credits(refused[0]));
+}
+
+TEST(SequenceSlots, TheHostRamCacheIsCreditedAsTheLowerTierAndRestoredFrom) {
+  SequenceSlots slots(1, 0.1, /*ram_blocks=*/10);
+  SequenceSlots::Changes changes;
+  auto a = prompt_blocks(1, 2, 1, 6);
+  auto b = prompt_blocks(2, 2, 2, 6);
+  slots.start(a, 1, 0, changes);
+  slots.finish(1, 10, changes);
+  slots.start(b, 2, 20, changes);  // LRU: a's sequence is saved to RAM
+  EXPECT_TRUE(slots.ram_credits(a[0]));
+  EXPECT_FALSE(slots.credits(a[0]));
+  slots.finish(2, 30, changes);
+  auto a2 = extend(a, 2);
+  slots.start(a2, 3, 40, changes);  // b saved, a restored: a leaves the RAM cache
+  EXPECT_FALSE(slots.ram_credits(a[0]));
+  EXPECT_TRUE(slots.ram_credits(b[0]));
+  EXPECT_EQ(slots.ram_sequences(), 1u);
+  slots.finish(3, 50, changes);
+  auto c = prompt_blocks(3, 2, 3, 6);
+  slots.start(c, 4, 60, changes);  // a2 (9 blocks) saved: over 10 blocks with b, b goes
+  EXPECT_FALSE(slots.ram_credits(b[0]));
+  EXPECT_TRUE(slots.ram_credits(a2.back()));
+  EXPECT_EQ(slots.ram_blocks(), a2.size());
+}
+
+TEST(WorkerCachesSequences, TheRamCacheIsTheOffloadedTierOfTheIndex) {
+  index::PrefixIndex index(1'000'000);
+  WorkerCaches caches(index, "model", CacheLimits{kBlockSize});
+  caches.set_sequence_slots(0, 1, 0.1, 600'000, 100);
+  auto a = prompt_blocks(1, 2, 1, 6);
+  auto b = prompt_blocks(2, 2, 2, 6);
+  caches.assume(0, a, 0, 1000, 1000, 1);
+  caches.finish(0, 1, 10);
+  caches.assume(0, b, 20, 1000, 1000, 2);
+  caches.finish(0, 2, 30);
+  auto match = index.longest_prefix(a);
+  EXPECT_EQ(match.blocks[0], a.size());  // held, on the lower tier only
+  EXPECT_EQ(match.held_on_gpu(0), 0u);
+  EXPECT_EQ(index.longest_prefix(b).held_on_gpu(0), b.size());
+}
+
+TEST(SequenceSlots, TheFirstDecisionsTicketZeroIsFollowedLikeAnyOther) {
+  SequenceSlots slots(1, 0.1);
+  SequenceSlots::Changes changes;
+  auto a = prompt_blocks(1, 2, 1, 4);
+  slots.start(a, 0, 0, changes);
+  EXPECT_EQ(slots.slot_ticket(0), std::optional<std::uint64_t>(0));
+  slots.finish(0, 10, changes);
+  EXPECT_FALSE(slots.slot_ticket(0));
+  EXPECT_TRUE(slots.credits(a[0]));
 }
 
 TEST(SequenceSlots, ALostEndExpires) {

@@ -74,6 +74,45 @@ TEST(SlotCache, BusySlotsAreSkippedAndNoneIdleMeansWait) {
   EXPECT_EQ(cache.acquire(a)->cached_tokens, 9u);
 }
 
+TEST(SlotCache, TheHostRamCacheKeepsAnOverwrittenSequenceAndRestoresIt) {
+  SlotCache cache(1, 0.1, /*ram_tokens=*/80);
+  auto a = tokens({{1, 40}});
+  auto b = tokens({{1000, 40}});
+  auto grant = cache.acquire(a);
+  cache.release(grant->slot, a, 1);
+  // b shares nothing with a: the slot is taken by LRU, a goes to RAM.
+  grant = cache.acquire(b);
+  EXPECT_EQ(grant->cached_tokens, 0u);
+  EXPECT_EQ(cache.ram_sequences(), 1u);
+  cache.release(grant->slot, b, 2);
+  // a's next turn: below the similarity threshold against b, so LRU again;
+  // b is saved and a restored from RAM.
+  auto a2 = tokens({{1, 40}, {5000, 10}});
+  grant = cache.acquire(a2);
+  EXPECT_EQ(grant->cached_tokens, 40u);
+  EXPECT_EQ(grant->restored_tokens, 40u);
+  EXPECT_EQ(cache.ram_sequences(), 1u);  // b; a left it
+  cache.release(grant->slot, a2, 3);
+  // Beyond the limit the oldest saved sequences go (one always stays).
+  auto c = tokens({{9000, 90}});
+  grant = cache.acquire(c);
+  EXPECT_EQ(cache.ram_sequences(), 1u);  // b (40) and a2 (50) exceed 80: b, the older, goes
+  EXPECT_EQ(cache.ram_tokens(), 50u);
+}
+
+TEST(SlotCache, AnEmptySlotOrAMostlyKeptOneSavesNothing) {
+  SlotCache cache(2, 0.1, 1000);
+  auto a = tokens({{1, 40}});
+  auto grant = cache.acquire(a);  // an empty slot: nothing to save
+  EXPECT_EQ(cache.ram_sequences(), 0u);
+  cache.release(grant->slot, a, 1);
+  auto a2 = tokens({{1, 40}, {77, 20}});
+  grant = cache.acquire(a2);  // by similarity, keeping all it held
+  EXPECT_EQ(grant->cached_tokens, 40u);
+  EXPECT_EQ(grant->restored_tokens, 0u);
+  EXPECT_EQ(cache.ram_sequences(), 0u);
+}
+
 TEST(EngineSlots, DefersBeyondTheSlotsAndReportsTokenGrainedHits) {
   EngineLimits limits;
   limits.slots = 2;

@@ -60,6 +60,10 @@ struct WorkerOptions {
   // sequences: llama-server's --slot-prompt-similarity (0.1 since late
   // 2025, 0.5 before; 0 turns the similarity rule off).
   double slot_similarity = 0.1;
+  // sequences: llama-server's host-RAM prompt cache (--cache-ram, MiB; its
+  // default is 8192): slots' sequences saved there are credited as a lower
+  // tier, priced by their load time. 0: none (--cache-ram 0).
+  std::uint64_t cache_ram_mib = 0;
 };
 
 // Workers found in DNS: every address of `name` (A and AAAA records, e.g. a

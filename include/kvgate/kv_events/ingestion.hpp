@@ -50,6 +50,7 @@ struct WorkerFeed {
   // sequences, kv_events/sequence_slots.hpp); 0: the blocks model.
   std::uint32_t sequence_slots = 0;
   double slot_similarity = 0.1;
+  std::uint64_t slot_ram_blocks = 0;  // its host-RAM prompt cache, in blocks
 };
 
 class Ingestion {

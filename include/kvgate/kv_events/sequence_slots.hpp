@@ -16,6 +16,15 @@
 // busy slot expected to be free next (started earliest, after as many as
 // there are requests already waiting).
 //
+// With llama-server's host-RAM prompt cache (--cache-ram, `ram_blocks` >
+// 0): a slot taken by the least-recently-used rule, or by similarity while
+// keeping under half of what it held, first saves what it held there; then
+// the saved sequence that keeps at least a quarter of itself and beats the
+// slot's own common prefix, as a share of itself and of the prompt, is
+// restored into the slot and leaves the RAM cache; the oldest saved
+// sequences go beyond `ram_blocks` (one always stays). The index credits
+// what the RAM cache holds on the offloaded tier (priced by its load time).
+//
 // Prompts are compared by block hashes (a chained hash covers the whole
 // prefix up to its block), so shares and prefixes are in blocks: kvgate
 // predicts the reused prefix to the block below the engine's token figure.
@@ -24,6 +33,7 @@
 // milliseconds on any monotonic clock.
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -35,7 +45,7 @@ namespace kvgate::kv_events {
 
 class SequenceSlots {
  public:
-  SequenceSlots(std::uint32_t slots, double min_similarity);
+  SequenceSlots(std::uint32_t slots, double min_similarity, std::uint64_t ram_blocks = 0);
 
   // What the index must learn: blocks an idle slot came to hold (credit)
   // and blocks no idle slot held any more (withdraw the credit). One call
@@ -44,9 +54,13 @@ class SequenceSlots {
   struct Changes {
     std::vector<index::BlockHash> credit;
     std::vector<index::BlockHash> uncredit;
+    std::vector<index::BlockHash> ram_credit;  // the same for the RAM cache (offloaded tier)
+    std::vector<index::BlockHash> ram_uncredit;
     void clear() {
       credit.clear();
       uncredit.clear();
+      ram_credit.clear();
+      ram_uncredit.clear();
     }
   };
 
@@ -66,17 +80,24 @@ class SequenceSlots {
   [[nodiscard]] std::uint32_t busy_slots() const;
   [[nodiscard]] std::size_t waiting() const { return waiting_.size(); }
   [[nodiscard]] bool credits(index::BlockHash block) const { return idle_holders_.contains(block); }
+  [[nodiscard]] bool ram_credits(index::BlockHash block) const { return ram_holders_.contains(block); }
+  [[nodiscard]] std::size_t ram_sequences() const { return ram_.size(); }
+  [[nodiscard]] std::uint64_t ram_blocks() const { return ram_blocks_held_; }
   // Distinct blocks idle slots hold (what the index credits).
   [[nodiscard]] std::size_t credited_blocks() const { return idle_holders_.size(); }
   [[nodiscard]] std::span<const index::BlockHash> slot_blocks(std::uint32_t slot) const { return slots_[slot].blocks; }
-  [[nodiscard]] std::uint64_t slot_ticket(std::uint32_t slot) const { return slots_[slot].ticket; }
+  // The request running in the slot (none: idle).
+  [[nodiscard]] std::optional<std::uint64_t> slot_ticket(std::uint32_t slot) const {
+    return slots_[slot].running ? std::optional(slots_[slot].ticket) : std::nullopt;
+  }
 
  private:
   struct Slot {
     std::vector<index::BlockHash> blocks;    // what it holds (running: the prompt it runs)
     std::vector<index::BlockHash> previous;  // running: what it held before (a withdrawal's)
     std::int64_t last_used_ms = -1;
-    std::uint64_t ticket = 0;  // running request; 0: idle
+    bool running = false;
+    std::uint64_t ticket = 0;  // the running request's
     std::uint64_t started_ms = 0;
   };
   struct Waiting {
@@ -85,9 +106,16 @@ class SequenceSlots {
     std::uint64_t since_ms = 0;
   };
 
-  [[nodiscard]] std::int64_t choose(std::span<const index::BlockHash> blocks) const;  // -1: none idle
-  void occupy(std::uint32_t slot, std::vector<index::BlockHash> blocks, std::uint64_t ticket, std::uint64_t now_ms,
+  struct Choice {
+    std::int64_t slot = -1;   // -1: none idle
+    bool save_to_ram = true;  // not when a similar slot keeps most of what it held
+  };
+  [[nodiscard]] Choice choose(std::span<const index::BlockHash> blocks) const;
+  void occupy(Choice choice, std::vector<index::BlockHash> blocks, std::uint64_t ticket, std::uint64_t now_ms,
               Changes& out);
+  void save_and_restore(Slot& slot, std::span<const index::BlockHash> prompt, Changes& out);
+  void ram_hold(std::span<const index::BlockHash> blocks, Changes& out);
+  void ram_unhold(std::span<const index::BlockHash> blocks, Changes& out);
   void release(std::uint32_t slot, std::uint64_t now_ms, Changes& out);
   void admit_waiting(std::uint64_t now_ms, Changes& out);
   void refresh_next_free(Changes& out);
@@ -96,6 +124,10 @@ class SequenceSlots {
 
   std::vector<Slot> slots_;
   double min_similarity_;
+  std::uint64_t ram_limit_blocks_;
+  std::deque<std::vector<index::BlockHash>> ram_;  // oldest first
+  std::uint64_t ram_blocks_held_ = 0;
+  absl::flat_hash_map<index::BlockHash, std::uint32_t> ram_holders_;
   std::deque<Waiting> waiting_;
   // No slot idle: what the slot expected to be free next holds, credited
   // as if it were idle.

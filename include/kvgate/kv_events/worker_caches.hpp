@@ -85,7 +85,9 @@ class WorkerCaches {
   // LRU of blocks, and need the end of each request (finish). A request
   // busy for `max_busy_ms` is taken as ended. 0 slots: blocks again. A
   // change starts the worker afresh.
-  void set_sequence_slots(WorkerSlot worker, std::uint32_t slots, double min_similarity, std::uint64_t max_busy_ms);
+  // `ram_blocks`: llama-server's host-RAM prompt cache, in blocks (0: off).
+  void set_sequence_slots(WorkerSlot worker, std::uint32_t slots, double min_similarity, std::uint64_t max_busy_ms,
+                          std::uint64_t ram_blocks = 0);
   // The request `ticket` routed to a sequences worker ended (a no-op for
   // other workers).
   void finish(WorkerSlot worker, std::uint64_t ticket, std::uint64_t now_ms);
@@ -129,6 +131,7 @@ class WorkerCaches {
     std::uint32_t slots = 0;  // 0: the blocks model
     double min_similarity = 0;
     std::uint64_t max_busy_ms = 0;
+    std::uint64_t ram_blocks = 0;
   };
   void apply_slot_changes(WorkerSlot slot, Worker& state, std::uint64_t now_ms, AssumeResult* result = nullptr);
 
