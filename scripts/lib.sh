@@ -96,9 +96,11 @@ start_fleet() {
       # llama-server's wire formats and slot cache (-np KVGATE_SLOTS), no KV events.
       start_server "$id" build/bench/sim/kvgate-sim --model demo-model --id "$id" --block-size 16 \
         --num-gpu-blocks "$blocks" --max-model-len "$max_model_len" --time-scale "$time_scale" \
-        --engine-profile llamacpp --slots "${KVGATE_SLOTS:-2}" "${sim_flags[@]}" ${own_flags[@]+"${own_flags[@]}"}
+        --engine-profile llamacpp --slots "${KVGATE_SLOTS:-2}" --cache-ram "${KVGATE_CACHE_RAM:-0}" \
+        "${sim_flags[@]}" ${own_flags[@]+"${own_flags[@]}"}
       line=$started
-      workers_yaml+="      - {id: $id, url: \"http://${line#listening }\", engine: llamacpp, slots: ${KVGATE_SLOTS:-2}}"$'\n'
+      workers_yaml+="      - {id: $id, url: \"http://${line#listening }\", engine: llamacpp, slots: ${KVGATE_SLOTS:-2},"
+      workers_yaml+=" cache_ram_mib: ${KVGATE_CACHE_RAM:-0}}"$'\n'
     else
       start_server "$id" build/bench/sim/kvgate-sim --model demo-model --id "$id" --block-size 16 \
         --num-gpu-blocks "$blocks" --max-model-len "$max_model_len" --time-scale "$time_scale" \
@@ -115,7 +117,7 @@ start_fleet() {
   done
   fleet="$replicas kvgate-sim replicas x $blocks KV blocks of 16 tokens (max_model_len $max_model_len),"
   [[ "${KVGATE_ENGINE:-vllm}" == llamacpp ]] &&
-    fleet="$replicas kvgate-sim replicas as llama-server -np ${KVGATE_SLOTS:-2} (whole prompts in slots, no KV events),"
+    fleet="$replicas kvgate-sim replicas as llama-server -np ${KVGATE_SLOTS:-2} --cache-ram ${KVGATE_CACHE_RAM:-0} (whole prompts in slots, no KV events),"
   fleet+=" time scale $time_scale, default step costs (Llama-3-8B on an H100)${sim_flags:+, ${sim_flags[*]}}"
   for ((index = 0; index < replicas; index++)); do
     own_var="KVGATE_SIM_FLAGS_r$index"

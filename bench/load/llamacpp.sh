@@ -6,6 +6,8 @@
 # sessions), all in flight at once. cache_aware (cache_model: sequences,
 # the default for engine: llamacpp) against session_hash (sticky sessions)
 # and round_robin, each run several times with different seeds.
+# KVGATE_CACHE_RAM=MIB turns on llama-server's host-RAM prompt cache
+# (--cache-ram; 0, the default here, is off).
 # Reports land in build/llamacpp-report/seed-N/.
 #   bench/load/llamacpp.sh [RUNS] [SESSIONS]
 set -euo pipefail
