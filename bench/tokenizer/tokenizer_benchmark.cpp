@@ -103,6 +103,74 @@ BENCHMARK(encode_code)->Unit(benchmark::kMillisecond);
 BENCHMARK(encode_prose_cold)->Unit(benchmark::kMillisecond);
 BENCHMARK(encode_code_cold)->Unit(benchmark::kMillisecond);
 
+// Text where byte-pair encoding degrades (issue: hot path), generated
+// deterministically: unbroken words up to 100 kB, whitespace runs, base64,
+// minified JSON, CJK without spaces. About 400 kB each.
+std::string adversarial_text(const std::string& kind) {
+  std::uint64_t state = 0x9e3779b97f4a7c15ULL;
+  auto next = [&] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  std::string text;
+  constexpr std::size_t kSize = 400'000;
+  if (kind == "long_words") {
+    while (text.size() < kSize) {
+      const std::size_t length = text.empty() ? 100'000 : 1'000 + next() % 20'000;
+      for (std::size_t index = 0; index < length; ++index) {
+        text += static_cast<char>('a' + next() % 26);
+      }
+      text += ' ';
+    }
+  } else if (kind == "whitespace") {
+    static const char kBlank[] = {' ', ' ', ' ', '\t', '\n'};
+    while (text.size() < kSize) {
+      text.append(1 + next() % 2'000, kBlank[next() % 5]);
+      text += "x";
+    }
+  } else if (kind == "base64") {
+    static const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    while (text.size() < kSize) {
+      text += kAlphabet[next() % 64];
+    }
+  } else if (kind == "json") {
+    while (text.size() < kSize) {
+      text += R"({"id":)" + std::to_string(next() % 100000) + R"(,"name":"item)" + std::to_string(next() % 977) +
+              R"(","tags":["a","b)" + std::to_string(next() % 13) + R"("],"price":)" + std::to_string(next() % 9999) +
+              "." + std::to_string(next() % 100) + R"(,"ok":true},)";
+    }
+  } else if (kind == "cjk") {
+    while (text.size() < kSize) {
+      const auto code = static_cast<std::uint32_t>(0x4E00 + next() % 0x5000);  // CJK unified ideographs
+      text += static_cast<char>(0xE0 | (code >> 12));
+      text += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+      text += static_cast<char>(0x80 | (code & 0x3F));
+    }
+  }
+  return text;
+}
+
+void encode_adversarial(benchmark::State& state, const std::string& kind) {
+  const Tokenizer& tokenizer = shared_tokenizer();
+  const auto text = adversarial_text(kind);
+  EncodeWorkspace workspace;
+  std::vector<TokenId> ids;
+  for (auto _ : state) {
+    ids.clear();
+    if (!tokenizer.encode(text, false, workspace, ids)) std::abort();
+    benchmark::DoNotOptimize(ids.data());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * text.size()));
+  state.counters["tokens"] = static_cast<double>(ids.size());
+}
+BENCHMARK_CAPTURE(encode_adversarial, long_words, std::string("long_words"))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(encode_adversarial, whitespace, std::string("whitespace"))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(encode_adversarial, base64, std::string("base64"))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(encode_adversarial, json, std::string("json"))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(encode_adversarial, cjk, std::string("cjk"))->Unit(benchmark::kMillisecond);
+
 std::size_t file_size(const std::string& path) {
   std::ifstream file(path, std::ios::binary | std::ios::ate);
   return static_cast<std::size_t>(file.tellg());

@@ -96,6 +96,7 @@ BpeModel::BpeModel(const std::vector<std::pair<std::string, TokenId>>& vocabular
     merges_.insert(left_id, right_id, Merge{this_rank, merged});
     ++merge_count_;
   }
+  find_word_boundaries(vocabulary);
   static constexpr char kHex[] = "0123456789ABCDEF";
   for (int byte = 0; byte < 256; ++byte) {
     if (options_.byte_level) {
@@ -108,6 +109,49 @@ BpeModel::BpeModel(const std::vector<std::pair<std::string, TokenId>>& vocabular
       byte_tokens_[byte] = vocabulary_.find(name);
     }
   }
+}
+
+namespace {
+
+constexpr std::string_view kWordMarker = "\u2581";  // SentencePiece's visible space
+constexpr std::size_t kMaxBridges = 64;
+
+}  // namespace
+
+void BpeModel::find_word_boundaries(const std::vector<std::pair<std::string, TokenId>>& vocabulary) {
+  if (options_.byte_level || options_.ignore_merges || vocabulary_.find(kWordMarker) == kNoToken) {
+    return;
+  }
+  for (const auto& [token, id] : vocabulary) {
+    for (auto at = token.find(kWordMarker, 1); at != std::string::npos; at = token.find(kWordMarker, at + 1)) {
+      const bool after_marker =
+          at >= kWordMarker.size() && token.compare(at - kWordMarker.size(), kWordMarker.size(), kWordMarker) == 0;
+      if (!after_marker) {
+        bridges_.emplace_back(token, at);
+      }
+    }
+    if (bridges_.size() > kMaxBridges) {
+      bridges_.clear();
+      return;  // markers join text freely in this vocabulary: no safe split
+    }
+  }
+  split_at_markers_ = true;
+}
+
+// A split before `position` (where a marker starts) is safe when the marker
+// follows another character (a run of markers merges with itself) and no
+// bridging token covers it.
+bool BpeModel::splits_before(std::string_view word, std::size_t position) const {
+  if (position < kWordMarker.size() ||
+      word.compare(position - kWordMarker.size(), kWordMarker.size(), kWordMarker) == 0) {
+    return false;
+  }
+  for (const auto& [token, offset] : bridges_) {
+    if (position >= offset && word.compare(position - offset, token.size(), token) == 0) {
+      return false;
+    }
+  }
+  return true;
 }
 
 void BpeModel::initial_symbols(std::string_view word, std::vector<Symbol>& symbols) const {
@@ -252,6 +296,22 @@ void BpeModel::encode_word(std::string_view word, std::vector<TokenId>& out, Bpe
       return;
     }
   }
+  if (split_at_markers_ && word.size() > kLinearMergeLimit) {
+    std::size_t start = 0;
+    for (auto at = word.find(kWordMarker, 1); at != std::string_view::npos;
+         at = word.find(kWordMarker, at + kWordMarker.size())) {
+      if (splits_before(word, at)) {
+        encode_piece(word.substr(start, at - start), out, scratch);
+        start = at;
+      }
+    }
+    encode_piece(word.substr(start), out, scratch);
+    return;
+  }
+  encode_piece(word, out, scratch);
+}
+
+void BpeModel::encode_piece(std::string_view word, std::vector<TokenId>& out, BpeScratch& scratch) const {
   bool cacheable = word.size() < kCacheableLength;
   std::uint64_t hash = 0;
   if (cacheable) {

@@ -53,6 +53,20 @@ class BpeModel {
   void merge_small(std::vector<Symbol>& symbols, std::vector<Merge>& pairs) const;
   void merge_large(std::vector<Symbol>& symbols) const;
   void emit(std::string_view word, const std::vector<Symbol>& symbols, std::vector<TokenId>& out) const;
+  void encode_piece(std::string_view word, std::vector<TokenId>& out, BpeScratch& scratch) const;
+  void find_word_boundaries(const std::vector<std::pair<std::string, TokenId>>& vocabulary);
+  [[nodiscard]] bool splits_before(std::string_view word, std::size_t position) const;
+
+  // SentencePiece-style vocabularies (Gemma's) mark a word's start with
+  // U+2581 and have no pre-tokenizer split, so a whole paragraph is one
+  // word. When almost no token holds the marker after another character, no
+  // merge can join the text before a marker with the marker: the word is
+  // encoded piece by piece, each starting at a marker, with the same result
+  // in linear time and through the word cache. `bridges_` are the few tokens
+  // that do (with the marker's offset in them): no split where one of them
+  // occurs.
+  bool split_at_markers_ = false;
+  std::vector<std::pair<std::string, std::size_t>> bridges_;
 
   StringTable vocabulary_;
   PairTable merges_;

@@ -48,6 +48,43 @@ TEST(HfTokenizer, MergesLowestRankFirst) {
   EXPECT_EQ(encode(tokenizer, "c a"), (std::vector<TokenId>{2, 6}));
 }
 
+// SentencePiece style, as Gemma's: spaces become U+2581 and nothing splits
+// the text, so a paragraph is one word, encoded piece by piece at markers.
+// "x▁y" holds the marker after another character (a bridging token): no
+// split where it occurs, so it still merges.
+json sentencepiece_file() {
+  json vocab = {
+      {"a", 0},       {"b", 1},       {"x", 2},        {"y", 3},   {"\u2581", 4},   {"\u2581a", 5}, {"\u2581\u2581", 6},
+      {"\u2581b", 7}, {"x\u2581", 8}, {"x\u2581y", 9}, {"ab", 10}, {"\u2581ab", 11}};
+  return {{"version", "1.0"},
+          {"added_tokens", json::array()},
+          {"normalizer", {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}}},
+          {"pre_tokenizer", nullptr},
+          {"post_processor", nullptr},
+          {"decoder", nullptr},
+          {"model",
+           {{"type", "BPE"},
+            {"vocab", vocab},
+            {"merges",
+             json::array({"\u2581 \u2581", "x \u2581", "x\u2581 y", "a b", "\u2581 ab", "\u2581 a", "\u2581 b"})}}}};
+}
+
+TEST(HfTokenizer, ALongSentencePieceWordEncodesAsItsPiecesWouldTogether) {
+  auto tokenizer = Tokenizer::load(sentencepiece_file().dump(), "{}");
+  // Long enough for the piece-wise path (over 48 bytes).
+  std::string text = "ab";
+  std::vector<TokenId> expected{10};
+  for (int repeat = 0; repeat < 6; ++repeat) {
+    // "  " is a run of markers (merged first); " x y" holds the bridge x▁y,
+    // which a split before its marker would break into x and ▁y.
+    text += " ab  b x y a";
+    expected.insert(expected.end(), {11, 6, 1, 4, 9, 5});
+  }
+  text += " ";
+  expected.push_back(4);
+  EXPECT_EQ(encode(tokenizer, text), expected);
+}
+
 TEST(HfTokenizer, AddedTokensSplitTheTextAndStripTheirNeighbours) {
   auto tokenizer = Tokenizer::load(byte_level_file().dump(), "{}");
   // <x> strips the whitespace on both sides; <y> strips nothing.
