@@ -79,35 +79,38 @@ void SequenceSlots::release(std::uint32_t slot, std::uint64_t now_ms, Changes& o
   hold(state.blocks, out);
 }
 
-void SequenceSlots::finish(std::uint64_t ticket, std::uint64_t now_ms, Changes& out) {
+std::optional<std::uint32_t> SequenceSlots::running_slot(std::uint64_t ticket) const {
   for (std::uint32_t slot = 0; slot < slots_.size(); ++slot) {
     if (slots_[slot].running && slots_[slot].ticket == ticket) {
-      release(slot, now_ms, out);
-      admit_waiting(now_ms, out);
-      refresh_next_free(out);
-      return;
+      return slot;
     }
   }
-  // Ended while still modelled as waiting: it ran in a slot the model did
-  // not see free, which the next choices will correct.
-  std::erase_if(waiting_, [&](const Waiting& waiting) { return waiting.ticket == ticket; });
+  return std::nullopt;
+}
+
+void SequenceSlots::finish(std::uint64_t ticket, std::uint64_t now_ms, Changes& out) {
+  if (auto slot = running_slot(ticket)) {
+    release(*slot, now_ms, out);
+    admit_waiting(now_ms, out);
+  } else {
+    // Ended while still modelled as waiting: it ran in a slot the model did
+    // not see free, which the next choices will correct.
+    std::erase_if(waiting_, [&](const Waiting& waiting) { return waiting.ticket == ticket; });
+  }
   refresh_next_free(out);
 }
 
 void SequenceSlots::withdraw(std::uint64_t ticket, std::uint64_t now_ms, Changes& out) {
-  for (std::uint32_t slot = 0; slot < slots_.size(); ++slot) {
-    auto& state = slots_[slot];
-    if (state.running && state.ticket == ticket) {
-      state.blocks = std::move(state.previous);
-      state.previous.clear();
-      state.running = false;
-      hold(state.blocks, out);  // last use unchanged: it ran nothing
-      admit_waiting(now_ms, out);
-      refresh_next_free(out);
-      return;
-    }
+  if (auto slot = running_slot(ticket)) {
+    auto& state = slots_[*slot];
+    state.blocks = std::move(state.previous);
+    state.previous.clear();
+    state.running = false;
+    hold(state.blocks, out);  // last use unchanged: it ran nothing
+    admit_waiting(now_ms, out);
+  } else {
+    std::erase_if(waiting_, [&](const Waiting& waiting) { return waiting.ticket == ticket; });
   }
-  std::erase_if(waiting_, [&](const Waiting& waiting) { return waiting.ticket == ticket; });
   refresh_next_free(out);
 }
 

@@ -54,44 +54,46 @@ const SequenceSlots* WorkerCaches::sequence_slots(WorkerSlot slot) const {
 // The index credits the worker with a block exactly while an idle slot
 // holds it; a block may have gone both ways within one change.
 void WorkerCaches::apply_slot_changes(WorkerSlot slot, Worker& state, std::uint64_t now_ms, AssumeResult* result) {
+  const auto& slots = *state.sequences;
+  // The idle slots on the GPU tier (aged for the eviction term), the RAM
+  // cache on the offloaded tier (loaded back instead of computed).
+  apply_tier_changes(
+      slot, state, Tier::gpu, slot_changes_.credit, slot_changes_.uncredit,
+      [&](BlockHash block) { return slots.credits(block); }, now_ms, result);
+  apply_tier_changes(
+      slot, state, Tier::offloaded, slot_changes_.ram_credit, slot_changes_.ram_uncredit,
+      [&](BlockHash block) { return slots.ram_credits(block); }, now_ms, result);
+  slot_changes_.clear();
+}
+
+template <class Holds>
+void WorkerCaches::apply_tier_changes(WorkerSlot slot, Worker& state, Tier tier, std::span<const BlockHash> credit,
+                                      std::span<const BlockHash> uncredit, Holds holds, std::uint64_t now_ms,
+                                      AssumeResult* result) {
+  const bool gpu = tier == Tier::gpu;
   scratch_.clear();
-  for (auto block : slot_changes_.credit) {
-    if (state.sequences->credits(block)) {
+  for (auto block : credit) {
+    if (holds(block)) {
       scratch_.push_back(block);
-      state.recency.touch(block, now_ms);
+      if (gpu) {
+        state.recency.touch(block, now_ms);
+      }
     }
   }
-  const auto evicted = index_.insert(slot, scratch_, Tier::gpu, seconds(now_ms));
+  const auto evicted = index_.insert(slot, scratch_, tier, seconds(now_ms));
   if (result != nullptr) {
     result->evicted_entries += evicted;
   }
   scratch_.clear();
-  for (auto block : slot_changes_.uncredit) {
-    if (!state.sequences->credits(block)) {
+  for (auto block : uncredit) {
+    if (!holds(block)) {
       scratch_.push_back(block);
-      state.recency.forget(block);
+      if (gpu) {
+        state.recency.forget(block);
+      }
     }
   }
-  index_.remove(slot, scratch_, Tier::gpu);
-  // The RAM cache: the offloaded tier, loaded back instead of computed.
-  scratch_.clear();
-  for (auto block : slot_changes_.ram_credit) {
-    if (state.sequences->ram_credits(block)) {
-      scratch_.push_back(block);
-    }
-  }
-  const auto ram_evicted = index_.insert(slot, scratch_, Tier::offloaded, seconds(now_ms));
-  if (result != nullptr) {
-    result->evicted_entries += ram_evicted;
-  }
-  scratch_.clear();
-  for (auto block : slot_changes_.ram_uncredit) {
-    if (!state.sequences->ram_credits(block)) {
-      scratch_.push_back(block);
-    }
-  }
-  index_.remove(slot, scratch_, Tier::offloaded);
-  slot_changes_.clear();
+  index_.remove(slot, scratch_, tier);
 }
 
 void WorkerCaches::finish(WorkerSlot slot, std::uint64_t ticket, std::uint64_t now_ms) {

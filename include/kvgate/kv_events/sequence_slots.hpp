@@ -111,6 +111,7 @@ class SequenceSlots {
     bool save_to_ram = true;  // not when a similar slot keeps most of what it held
   };
   [[nodiscard]] Choice choose(std::span<const index::BlockHash> blocks) const;
+  [[nodiscard]] std::optional<std::uint32_t> running_slot(std::uint64_t ticket) const;
   void occupy(Choice choice, std::vector<index::BlockHash> blocks, std::uint64_t ticket, std::uint64_t now_ms,
               Changes& out);
   void save_and_restore(Slot& slot, std::span<const index::BlockHash> prompt, Changes& out);

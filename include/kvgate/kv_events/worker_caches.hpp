@@ -134,6 +134,11 @@ class WorkerCaches {
     std::uint64_t ram_blocks = 0;
   };
   void apply_slot_changes(WorkerSlot slot, Worker& state, std::uint64_t now_ms, AssumeResult* result = nullptr);
+  // The index credits a block on `tier` exactly while `holds` says so; a
+  // block may have gone both ways within one change.
+  template <class Holds>
+  void apply_tier_changes(WorkerSlot slot, Worker& state, index::Tier tier, std::span<const BlockHash> credit,
+                          std::span<const BlockHash> uncredit, Holds holds, std::uint64_t now_ms, AssumeResult* result);
 
   Worker& worker(WorkerSlot slot);
   void store(WorkerSlot slot, const BlockStored& event, std::uint64_t now_ms, ApplyStats& stats);
