@@ -121,9 +121,18 @@ TEST_P(EngineProfiles, TheRelayKeepsWhatTheEngineSentAndReadsItsHitWhereverItIs)
   ASSERT_EQ(engine_answer.status, 400);
   EXPECT_EQ(relayed_answer.status, 400);
   EXPECT_EQ(relayed_answer.body, engine_answer.body);
-  auto route = json::parse(post_json(harness.admin_port(), "/debug/route", refused.dump()).body);
-  ASSERT_FALSE(route["candidates"].empty()) << route.dump();
-  EXPECT_EQ(route["candidates"][0]["cached_tokens"], 0) << route.dump();
+  // The withdrawal follows the client's answer (the attempt ends after its
+  // last byte went out), so the dry run may come first: wait for it.
+  json route;
+  EXPECT_TRUE(eventually([&] {
+    route = json::parse(post_json(harness.admin_port(), "/debug/route", refused.dump()).body);
+    return !route["candidates"].empty() && route["candidates"][0]["cached_tokens"] == 0;
+  })) << route.dump();
+  // The engine's own load metrics, whatever their names, feed the load signals.
+  EXPECT_TRUE(eventually([&] {
+    const auto engine = worker_state(harness, "r0")["engine"];
+    return engine.is_object() && engine["running"].is_number() && engine["waiting"].is_number();
+  })) << worker_state(harness, "r0").dump();
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, EngineProfiles, ::testing::Values("vllm", "sglang", "llamacpp"));
@@ -163,7 +172,7 @@ TEST(LlamaCppFleet, PredictionsMatchTheSlotsAndLaterTurnsAreServedFromThem) {
   for (int session = 0; session < 12; ++session) {
     clients.emplace_back([&, session] {
       // Conversations start over the first second; each user reads the
-      // answer for 50-200 ms before the next question (deterministic).
+      // answer for 100-400 ms before the next question (deterministic).
       std::this_thread::sleep_for(std::chrono::milliseconds(80 * session));
       json messages = json::array({{{"role", "system"}, {"content", systems[session % 3]}}});
       for (int turn = 0; turn < 5; ++turn) {
@@ -183,7 +192,7 @@ TEST(LlamaCppFleet, PredictionsMatchTheSlotsAndLaterTurnsAreServedFromThem) {
           later_cached += answer["timings"]["cache_n"].get<long>();
         }
         messages.push_back(answer["choices"][0]["message"]);
-        std::this_thread::sleep_for(std::chrono::milliseconds(50 + (37 * (session + 3 * turn)) % 150));
+        std::this_thread::sleep_for(std::chrono::milliseconds(100 + (37 * (session + 3 * turn)) % 300));
       }
     });
   }
@@ -228,8 +237,9 @@ TEST(LlamaCppFleet, PredictionsMatchTheSlotsAndLaterTurnsAreServedFromThem) {
   }
   EXPECT_EQ(logged, 60);
   EXPECT_GE(matched, 54) << "of " << logged << " logged decisions";
-  // 44-51% over six runs here; 17% while a busy slot's prompt was never
-  // credited (every request then looked cold everywhere during bursts).
+  // 49-69% over eight runs here (two at once); 17% while a busy slot's
+  // prompt was never credited (every request then looked cold everywhere
+  // during bursts).
   EXPECT_GE(later_share, 0.35) << "later turns' prompt tokens served from the slots";
 }
 
