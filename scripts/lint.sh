@@ -10,7 +10,7 @@ cd "$top"
 files=(src/core/*.cpp src/policy/*.cpp src/openai/*.cpp src/config/*.cpp src/tokenizer/*.cpp
   src/chat_template/*.cpp src/prompt/*.cpp src/prefix/*.cpp src/index/*.cpp src/kv_events/decoder.cpp
   src/kv_events/event_draft.cpp src/kv_events/worker_caches.cpp src/kv_events/model_cache.cpp
-  src/kv_events/sequence_tracker.cpp src/kv_events/block_recency.cpp src/route/session_table.cpp
+  src/kv_events/sequence_tracker.cpp src/kv_events/block_recency.cpp src/kv_events/sequence_slots.cpp src/route/session_table.cpp
   src/route/session_gaps.cpp src/route/router.cpp
   src/discovery/discovered_workers.cpp src/obs/recent_activity.cpp src/crypto/*.cpp src/tenant/*.cpp
   src/admission/*.cpp

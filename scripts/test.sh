@@ -53,7 +53,7 @@ TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/session_table_test --gtest_brief=1
 stage "fuzz smoke (libFuzzer, clang)"
 cmake -S fuzz -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 cmake --build build-fuzz -j"$jobs"
-fuzz_seconds=${KVGATE_FUZZ_SECONDS:-6}
+fuzz_seconds=${KVGATE_FUZZ_SECONDS:-4}
 for target in inspect_request config kv_event_decoder prometheus_text tokenizer chat_template; do
   # Work on a copy: libFuzzer adds what it finds to the corpus folder.
   scratch=$(mktemp -d)
