@@ -37,11 +37,12 @@ class Feed {
   void assume(std::span<const BlockHash> blocks, std::uint64_t now_ms, std::uint64_t ticket);
   void withdraw(std::span<const BlockHash> blocks, std::uint64_t ticket, std::uint64_t now_ms);
   void finish(std::uint64_t ticket, std::uint64_t now_ms);
-  void configure_cache_model();
   void tick(std::uint64_t now_ms);
   void drop_entries();
 
  private:
+  // Tells the worker's caches how its engine keeps prompts (blocks or slots).
+  void configure_cache_model();
   void open_replay_socket();
   void receive_monitor();
   void receive_live(std::uint64_t now_ms);

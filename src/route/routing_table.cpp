@@ -163,6 +163,7 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
                      assignment.cache,   tokenizers[model_index],  model_options.cache_isolation};
     // GB/s is 1e6 bytes per millisecond.
     model.ms_per_offloaded_token = model_options.kv_bytes_per_token / (model_options.offload_gbps * 1e6);
+    model.kv_bytes_per_token = model_options.kv_bytes_per_token;
     model.streams_carry_timings =
         !model_options.workers.empty() &&
         std::all_of(model_options.workers.begin(), model_options.workers.end(),
@@ -197,18 +198,12 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
 namespace {
 
 // llama-server's --cache-ram (MiB) in the model's blocks.
-std::uint64_t slot_ram_blocks(const config::Options& options, const ModelRoute& model,
-                              const config::WorkerOptions& worker) {
+std::uint64_t slot_ram_blocks(const ModelRoute& model, const config::WorkerOptions& worker) {
   if (worker.cache_model != config::CacheModel::sequences || worker.cache_ram_mib == 0) {
     return 0;
   }
-  for (const auto& configured : options.models) {
-    if (configured.name == model.name) {
-      const double block_bytes = configured.kv_bytes_per_token * configured.block_size;
-      return static_cast<std::uint64_t>(static_cast<double>(worker.cache_ram_mib) * 1024 * 1024 / block_bytes);
-    }
-  }
-  return 0;
+  const double block_bytes = model.kv_bytes_per_token * model.block_size;
+  return static_cast<std::uint64_t>(static_cast<double>(worker.cache_ram_mib) * 1024 * 1024 / block_bytes);
 }
 
 }  // namespace
@@ -221,7 +216,7 @@ std::vector<kv_events::WorkerFeed> worker_feeds(const RoutingTable& table) {
                        worker.options.kv_events_replay, worker.options.kv_capacity_blocks,
                        table.options->index.default_kv_capacity_blocks,
                        worker.options.cache_model == config::CacheModel::sequences ? worker.options.slots : 0,
-                       worker.options.slot_similarity, slot_ram_blocks(*table.options, model, worker.options)});
+                       worker.options.slot_similarity, slot_ram_blocks(model, worker.options)});
     }
   }
   return feeds;

@@ -41,6 +41,7 @@ struct ModelRoute {
   // Loading one token's KV from a lower tier (config: kv_bytes_per_token
   // over offload_gbps).
   double ms_per_offloaded_token = 0;
+  double kv_bytes_per_token = 131'072;  // config: sizes a llama.cpp RAM cache in blocks
   // Every worker is a llama.cpp server, whose streams end with `timings`
   // (the prompt's computed and cached tokens) whether or not usage was
   // asked for: kvgate need not add stream_options.include_usage, and the
