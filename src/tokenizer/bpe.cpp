@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <array>
-#include <queue>
+#include <functional>
 
 #include "kvgate/core/utf8.hpp"
 
@@ -208,18 +208,12 @@ void BpeModel::merge_small(std::vector<Symbol>& symbols, std::vector<Merge>& pai
   }
 }
 
-// Hugging Face tokenizers' word merge: a queue ordered by (rank, position);
-// entries made stale by earlier merges are recognised and skipped when popped.
-void BpeModel::merge_large(std::vector<Symbol>& symbols) const {
-  struct Candidate {
-    std::uint32_t rank;
-    std::int32_t position;
-    TokenId merged;
-    bool operator>(const Candidate& other) const {
-      return rank != other.rank ? rank > other.rank : position > other.position;
-    }
-  };
-  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
+// Hugging Face tokenizers' word merge: candidates ordered by (rank,
+// position), one 64-bit key each; entries made stale by earlier merges are
+// recognised when popped (the pair at that position no longer has that rank:
+// ranks are unique per pair) and skipped.
+void BpeModel::merge_large(std::vector<Symbol>& symbols, MergeQueue& queue) const {
+  queue.clear();
   auto consider = [&](std::int32_t left) {
     const Symbol& a = symbols[static_cast<std::size_t>(left)];
     if (a.next < 0) {
@@ -229,38 +223,87 @@ void BpeModel::merge_large(std::vector<Symbol>& symbols) const {
     if (a.id == kNoToken || b.id == kNoToken) {
       return;
     }
-    Merge merge = merges_.find(a.id, b.id);
+    const Merge merge = merges_.find(a.id, b.id);
     if (merge.merged != kNoToken) {
-      queue.push(Candidate{merge.rank, left, merge.merged});
+      queue.push((std::uint64_t{merge.rank} << 32) | static_cast<std::uint32_t>(left));
     }
   };
   for (std::size_t index = 0; index + 1 < symbols.size(); ++index) {
     consider(static_cast<std::int32_t>(index));
   }
   while (!queue.empty()) {
-    Candidate top = queue.top();
-    queue.pop();
-    Symbol& left = symbols[static_cast<std::size_t>(top.position)];
+    const std::uint64_t key = queue.pop();
+    const auto position = static_cast<std::int32_t>(key & 0xFFFFFFFFU);
+    Symbol& left = symbols[static_cast<std::size_t>(position)];
     if (left.length == 0 || left.next < 0) {
       continue;
     }
     Symbol& right = symbols[static_cast<std::size_t>(left.next)];
-    if (left.id == kNoToken || right.id == kNoToken || merges_.find(left.id, right.id).merged != top.merged) {
+    if (left.id == kNoToken || right.id == kNoToken) {
       continue;
     }
-    left.id = top.merged;
+    const Merge merge = merges_.find(left.id, right.id);
+    if (merge.merged == kNoToken || merge.rank != key >> 32) {
+      continue;  // stale: the pair here changed after this candidate was queued
+    }
+    left.id = merge.merged;
     left.length += right.length;
     right.length = 0;
     left.next = right.next;
     if (right.next >= 0) {
-      symbols[static_cast<std::size_t>(right.next)].previous = top.position;
+      symbols[static_cast<std::size_t>(right.next)].previous = position;
     }
     if (left.previous >= 0) {
       consider(left.previous);
     }
-    consider(top.position);
+    consider(position);
   }
   std::erase_if(symbols, [](const Symbol& symbol) { return symbol.length == 0; });
+}
+
+void MergeQueue::push(std::uint64_t key) {
+  if (key < last_) {
+    late_.push_back(key);
+    std::push_heap(late_.begin(), late_.end(), std::greater<>{});
+  } else {
+    buckets_[bucket_of(key)].push_back(key);
+    ++radix_size_;
+  }
+}
+
+std::uint64_t MergeQueue::pop() {
+  if (radix_size_ > 0 && buckets_[0].empty()) {
+    std::size_t index = 1;
+    while (buckets_[index].empty()) {
+      ++index;
+    }
+    std::vector<std::uint64_t>& source = buckets_[index];
+    last_ = *std::min_element(source.begin(), source.end());
+    for (std::uint64_t key : source) {
+      buckets_[bucket_of(key)].push_back(key);  // a lower bucket: every key here shares bit index-1 with last_
+    }
+    source.clear();
+  }
+  // Bucket 0 now holds the radix keys' minimum (last_), unless there are none.
+  if (!late_.empty() && (radix_size_ == 0 || late_.front() < last_)) {
+    std::pop_heap(late_.begin(), late_.end(), std::greater<>{});
+    const std::uint64_t key = late_.back();
+    late_.pop_back();
+    return key;
+  }
+  const std::uint64_t key = buckets_[0].back();
+  buckets_[0].pop_back();
+  --radix_size_;
+  return key;
+}
+
+void MergeQueue::clear() {
+  for (auto& bucket : buckets_) {
+    bucket.clear();
+  }
+  late_.clear();
+  last_ = 0;
+  radix_size_ = 0;
 }
 
 void BpeModel::emit(std::string_view word, const std::vector<Symbol>& symbols, std::vector<TokenId>& out) const {
@@ -328,7 +371,7 @@ void BpeModel::encode_piece(std::string_view word, std::vector<TokenId>& out, Bp
   if (scratch.symbols.size() <= kLinearMergeLimit) {
     merge_small(scratch.symbols, scratch.pairs);
   } else {
-    merge_large(scratch.symbols);
+    merge_large(scratch.symbols, scratch.queue);
   }
   std::size_t first = out.size();
   emit(word, scratch.symbols, out);

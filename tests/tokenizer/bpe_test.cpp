@@ -1,0 +1,162 @@
+// The BPE merge of long words (through MergeQueue) against a plain quadratic
+// reference of the rule: lowest rank first, leftmost among equals; with a
+// merge list learned in order, and one naming pairs before their inputs
+// are made (as lists converted from tiktoken ranks do).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <set>
+
+#include "bpe.hpp"
+
+namespace kvgate::tokenizer {
+namespace {
+
+using Vocabulary = std::vector<std::pair<std::string, TokenId>>;
+using Merges = std::vector<std::pair<std::string, std::string>>;
+
+// Every string of length 1-4 over {a, b, c}; each longer one made by one or
+// two merges of shorter ones (so some tokens have two makers, as in merge
+// lists converted from tiktoken ranks).
+struct Fixture {
+  Vocabulary vocabulary;
+  Merges merges;
+};
+
+Fixture make_fixture(bool in_creation_order, std::uint32_t seed) {
+  Fixture fixture;
+  std::vector<std::vector<std::string>> by_length(5);
+  by_length[1] = {"a", "b", "c"};
+  for (std::size_t length = 2; length <= 4; ++length) {
+    for (const auto& shorter : by_length[length - 1]) {
+      for (char last : std::string("abc")) {
+        by_length[length].push_back(shorter + last);
+      }
+    }
+  }
+  for (const auto& tokens : by_length) {
+    for (const auto& token : tokens) {
+      fixture.vocabulary.emplace_back(token, static_cast<TokenId>(fixture.vocabulary.size()));
+    }
+  }
+  std::mt19937 random(seed);
+  std::vector<std::vector<std::pair<std::string, std::string>>> merges_by_length(5);
+  for (std::size_t length = 2; length <= 4; ++length) {
+    for (const auto& token : by_length[length]) {
+      const std::size_t split = 1 + random() % (length - 1);
+      merges_by_length[length].emplace_back(token.substr(0, split), token.substr(split));
+      if (length > 2 && random() % 3 == 0) {
+        const std::size_t other = split == 1 ? length - 1 : 1;
+        merges_by_length[length].emplace_back(token.substr(0, other), token.substr(other));
+      }
+    }
+    std::shuffle(merges_by_length[length].begin(), merges_by_length[length].end(), random);
+  }
+  // Out of creation order: the 3-symbol merges come first, before the
+  // 2-symbol merges that make their inputs.
+  const std::vector<std::size_t> order =
+      in_creation_order ? std::vector<std::size_t>{2, 3, 4} : std::vector<std::size_t>{3, 2, 4};
+  for (std::size_t length : order) {
+    fixture.merges.insert(fixture.merges.end(), merges_by_length[length].begin(), merges_by_length[length].end());
+  }
+  return fixture;
+}
+
+std::vector<TokenId> reference_encode(const Fixture& fixture, const std::string& word) {
+  std::map<std::pair<std::string, std::string>, std::size_t> rank;
+  for (std::size_t index = 0; index < fixture.merges.size(); ++index) {
+    rank[fixture.merges[index]] = index;  // a pair listed twice keeps its last rank
+  }
+  std::vector<std::string> symbols;
+  for (char letter : word) {
+    symbols.emplace_back(1, letter);
+  }
+  for (;;) {
+    std::size_t best = symbols.size();
+    std::size_t best_rank = SIZE_MAX;
+    for (std::size_t index = 0; index + 1 < symbols.size(); ++index) {
+      auto found = rank.find({symbols[index], symbols[index + 1]});
+      if (found != rank.end() && found->second < best_rank) {
+        best = index;
+        best_rank = found->second;
+      }
+    }
+    if (best == symbols.size()) {
+      break;
+    }
+    symbols[best] += symbols[best + 1];
+    symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+  }
+  std::map<std::string, TokenId> ids(fixture.vocabulary.begin(), fixture.vocabulary.end());
+  std::vector<TokenId> out;
+  for (const auto& symbol : symbols) {
+    out.push_back(ids.at(symbol));
+  }
+  return out;
+}
+
+void expect_reference_results(bool in_creation_order) {
+  for (std::uint32_t seed = 1; seed <= 4; ++seed) {
+    const Fixture fixture = make_fixture(in_creation_order, seed);
+    const BpeModel model(fixture.vocabulary, fixture.merges, BpeOptions{});
+    BpeScratch scratch;
+    std::mt19937 random(seed * 7919);
+    for (int sample = 0; sample < 60; ++sample) {
+      // Short words take the linear merge, words over 48 symbols the queue;
+      // a two-letter alphabet makes long runs of one pair (leftmost wins).
+      const std::size_t length = sample % 2 == 0 ? 2 + random() % 46 : 49 + random() % 400;
+      const std::string alphabet = sample % 3 == 0 ? "ab" : "abc";
+      std::string word;
+      for (std::size_t index = 0; index < length; ++index) {
+        word += alphabet[random() % alphabet.size()];
+      }
+      std::vector<TokenId> ids;
+      model.encode_word(word, ids, scratch);
+      ASSERT_EQ(ids, reference_encode(fixture, word)) << "seed " << seed << " word " << word;
+    }
+  }
+}
+
+TEST(BpeMerge, MergesListedInCreationOrderMatchTheReference) {
+  expect_reference_results(true);
+}
+
+TEST(BpeMerge, MergesListedBeforeTheirInputsAreMadeMatchTheReference) {
+  expect_reference_results(false);
+}
+
+// Keys mostly at or above the last popped one (radix buckets, refilled
+// across widely spread bits) and sometimes below it (the side heap).
+TEST(BpeMerge, TheQueuePopsTheSmallestKeyWhereverItWasPushed) {
+  MergeQueue queue;
+  std::mt19937_64 random(5);
+  std::uint64_t floor = std::uint64_t{1} << 60;
+  std::multiset<std::uint64_t> pending;
+  int late = 0;
+  for (int step = 0; step < 30'000; ++step) {
+    if (pending.empty() || random() % 3 != 0) {
+      std::uint64_t key = floor + (random() >> (20 + random() % 44));
+      if (random() % 10 == 0) {
+        key = floor - 1 - (random() >> (24 + random() % 40));
+        ++late;
+      }
+      queue.push(key);
+      pending.insert(key);
+    } else {
+      const std::uint64_t key = queue.pop();
+      ASSERT_EQ(key, *pending.begin()) << "step " << step;
+      pending.erase(pending.begin());
+      floor = key;
+    }
+  }
+  while (!pending.empty()) {
+    ASSERT_EQ(queue.pop(), *pending.begin());
+    pending.erase(pending.begin());
+  }
+  EXPECT_TRUE(queue.empty());
+  EXPECT_GT(late, 1000);
+}
+
+}  // namespace
+}  // namespace kvgate::tokenizer
