@@ -9,6 +9,7 @@ build_packages=(
   libboost1.81-dev nlohmann-json3-dev libspdlog-dev prometheus-cpp-dev
   libxxhash-dev libyaml-cpp-dev libzmq3-dev cppzmq-dev
   libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libutf8proc-dev zlib1g-dev libabsl-dev libssl-dev
+  libsimdjson-dev libmimalloc-dev
 )
 # Tests: clang for the libFuzzer targets and the format check, promtool to
 # validate /metrics and the alert rules, curl for scripts; nginx and HAProxy

@@ -47,50 +47,64 @@ int unicode_to_byte(char32_t code_point) {
   return code_point < byte_table().to_byte.size() ? byte_table().to_byte[code_point] : -1;
 }
 
-std::optional<std::string> byte_level_to_raw(std::string_view token) {
-  std::string raw;
-  raw.reserve(token.size());
+bool byte_level_to_raw(std::string_view token, std::string& raw) {
+  raw.clear();
   std::size_t position = 0;
   while (position < token.size()) {
     int byte = unicode_to_byte(next_code_point(token, position));
     if (byte < 0) {
-      return std::nullopt;
+      return false;
     }
     raw.push_back(static_cast<char>(byte));
+  }
+  return true;
+}
+
+std::optional<std::string> byte_level_to_raw(std::string_view token) {
+  std::string raw;
+  raw.reserve(token.size());
+  if (!byte_level_to_raw(token, raw)) {
+    return std::nullopt;
   }
   return raw;
 }
 
-BpeModel::BpeModel(const std::vector<std::pair<std::string, TokenId>>& vocabulary,
-                   const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options)
+BpeModel::BpeModel(const VocabularyEntries& vocabulary, const MergeEntries& merges, BpeOptions options)
     : options_(options) {
   vocabulary_.reserve(vocabulary.size() + 1024);
+  std::string raw;
   for (const auto& [token, id] : vocabulary) {
     if (!options_.byte_level) {
       vocabulary_.insert(token, id);
-    } else if (auto raw = byte_level_to_raw(token)) {
-      vocabulary_.insert(*raw, id);
+    } else if (byte_level_to_raw(token, raw)) {
+      vocabulary_.insert(raw, id);
     }
   }
   merges_.reserve(merges.size());
   std::uint32_t rank = 0;
+  std::string left_raw;
+  std::string right_raw;
   std::string joined;
-  for (const auto& [left, right] : merges) {
-    std::uint32_t this_rank = rank++;
-    std::optional<std::string> left_raw = left;
-    std::optional<std::string> right_raw = right;
+  for (const auto& [left_text, right_text] : merges) {
+    const std::uint32_t this_rank = rank++;
+    std::string_view left = left_text;
+    std::string_view right = right_text;
     if (options_.byte_level) {
-      left_raw = byte_level_to_raw(left);
-      right_raw = byte_level_to_raw(right);
-      if (!left_raw || !right_raw) {
+      if (!byte_level_to_raw(left_text, left_raw) || !byte_level_to_raw(right_text, right_raw)) {
         continue;
       }
+      left = left_raw;
+      right = right_raw;
     }
-    TokenId left_id = vocabulary_.find(*left_raw);
-    TokenId right_id = vocabulary_.find(*right_raw);
-    joined = *left_raw + *right_raw;
-    TokenId merged = vocabulary_.find(joined);
-    if (left_id == kNoToken || right_id == kNoToken || merged == kNoToken) {
+    const TokenId left_id = vocabulary_.find(left);
+    const TokenId right_id = vocabulary_.find(right);
+    if (left_id == kNoToken || right_id == kNoToken) {
+      continue;
+    }
+    joined.assign(left);
+    joined.append(right);
+    const TokenId merged = vocabulary_.find(joined);
+    if (merged == kNoToken) {
       continue;
     }
     merges_.insert(left_id, right_id, Merge{this_rank, merged});
@@ -118,7 +132,7 @@ constexpr std::size_t kMaxBridges = 64;
 
 }  // namespace
 
-void BpeModel::find_word_boundaries(const std::vector<std::pair<std::string, TokenId>>& vocabulary) {
+void BpeModel::find_word_boundaries(const VocabularyEntries& vocabulary) {
   if (options_.byte_level || options_.ignore_merges || vocabulary_.find(kWordMarker) == kNoToken) {
     return;
   }
@@ -127,7 +141,7 @@ void BpeModel::find_word_boundaries(const std::vector<std::pair<std::string, Tok
       const bool after_marker =
           at >= kWordMarker.size() && token.compare(at - kWordMarker.size(), kWordMarker.size(), kWordMarker) == 0;
       if (!after_marker) {
-        bridges_.emplace_back(token, at);
+        bridges_.emplace_back(std::string(token), at);
       }
     }
     if (bridges_.size() > kMaxBridges) {

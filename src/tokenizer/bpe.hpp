@@ -29,6 +29,11 @@ struct BpeOptions {
   TokenId unknown = kNoToken;
 };
 
+// A tokenizer file's vocabulary (token, id) and merges (left, right), in its
+// own alphabet, as views into the parsed file.
+using VocabularyEntries = std::vector<std::pair<std::string_view, TokenId>>;
+using MergeEntries = std::vector<std::pair<std::string_view, std::string_view>>;
+
 class WordCache;
 class MergeQueue;
 struct BpeScratch;
@@ -37,8 +42,7 @@ class BpeModel {
  public:
   // `vocabulary` and `merges` in the file's alphabet (byte-level ones are
   // converted here). Merges naming tokens outside the vocabulary are skipped.
-  BpeModel(const std::vector<std::pair<std::string, TokenId>>& vocabulary,
-           const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options);
+  BpeModel(const VocabularyEntries& vocabulary, const MergeEntries& merges, BpeOptions options);
 
   // Appends the ids of `word` (model alphabet: raw bytes for byte-level).
   void encode_word(std::string_view word, std::vector<TokenId>& out, BpeScratch& scratch) const;
@@ -57,7 +61,7 @@ class BpeModel {
   void merge_large(std::vector<Symbol>& symbols, MergeQueue& queue) const;
   void emit(std::string_view word, const std::vector<Symbol>& symbols, std::vector<TokenId>& out) const;
   void encode_piece(std::string_view word, std::vector<TokenId>& out, BpeScratch& scratch) const;
-  void find_word_boundaries(const std::vector<std::pair<std::string, TokenId>>& vocabulary);
+  void find_word_boundaries(const VocabularyEntries& vocabulary);
   [[nodiscard]] bool splits_before(std::string_view word, std::size_t position) const;
 
   // SentencePiece-style vocabularies (Gemma's) mark a word's start with
@@ -87,6 +91,9 @@ int unicode_to_byte(char32_t code_point);
 // A byte-level token string back to raw bytes; nullopt if it has a character
 // outside the table.
 std::optional<std::string> byte_level_to_raw(std::string_view token);
+// The same into `raw` (replacing its contents, keeping its capacity); false
+// on a character outside the table.
+bool byte_level_to_raw(std::string_view token, std::string& raw);
 
 // Per-thread memo of encoded words (most words repeat). Bounded: when full
 // it starts again empty, which keeps the hot path free of eviction work.

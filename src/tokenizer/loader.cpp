@@ -100,8 +100,7 @@ void load_added_tokens(const json& list, Tokenizer::Impl& impl) {
   }
 }
 
-BpeOptions load_model_options(const json& model, const std::vector<std::pair<std::string, TokenId>>& vocabulary,
-                              bool byte_level) {
+BpeOptions load_model_options(const json& model, const VocabularyEntries& vocabulary, bool byte_level) {
   auto type = model.value("type", std::string("BPE"));
   if (type != "BPE") {
     throw TokenizerLoadError("unsupported model type " + type + " (kvgate reads BPE models)");

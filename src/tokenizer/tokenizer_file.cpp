@@ -1,5 +1,7 @@
 #include "tokenizer_file.hpp"
 
+#include <simdjson.h>
+
 #include "kvgate/tokenizer/hf_tokenizer.hpp"
 
 namespace kvgate::tokenizer {
@@ -7,172 +9,121 @@ namespace kvgate::tokenizer {
 namespace {
 
 using json = nlohmann::json;
+namespace dom = simdjson::dom;
 
-class Handler final : public nlohmann::json_sax<json> {
- public:
-  explicit Handler(TokenizerFile& file) : file_(file) {}
+[[noreturn]] void fail(const std::string& message) {
+  throw TokenizerLoadError("tokenizer.json: " + message);
+}
 
-  bool null() override { return value(json(nullptr)); }
-  bool boolean(bool flag) override { return value(json(flag)); }
-  bool number_integer(number_integer_t number) override { return value(json(number)); }
-  bool number_float(number_float_t number, const string_t& /*text*/) override { return value(json(number)); }
-  bool binary(binary_t& /*bytes*/) override { return false; }
-
-  bool number_unsigned(number_unsigned_t number) override {
-    if (mode_ == Mode::kVocabulary) {
-      if (number > UINT32_MAX - 1) {
-        return fail("token id out of range");
+json to_json(dom::element element) {
+  switch (element.type()) {
+    case dom::element_type::OBJECT: {
+      json object = json::object();
+      for (dom::key_value_pair field : dom::object(element)) {
+        object[std::string(field.key)] = to_json(field.value);  // a repeated key keeps its last value
       }
-      file_.vocabulary.emplace_back(std::move(key_), static_cast<TokenId>(number));
-      return true;
+      return object;
     }
-    return value(json(number));
-  }
-
-  bool string(string_t& text) override {
-    if (mode_ == Mode::kMerges) {
-      if (merge_depth_ == 1) {  // legacy form: "left right"
-        auto space = text.find(' ');
-        if (space == std::string::npos) {
-          return fail("merge without a space: " + text);
-        }
-        auto end = text.find(' ', space + 1);  // the reference keeps only the first two parts
-        file_.merges.emplace_back(text.substr(0, space), text.substr(space + 1, end - space - 1));
-      } else {
-        merge_parts_.push_back(std::move(text));
+    case dom::element_type::ARRAY: {
+      json array = json::array();
+      for (dom::element item : dom::array(element)) {
+        array.push_back(to_json(item));
       }
-      return true;
+      return array;
     }
-    return value(json(std::move(text)));
+    case dom::element_type::STRING:
+      return std::string(std::string_view(element));
+    case dom::element_type::INT64:
+      return std::int64_t(element);
+    case dom::element_type::UINT64:
+      return std::uint64_t(element);
+    case dom::element_type::DOUBLE:
+      return double(element);
+    case dom::element_type::BOOL:
+      return bool(element);
+    case dom::element_type::NULL_VALUE:
+      return nullptr;
   }
+  return nullptr;
+}
 
-  bool start_object(std::size_t /*size*/) override {
-    if (mode_ != Mode::kDocument) {
-      return fail("unexpected object in model.vocab or model.merges");
+void read_vocabulary(dom::object vocab, VocabularyEntries& out) {
+  out.reserve(vocab.size());
+  for (dom::key_value_pair field : vocab) {
+    std::uint64_t id = 0;
+    if (field.value.get_uint64().get(id) != simdjson::SUCCESS) {
+      fail("model.vocab values must be token ids (non-negative integers)");
     }
-    if (stack_.size() == 2 && stack_keys_.back() == "model" && key_ == "vocab") {
-      mode_ = Mode::kVocabulary;
-      return true;
+    if (id > UINT32_MAX - 1) {
+      fail("token id out of range");
     }
-    return open(json::object());
+    out.emplace_back(field.key, static_cast<TokenId>(id));
   }
+}
 
-  bool key(string_t& text) override {
-    key_ = std::move(text);
-    return true;
-  }
-
-  bool end_object() override {
-    if (mode_ == Mode::kVocabulary) {
-      mode_ = Mode::kDocument;
-      return true;
-    }
-    stack_.pop_back();
-    stack_keys_.pop_back();
-    return true;
-  }
-
-  bool start_array(std::size_t /*size*/) override {
-    if (mode_ == Mode::kMerges) {
-      if (++merge_depth_ > 2) {
-        return fail("nested merge entry");
+void read_merges(dom::array merges, MergeEntries& out) {
+  out.reserve(merges.size());
+  for (dom::element entry : merges) {
+    if (entry.is_string()) {  // legacy form: "left right"
+      std::string_view text(entry);
+      auto space = text.find(' ');
+      if (space == std::string_view::npos) {
+        fail("merge without a space: " + std::string(text));
       }
-      merge_parts_.clear();
-      return true;
+      auto end = text.find(' ', space + 1);  // the reference keeps only the first two parts
+      out.emplace_back(text.substr(0, space), text.substr(space + 1, end - space - 1));
+      continue;
     }
-    if (mode_ == Mode::kVocabulary) {
-      return fail("array in model.vocab");
+    dom::array parts;
+    if (entry.get_array().get(parts) != simdjson::SUCCESS) {
+      fail("a merge must be a string or an array of two strings");
     }
-    if (stack_.size() == 2 && stack_keys_.back() == "model" && key_ == "merges") {
-      mode_ = Mode::kMerges;
-      merge_depth_ = 1;
-      return true;
+    std::string_view left;
+    std::string_view right;
+    if (parts.size() != 2 || parts.at(0).get_string().get(left) != simdjson::SUCCESS ||
+        parts.at(1).get_string().get(right) != simdjson::SUCCESS) {
+      fail("merge entry without two string parts");
     }
-    return open(json::array());
+    out.emplace_back(left, right);
   }
-
-  bool end_array() override {
-    if (mode_ == Mode::kMerges) {
-      if (merge_depth_-- == 1) {
-        mode_ = Mode::kDocument;
-        return true;
-      }
-      if (merge_parts_.size() != 2) {
-        return fail("merge entry without two parts");
-      }
-      file_.merges.emplace_back(std::move(merge_parts_[0]), std::move(merge_parts_[1]));
-      return true;
-    }
-    stack_.pop_back();
-    stack_keys_.pop_back();
-    return true;
-  }
-
-  bool parse_error(std::size_t /*position*/, const std::string& /*token*/,
-                   const nlohmann::detail::exception& error) override {
-    return fail(error.what());
-  }
-
-  [[nodiscard]] const std::string& error() const { return error_; }
-
- private:
-  enum class Mode { kDocument, kVocabulary, kMerges };
-
-  bool fail(std::string message) {
-    error_ = std::move(message);
-    return false;
-  }
-
-  json* place(json&& item) {
-    if (stack_.empty()) {
-      file_.document = std::move(item);
-      return &file_.document;
-    }
-    json& parent = *stack_.back();
-    if (parent.is_object()) {
-      return &(parent[key_] = std::move(item));
-    }
-    parent.push_back(std::move(item));
-    return &parent.back();
-  }
-
-  bool value(json&& item) {
-    if (mode_ != Mode::kDocument) {
-      return fail("unexpected value in model.vocab or model.merges");
-    }
-    place(std::move(item));
-    return true;
-  }
-
-  bool open(json&& container) {
-    std::string key = stack_.empty() || !stack_.back()->is_object() ? std::string() : key_;
-    stack_.push_back(place(std::move(container)));
-    stack_keys_.push_back(std::move(key));
-    return true;
-  }
-
-  TokenizerFile& file_;
-  Mode mode_ = Mode::kDocument;
-  std::vector<json*> stack_;
-  std::vector<std::string> stack_keys_;  // the key each open container sits under
-  std::string key_;
-  int merge_depth_ = 0;
-  std::vector<std::string> merge_parts_;
-  std::string error_;
-};
+}
 
 }  // namespace
 
 TokenizerFile parse_tokenizer_file(std::string_view text) {
+  auto parser = std::make_shared<dom::parser>();
+  const simdjson::padded_string padded(text);
+  dom::element root;
+  if (auto error = parser->parse(padded).get(root); error != simdjson::SUCCESS) {
+    fail(simdjson::error_message(error));
+  }
+  dom::object root_object;
+  if (root.get_object().get(root_object) != simdjson::SUCCESS) {
+    fail("not a JSON object");
+  }
   TokenizerFile file;
-  Handler handler(file);
-  bool parsed = json::sax_parse(text.begin(), text.end(), &handler, json::input_format_t::json, true);
-  if (!parsed) {
-    throw TokenizerLoadError("tokenizer.json: " + handler.error());
+  file.document = json::object();
+  for (dom::key_value_pair field : root_object) {
+    dom::object model;
+    if (field.key != "model" || field.value.get_object().get(model) != simdjson::SUCCESS) {
+      file.document[std::string(field.key)] = to_json(field.value);
+      continue;
+    }
+    json& model_json = file.document["model"] = json::object();
+    for (dom::key_value_pair member : model) {
+      if (dom::object vocab; member.key == "vocab" && member.value.get_object().get(vocab) == simdjson::SUCCESS) {
+        file.vocabulary.clear();
+        read_vocabulary(vocab, file.vocabulary);
+      } else if (dom::array merges;
+                 member.key == "merges" && member.value.get_array().get(merges) == simdjson::SUCCESS) {
+        file.merges.clear();
+        read_merges(merges, file.merges);
+      } else {
+        model_json[std::string(member.key)] = to_json(member.value);
+      }
+    }
   }
-  if (!file.document.is_object()) {
-    throw TokenizerLoadError("tokenizer.json: not a JSON object");
-  }
+  file.storage = std::move(parser);
   return file;
 }
 

@@ -99,7 +99,9 @@ std::vector<TokenId> reference_encode(const Fixture& fixture, const std::string&
 void expect_reference_results(bool in_creation_order) {
   for (std::uint32_t seed = 1; seed <= 4; ++seed) {
     const Fixture fixture = make_fixture(in_creation_order, seed);
-    const BpeModel model(fixture.vocabulary, fixture.merges, BpeOptions{});
+    const VocabularyEntries vocabulary(fixture.vocabulary.begin(), fixture.vocabulary.end());
+    const MergeEntries merges(fixture.merges.begin(), fixture.merges.end());
+    const BpeModel model(vocabulary, merges, BpeOptions{});
     BpeScratch scratch;
     std::mt19937 random(seed * 7919);
     for (int sample = 0; sample < 60; ++sample) {
