@@ -7,6 +7,8 @@
 # Usage: bench/proxy/run.sh [SECONDS] [CONNECTIONS] [POLICY] [TOKENIZER_DIR]
 # With TOKENIZER_DIR (e.g. .cache/tokenizers/qwen3) the model is tokenised
 # exactly (chat template + tokenizer) instead of approximately.
+# KVGATE_BASELINE=PATH adds another kvgate binary (an earlier build) as a
+# fourth target with the same config, for a before/after in one run.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
@@ -57,6 +59,16 @@ taskset -c 1 build/src/kvgate --config "$work/kvgate.yaml" >/dev/null 2>"$work/k
 pids+=($!)
 kvgate_pid=$!
 wait_port "$kvgate_port"
+
+baseline=${KVGATE_BASELINE:-}
+if [[ -n $baseline ]]; then
+  baseline_port=$(free_port)
+  sed "s/127.0.0.1:$kvgate_port/127.0.0.1:$baseline_port/" "$work/kvgate.yaml" >"$work/baseline.yaml"
+  taskset -c 1 "$baseline" --config "$work/baseline.yaml" >/dev/null 2>"$work/baseline.log" &
+  pids+=($!)
+  baseline_pid=$!
+  wait_port "$baseline_port"
+fi
 
 nginx_port=$(free_port)
 mkdir -p "$work/nginx"
@@ -122,10 +134,15 @@ run_wrk() {
 # Warm both proxies' connection pools, then measure.
 taskset -c 0 wrk -t1 -c"$connections" -d2s -s bench/proxy/post.lua "http://127.0.0.1:$kvgate_port/v1/chat/completions" >/dev/null
 taskset -c 0 wrk -t1 -c"$connections" -d2s -s bench/proxy/post.lua "http://127.0.0.1:$nginx_port/v1/chat/completions" >/dev/null
+if [[ -n $baseline ]]; then
+  taskset -c 0 wrk -t1 -c"$connections" -d2s -s bench/proxy/post.lua \
+    "http://127.0.0.1:$baseline_port/v1/chat/completions" >/dev/null
+fi
 {
   run_wrk "$upstream_port" direct
   run_wrk "$kvgate_port" kvgate "$kvgate_pid"
   run_wrk "$nginx_port" nginx "$nginx_pid"
+  if [[ -n $baseline ]]; then run_wrk "$baseline_port" baseline "$baseline_pid"; fi
 } >"$work/summary.txt"
 
 echo "wrk -t1 -c$connections -d${seconds}s, small non-streaming chat completion; $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -135,4 +152,7 @@ echo "|---|---|---|---|---|---|"
 awk '{ printf "| %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6 }' "$work/summary.txt"
 awk '{ rps[$1] = $2; cpu[$1] = $6 }
      END { printf "\nkvgate / nginx: requests/s %.2f, proxy CPU per request %.2f\n",
-                  rps["kvgate"] / rps["nginx"], cpu["kvgate"] / cpu["nginx"] }' "$work/summary.txt"
+                  rps["kvgate"] / rps["nginx"], cpu["kvgate"] / cpu["nginx"]
+          if ("baseline" in rps)
+            printf "kvgate / baseline: requests/s %.2f, proxy CPU per request %.2f\n",
+                   rps["kvgate"] / rps["baseline"], cpu["kvgate"] / cpu["baseline"] }' "$work/summary.txt"
