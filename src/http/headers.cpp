@@ -123,6 +123,26 @@ std::optional<std::string_view> unsafe_request_head(const bhttp::request_header<
   return std::nullopt;
 }
 
+namespace {
+
+enum class PeerState { open, closed, sent_data };
+
+// After the socket polled readable: has the peer closed, or sent data, or
+// was the wake-up spurious? Peeks one byte without consuming it.
+PeerState peer_state_when_readable(tcp::socket& socket) {
+  char byte = 0;
+  auto peeked = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (peeked > 0) {
+    return PeerState::sent_data;
+  }
+  if (peeked == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+    return PeerState::closed;
+  }
+  return PeerState::open;
+}
+
+}  // namespace
+
 awaitable<bool> wait_until_peer_closes(tcp::socket& socket) {
   for (;;) {
     auto [error] = co_await socket.async_wait(tcp::socket::wait_read, use_nothrow);
@@ -132,15 +152,47 @@ awaitable<bool> wait_until_peer_closes(tcp::socket& socket) {
     if (error) {
       co_return true;
     }
-    char byte = 0;
-    auto peeked = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (peeked > 0) {
-      co_return false;
-    }
-    if (peeked == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
-      co_return true;
+    switch (peer_state_when_readable(socket)) {
+      case PeerState::sent_data:
+        co_return false;
+      case PeerState::closed:
+        co_return true;
+      case PeerState::open:
+        break;
     }
   }
+}
+
+struct PeerCloseWatch::State {
+  std::function<void()> on_close;
+  bool active = true;
+};
+
+PeerCloseWatch::PeerCloseWatch(tcp::socket& socket, std::function<void()> on_close)
+    : socket_(socket), state_(std::make_shared<State>(State{std::move(on_close)})) {
+  arm(socket_, state_);
+}
+
+PeerCloseWatch::~PeerCloseWatch() {
+  state_->active = false;
+  error_code ignored;
+  socket_.cancel(ignored);
+}
+
+void PeerCloseWatch::arm(tcp::socket& socket, std::shared_ptr<State> state) {
+  socket.async_wait(tcp::socket::wait_read, [&socket, state = std::move(state)](error_code error) mutable {
+    // Inactive: the watch is gone, and the socket may be too.
+    if (!state->active || error == asio::error::operation_aborted) {
+      return;
+    }
+    const PeerState peer = error ? PeerState::closed : peer_state_when_readable(socket);
+    if (peer == PeerState::open) {
+      arm(socket, std::move(state));
+    } else if (peer == PeerState::closed) {
+      state->active = false;
+      state->on_close();
+    }
+  });
 }
 
 }  // namespace kvgate::http

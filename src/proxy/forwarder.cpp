@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 #include <array>
-#include <boost/asio/experimental/awaitable_operators.hpp>
 
 #include "kvgate/proxy/inference_request.hpp"
 #include "kvgate/proxy/relay.hpp"
@@ -10,7 +9,6 @@
 namespace kvgate::proxy {
 
 using namespace kvgate::http;
-using namespace boost::asio::experimental::awaitable_operators;
 
 namespace {
 
@@ -45,18 +43,6 @@ UpstreamRequest make_upstream_request(const ClientRequest& request, const Exchan
   }
   upstream.prepare_payload();
   return upstream;
-}
-
-// Waits until the client closes its connection while the request is being
-// forwarded; then shuts the upstream connection so the engine aborts the
-// generation at once. Ends when the forward finishes (it cancels the wait).
-awaitable<void> watch_client(tcp::socket& client, CancelLink& link) {
-  // Awaited on its own statement: g++ 12 miscompiles co_await inside &&.
-  const bool closed = co_await wait_until_peer_closes(client);
-  if (closed && !link.forward_done) {
-    link.client_gone = true;
-    link.close_upstream();
-  }
 }
 
 class Attempts {
@@ -228,21 +214,25 @@ class Attempts {
   CancelLink& link_;
 };
 
-awaitable<void> run_attempts(ClientSession& session, const ClientRequest& request, Exchange& exchange,
-                             const ForwardTarget& target, CancelLink& link) {
-  Attempts attempts(session, exchange, target, link);
-  co_await attempts.run(request);
-  link.forward_done = true;
-  error_code ignored;
-  session.stream().socket().cancel(ignored);  // ends watch_client
-}
-
 }  // namespace
 
 awaitable<void> forward(ClientSession& session, ClientRequest& request, Exchange& exchange,
                         const ForwardTarget& target) {
   CancelLink link;
-  co_await (run_attempts(session, request, exchange, target, link) && watch_client(session.stream().socket(), link));
+  {
+    // While the request is forwarded, a client that closes its connection
+    // gets the upstream connection shut, so the engine aborts the
+    // generation at once.
+    PeerCloseWatch client_watch(session.stream().socket(), [&link] {
+      if (!link.forward_done) {
+        link.client_gone = true;
+        link.close_upstream();
+      }
+    });
+    Attempts attempts(session, exchange, target, link);
+    co_await attempts.run(request);
+    link.forward_done = true;
+  }  // the watch ends: the client's socket has no pending wait left
   if (link.client_gone) {
     // The connection is gone either way; the exchange only failed when the
     // engine's answer was not complete yet.
