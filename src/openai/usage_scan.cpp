@@ -33,9 +33,23 @@ bool is_digit(char c) {
 // A match counts only when its number is complete: followed by a non-digit
 // within `text`, or the text is the end of the body. An incomplete one at
 // the end of a piece is found again in the next junction.
+// One pass over the text: each quote is checked against the keys (all start
+// with a quote and then 'p' or 'c'), instead of one substring search per key
+// (six passes that stopped at every quote of the body). Where two keys fill
+// one field, the later key in kKeys wins within a text, as llama.cpp's
+// timings are preferred to its usage; else the later occurrence wins.
 void UsageScanner::scan(std::string_view text, bool at_end) {
-  for (const auto& key : kKeys) {
-    for (auto at = text.find(key.text); at != std::string_view::npos; at = text.find(key.text, at + 1)) {
+  std::array<int, kKeys.size()> setter{};  // per key: the index of the key that last set its field, or -1
+  setter.fill(-1);
+  for (auto at = text.find('"'); at != std::string_view::npos; at = text.find('"', at + 1)) {
+    if (at + 1 >= text.size() || (text[at + 1] != 'p' && text[at + 1] != 'c')) {
+      continue;
+    }
+    for (std::size_t index = 0; index < kKeys.size(); ++index) {
+      const Key& key = kKeys[index];
+      if (text.compare(at, key.text.size(), key.text) != 0) {
+        continue;
+      }
       auto position = at + key.text.size();
       while (position < text.size() && text[position] == ' ') {
         ++position;
@@ -47,9 +61,19 @@ void UsageScanner::scan(std::string_view text, bool at_end) {
         ++position;
       }
       const bool complete = position < text.size() ? !is_digit(text[position]) : at_end;
-      if (position > digits_start && complete && value <= UINT32_MAX) {
-        usage_.*key.field = static_cast<std::uint32_t>(value);
+      // The first key naming the same field stands for it in `setter`.
+      std::size_t field = index;
+      for (std::size_t other = 0; other < index; ++other) {
+        if (kKeys[other].field == key.field) {
+          field = other;
+          break;
+        }
       }
+      if (position > digits_start && complete && value <= UINT32_MAX && static_cast<int>(index) >= setter[field]) {
+        usage_.*key.field = static_cast<std::uint32_t>(value);
+        setter[field] = static_cast<int>(index);
+      }
+      break;
     }
   }
 }

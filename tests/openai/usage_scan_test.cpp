@@ -49,6 +49,20 @@ TEST(UsageScanner, ReadsLlamaCppsCacheHitFromItsTimings) {
   EXPECT_EQ(scanner.usage().prompt_tokens, 90u);
 }
 
+TEST(UsageScanner, LlamaCppsTimingsWinOverItsUsageInEitherOrder) {
+  for (const std::string_view text :
+       {R"({"usage":{"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":2}},)"
+        R"("timings":{"cache_n":3,"predicted_n":7}})",
+        R"({"timings":{"cache_n":3,"predicted_n":7},)"
+        R"("usage":{"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":2}}})"}) {
+    UsageScanner scanner;
+    scanner.feed(text);
+    scanner.finish();
+    EXPECT_EQ(scanner.usage().cached_tokens, 3u) << text;
+    EXPECT_EQ(scanner.usage().completion_tokens, 7u) << text;
+  }
+}
+
 TEST(UsageScanner, ALlamaCppStreamWithoutUsageStillGivesThePromptFromItsTimings) {
   // No usage was asked for: the finish chunk's timings carry it all.
   UsageScanner scanner;
