@@ -123,49 +123,25 @@ std::optional<std::string_view> unsafe_request_head(const bhttp::request_header<
   return std::nullopt;
 }
 
-namespace {
-
-enum class PeerState { open, closed, sent_data };
-
-// After the socket polled readable: has the peer closed, or sent data, or
-// was the wake-up spurious? Peeks one byte without consuming it.
-PeerState peer_state_when_readable(tcp::socket& socket) {
-  char byte = 0;
-  auto peeked = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (peeked > 0) {
-    return PeerState::sent_data;
-  }
-  if (peeked == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
-    return PeerState::closed;
-  }
-  return PeerState::open;
-}
-
-}  // namespace
-
+// Both watches peek one byte with a receive, not a readiness wait: Asio
+// tries a receive at once (EAGAIN while the peer is quiet) and then waits on
+// the registration it already has, where a readiness wait re-arms the
+// descriptor with epoll_ctl each time (a system call per request) and woke
+// up spuriously after the response was written. A peeked byte stays for the
+// next read; a receive of nothing (end of stream) or an error is a close.
 awaitable<bool> wait_until_peer_closes(tcp::socket& socket) {
-  for (;;) {
-    auto [error] = co_await socket.async_wait(tcp::socket::wait_read, use_nothrow);
-    if (error == asio::error::operation_aborted) {
-      co_return false;
-    }
-    if (error) {
-      co_return true;
-    }
-    switch (peer_state_when_readable(socket)) {
-      case PeerState::sent_data:
-        co_return false;
-      case PeerState::closed:
-        co_return true;
-      case PeerState::open:
-        break;
-    }
+  char byte = 0;
+  auto [error, bytes] = co_await socket.async_receive(asio::buffer(&byte, 1), tcp::socket::message_peek, use_nothrow);
+  if (error == asio::error::operation_aborted) {
+    co_return false;
   }
+  co_return error || bytes == 0;
 }
 
 struct PeerCloseWatch::State {
   std::function<void()> on_close;
   bool active = true;
+  char byte = 0;  // the peek's buffer: lives as long as the pending handler
 };
 
 PeerCloseWatch::PeerCloseWatch(tcp::socket& socket, std::function<void()> on_close)
@@ -180,19 +156,18 @@ PeerCloseWatch::~PeerCloseWatch() {
 }
 
 void PeerCloseWatch::arm(tcp::socket& socket, std::shared_ptr<State> state) {
-  socket.async_wait(tcp::socket::wait_read, [&socket, state = std::move(state)](error_code error) mutable {
-    // Inactive: the watch is gone, and the socket may be too.
-    if (!state->active || error == asio::error::operation_aborted) {
-      return;
-    }
-    const PeerState peer = error ? PeerState::closed : peer_state_when_readable(socket);
-    if (peer == PeerState::open) {
-      arm(socket, std::move(state));
-    } else if (peer == PeerState::closed) {
-      state->active = false;
-      state->on_close();
-    }
-  });
+  auto buffer = asio::buffer(&state->byte, 1);
+  socket.async_receive(buffer, tcp::socket::message_peek,
+                       [state = std::move(state)](error_code error, std::size_t bytes) {
+                         // Inactive: the watch is gone, and the socket may be too.
+                         if (!state->active || error == asio::error::operation_aborted) {
+                           return;
+                         }
+                         if (error || bytes == 0) {
+                           state->active = false;
+                           state->on_close();
+                         }
+                       });
 }
 
 }  // namespace kvgate::http
