@@ -7,6 +7,9 @@
 # Usage: bench/proxy/run.sh [SECONDS] [CONNECTIONS] [POLICY] [TOKENIZER_DIR]
 # With TOKENIZER_DIR (e.g. .cache/tokenizers/qwen3) the model is tokenised
 # exactly (chat template + tokenizer) instead of approximately.
+# KVGATE_THREADS=N runs kvgate with N I/O threads on CPUs 0-(N-1) instead of
+# one thread on CPU 1 (with two cores the load shares them: compare its CPU
+# per request, not its requests/s).
 # KVGATE_BASELINE=PATH adds another kvgate binary (an earlier build) as a
 # fourth target with the same config, for a before/after in one run.
 set -euo pipefail
@@ -45,7 +48,7 @@ kvgate_port=$(free_port)
 cat >"$work/kvgate.yaml" <<YAML
 listen: "127.0.0.1:$kvgate_port"
 admin_listen: "127.0.0.1:0"
-threads: 1
+threads: ${KVGATE_THREADS:-1}
 access_log: false
 log_level: warn
 routing: {policy: $policy}
@@ -55,7 +58,9 @@ $tokenizer_line
     workers:
       - {id: u0, url: "http://127.0.0.1:$upstream_port"}
 YAML
-taskset -c 1 build/src/kvgate --config "$work/kvgate.yaml" >/dev/null 2>"$work/kvgate.log" &
+kvgate_cpus=1
+[[ ${KVGATE_THREADS:-1} -gt 1 ]] && kvgate_cpus=0-$((KVGATE_THREADS - 1))
+taskset -c "$kvgate_cpus" build/src/kvgate --config "$work/kvgate.yaml" >/dev/null 2>"$work/kvgate.log" &
 pids+=($!)
 kvgate_pid=$!
 wait_port "$kvgate_port"
@@ -64,7 +69,7 @@ baseline=${KVGATE_BASELINE:-}
 if [[ -n $baseline ]]; then
   baseline_port=$(free_port)
   sed "s/127.0.0.1:$kvgate_port/127.0.0.1:$baseline_port/" "$work/kvgate.yaml" >"$work/baseline.yaml"
-  taskset -c 1 "$baseline" --config "$work/baseline.yaml" >/dev/null 2>"$work/baseline.log" &
+  taskset -c "$kvgate_cpus" "$baseline" --config "$work/baseline.yaml" >/dev/null 2>"$work/baseline.log" &
   pids+=($!)
   baseline_pid=$!
   wait_port "$baseline_port"
