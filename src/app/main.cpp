@@ -103,6 +103,9 @@ int main(int argc, char** argv) {
       std::cerr << "usage: kvgate tokenize --tokenizer DIR [--chat]\n";
       return kExitUsage;
     }
+    // Buffered standard streams: synchronised with stdio, std::getline
+    // read stdin a character at a time (a tenth of the command's time).
+    std::ios::sync_with_stdio(false);
     return kvgate::app::run_tokenize(*folder, chat, std::cin, std::cout, std::cerr);
   }
   std::optional<std::string> config_path;

@@ -1,5 +1,8 @@
 #include "tokenize_command.hpp"
 
+#include <simdjson.h>
+
+#include <charconv>
 #include <ctime>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -28,32 +31,62 @@ ordered_json error_line(const std::string& message) {
   return ordered_json{{"error", message}};
 }
 
-ordered_json encode_text(const tokenizer::Tokenizer& tokenizer, tokenizer::EncodeWorkspace& workspace,
-                         const std::string& line) {
-  auto request = ordered_json::parse(line, nullptr, false);
-  if (request.is_discarded() || !request.is_object() || !request.contains("text") || !request["text"].is_string()) {
-    return error_line("each line must be a JSON object with a string \"text\"");
+// `{"ids":[...]}` (and the prompt, for chat lines) written by hand: a json
+// array of the ids, then its dump, was a tenth of the command's time.
+void append_ids(std::string& out, const std::vector<kvgate::TokenId>& ids) {
+  out += R"("ids":[)";
+  char digits[16];
+  for (std::size_t index = 0; index < ids.size(); ++index) {
+    if (index > 0) out += ',';
+    auto [end, ignored] = std::to_chars(digits, digits + sizeof digits, ids[index]);
+    out.append(digits, end);
   }
-  std::vector<kvgate::TokenId> ids;
-  auto encoded = tokenizer.encode(request["text"].get<std::string>(), false, workspace, ids);
-  if (!encoded) return error_line(encoded.error());
-  return ordered_json{{"ids", ids}};
+  out += ']';
 }
 
-ordered_json encode_chat(const tokenizer::Tokenizer& tokenizer, const chat_template::ChatTemplate& chat_template,
-                         tokenizer::EncodeWorkspace& workspace, const std::string& line) {
+// A text line: only "text" is read, with simdjson (the line is parsed once,
+// without building a document).
+void encode_text(const tokenizer::Tokenizer& tokenizer, tokenizer::EncodeWorkspace& workspace,
+                 simdjson::dom::parser& parser, const std::string& line, std::vector<kvgate::TokenId>& ids,
+                 std::string& out) {
+  std::string_view text;
+  simdjson::dom::element request;
+  if (parser.parse(line).get(request) != simdjson::SUCCESS || !request.is_object() ||
+      request["text"].get_string().get(text) != simdjson::SUCCESS) {
+    out += error_line("each line must be a JSON object with a string \"text\"").dump();
+    return;
+  }
+  ids.clear();
+  auto encoded = tokenizer.encode(text, false, workspace, ids);
+  if (!encoded) {
+    out += error_line(encoded.error()).dump();
+    return;
+  }
+  out += '{';
+  append_ids(out, ids);
+  out += '}';
+}
+
+void encode_chat(const tokenizer::Tokenizer& tokenizer, const chat_template::ChatTemplate& chat_template,
+                 tokenizer::EncodeWorkspace& workspace, const std::string& line, std::vector<kvgate::TokenId>& ids,
+                 std::string& out) {
+  auto fail = [&out](const std::string& message) { out += error_line(message).dump(); };
   auto request = ordered_json::parse(line, nullptr, false);
-  if (request.is_discarded()) return error_line("the line is not valid JSON");
+  if (request.is_discarded()) return fail("the line is not valid JSON");
   auto input =
       prompt::render_input_from_request(request, chat_template, prompt::special_tokens_from_config(tokenizer.config()));
-  if (!input) return error_line(input.error());
+  if (!input) return fail(input.error());
   input->now = local_now();
   auto prompt = chat_template.render(*input);
-  if (!prompt) return error_line(prompt.error());
-  std::vector<kvgate::TokenId> ids;
+  if (!prompt) return fail(prompt.error());
+  ids.clear();
   auto encoded = tokenizer.encode(*prompt, false, workspace, ids);
-  if (!encoded) return error_line(encoded.error());
-  return ordered_json{{"prompt", *prompt}, {"ids", ids}};
+  if (!encoded) return fail(encoded.error());
+  out += R"({"prompt":)";
+  out += ordered_json(*prompt).dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+  out += ',';
+  append_ids(out, ids);
+  out += '}';
 }
 
 }  // namespace
@@ -82,12 +115,20 @@ int run_tokenize(const std::string& folder, bool chat, std::istream& input, std:
     chat_template.emplace(std::move(*compiled));
   }
   tokenizer::EncodeWorkspace workspace;
+  simdjson::dom::parser parser;
+  std::vector<kvgate::TokenId> ids;
   std::string line;
+  std::string out;
   while (std::getline(input, line)) {
     if (line.empty()) continue;
-    ordered_json result =
-        chat ? encode_chat(*tokenizer, *chat_template, workspace, line) : encode_text(*tokenizer, workspace, line);
-    output << result.dump(-1, ' ', false, ordered_json::error_handler_t::replace) << '\n';
+    out.clear();
+    if (chat) {
+      encode_chat(*tokenizer, *chat_template, workspace, line, ids, out);
+    } else {
+      encode_text(*tokenizer, workspace, parser, line, ids, out);
+    }
+    out += '\n';
+    output.write(out.data(), static_cast<std::streamsize>(out.size()));
   }
   output.flush();
   return 0;
