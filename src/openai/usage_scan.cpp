@@ -36,11 +36,10 @@ bool is_digit(char c) {
 // One pass over the text: each quote is checked against the keys (all start
 // with a quote and then 'p' or 'c'), instead of one substring search per key
 // (six passes that stopped at every quote of the body). Where two keys fill
-// one field, the later key in kKeys wins within a text, as llama.cpp's
-// timings are preferred to its usage; else the later occurrence wins.
+// one field, the later key in kKeys wins (llama.cpp's timings over its
+// usage); else the later occurrence wins.
 void UsageScanner::scan(std::string_view text, bool at_end) {
-  std::array<int, kKeys.size()> setter{};  // per key: the index of the key that last set its field, or -1
-  setter.fill(-1);
+  static_assert(std::tuple_size_v<decltype(setter_)> == kKeys.size());
   for (auto at = text.find('"'); at != std::string_view::npos; at = text.find('"', at + 1)) {
     if (at + 1 >= text.size() || (text[at + 1] != 'p' && text[at + 1] != 'c')) {
       continue;
@@ -61,7 +60,7 @@ void UsageScanner::scan(std::string_view text, bool at_end) {
         ++position;
       }
       const bool complete = position < text.size() ? !is_digit(text[position]) : at_end;
-      // The first key naming the same field stands for it in `setter`.
+      // The first key naming the same field stands for it in `setter_`.
       std::size_t field = index;
       for (std::size_t other = 0; other < index; ++other) {
         if (kKeys[other].field == key.field) {
@@ -69,9 +68,9 @@ void UsageScanner::scan(std::string_view text, bool at_end) {
           break;
         }
       }
-      if (position > digits_start && complete && value <= UINT32_MAX && static_cast<int>(index) >= setter[field]) {
+      if (position > digits_start && complete && value <= UINT32_MAX && static_cast<int>(index) >= setter_[field]) {
         usage_.*key.field = static_cast<std::uint32_t>(value);
-        setter[field] = static_cast<int>(index);
+        setter_[field] = static_cast<int>(index);
       }
       break;
     }

@@ -10,6 +10,7 @@
 // not (stream_options.include_usage added to measure cache hits), removing
 // the usage-only event (empty "choices", a "usage" object) so the client
 // gets exactly the stream it asked for.
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -44,6 +45,10 @@ class UsageScanner {
   std::string carry_;
   std::string junction_;  // reused buffer: carry + the start of the next piece
   ReportedUsage usage_;
+  // Per field (by the first key naming it): the key that set it, -1 for none.
+  // A later key in the list outranks an earlier one for the whole body (the
+  // junctions and the final carry are scanned apart, and must not undo it).
+  std::array<int, 6> setter_{-1, -1, -1, -1, -1, -1};
 };
 
 class UsageEventStripper {
