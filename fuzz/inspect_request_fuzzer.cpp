@@ -2,12 +2,15 @@
 // OpenAI error, never crashes, and an error is always a 4xx with a body.
 // An accepted body salted for tenant isolation parses to exactly one
 // top-level cache_salt, the tenant's (a second one would let a client's
-// salt win in engines that keep the last duplicate).
+// salt win in engines that keep the last duplicate). The fast parser
+// (jsonio: simdjson, then nlohmann where it refuses) accepts exactly what
+// nlohmann's parser accepts, with the same document.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
 #include "kvgate/core/trace_context.hpp"
+#include "kvgate/jsonio/parse.hpp"
 #include "kvgate/openai/request.hpp"
 
 #include <nlohmann/json.hpp>
@@ -34,6 +37,14 @@ void check_salted(std::string_view body, const kvgate::openai::RequestSummary& s
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string_view body(reinterpret_cast<const char*>(data), size);
+  {
+    auto fast = kvgate::jsonio::parse_ordered(body);
+    auto reference = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+    // NaN never comes out of JSON text, so == compares the documents fully.
+    if (fast.has_value() == reference.is_discarded() || (fast && *fast != reference)) {
+      __builtin_trap();
+    }
+  }
   // The same bytes as a traceparent header: a valid one has exactly hex ids.
   if (auto trace = kvgate::parse_traceparent(body)) {
     for (char c : trace->trace_id) {

@@ -15,6 +15,7 @@
 
 #include "../support/resident_memory.hpp"
 #include "kvgate/chat_template/chat_template.hpp"
+#include "kvgate/jsonio/parse.hpp"
 #include "kvgate/prompt/chat_request.hpp"
 #include "kvgate/tokenizer/hf_tokenizer.hpp"
 
@@ -219,12 +220,14 @@ nlohmann::ordered_json long_conversation(const Tokenizer& tokenizer, std::size_t
 // gateway has seen: prepare the request, render the chat template, encode.
 // Each iteration's new question is new text; everything before it is found
 // in the segment cache (or not, with the cache off).
+// Arg: the conversation's size in tokens (thousands).
 void chat_next_turn(benchmark::State& state, bool segment_cache) {
   auto tokenizer = Tokenizer::load_folder(tokenizer_folder(), {.segment_cache_bytes = segment_cache ? 256u << 20 : 0});
   auto compiled = kvgate::chat_template::ChatTemplate::compile(tokenizer.config()["chat_template"].get<std::string>());
   if (!compiled) std::abort();
   auto special = kvgate::prompt::special_tokens_from_config(tokenizer.config());
-  nlohmann::ordered_json body = {{"model", "m"}, {"messages", long_conversation(tokenizer, 32'000)}};
+  nlohmann::ordered_json body = {
+      {"model", "m"}, {"messages", long_conversation(tokenizer, static_cast<std::size_t>(state.range(0)) * 1000)}};
   body["messages"].push_back({{"role", "user"}, {"content", "warm-up question"}});
   EncodeWorkspace workspace;
   std::vector<TokenId> ids;
@@ -245,26 +248,33 @@ void chat_next_turn(benchmark::State& state, bool segment_cache) {
   state.counters["prompt_tokens"] = static_cast<double>(ids.size());
   state.counters["messages"] = static_cast<double>(body["messages"].size());
 }
-// The stages of a turn, each alone on the same input: preparing the request
-// (vLLM's preparation), rendering the template, encoding the prompt (segment
-// cache warm). Arg(0): the ~32k-token chat above; Arg(1): one short user
-// message (the proxy benchmark's request).
-enum class Stage { kPrepare, kRender, kEncode };
+// The stages of a turn, each alone on the same input: parsing the body (the
+// gateway's JSON document), preparing the request (vLLM's preparation),
+// rendering the template, encoding the prompt (segment cache warm). Arg: the
+// chat's size in thousands of tokens (32: ~32k; 128: ~128k, about 500 kB of
+// JSON); 0: one short user message (the proxy benchmark's request).
+enum class Stage { kParse, kParseNlohmann, kPrepare, kRender, kEncode };
 void chat_stage(benchmark::State& state, Stage stage) {
   auto tokenizer = Tokenizer::load_folder(tokenizer_folder());
   auto compiled = kvgate::chat_template::ChatTemplate::compile(tokenizer.config()["chat_template"].get<std::string>());
   if (!compiled) std::abort();
   auto special = kvgate::prompt::special_tokens_from_config(tokenizer.config());
   nlohmann::ordered_json body = {{"model", "m"}};
-  body["messages"] = state.range(0) == 0 ? long_conversation(tokenizer, 32'000) : nlohmann::ordered_json::array();
+  body["messages"] = state.range(0) != 0 ? long_conversation(tokenizer, static_cast<std::size_t>(state.range(0)) * 1000)
+                                         : nlohmann::ordered_json::array();
   body["messages"].push_back({{"role", "user"}, {"content", "Say hello to the benchmark"}});
   auto input = kvgate::prompt::render_input_from_request(body, *compiled, special);
   auto prompt = compiled->render(*input);
   EncodeWorkspace workspace;
   std::vector<TokenId> ids;
   if (!prompt || !tokenizer.encode(*prompt, false, workspace, ids)) std::abort();
+  const std::string text = body.dump();
   for (auto _ : state) {
-    if (stage == Stage::kPrepare) {
+    if (stage == Stage::kParse) {
+      benchmark::DoNotOptimize(kvgate::jsonio::parse_ordered(text));
+    } else if (stage == Stage::kParseNlohmann) {  // the parser the gateway used before jsonio
+      benchmark::DoNotOptimize(nlohmann::ordered_json::parse(text, nullptr, false));
+    } else if (stage == Stage::kPrepare) {
       benchmark::DoNotOptimize(kvgate::prompt::render_input_from_request(body, *compiled, special));
     } else if (stage == Stage::kRender) {
       benchmark::DoNotOptimize(compiled->render(*input));
@@ -274,6 +284,13 @@ void chat_stage(benchmark::State& state, Stage stage) {
     }
   }
   state.counters["prompt_tokens"] = static_cast<double>(ids.size());
+  state.counters["body_kB"] = static_cast<double>(text.size()) / 1e3;
+}
+void chat_parse(benchmark::State& state) {
+  chat_stage(state, Stage::kParse);
+}
+void chat_parse_nlohmann(benchmark::State& state) {
+  chat_stage(state, Stage::kParseNlohmann);
 }
 void chat_prepare(benchmark::State& state) {
   chat_stage(state, Stage::kPrepare);
@@ -284,9 +301,11 @@ void chat_render(benchmark::State& state) {
 void chat_encode(benchmark::State& state) {
   chat_stage(state, Stage::kEncode);
 }
-BENCHMARK(chat_prepare)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
-BENCHMARK(chat_render)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
-BENCHMARK(chat_encode)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(chat_parse)->Arg(32)->Arg(128)->Arg(0)->Unit(benchmark::kMicrosecond);
+BENCHMARK(chat_parse_nlohmann)->Arg(32)->Arg(128)->Arg(0)->Unit(benchmark::kMicrosecond);
+BENCHMARK(chat_prepare)->Arg(32)->Arg(128)->Arg(0)->Unit(benchmark::kMicrosecond);
+BENCHMARK(chat_render)->Arg(32)->Arg(128)->Arg(0)->Unit(benchmark::kMicrosecond);
+BENCHMARK(chat_encode)->Arg(32)->Arg(128)->Arg(0)->Unit(benchmark::kMicrosecond);
 
 void chat_next_turn_cached(benchmark::State& state) {
   chat_next_turn(state, true);
@@ -294,8 +313,8 @@ void chat_next_turn_cached(benchmark::State& state) {
 void chat_next_turn_uncached(benchmark::State& state) {
   chat_next_turn(state, false);
 }
-BENCHMARK(chat_next_turn_cached)->Unit(benchmark::kMicrosecond);
-BENCHMARK(chat_next_turn_uncached)->Unit(benchmark::kMicrosecond);
+BENCHMARK(chat_next_turn_cached)->Arg(32)->Arg(128)->Unit(benchmark::kMicrosecond);
+BENCHMARK(chat_next_turn_uncached)->Arg(32)->Arg(128)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

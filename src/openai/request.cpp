@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "kvgate/jsonio/parse.hpp"
+
 #include "kvgate/openai/prompt.hpp"
 
 namespace kvgate::openai {
@@ -134,11 +136,11 @@ Result<RequestSummary, ApiError> inspect_request(std::string_view body_text, End
   if (auto too_deep = check_json_depth(body_text)) {
     return unexpected(std::move(*too_deep));
   }
-  // No exceptions: a discarded value marks a parse error (including invalid UTF-8).
-  auto body = json::parse(body_text, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) {
+  auto parsed = jsonio::parse_ordered(body_text);
+  if (!parsed) {
     return unexpected(invalid_json(body_text.empty() ? "the body is empty" : "parse error or invalid UTF-8"));
   }
+  json body = std::move(*parsed);
   if (!body.is_object()) {
     return unexpected(invalid_request("The request body must be a JSON object.", {}, "invalid_type"));
   }
@@ -219,16 +221,16 @@ std::string with_stream_usage(std::string_view body) {
   if (auto inserted = insert_first_member(body, R"("stream_options")", R"("stream_options":{"include_usage":true})")) {
     return std::move(*inserted);
   }
-  auto document = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (!document.is_object()) {
+  auto document = jsonio::parse_ordered(body);
+  if (!document || !document->is_object()) {
     return std::string(body);
   }
-  auto& options = document["stream_options"];
+  auto& options = (*document)["stream_options"];
   if (!options.is_object()) {
     options = nlohmann::ordered_json::object();
   }
   options["include_usage"] = true;
-  return document.dump();
+  return document->dump();
 }
 
 std::string with_cache_salt(std::string_view body, std::string_view salt, bool has_member) {
@@ -238,12 +240,12 @@ std::string with_cache_salt(std::string_view body, std::string_view salt, bool h
       return std::move(*inserted);
     }
   }
-  auto document = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (!document.is_object()) {
+  auto document = jsonio::parse_ordered(body);
+  if (!document || !document->is_object()) {
     return std::string(body);
   }
-  document["cache_salt"] = std::string(salt);
-  return document.dump();
+  (*document)["cache_salt"] = std::string(salt);
+  return document->dump();
 }
 
 std::string models_list(const std::vector<std::string>& model_names, long created_unix_seconds) {

@@ -1,7 +1,6 @@
 #include "tokenizer_file.hpp"
 
-#include <simdjson.h>
-
+#include "kvgate/jsonio/from_simdjson.hpp"
 #include "kvgate/tokenizer/hf_tokenizer.hpp"
 
 namespace kvgate::tokenizer {
@@ -13,38 +12,6 @@ namespace dom = simdjson::dom;
 
 [[noreturn]] void fail(const std::string& message) {
   throw TokenizerLoadError("tokenizer.json: " + message);
-}
-
-json to_json(dom::element element) {
-  switch (element.type()) {
-    case dom::element_type::OBJECT: {
-      json object = json::object();
-      for (dom::key_value_pair field : dom::object(element)) {
-        object[std::string(field.key)] = to_json(field.value);  // a repeated key keeps its last value
-      }
-      return object;
-    }
-    case dom::element_type::ARRAY: {
-      json array = json::array();
-      for (dom::element item : dom::array(element)) {
-        array.push_back(to_json(item));
-      }
-      return array;
-    }
-    case dom::element_type::STRING:
-      return std::string(std::string_view(element));
-    case dom::element_type::INT64:
-      return std::int64_t(element);
-    case dom::element_type::UINT64:
-      return std::uint64_t(element);
-    case dom::element_type::DOUBLE:
-      return double(element);
-    case dom::element_type::BOOL:
-      return bool(element);
-    case dom::element_type::NULL_VALUE:
-      return nullptr;
-  }
-  return nullptr;
 }
 
 void read_vocabulary(dom::object vocab, VocabularyEntries& out) {
@@ -106,7 +73,7 @@ TokenizerFile parse_tokenizer_file(std::string_view text) {
   for (dom::key_value_pair field : root_object) {
     dom::object model;
     if (field.key != "model" || field.value.get_object().get(model) != simdjson::SUCCESS) {
-      file.document[std::string(field.key)] = to_json(field.value);
+      file.document[std::string(field.key)] = jsonio::from_simdjson<json>(field.value);
       continue;
     }
     json& model_json = file.document["model"] = json::object();
@@ -119,7 +86,7 @@ TokenizerFile parse_tokenizer_file(std::string_view text) {
         file.merges.clear();
         read_merges(merges, file.merges);
       } else {
-        model_json[std::string(member.key)] = to_json(member.value);
+        model_json[std::string(member.key)] = jsonio::from_simdjson<json>(member.value);
       }
     }
   }
