@@ -7,7 +7,7 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
-files=(src/core/*.cpp src/policy/*.cpp src/openai/*.cpp src/config/*.cpp src/tokenizer/*.cpp
+files=(src/core/*.cpp src/jsonio/*.cpp src/policy/*.cpp src/openai/*.cpp src/config/*.cpp src/tokenizer/*.cpp
   src/chat_template/*.cpp src/prompt/*.cpp src/prefix/*.cpp src/index/*.cpp src/kv_events/decoder.cpp
   src/kv_events/event_draft.cpp src/kv_events/worker_caches.cpp src/kv_events/model_cache.cpp
   src/kv_events/sequence_tracker.cpp src/kv_events/block_recency.cpp src/kv_events/sequence_slots.cpp src/route/session_table.cpp

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "kvgate/chat_template/chat_template.hpp"
+#include "kvgate/jsonio/parse.hpp"
 #include "kvgate/prompt/chat_request.hpp"
 #include "kvgate/tokenizer/hf_tokenizer.hpp"
 
@@ -37,7 +38,9 @@ void append_ids(std::string& out, const std::vector<kvgate::TokenId>& ids) {
   out += R"("ids":[)";
   char digits[16];
   for (std::size_t index = 0; index < ids.size(); ++index) {
-    if (index > 0) out += ',';
+    if (index > 0) {
+      out += ',';
+    }
     auto [end, ignored] = std::to_chars(digits, digits + sizeof digits, ids[index]);
     out.append(digits, end);
   }
@@ -71,17 +74,25 @@ void encode_chat(const tokenizer::Tokenizer& tokenizer, const chat_template::Cha
                  tokenizer::EncodeWorkspace& workspace, const std::string& line, std::vector<kvgate::TokenId>& ids,
                  std::string& out) {
   auto fail = [&out](const std::string& message) { out += error_line(message).dump(); };
-  auto request = ordered_json::parse(line, nullptr, false);
-  if (request.is_discarded()) return fail("the line is not valid JSON");
-  auto input =
-      prompt::render_input_from_request(request, chat_template, prompt::special_tokens_from_config(tokenizer.config()));
-  if (!input) return fail(input.error());
+  auto request = jsonio::parse_ordered(line);
+  if (!request) {
+    return fail("the line is not valid JSON");
+  }
+  auto input = prompt::render_input_from_request(*request, chat_template,
+                                                 prompt::special_tokens_from_config(tokenizer.config()));
+  if (!input) {
+    return fail(input.error());
+  }
   input->now = local_now();
   auto prompt = chat_template.render(*input);
-  if (!prompt) return fail(prompt.error());
+  if (!prompt) {
+    return fail(prompt.error());
+  }
   ids.clear();
   auto encoded = tokenizer.encode(*prompt, false, workspace, ids);
-  if (!encoded) return fail(encoded.error());
+  if (!encoded) {
+    return fail(encoded.error());
+  }
   out += R"({"prompt":)";
   out += ordered_json(*prompt).dump(-1, ' ', false, ordered_json::error_handler_t::replace);
   out += ',';
