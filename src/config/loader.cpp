@@ -399,13 +399,10 @@ std::optional<std::string> read_secret_pair(YamlReader& reader, const YAML::Node
   return secret;
 }
 
-void read_worker(YamlReader& reader, const YAML::Node& node, const std::string& path, WorkerOptions& out) {
-  if (!reader.check_mapping(node, path,
-                            {"id", "url", "kv_events", "kv_events_replay", "kv_capacity_blocks", "scrape_interval",
-                             "scrape_timeout", "upstream_api_key_file", "upstream_api_key_env", "engine", "cache_model",
-                             "slots", "slot_similarity", "cache_ram_mib"})) {
-    return;
-  }
+// The engine behind a worker and how its cache is modelled (engine,
+// cache_model, slots, slot_similarity, cache_ram_mib): for a listed worker,
+// and for every worker a DNS name yields.
+void read_engine_fields(YamlReader& reader, const YAML::Node& node, const std::string& path, WorkerOptions& out) {
   bool cache_model_given = false;
   reader.optional(node, path, "engine", [&](auto& value, auto key_path) {
     std::string engine;
@@ -461,6 +458,16 @@ void read_worker(YamlReader& reader, const YAML::Node& node, const std::string& 
       }
     }
   }
+}
+
+void read_worker(YamlReader& reader, const YAML::Node& node, const std::string& path, WorkerOptions& out) {
+  if (!reader.check_mapping(node, path,
+                            {"id", "url", "kv_events", "kv_events_replay", "kv_capacity_blocks", "scrape_interval",
+                             "scrape_timeout", "upstream_api_key_file", "upstream_api_key_env", "engine", "cache_model",
+                             "slots", "slot_similarity", "cache_ram_mib"})) {
+    return;
+  }
+  read_engine_fields(reader, node, path, out);
   if (auto key = read_secret_pair(reader, node, path, "upstream_api_key")) {
     out.upstream_api_key = std::move(*key);
   }
@@ -515,9 +522,11 @@ void read_worker(YamlReader& reader, const YAML::Node& node, const std::string& 
 void read_dns_discovery(YamlReader& reader, const YAML::Node& node, const std::string& path, DnsDiscoveryOptions& out) {
   if (!reader.check_mapping(
           node, path,
-          {"name", "port", "interval", "kv_events", "kv_events_replay", "nameserver", "kv_capacity_blocks"})) {
+          {"name", "port", "interval", "kv_events", "kv_events_replay", "nameserver", "kv_capacity_blocks", "engine",
+           "cache_model", "slots", "slot_similarity", "cache_ram_mib"})) {
     return;
   }
+  read_engine_fields(reader, node, path, out.each);
   if (!node["name"]) {
     reader.problem(node, path + ".name", "missing (a DNS name, e.g. vllm-headless.default.svc.cluster.local)");
   }

@@ -51,7 +51,7 @@ std::vector<config::WorkerOptions> workers_from_addresses(const config::DnsDisco
     if (!url) {
       continue;  // not an address a resolver returns; nothing to route to
     }
-    config::WorkerOptions worker;
+    config::WorkerOptions worker = dns.each;
     worker.id = authority;
     worker.url = "http://" + authority;
     worker.endpoint = *url;

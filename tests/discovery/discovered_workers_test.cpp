@@ -34,6 +34,43 @@ TEST(DiscoveredWorkers, EachAddressIsAWorkerNamedByAddressAndPortInAStableOrder)
   EXPECT_TRUE(workers_from_addresses(dns_options(), {}).empty());
 }
 
+// A llama.cpp fleet behind a headless Service: every address it yields
+// runs the engine the source names, with the slots it names.
+TEST(DiscoveredWorkers, EveryDiscoveredWorkerRunsTheEngineItsSourceNames) {
+  auto loaded = config::load_text(R"(
+models:
+  - name: m
+    workers_from:
+      dns: {name: llama-headless.default.svc.cluster.local, port: 8080, engine: llamacpp, slots: 4,
+            cache_ram_mib: 2048}
+)",
+                                  "test.yaml");
+  ASSERT_TRUE(loaded) << loaded.error().front().to_string();
+  const auto& dns = *loaded->models[0].workers_from.dns;
+  auto workers = workers_from_addresses(dns, {"10.0.0.8", "10.0.0.7"});
+  ASSERT_EQ(workers.size(), 2u);
+  for (const auto& worker : workers) {
+    EXPECT_EQ(worker.engine, config::EngineKind::llamacpp) << worker.id;
+    EXPECT_EQ(worker.cache_model, config::CacheModel::sequences) << worker.id;  // llama.cpp's default
+    EXPECT_EQ(worker.slots, 4u) << worker.id;
+    EXPECT_EQ(worker.cache_ram_mib, 2048u) << worker.id;
+  }
+  EXPECT_EQ(workers[0].id, "10.0.0.7:8080");
+
+  // The listed workers' rules hold for discovered ones.
+  auto problem_of = [](const std::string& dns_fields) {
+    auto bad = config::load_text(
+        "models:\n  - name: m\n    workers_from:\n      dns: {name: x.example, port: 8080, " + dns_fields + "}\n",
+        "bad.yaml");
+    return bad ? std::string() : bad.error().front().to_string();
+  };
+  EXPECT_NE(problem_of("engine: llamacpp").find("dns.slots"), std::string::npos) << problem_of("engine: llamacpp");
+  EXPECT_NE(problem_of(R"(engine: llamacpp, slots: 2, kv_events: "tcp://{host}:5557")").find("KV events"),
+            std::string::npos);
+  EXPECT_NE(problem_of("engine: tgi").find("unknown engine"), std::string::npos);
+  EXPECT_NE(problem_of("slots: 2").find("only with cache_model: sequences"), std::string::npos);
+}
+
 config::Options two_models() {
   auto loaded = config::load_text(R"(
 models:

@@ -79,6 +79,10 @@ struct DnsDiscoveryOptions {
   // with its search domains), which is what a pod wants.
   std::string nameserver;
   std::uint32_t kv_capacity_blocks = 0;
+  // What every discovered worker runs, as in a listed worker: engine,
+  // cache_model, slots, slot_similarity, cache_ram_mib (the other fields
+  // of `each` are unused: they come from the address and the fields above).
+  WorkerOptions each;
 };
 
 // Workers listed in a YAML or JSON file (entries as in `workers`), re-read
