@@ -21,7 +21,9 @@
 # KVGATE_SIM_FLAGS_r0 .. (one replica's own, after those: e.g.
 # "--time-scale 1" makes r0 twice as slow as the others at the default 2),
 # KVGATE_SETTINGS (more top-level YAML for every kvgate, e.g.
-# 'metrics_scrape: {interval: 250ms}').
+# 'metrics_scrape: {interval: 250ms}'), KVGATE_THREADS (each kvgate's I/O
+# threads, default 1), KVGATE_TOKENIZER (a model folder: exact tokenisation
+# instead of the approximate one).
 # free_port: an unused TCP port on 127.0.0.1. wait_port PORT: until it answers.
 # weka_workload TRACES_DIR SESSIONS: sets $workload to kvgate-bench's flags
 # for the WEKA Claude Code sessions as the headline runs replay them.
@@ -146,7 +148,7 @@ start_fleet() {
     cat >"$work/$target.yaml" <<YAML
 listen: "127.0.0.1:0"
 admin_listen: "127.0.0.1:0"
-threads: 1
+threads: ${KVGATE_THREADS:-1}
 access_log: false
 decision_log: "$work/decisions-$target.jsonl"
 routing: $routing
@@ -155,6 +157,7 @@ ${KVGATE_SETTINGS:-}
 models:
   - name: demo-model
     block_size: 16
+${KVGATE_TOKENIZER:+    tokenizer: "$KVGATE_TOKENIZER"}
     workers:
 $workers_yaml
 YAML
