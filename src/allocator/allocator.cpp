@@ -3,9 +3,10 @@
 //
 // mimalloc (Debian's libmimalloc) replaces glibc malloc by symbol
 // interposition. Its 2 MiB pages matter most on virtual machines, where each
-// 4 KiB page fault is costly: loading Gemma 3's tokenizer (32 MB of JSON into
-// about 100 MB of tables) took 745 ms, three quarters of it first-touch page
-// faults; with 2 MiB pages it takes under 200 ms (BENCHMARKS.md).
+// 4 KiB page fault is costly: three quarters of Gemma 3's tokenizer load
+// (32 MB of JSON into about 100 MB of buffers and tables) were first-touch
+// page faults; with 2 MiB pages the load takes well under half as long
+// (BENCHMARKS.md, "Tokenizer load").
 #include <mimalloc.h>
 
 namespace {

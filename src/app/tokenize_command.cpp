@@ -1,7 +1,5 @@
 #include "tokenize_command.hpp"
 
-#include <simdjson.h>
-
 #include <charconv>
 #include <ctime>
 #include <iostream>
@@ -47,20 +45,15 @@ void append_ids(std::string& out, const std::vector<kvgate::TokenId>& ids) {
   out += ']';
 }
 
-// A text line: only "text" is read, with simdjson (the line is parsed once,
-// without building a document).
-void encode_text(const tokenizer::Tokenizer& tokenizer, tokenizer::EncodeWorkspace& workspace,
-                 simdjson::dom::parser& parser, const std::string& line, std::vector<kvgate::TokenId>& ids,
-                 std::string& out) {
-  std::string_view text;
-  simdjson::dom::element request;
-  if (parser.parse(line).get(request) != simdjson::SUCCESS || !request.is_object() ||
-      request["text"].get_string().get(text) != simdjson::SUCCESS) {
+void encode_text(const tokenizer::Tokenizer& tokenizer, tokenizer::EncodeWorkspace& workspace, const std::string& line,
+                 std::vector<kvgate::TokenId>& ids, std::string& out) {
+  auto request = jsonio::parse(line);
+  if (!request || !request->is_object() || !request->contains("text") || !(*request)["text"].is_string()) {
     out += error_line("each line must be a JSON object with a string \"text\"").dump();
     return;
   }
   ids.clear();
-  auto encoded = tokenizer.encode(text, false, workspace, ids);
+  auto encoded = tokenizer.encode((*request)["text"].get_ref<const std::string&>(), false, workspace, ids);
   if (!encoded) {
     out += error_line(encoded.error()).dump();
     return;
@@ -126,7 +119,6 @@ int run_tokenize(const std::string& folder, bool chat, std::istream& input, std:
     chat_template.emplace(std::move(*compiled));
   }
   tokenizer::EncodeWorkspace workspace;
-  simdjson::dom::parser parser;
   std::vector<kvgate::TokenId> ids;
   std::string line;
   std::string out;
@@ -136,7 +128,7 @@ int run_tokenize(const std::string& folder, bool chat, std::istream& input, std:
     if (chat) {
       encode_chat(*tokenizer, *chat_template, workspace, line, ids, out);
     } else {
-      encode_text(*tokenizer, workspace, parser, line, ids, out);
+      encode_text(*tokenizer, workspace, line, ids, out);
     }
     out += '\n';
     output.write(out.data(), static_cast<std::streamsize>(out.size()));

@@ -146,28 +146,24 @@ struct PeerCloseWatch::State {
 
 PeerCloseWatch::PeerCloseWatch(tcp::socket& socket, std::function<void()> on_close)
     : socket_(socket), state_(std::make_shared<State>(State{std::move(on_close)})) {
-  arm(socket_, state_);
+  // One peek: data (the peer is still there) or a close ends the watch either way.
+  socket_.async_receive(asio::buffer(&state_->byte, 1), tcp::socket::message_peek,
+                        [state = state_](error_code error, std::size_t bytes) {
+                          // Inactive: the watch is gone, and the socket may be too.
+                          if (!state->active || error == asio::error::operation_aborted) {
+                            return;
+                          }
+                          if (error || bytes == 0) {
+                            state->active = false;
+                            state->on_close();
+                          }
+                        });
 }
 
 PeerCloseWatch::~PeerCloseWatch() {
   state_->active = false;
   error_code ignored;
   socket_.cancel(ignored);
-}
-
-void PeerCloseWatch::arm(tcp::socket& socket, std::shared_ptr<State> state) {
-  auto buffer = asio::buffer(&state->byte, 1);
-  socket.async_receive(buffer, tcp::socket::message_peek,
-                       [state = std::move(state)](error_code error, std::size_t bytes) {
-                         // Inactive: the watch is gone, and the socket may be too.
-                         if (!state->active || error == asio::error::operation_aborted) {
-                           return;
-                         }
-                         if (error || bytes == 0) {
-                           state->active = false;
-                           state->on_close();
-                         }
-                       });
 }
 
 }  // namespace kvgate::http

@@ -12,17 +12,35 @@ namespace {
 struct Key {
   std::string_view text;
   std::optional<std::uint32_t> ReportedUsage::*field;
+  std::size_t slot;  // the first key naming the same field: its place in setter_
 };
 
 // llama.cpp reports its prompt-cache hit as `timings.cache_n` (in the last
 // chunk of a stream, or the answer's `timings`), besides or instead of
 // usage.prompt_tokens_details.cached_tokens.
-constexpr std::array<Key, 6> kKeys{{{R"("prompt_tokens":)", &ReportedUsage::prompt_tokens},
-                                    {R"("completion_tokens":)", &ReportedUsage::completion_tokens},
-                                    {R"("cached_tokens":)", &ReportedUsage::cached_tokens},
-                                    {R"("cache_n":)", &ReportedUsage::cached_tokens},
-                                    {R"("prompt_n":)", &ReportedUsage::evaluated_prompt_tokens},
-                                    {R"("predicted_n":)", &ReportedUsage::completion_tokens}}};
+constexpr std::array<Key, 6> kKeys{{{R"("prompt_tokens":)", &ReportedUsage::prompt_tokens, 0},
+                                    {R"("completion_tokens":)", &ReportedUsage::completion_tokens, 1},
+                                    {R"("cached_tokens":)", &ReportedUsage::cached_tokens, 2},
+                                    {R"("cache_n":)", &ReportedUsage::cached_tokens, 2},
+                                    {R"("prompt_n":)", &ReportedUsage::evaluated_prompt_tokens, 4},
+                                    {R"("predicted_n":)", &ReportedUsage::completion_tokens, 1}}};
+
+// Each key's slot is the first key naming the same field.
+static_assert([] {
+  for (std::size_t index = 0; index < kKeys.size(); ++index) {
+    std::size_t first = index;
+    for (std::size_t other = 0; other < index; ++other) {
+      if (kKeys[other].field == kKeys[index].field) {
+        first = other;
+        break;
+      }
+    }
+    if (kKeys[index].slot != first) {
+      return false;
+    }
+  }
+  return true;
+}());
 
 bool is_digit(char c) {
   return c >= '0' && c <= '9';
@@ -60,14 +78,7 @@ void UsageScanner::scan(std::string_view text, bool at_end) {
         ++position;
       }
       const bool complete = position < text.size() ? !is_digit(text[position]) : at_end;
-      // The first key naming the same field stands for it in `setter_`.
-      std::size_t field = index;
-      for (std::size_t other = 0; other < index; ++other) {
-        if (kKeys[other].field == key.field) {
-          field = other;
-          break;
-        }
-      }
+      const std::size_t field = key.slot;
       if (position > digits_start && complete && value <= UINT32_MAX && static_cast<int>(index) >= setter_[field]) {
         usage_.*key.field = static_cast<std::uint32_t>(value);
         setter_[field] = static_cast<int>(index);

@@ -80,7 +80,6 @@ class PeerCloseWatch {
 
  private:
   struct State;
-  static void arm(tcp::socket& socket, std::shared_ptr<State> state);  // once: a peek ends the watch either way
   tcp::socket& socket_;
   std::shared_ptr<State> state_;  // shared with the pending handler, which may run after the watch ends
 };
