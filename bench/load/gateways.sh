@@ -7,6 +7,10 @@
 # every replica's KV events, so each run pays for the same processes.
 # Reports land in build/gateways-report/NAME/.
 #   bench/load/gateways.sh chat|weka70 [COUNT]
+# KVGATE_SPREAD=session: the client takes the gateways in turn session by
+#   session instead (each session keeps its gateway, as an SDK client's
+#   keep-alive connection does behind a Service that balances connections).
+# KVGATE_GATEWAY_ROWS: which of one, two, three to run (default all three).
 # chat: the chat preset (COUNT sessions, default 200, at 70% load).
 # weka70: the WEKA Claude Code sessions as bench/load/trace.sh weka70 runs
 #   them (COUNT sessions, default 75, at 70% load, 2,000 blocks per replica).
@@ -46,10 +50,27 @@ urls=()
 for run in "${runs[@]}"; do
   [[ "$run" == --run ]] || urls+=("${run#*=}")
 done
-runs=(--run "one=${urls[0]}" --run "two=${urls[0]}+${urls[1]}" --run "three=${urls[0]}+${urls[1]}+${urls[2]}")
+join='+'
+spread="client round robin per request"
+if [[ "${KVGATE_SPREAD:-request}" == session ]]; then
+  join='|'
+  spread="client round robin per session"
+fi
+runs=()
+for row in ${KVGATE_GATEWAY_ROWS:-one two three}; do
+  case "$row" in
+    one) runs+=(--run "one=${urls[0]}") ;;
+    two) runs+=(--run "two=${urls[0]}${join}${urls[1]}") ;;
+    three) runs+=(--run "three=${urls[0]}${join}${urls[1]}${join}${urls[2]}") ;;
+    *)
+      echo "KVGATE_GATEWAY_ROWS: one, two or three, not $row" >&2
+      exit 2
+      ;;
+  esac
+done
 started_at=$(date +%s)
-build/bench/load/kvgate-bench compare "${runs[@]}" "${resets[@]}" "${workload[@]}" --baseline one \
-  --fleet "$fleet; 1, 2 and 3 cache_aware gateways, client round robin per request" --out "$work/report"
+build/bench/load/kvgate-bench compare "${runs[@]}" "${resets[@]}" "${workload[@]}" --baseline "${runs[1]%%=*}" \
+  --fleet "$fleet; 1, 2 and 3 cache_aware gateways, $spread" --out "$work/report"
 echo "gateways.sh $name: $(($(date +%s) - started_at)) s"
 out=build/gateways-report/$name${KVGATE_REPORT_SUFFIX:-}
 rm -rf "$out"

@@ -30,7 +30,8 @@ using nlohmann::json;
 constexpr const char* kUsage =
     "usage: kvgate-bench run --target URL[+URL...] --workload FILE[,FILE...]|PRESET --out DIR [options]\n"
     "       kvgate-bench compare --run NAME=URL [--run NAME=URL ...] --workload FILE|PRESET --out DIR [options]\n"
-    "  (URL+URL+...: several gateways in front of the same replicas, taking requests in turn)\n"
+    "  (URL+URL+...: several gateways in front of the same replicas, taking requests in turn;\n"
+    "   URL|URL|...: taking sessions in turn, each session keeping its gateway)\n"
     "       kvgate-bench report --from SUMMARY.json --out DIR   (the reports again, from a compare's summary)\n"
     "       kvgate-bench capacity --run NAME=URL [...] --workload FILE|PRESET --out DIR --slo-p90-ttft-ms X "
     "--reset URL [...] [options]\n"

@@ -17,9 +17,10 @@ struct Shared {
   const Workload& workload;
   const RunOptions& options;
   // One URL, or several gateways in front of the same replicas: requests
-  // take them in turn (client-side round robin, per request, so a session's
-  // turns land on different gateways).
+  // take them in turn (client-side round robin), per request (a session's
+  // turns land on different gateways) or per session (TargetSpread).
   std::vector<HttpUrl> urls;
+  TargetSpread spread = TargetSpread::per_request;
   std::size_t next_request = 0;
   std::string model;
   Clock::time_point started;
@@ -42,8 +43,8 @@ class ConnectionSet {
  public:
   ConnectionSet(asio::any_io_executor executor, const std::vector<HttpUrl>& urls)
       : executor_(std::move(executor)), urls_(urls), connections_(urls.size()) {}
-  Connection& next(Shared& shared) {
-    const auto index = shared.next_request++ % urls_.size();
+  Connection& next(Shared& shared, std::size_t session) {
+    const auto index = (shared.spread == TargetSpread::per_session ? session : shared.next_request++) % urls_.size();
     if (!connections_[index]) {
       connections_[index] = std::make_unique<Connection>(executor_, urls_[index]);
     }
@@ -116,7 +117,7 @@ awaitable<void> run_session(Shared& shared, ConnectionSet& connections, std::siz
       reusable = shared.ceiling.observe(step.prompt);
     }
     const double sent_ms = since_start_ms(shared);
-    auto& connection = connections.next(shared);
+    auto& connection = connections.next(shared, index);
     auto answer = co_await connection.post(path, body, session_header);
     record(shared, index, turn, answer, sent_ms, reusable);
     if (!answer.error.empty()) {
@@ -244,10 +245,14 @@ awaitable<void> scrape_one(std::string replica, HttpUrl url, ReplicaMetrics& out
 
 }  // namespace
 
+TargetSpread target_spread(std::string_view target) {
+  return target.find('|') != std::string_view::npos ? TargetSpread::per_session : TargetSpread::per_request;
+}
+
 std::vector<std::string> split_targets(std::string_view target) {
   std::vector<std::string> targets;
   while (!target.empty()) {
-    const auto plus = target.find('+');
+    const auto plus = target.find_first_of("+|");
     auto one = target.substr(0, plus);
     if (!one.empty()) {
       targets.emplace_back(one);
@@ -294,6 +299,7 @@ Result<RunResult, std::string> run_workload(const Workload& workload, const RunO
   Shared shared{workload,
                 options,
                 std::move(urls),
+                target_spread(options.target),
                 0,
                 options.model,
                 Clock::now(),

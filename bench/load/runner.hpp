@@ -20,8 +20,11 @@
 namespace kvgate::load {
 
 struct RunOptions {
-  // Base URL, e.g. http://127.0.0.1:8080; several gateways in front of the
-  // same replicas joined by '+' take the requests in turn.
+  // Base URL, e.g. http://127.0.0.1:8080. Several gateways in front of the
+  // same replicas: joined by '+' they take the requests in turn; joined by
+  // '|' they take the sessions in turn, each session keeping its gateway
+  // (an SDK client's keep-alive connection behind a Service that balances
+  // connections). Trace requests, which have no session, always alternate.
   std::string target;
   std::string model;  // empty: the target's first model from GET /v1/models
   std::uint32_t concurrency = 8;
@@ -45,8 +48,12 @@ struct RunResult {
 
 Result<RunResult, std::string> run_workload(const Workload& workload, const RunOptions& options);
 
-// "URL+URL+..." -> the URLs (RunOptions::target).
+enum class TargetSpread { per_request, per_session };
+
+// "URL+URL+..." or "URL|URL|..." -> the URLs (RunOptions::target).
 std::vector<std::string> split_targets(std::string_view target);
+// '|' anywhere in the target: per session.
+TargetSpread target_spread(std::string_view target);
 
 // POST /reset_prefix_cache on each replica (vLLM's and kvgate-sim's
 // endpoint), so that runs compared side by side start from cold caches.

@@ -117,23 +117,38 @@ double requests_served(int admin_port) {
   return total;
 }
 
+double sessions_held(int admin_port) {
+  const auto text = get(admin_port, "/metrics").body;
+  const auto at = text.find("\nkvgate_sessions_active ");
+  return at == std::string::npos ? -1 : std::stod(text.substr(at + 24));
+}
+
 // Two gateways in front of the same sims, the client alternating between
 // them request by request (a session's turns land on both): each gateway
 // learns where the prefixes are from the engines' events, not from its own
 // routing, so the later turns hit about as often as through one gateway.
+// Joined by '|' the gateways take whole sessions in turn instead.
 TEST(Bench, TwoGatewaysTakingTurnsKeepTheConversationsCached) {
   Fleet fleet;
   const auto resets = start_fleet(fleet, {"r0", "r1", "r2"});
   Harness second;
   fleet.start_another_gateway(second);
+  Harness third;
+  fleet.start_another_gateway(third);
   const auto one = api_url(fleet);
   const auto two = one + "+http://127.0.0.1:" + std::to_string(second.api_port());
+  const auto by_session = one + "|http://127.0.0.1:" + std::to_string(third.api_port());
   const auto out = fleet.harness.folder() + "/bench";
-  auto outcome = run_bench("compare --run one=" + one + " --run two=" + two +
-                           " --workload chat --sessions 8 --concurrency 4 --seed 3" + resets + " --out " + out);
+  auto outcome = run_bench("compare --run one=" + one + " --run two=" + two + " --run sessions='" + by_session +
+                           "' --workload chat --sessions 8 --concurrency 4 --seed 3" + resets + " --out " + out);
   ASSERT_EQ(outcome.status, 0) << outcome.output;
   auto summary = json::parse(read_file(out + "/summary.json"));
-  ASSERT_EQ(summary["runs"].size(), 2u);
+  ASSERT_EQ(summary["runs"].size(), 3u);
+  // Per request, the second gateway saw a turn of every session; per
+  // session, the third saw the odd-numbered sessions only, every turn.
+  EXPECT_EQ(sessions_held(second.admin_port()), 8);
+  EXPECT_EQ(sessions_held(third.admin_port()), 4);
+  EXPECT_EQ(summary["runs"][2]["errors"], 0) << summary["runs"][2]["error_kinds"].dump();
   const auto& alone = summary["runs"][0];
   const auto& pair = summary["runs"][1];
   EXPECT_EQ(pair["errors"], 0) << pair["error_kinds"].dump();
