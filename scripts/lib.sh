@@ -161,7 +161,10 @@ ${KVGATE_TOKENIZER:+    tokenizer: "$KVGATE_TOKENIZER"}
     workers:
 $workers_yaml
 YAML
-    start_server "kvgate-$target" build/src/kvgate --config "$work/$target.yaml"
+    # KVGATE_BINARY_<target>: another kvgate binary for that target (an
+    # earlier build, for a before/after comparison in one run).
+    own_var="KVGATE_BINARY_$target"
+    start_server "kvgate-$target" "${!own_var:-build/src/kvgate}" --config "$work/$target.yaml"
     api=$(sed -E 's/.*api=([^ ]+).*/\1/' <<<"$started")
     admin=$(sed -E 's/.*admin=([^ ]+).*/\1/' <<<"$started")
     runs+=(--run "$target=http://$api")

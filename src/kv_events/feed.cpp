@@ -317,6 +317,7 @@ void Feed::apply(const EventMessage& message, std::uint64_t now_ms) {
   unknown_events_->Increment(batch->unknown_events);
   malformed_events_->Increment(batch->malformed_events);
   auto stats = config_.cache->caches.apply(config_.slot, *batch, now_ms);
+  status_.evicted_blocks.fetch_add(stats.gpu_evicted_blocks, std::memory_order_relaxed);
   if (stats.evicted_entries > 0) {
     metrics_.index_evictions(stats.evicted_entries);
   }

@@ -116,6 +116,9 @@ ApplyStats WorkerCaches::apply(WorkerSlot slot, const EventBatch& batch, std::ui
       // AllBlocksCleared: the engine reset its prefix cache, so neither what
       // it reported nor what the gateway assumed is there any more.
       ++stats.cleared;
+      if (workers_[slot]) {
+        stats.gpu_evicted_blocks += workers_[slot]->engine[tier_number(Tier::gpu)].size();
+      }
       drop_worker(slot);
     }
     if (stats.over_limit) {
@@ -137,6 +140,27 @@ const WorkerCaches::EngineBlock* WorkerCaches::find_parent(const Worker& state, 
   return nullptr;
 }
 
+// A stored block's request held every block it continues: in vLLM those
+// blocks go back to the free queue when that request ends, and SGLang
+// stamps the matched path's last access, so they are as recently used as
+// the new block. A hit leaves no event of its own, so this is how a
+// gateway learns that requests routed by others reused a chain. Stops at a
+// block already used in this tick: a touch in this tick (a store, a routed
+// prompt or this walk) touched that block's ancestors too.
+void WorkerCaches::touch_chain(Worker& state, EngineHash parent, std::uint64_t now_ms) {
+  auto& blocks = state.engine[tier_number(Tier::gpu)];
+  // A chain's length is bounded by the blocks the worker holds; the bound
+  // also ends a cycle a broken publisher could report.
+  for (std::size_t steps = blocks.size(); steps > 0; --steps) {
+    auto found = blocks.find(parent);
+    if (found == blocks.end() || !found->second.indexed || !state.recency.touch(found->second.kvgate_hash, now_ms) ||
+        !found->second.has_parent) {
+      return;
+    }
+    parent = found->second.parent;
+  }
+}
+
 void WorkerCaches::store(WorkerSlot slot, const BlockStored& event, std::uint64_t now_ms, ApplyStats& stats) {
   auto& state = worker(slot);
   const auto tier = tier_of(event.medium);
@@ -152,6 +176,9 @@ void WorkerCaches::store(WorkerSlot slot, const BlockStored& event, std::uint64_
   } else {
     chain = prefix::partition_seed({model_, event.lora_name.value_or(""), event.cache_salt.value_or("")});
   }
+  if (indexable && event.parent_block_hash && tier == Tier::gpu) {
+    touch_chain(state, *event.parent_block_hash, now_ms);
+  }
   scratch_.clear();
   for (std::size_t block = 0; block < event.block_hashes.size(); ++block) {
     if (indexable) {
@@ -165,6 +192,8 @@ void WorkerCaches::store(WorkerSlot slot, const BlockStored& event, std::uint64_
     }
     entry->second.kvgate_hash = chain;
     entry->second.indexed = indexable;
+    entry->second.has_parent = block > 0 || event.parent_block_hash.has_value();
+    entry->second.parent = block > 0 ? event.block_hashes[block - 1] : event.parent_block_hash.value_or(0);
     ++entry->second.copies;
     ++stats.stored_blocks;
     if (!indexable) {
@@ -200,6 +229,7 @@ void WorkerCaches::remove(WorkerSlot slot, const BlockRemoved& event, ApplyStats
       continue;
     }
     ++stats.removed_blocks;
+    stats.gpu_evicted_blocks += tier == Tier::gpu ? 1 : 0;
     auto block = found->second;
     if (--found->second.copies > 0) {
       continue;

@@ -214,6 +214,8 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   const auto chosen = *result.worker;
   result.predicted_cached_tokens = views[chosen].cached_tokens;
   result.indexed_cached_tokens = indexed[chosen];
+  result.evicted_blocks_at_decision =
+      model.workers[chosen].state->event_stream().evicted_blocks.load(std::memory_order_relaxed);
   result.queued_tokens = views[chosen].pending_prefill_tokens;
   result.active_tokens = views[chosen].active_tokens;
   result.runner_up = runner_up(result.candidates, chosen);
@@ -302,7 +304,9 @@ void Router::record_outcome(const RoutingTable& table, const ModelRoute& model, 
         predicted == reported || (token_grained && reported > predicted && reported - predicted < model.block_size);
     metrics_.cache_prediction(worker.id(), exact ? "exact" : predicted > reported ? "over" : "under");
     const auto& drift_options = table.options->routing.drift;
-    const auto change = worker.record_prediction(predicted, reported, drift_options);
+    const auto evicted_blocks =
+        worker.event_stream().evicted_blocks.load(std::memory_order_relaxed) - decision.evicted_blocks_at_decision;
+    const auto change = worker.record_prediction(predicted, reported, evicted_blocks * model.block_size, drift_options);
     if (change != workers::DriftChange::none) {
       const auto evidence = worker.drift_evidence();
       metrics_.set_index_drifting(worker.id(), change == workers::DriftChange::started);

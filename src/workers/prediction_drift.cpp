@@ -4,7 +4,8 @@
 
 namespace kvgate::workers {
 
-DriftChange PredictionDrift::record(std::uint32_t predicted, std::uint32_t reported, const DriftOptions& options) {
+DriftChange PredictionDrift::record(std::uint32_t predicted, std::uint32_t reported, std::uint64_t evicted_tokens,
+                                    const DriftOptions& options) {
   if (!options.enabled) {
     const bool was = drifting_;
     ring_.clear();
@@ -13,6 +14,9 @@ DriftChange PredictionDrift::record(std::uint32_t predicted, std::uint32_t repor
     return was ? DriftChange::ended : DriftChange::none;
   }
   if (predicted == 0 && reported == 0) {
+    return DriftChange::none;
+  }
+  if (predicted > reported && evicted_tokens >= predicted - reported) {
     return DriftChange::none;
   }
   const std::size_t window = std::max<std::uint32_t>(options.window, 1);

@@ -56,9 +56,9 @@ void WorkerState::record_time_to_first_token(double seconds) {
 }
 
 DriftChange WorkerState::record_prediction(std::uint32_t predicted, std::uint32_t reported,
-                                           const DriftOptions& options) {
+                                           std::uint64_t evicted_tokens, const DriftOptions& options) {
   std::lock_guard lock(drift_mutex_);
-  auto change = drift_.record(predicted, reported, options);
+  auto change = drift_.record(predicted, reported, evicted_tokens, options);
   drifting_.store(drift_.drifting(), std::memory_order_relaxed);
   return change;
 }

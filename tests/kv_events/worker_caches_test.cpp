@@ -63,12 +63,24 @@ TEST_F(WorkerCachesTest, RemovalUndoesAStoreAndCopiesCountSeparately) {
   caches.apply(0, batch({stored({22}, 21, tokens(104, 4))}), 0);
   BlockRemoved removed;
   removed.block_hashes = {22};
-  caches.apply(0, batch({removed}), 1);
+  // Each removal frees a physical GPU block (what explains a missed
+  // prediction, prediction_drift.hpp); an offloaded copy's does not.
+  EXPECT_EQ(caches.apply(0, batch({removed}), 1).gpu_evicted_blocks, 1u);
   EXPECT_EQ(held_blocks(0, prompt), 2u);
   caches.apply(0, batch({removed}), 2);
   EXPECT_EQ(held_blocks(0, prompt), 1u);
   removed.block_hashes = {99};
-  EXPECT_EQ(caches.apply(0, batch({removed}), 3).unknown_removals, 1u);
+  auto unknown = caches.apply(0, batch({removed}), 3);
+  EXPECT_EQ(unknown.unknown_removals, 1u);
+  EXPECT_EQ(unknown.gpu_evicted_blocks, 0u);
+  auto cpu = stored({81}, std::nullopt, tokens(300, 4));
+  cpu.medium = "CPU";
+  caches.apply(0, batch({cpu}), 4);
+  removed.block_hashes = {81};
+  removed.medium = "CPU";
+  auto offloaded = caches.apply(0, batch({removed}), 5);
+  EXPECT_EQ(offloaded.removed_blocks, 1u);
+  EXPECT_EQ(offloaded.gpu_evicted_blocks, 0u);
 }
 
 TEST_F(WorkerCachesTest, BlocksThatCannotBeReproducedAreTrackedButNotIndexed) {
@@ -153,11 +165,44 @@ TEST_F(WorkerCachesTest, GpuBlocksAreAgedFromTheirLastUseAsTheEngineEvictsThem) 
   EXPECT_EQ(caches.gpu_block_ages(0, 11'000), policy::AgeHistogram{});
 }
 
+// Another gateway's request reused a stored chain: no event says so, but
+// the block its prefill stored next names its parent, so the whole chain
+// is as fresh as the new block (vLLM frees a request's blocks together).
+TEST_F(WorkerCachesTest, AStoreContinuingAChainRefreshesItsAncestors) {
+  using policy::age_bucket;
+  // Two conversations stored at 0: a four-block one and one block apart.
+  caches.apply(0, batch({stored({11, 12, 13, 14}, std::nullopt, tokens(100, 16))}), 0);
+  caches.apply(0, batch({stored({21}, std::nullopt, tokens(500, 4))}), 0);
+  // At 8 s a request continued the first conversation from its third block
+  // (a fork: block 14 is not on its path) and stored two blocks.
+  caches.apply(0, batch({stored({15, 16}, 13, tokens(900, 8))}), 8'000);
+  auto ages = caches.gpu_block_ages(0, 10'000);
+  EXPECT_EQ(ages[age_bucket(2'000)], 5u);   // 11, 12, 13 and the new 15, 16
+  EXPECT_EQ(ages[age_bucket(10'000)], 2u);  // 14 and the other conversation
+  // A later store from the same chain in the same tick, and one whose
+  // parent the gateway never saw: nothing else changes.
+  caches.apply(0, batch({stored({17}, 16, tokens(950, 4))}), 8'050);
+  caches.apply(0, batch({stored({31}, 999, tokens(700, 4))}), 8'050);
+  ages = caches.gpu_block_ages(0, 10'000);
+  EXPECT_EQ(ages[age_bucket(2'000)], 6u);
+  EXPECT_EQ(ages[age_bucket(10'000)], 2u);
+  // A publisher that re-stores a block under its own child (a cycle of
+  // parents): the walk ends.
+  caches.apply(0,
+               batch({stored({51}, std::nullopt, tokens(1'000, 4)), stored({52}, 51, tokens(1'100, 4)),
+                      stored({51}, 52, tokens(1'000, 4))}),
+               20'000);
+  caches.apply(0, batch({stored({53}, 52, tokens(1'200, 4))}), 30'000);
+  EXPECT_EQ(caches.gpu_block_ages(0, 30'000)[age_bucket(0)], 3u);  // 53, 52 and what 51 means now
+}
+
 TEST_F(WorkerCachesTest, AllBlocksClearedForgetsEventsAndAssumptions) {
   caches.apply(0, batch({stored({71}, std::nullopt, tokens(100, 4))}), 0);
   caches.assume(0, request_blocks(tokens(200, 8)), 0, 10'000, 100);
   caches.apply(1, batch({stored({72}, std::nullopt, tokens(100, 4))}), 0);
-  EXPECT_EQ(caches.apply(0, batch({AllBlocksCleared{}}), 1).cleared, 1u);
+  auto cleared = caches.apply(0, batch({AllBlocksCleared{}}), 1);
+  EXPECT_EQ(cleared.cleared, 1u);
+  EXPECT_EQ(cleared.gpu_evicted_blocks, 1u);  // the one block the engine had reported
   EXPECT_EQ(index.entries_of(0), 0u);
   EXPECT_EQ(caches.assumed_blocks(0), 0u);
   EXPECT_EQ(index.entries_of(1), 1u);

@@ -150,7 +150,7 @@ TEST(WorkerState, PredictionsRecordedFromSeveralThreadsWhileTheRouterReads) {
   for (int thread = 0; thread < 3; ++thread) {
     threads.emplace_back([&] {
       for (int sample = 0; sample < 2'000; ++sample) {
-        worker.record_prediction(256, 0, options);
+        worker.record_prediction(256, 0, 0, options);
         seen_drifting += worker.drifting() ? 1 : 0;
         (void)worker.drift_evidence();
       }

@@ -3,7 +3,10 @@
 // engine evicts in (vLLM's free-block queue and SGLang's radix tree are
 // LRU), summarised by idle age for cache_aware's eviction term
 // (policy/eviction.hpp). A block is used when the engine stores it (a KV
-// event) and when the gateway routes a request whose prompt contains it.
+// event), when the engine stores a block that continues it (the request
+// that computed the new block held its whole chain: how a gateway learns
+// of the hits other gateways' requests had) and when the gateway routes a
+// request whose prompt contains it.
 //
 // Per block the 100 ms tick of its last use, per tick how many blocks were
 // last used then. Writer thread only (WorkerCaches); pure, time comes in.
@@ -21,7 +24,8 @@ class BlockRecency {
  public:
   static constexpr std::uint64_t kTickMs = 100;
 
-  void touch(prefix::BlockHash block, std::uint64_t now_ms);
+  // False when the block was already last used in this tick.
+  bool touch(prefix::BlockHash block, std::uint64_t now_ms);
   void forget(prefix::BlockHash block);
   void clear();
   [[nodiscard]] std::uint64_t size() const { return tick_of_.size(); }

@@ -41,6 +41,7 @@ using index::WorkerSlot;
 struct ApplyStats {
   std::uint64_t stored_blocks = 0;
   std::uint64_t removed_blocks = 0;
+  std::uint64_t gpu_evicted_blocks = 0;  // GPU blocks the engine freed (removed, or cleared)
   std::uint64_t cleared = 0;
   // Stored blocks that cannot be matched by requests (unknown parent, other
   // block size, multimodal extra keys): tracked for removal, not indexed.
@@ -111,8 +112,10 @@ class WorkerCaches {
  private:
   struct EngineBlock {
     BlockHash kvgate_hash = 0;
+    EngineHash parent = 0;  // meaningful when has_parent
     std::uint32_t copies = 0;
     bool indexed = false;
+    bool has_parent = false;
   };
   struct Assumed {
     std::uint64_t expires_ms = 0;
@@ -146,6 +149,7 @@ class WorkerCaches {
   void unassume(WorkerSlot slot, Worker& state, BlockHash block);
   static void forget_assumption(Worker& state, BlockHash block);
   const EngineBlock* find_parent(const Worker& state, EngineHash parent, index::Tier tier) const;
+  static void touch_chain(Worker& state, EngineHash parent, std::uint64_t now_ms);
 
   index::PrefixIndex& index_;
   std::string model_;

@@ -57,6 +57,10 @@ struct RouteDecision {
   // the worker is drifting) and as the index alone predicts them.
   std::uint32_t predicted_cached_tokens = 0;
   std::uint32_t indexed_cached_tokens = 0;
+  // The chosen worker's count of GPU blocks its engine reported evicting,
+  // when decided: the outcome subtracts it to see whether evictions explain
+  // a hit the index promised and the engine did not deliver.
+  std::uint64_t evicted_blocks_at_decision = 0;
   // Uncached prompt tokens already dispatched to the chosen worker and not
   // yet answered: the queue this request joins (the prefill fit's input).
   std::uint64_t queued_tokens = 0;

@@ -6,7 +6,13 @@
 // A sample is one routed request whose engine reported its cached tokens:
 // the tokens the index predicted there (before any drift discount) and the
 // engine's usage.prompt_tokens_details.cached_tokens. Samples where neither
-// side claims a hit say nothing and are skipped. The worker is drifting
+// side claims a hit say nothing and are skipped, and so are over-predictions
+// the engine's own events explain: it reported evicting at least as many
+// tokens' blocks from that worker between the decision and the answer as
+// the prediction missed (other traffic, from this gateway or another, took
+// the blocks first; under KV pressure with several gateways that is common,
+// and says nothing about the index). Lost events, an unannounced restart or
+// a foreign tokenizer leave misses no eviction explains. The worker is drifting
 // when, over the last `window` informative samples (at least
 // `min_samples`), the share that over-predicted reaches `trip_share`; it
 // recovers when the share falls to `recover_share` (hysteresis, so a worker
@@ -37,7 +43,10 @@ enum class DriftChange { none, started, ended };
 
 class PredictionDrift {
  public:
-  DriftChange record(std::uint32_t predicted, std::uint32_t reported, const DriftOptions& options);
+  // evicted_tokens: tokens in the GPU blocks the engine reported evicting
+  // on this worker since the decision (0 for a worker without events).
+  DriftChange record(std::uint32_t predicted, std::uint32_t reported, std::uint64_t evicted_tokens,
+                     const DriftOptions& options);
   [[nodiscard]] bool drifting() const { return drifting_; }
   [[nodiscard]] DriftEvidence evidence() const;
 

@@ -49,6 +49,10 @@ struct EventStreamStatus {
   std::atomic<std::uint64_t> last_event_unix_ms{0};
   std::atomic<std::uint64_t> engine_blocks{0};   // blocks the engine reported holding
   std::atomic<std::uint64_t> assumed_blocks{0};  // routing-time inserts still alive
+  // GPU blocks the engine reported evicting, ever (BlockRemoved, or all of
+  // them at a cache reset): what explains an over-prediction
+  // (prediction_drift.hpp).
+  std::atomic<std::uint64_t> evicted_blocks{0};
   // cache_aware's eviction input (policy/eviction.hpp), each ingestion tick:
   // GPU blocks the index credits the worker, its KV capacity in blocks, and
   // (while it is at least half full, the only time a placement can evict)
@@ -172,7 +176,8 @@ class WorkerState {
   // the router. The mutex guards only the sample window (held for one
   // sample).
   [[nodiscard]] bool drifting() const { return drifting_.load(std::memory_order_relaxed); }
-  DriftChange record_prediction(std::uint32_t predicted, std::uint32_t reported, const DriftOptions& options);
+  DriftChange record_prediction(std::uint32_t predicted, std::uint32_t reported, std::uint64_t evicted_tokens,
+                                const DriftOptions& options);
   [[nodiscard]] DriftEvidence drift_evidence() const;
 
   // The worker's own learned prefill cost (learned_prefill.hpp), and its
