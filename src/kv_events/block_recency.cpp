@@ -2,12 +2,12 @@
 
 namespace kvgate::kv_events {
 
-bool BlockRecency::touch(prefix::BlockHash block, std::uint64_t now_ms) {
+void BlockRecency::touch(prefix::BlockHash block, std::uint64_t now_ms) {
   const auto tick = static_cast<std::uint32_t>(now_ms / kTickMs);
   auto [entry, added] = tick_of_.try_emplace(block, tick);
   if (!added) {
     if (entry->second == tick) {
-      return false;
+      return;
     }
     auto previous = blocks_per_tick_.find(entry->second);
     if (--previous->second == 0) {
@@ -16,7 +16,6 @@ bool BlockRecency::touch(prefix::BlockHash block, std::uint64_t now_ms) {
     entry->second = tick;
   }
   ++blocks_per_tick_[tick];
-  return true;
 }
 
 void BlockRecency::forget(prefix::BlockHash block) {

@@ -144,21 +144,33 @@ const WorkerCaches::EngineBlock* WorkerCaches::find_parent(const Worker& state, 
 // blocks go back to the free queue when that request ends, and SGLang
 // stamps the matched path's last access, so they are as recently used as
 // the new block. A hit leaves no event of its own, so this is how a
-// gateway learns that requests routed by others reused a chain. Stops at a
-// block already used in this tick: a touch in this tick (a store, a routed
-// prompt or this walk) touched that block's ancestors too.
-void WorkerCaches::touch_chain(Worker& state, EngineHash parent, std::uint64_t now_ms) {
+// gateway learns that requests routed by others reused a chain. A walk
+// stops at a block whose chain it already refreshed in this tick.
+std::uint32_t WorkerCaches::touch_chain(Worker& state, EngineHash parent, std::uint64_t now_ms) {
   auto& blocks = state.engine[tier_number(Tier::gpu)];
+  const auto now_tick = static_cast<std::uint32_t>(now_ms / BlockRecency::kTickMs);
+  auto found = blocks.find(parent);
+  if (found == blocks.end()) {
+    return now_tick;
+  }
+  if (found->second.chain_tick + kChainRefreshTicks > now_tick) {
+    return found->second.chain_tick;
+  }
   // A chain's length is bounded by the blocks the worker holds; the bound
   // also ends a cycle a broken publisher could report.
-  for (std::size_t steps = blocks.size(); steps > 0; --steps) {
-    auto found = blocks.find(parent);
-    if (found == blocks.end() || !found->second.indexed || !state.recency.touch(found->second.kvgate_hash, now_ms) ||
-        !found->second.has_parent) {
-      return;
+  for (std::size_t steps = blocks.size(); steps > 0 && found != blocks.end(); --steps) {
+    auto& block = found->second;
+    if (!block.indexed || block.chain_tick == now_tick) {
+      break;
     }
-    parent = found->second.parent;
+    block.chain_tick = now_tick;
+    state.recency.touch(block.kvgate_hash, now_ms);
+    if (!block.has_parent) {
+      break;
+    }
+    found = blocks.find(block.parent);
   }
+  return now_tick;
 }
 
 void WorkerCaches::store(WorkerSlot slot, const BlockStored& event, std::uint64_t now_ms, ApplyStats& stats) {
@@ -176,8 +188,9 @@ void WorkerCaches::store(WorkerSlot slot, const BlockStored& event, std::uint64_
   } else {
     chain = prefix::partition_seed({model_, event.lora_name.value_or(""), event.cache_salt.value_or("")});
   }
+  auto chain_tick = static_cast<std::uint32_t>(now_ms / BlockRecency::kTickMs);
   if (indexable && event.parent_block_hash && tier == Tier::gpu) {
-    touch_chain(state, *event.parent_block_hash, now_ms);
+    chain_tick = touch_chain(state, *event.parent_block_hash, now_ms);
   }
   scratch_.clear();
   for (std::size_t block = 0; block < event.block_hashes.size(); ++block) {
@@ -193,6 +206,7 @@ void WorkerCaches::store(WorkerSlot slot, const BlockStored& event, std::uint64_
     entry->second.kvgate_hash = chain;
     entry->second.indexed = indexable;
     entry->second.has_parent = block > 0 || event.parent_block_hash.has_value();
+    entry->second.chain_tick = chain_tick;
     entry->second.parent = block > 0 ? event.block_hashes[block - 1] : event.parent_block_hash.value_or(0);
     ++entry->second.copies;
     ++stats.stored_blocks;

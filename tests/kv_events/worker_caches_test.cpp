@@ -186,6 +186,15 @@ TEST_F(WorkerCachesTest, AStoreContinuingAChainRefreshesItsAncestors) {
   ages = caches.gpu_block_ages(0, 10'000);
   EXPECT_EQ(ages[age_bucket(2'000)], 6u);
   EXPECT_EQ(ages[age_bucket(10'000)], 2u);
+  // The chain is walked at most once a second: a decode block 0.55 s later
+  // leaves it as it was, one a second after the walk refreshes it.
+  caches.apply(0, batch({stored({18}, 17, tokens(960, 4))}), 8'600);
+  ages = caches.gpu_block_ages(0, 8'600);
+  EXPECT_EQ(ages[age_bucket(0)], 1u);
+  EXPECT_EQ(ages[age_bucket(600)], 6u);
+  caches.apply(0, batch({stored({19}, 18, tokens(970, 4))}), 9'000);
+  ages = caches.gpu_block_ages(0, 9'000);
+  EXPECT_EQ(ages[age_bucket(0)], 8u);  // 11, 12, 13, 15 to 19
   // A publisher that re-stores a block under its own child (a cycle of
   // parents): the walk ends.
   caches.apply(0,

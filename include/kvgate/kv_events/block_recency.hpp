@@ -24,8 +24,7 @@ class BlockRecency {
  public:
   static constexpr std::uint64_t kTickMs = 100;
 
-  // False when the block was already last used in this tick.
-  bool touch(prefix::BlockHash block, std::uint64_t now_ms);
+  void touch(prefix::BlockHash block, std::uint64_t now_ms);
   void forget(prefix::BlockHash block);
   void clear();
   [[nodiscard]] std::uint64_t size() const { return tick_of_.size(); }

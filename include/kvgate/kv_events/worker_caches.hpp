@@ -114,9 +114,19 @@ class WorkerCaches {
     BlockHash kvgate_hash = 0;
     EngineHash parent = 0;  // meaningful when has_parent
     std::uint32_t copies = 0;
+    // The recency tick (BlockRecency::kTickMs) when this block's chain was
+    // last refreshed up to the root (touch_chain), or inherited from the
+    // parent it was stored under.
+    std::uint32_t chain_tick = 0;
     bool indexed = false;
     bool has_parent = false;
   };
+  // A chain refreshed less than this many ticks ago is not walked again:
+  // an engine stores a block per 16 tokens of every running request, and
+  // the eviction term's age buckets start at 100 ms and double, so a chain
+  // up to a second stale loses nothing (the walk is bounded by one per
+  // running request per second).
+  static constexpr std::uint32_t kChainRefreshTicks = 10;
   struct Assumed {
     std::uint64_t expires_ms = 0;
     std::list<BlockHash>::iterator position;
@@ -149,7 +159,9 @@ class WorkerCaches {
   void unassume(WorkerSlot slot, Worker& state, BlockHash block);
   static void forget_assumption(Worker& state, BlockHash block);
   const EngineBlock* find_parent(const Worker& state, EngineHash parent, index::Tier tier) const;
-  static void touch_chain(Worker& state, EngineHash parent, std::uint64_t now_ms);
+  // Returns the chain's refresh tick after the walk (now's, or an earlier
+  // one within kChainRefreshTicks).
+  static std::uint32_t touch_chain(Worker& state, EngineHash parent, std::uint64_t now_ms);
 
   index::PrefixIndex& index_;
   std::string model_;
