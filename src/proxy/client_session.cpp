@@ -184,7 +184,8 @@ void ClientSession::finish(Exchange& exchange) {
     context().router().record_outcome(
         *exchange.table, *exchange.route_model, worker, *exchange.route, session_key, exchange.session_turn,
         {exchange.status, exchange.retries, exchange.reported.cached_tokens, exchange.reported.prompt_tokens,
-         ttft < 0 ? std::nullopt : std::optional<double>(ttft * 1000), exchange.first_token_seconds >= 0});
+         ttft < 0 ? std::nullopt : std::optional<double>(ttft * 1000), exchange.first_token_seconds >= 0,
+         exchange.reported.completion_tokens});
   }
   if (exchange.route && exchange.route->worker) {
     obs::RoutedRequest routed;

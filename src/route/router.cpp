@@ -304,9 +304,18 @@ void Router::record_outcome(const RoutingTable& table, const ModelRoute& model, 
         predicted == reported || (token_grained && reported > predicted && reported - predicted < model.block_size);
     metrics_.cache_prediction(worker.id(), exact ? "exact" : predicted > reported ? "over" : "under");
     const auto& drift_options = table.options->routing.drift;
-    const auto evicted_blocks =
-        worker.event_stream().evicted_blocks.load(std::memory_order_relaxed) - decision.evicted_blocks_at_decision;
-    const auto change = worker.record_prediction(predicted, reported, evicted_blocks * model.block_size, drift_options);
+    // Evictions since the decision, less the most this request's own
+    // blocks (its uncached prompt and its answer, plus a partial block) can
+    // have caused: the engine never evicts a request's own hits to make
+    // room for it, so what took the missed blocks was other traffic.
+    const std::uint64_t evicted_tokens =
+        (worker.event_stream().evicted_blocks.load(std::memory_order_relaxed) - decision.evicted_blocks_at_decision) *
+        model.block_size;
+    const std::uint64_t prompt_tokens = outcome.prompt_tokens.value_or(decision.input_tokens);
+    const std::uint64_t own_tokens = prompt_tokens - std::min<std::uint64_t>(reported, prompt_tokens) +
+                                     outcome.completion_tokens.value_or(0) + model.block_size;
+    const auto others_evicted = evicted_tokens > own_tokens ? evicted_tokens - own_tokens : 0;
+    const auto change = worker.record_prediction(predicted, reported, others_evicted, drift_options);
     if (change != workers::DriftChange::none) {
       const auto evidence = worker.drift_evidence();
       metrics_.set_index_drifting(worker.id(), change == workers::DriftChange::started);

@@ -267,6 +267,41 @@ TEST(Router, NamesTheRunnerUpAndTheExpectedTtftGap) {
             "worker=c; reason=best_cost; predicted_cached=640; runner_up=a; gap_ms=32.0");
 }
 
+// Another gateway's request took the blocks between the decision and the
+// prefill: the engine's eviction events explain the miss, so the index is
+// still trusted. Evictions no larger than what the request itself had to
+// make room for explain nothing.
+TEST(Router, MissesTheEnginesEvictionsExplainDoNotMarkDrift) {
+  config::Options options;
+  options.routing.drift.window = 8;
+  options.routing.drift.min_samples = 4;
+  Fleet fleet(cache_aware(), 2, options);
+  auto prompt = prompt_of(640);
+  fleet.hold(0, prompt, 39);
+  auto& evicted = fleet.worker(0).event_stream().evicted_blocks;
+  auto miss = [&](std::uint64_t blocks_evicted_meanwhile) {
+    auto decision = fleet.decide(prompt, std::nullopt);
+    EXPECT_EQ(decision.worker, 0u);
+    evicted += blocks_evicted_meanwhile;
+    // 624 promised, nothing delivered; the request computed 640 prompt and
+    // 32 answer tokens (43 blocks with the partial one).
+    Router::Outcome outcome{200, 0, 0u, 640u, 5.0};
+    outcome.completion_tokens = 32;
+    fleet.router.record_outcome(fleet.table, fleet.model, fleet.worker(0), decision, std::nullopt, 0, outcome);
+  };
+  for (int request = 0; request < 16; ++request) {
+    miss(43 + 39);  // its own 43 blocks and the 39 it was promised
+  }
+  EXPECT_FALSE(fleet.worker(0).drifting());
+  EXPECT_EQ(fleet.worker(0).drift_evidence().samples, 0u);
+  for (int request = 0; request < 3; ++request) {
+    miss(43 + 38);  // one block short of explaining the miss
+    EXPECT_FALSE(fleet.worker(0).drifting());
+  }
+  miss(43 + 38);
+  EXPECT_TRUE(fleet.worker(0).drifting());
+}
+
 TEST(Router, ADriftingWorkersIndexIsNotCredited) {
   config::Options options;
   options.routing.drift.window = 8;

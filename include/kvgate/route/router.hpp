@@ -117,6 +117,7 @@ class Router {
     // ttft_ms is the first streamed token (not the whole body of a
     // non-streaming answer): only then does it teach the prefill cost.
     bool first_token_streamed = false;
+    std::optional<std::uint32_t> completion_tokens;  // the engine's usage
   };
   // The response to a committed decision has ended.
   void record_outcome(const RoutingTable& table, const ModelRoute& model, workers::WorkerState& worker,

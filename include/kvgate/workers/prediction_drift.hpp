@@ -8,8 +8,9 @@
 // engine's usage.prompt_tokens_details.cached_tokens. Samples where neither
 // side claims a hit say nothing and are skipped, and so are over-predictions
 // the engine's own events explain: it reported evicting at least as many
-// tokens' blocks from that worker between the decision and the answer as
-// the prediction missed (other traffic, from this gateway or another, took
+// tokens' blocks from that worker between the decision and the answer,
+// beyond the room the request's own new blocks needed, as the prediction
+// missed (other traffic, from this gateway or another, took
 // the blocks first; under KV pressure with several gateways that is common,
 // and says nothing about the index). Lost events, an unannounced restart or
 // a foreign tokenizer leave misses no eviction explains. The worker is drifting
@@ -44,7 +45,8 @@ enum class DriftChange { none, started, ended };
 class PredictionDrift {
  public:
   // evicted_tokens: tokens in the GPU blocks the engine reported evicting
-  // on this worker since the decision (0 for a worker without events).
+  // on this worker since the decision, less the request's own uncached
+  // prompt and answer tokens (0 for a worker without events).
   DriftChange record(std::uint32_t predicted, std::uint32_t reported, std::uint64_t evicted_tokens,
                      const DriftOptions& options);
   [[nodiscard]] bool drifting() const { return drifting_; }
