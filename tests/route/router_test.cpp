@@ -267,17 +267,28 @@ TEST(Router, NamesTheRunnerUpAndTheExpectedTtftGap) {
             "worker=c; reason=best_cost; predicted_cached=640; runner_up=a; gap_ms=32.0");
 }
 
+// Two cache_aware workers with a drift window of 8 (4 samples at least);
+// the first holds 39 blocks (624 tokens) of a 640-token prompt.
+struct HeldPrompt {
+  static config::Options small_drift_window() {
+    config::Options options;
+    options.routing.drift.window = 8;
+    options.routing.drift.min_samples = 4;
+    return options;
+  }
+  HeldPrompt() { fleet.hold(0, prompt, 39); }
+  Fleet fleet{cache_aware(), 2, small_drift_window()};
+  prompt::PreparedPrompt prompt = prompt_of(640);
+};
+
 // Another gateway's request took the blocks between the decision and the
 // prefill: the engine's eviction events explain the miss, so the index is
 // still trusted. Evictions no larger than what the request itself had to
 // make room for explain nothing.
 TEST(Router, MissesTheEnginesEvictionsExplainDoNotMarkDrift) {
-  config::Options options;
-  options.routing.drift.window = 8;
-  options.routing.drift.min_samples = 4;
-  Fleet fleet(cache_aware(), 2, options);
-  auto prompt = prompt_of(640);
-  fleet.hold(0, prompt, 39);
+  HeldPrompt held;
+  auto& fleet = held.fleet;
+  const auto& prompt = held.prompt;
   auto& evicted = fleet.worker(0).event_stream().evicted_blocks;
   auto miss = [&](std::uint64_t blocks_evicted_meanwhile) {
     auto decision = fleet.decide(prompt, std::nullopt);
@@ -303,12 +314,9 @@ TEST(Router, MissesTheEnginesEvictionsExplainDoNotMarkDrift) {
 }
 
 TEST(Router, ADriftingWorkersIndexIsNotCredited) {
-  config::Options options;
-  options.routing.drift.window = 8;
-  options.routing.drift.min_samples = 4;
-  Fleet fleet(cache_aware(), 2, options);
-  auto prompt = prompt_of(640);
-  fleet.hold(0, prompt, 39);
+  HeldPrompt held;
+  auto& fleet = held.fleet;
+  const auto& prompt = held.prompt;
   auto trusted = fleet.decide(prompt, std::nullopt);
   ASSERT_EQ(trusted.worker, 0u);
   EXPECT_EQ(trusted.predicted_cached_tokens, 624u);
