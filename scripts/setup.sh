@@ -11,13 +11,14 @@ build_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libutf8proc-dev zlib1g-dev libabsl-dev libssl-dev
   libsimdjson-dev libmimalloc-dev
 )
-# Tests: clang for the libFuzzer targets and the format check, promtool to
+# Tests: clang (and lld) for the sanitizer build and the libFuzzer targets,
+# clang-format for the format check, promtool to
 # validate /metrics and the alert rules, curl for scripts; nginx and HAProxy
 # are the peers a kvgate-bench test compares against (bench/peers), python3
 # finds free ports; chromium (headless) renders the status page and the
 # bench reports (scripts/screenshot.py); iproute2's ss destroys live TCP
 # connections in the fault suite.
-test_packages=(clang clang-format clang-tidy libclang-rt-14-dev prometheus curl nginx-light haproxy python3 chromium iproute2)
+test_packages=(clang lld clang-format clang-tidy libclang-rt-14-dev prometheus curl nginx-light haproxy python3 chromium iproute2)
 # Benchmarks: wrk as the load generator.
 bench_packages=(wrk)
 

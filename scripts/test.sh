@@ -39,8 +39,11 @@ bash scripts/lint.sh
 stage "ASan+UBSan build"
 # The replicas the integration suites start (kvgate-sim, the test upstream)
 # are fixtures, not the gateway under test: the release build's serve.
+# Clang builds it: the same sanitizers in about half GCC's compile time on
+# the Beast-heavy files (5 min instead of 10 on two cores), and a second
+# compiler's warnings on every file.
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKVGATE_SANITIZE=ON -DKVGATE_BUILD_BENCH=OFF \
-  -DKVGATE_TEST_FIXTURES_FROM="$top/build" >/dev/null
+  -DCMAKE_CXX_COMPILER=clang++ -DKVGATE_TEST_FIXTURES_FROM="$top/build" >/dev/null
 cmake --build build-asan -j"$jobs"
 # Leak checks stay on: a leak fails the run.
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
