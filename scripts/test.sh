@@ -25,7 +25,7 @@ clang-format --dry-run -Werror "${sources[@]}"
 # encoder paths Qwen3 (byte-level) and Gemma 3 (SentencePiece) already take
 # under the sanitizers, the dashboard's metric names and the session table's
 # million-key cap. The sanitizer pass runs every other test.
-once='^(Sim|Bench|ExactTokens|TokenizeCommand|Deploy|RouterLearning)\.|^LlamaCppFleet\.Predictions|^SessionTable\.AMillion|^Families/Golden\..*"(llama3_1|deepseek_v3|gptoss)"'
+once='^(Sim|Bench|ExactTokens|TokenizeCommand|Deploy|RouterLearning)\.|^LlamaCppFleet\.Predictions|^SessionTable\.AMillion|^Families/Golden\..*"(llama3_1|deepseek_v3|gptoss)"|^Families/LongWords\.'
 
 stage "release build (programs, fixtures, the suites run once)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

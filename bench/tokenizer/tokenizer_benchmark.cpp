@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -55,6 +56,14 @@ std::vector<std::string> corpus_documents(const std::string& kind) {
 // every repeated document from memory) is off.
 const Tokenizer& shared_tokenizer() {
   static const Tokenizer tokenizer = Tokenizer::load_folder(tokenizer_folder(), {.segment_cache_bytes = 0});
+  return tokenizer;
+}
+
+// Long words by the pair-by-pair merge only: the baseline of the
+// backtracking encoder, in the same run.
+const Tokenizer& merging_tokenizer() {
+  static const Tokenizer tokenizer =
+      Tokenizer::load_folder(tokenizer_folder(), {.segment_cache_bytes = 0, .backtracking_encoder = false});
   return tokenizer;
 }
 
@@ -153,11 +162,13 @@ std::string adversarial_text(const std::string& kind) {
   return text;
 }
 
-void encode_adversarial(benchmark::State& state, const std::string& kind) {
-  const Tokenizer& tokenizer = shared_tokenizer();
+void encode_adversarial(benchmark::State& state, const std::string& kind, bool backtracking) {
+  const Tokenizer& tokenizer = backtracking ? shared_tokenizer() : merging_tokenizer();
   const auto text = adversarial_text(kind);
   EncodeWorkspace workspace;
   std::vector<TokenId> ids;
+  // Once before timing: the first long word builds the backtracking tables.
+  if (!tokenizer.encode(std::string(100, 'q'), false, workspace, ids)) std::abort();
   for (auto _ : state) {
     ids.clear();
     if (!tokenizer.encode(text, false, workspace, ids)) std::abort();
@@ -166,11 +177,38 @@ void encode_adversarial(benchmark::State& state, const std::string& kind) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * text.size()));
   state.counters["tokens"] = static_cast<double>(ids.size());
 }
-BENCHMARK_CAPTURE(encode_adversarial, long_words, std::string("long_words"))->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(encode_adversarial, whitespace, std::string("whitespace"))->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(encode_adversarial, base64, std::string("base64"))->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(encode_adversarial, json, std::string("json"))->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(encode_adversarial, cjk, std::string("cjk"))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(encode_adversarial, long_words, std::string("long_words"), true)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(encode_adversarial, whitespace, std::string("whitespace"), true)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(encode_adversarial, base64, std::string("base64"), true)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(encode_adversarial, json, std::string("json"), true)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(encode_adversarial, cjk, std::string("cjk"), true)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(encode_adversarial, long_words_merge, std::string("long_words"), false)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(encode_adversarial, whitespace_merge, std::string("whitespace"), false)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(encode_adversarial, base64_merge, std::string("base64"), false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(encode_adversarial, json_merge, std::string("json"), false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(encode_adversarial, cjk_merge, std::string("cjk"), false)->Unit(benchmark::kMillisecond);
+
+// What the first long word after a load costs: the backtracking encoder's
+// tables are built then (once per tokenizer), not at load.
+void first_long_word(benchmark::State& state) {
+  const std::string word(100, 'q');
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto tokenizer =
+        std::make_unique<Tokenizer>(Tokenizer::load_folder(tokenizer_folder(), {.segment_cache_bytes = 0}));
+    EncodeWorkspace workspace;
+    std::vector<TokenId> ids;
+    state.ResumeTiming();
+    if (!tokenizer->encode(word, false, workspace, ids)) std::abort();
+    benchmark::DoNotOptimize(ids.data());
+    state.PauseTiming();
+    tokenizer.reset();
+    state.ResumeTiming();
+  }
+}
+BENCHMARK(first_long_word)->Unit(benchmark::kMillisecond)->Iterations(3);
 
 std::size_t file_size(const std::string& path) {
   std::ifstream file(path, std::ios::binary | std::ios::ate);

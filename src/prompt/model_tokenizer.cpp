@@ -7,6 +7,8 @@ namespace kvgate::prompt {
 Result<std::shared_ptr<const ModelTokenizer>, std::string> load_model_tokenizer(const std::string& folder) {
   try {
     auto tokenizer = tokenizer::Tokenizer::load_folder(folder);
+    // Before it serves: the first long word of a request must not pay them.
+    tokenizer.prepare_long_words();
     std::optional<chat_template::ChatTemplate> compiled;
     const auto& config = tokenizer.config();
     if (config.is_object() && config.contains("chat_template") && config["chat_template"].is_string()) {

@@ -381,17 +381,76 @@ void BpeModel::encode_piece(std::string_view word, std::vector<TokenId>& out, Bp
     }
     scratch.cache.count_miss();
   }
+  std::size_t first = out.size();
+  const BacktrackingEncoder* fast = word.size() > kLinearMergeLimit ? backtracking() : nullptr;
+  if (fast == nullptr || !fast->encode(word, out, scratch.backtrack)) {
+    merge_symbols(word, scratch);
+    emit(word, scratch.symbols, out);
+  }
+  if (cacheable) {
+    scratch.cache.insert(word, hash, out.data() + first, out.size() - first);
+  }
+}
+
+void BpeModel::merge_symbols(std::string_view word, BpeScratch& scratch) const {
   initial_symbols(word, scratch.symbols);
   if (scratch.symbols.size() <= kLinearMergeLimit) {
     merge_small(scratch.symbols, scratch.pairs);
   } else {
     merge_large(scratch.symbols, scratch.queue);
   }
-  std::size_t first = out.size();
+}
+
+void BpeModel::merge_word(std::string_view word, std::vector<TokenId>& out, BpeScratch& scratch) const {
+  merge_symbols(word, scratch);
   emit(word, scratch.symbols, out);
-  if (cacheable) {
-    scratch.cache.insert(word, hash, out.data() + first, out.size() - first);
+}
+
+std::size_t BpeModel::memory_bytes() const {
+  std::size_t bytes = vocabulary_.memory_bytes() + merges_.memory_bytes();
+  // Not through call_once, which would build it: a build in progress on
+  // another thread is counted once it is published.
+  if (const BacktrackingEncoder* built = backtracking_built_.load(std::memory_order_acquire)) {
+    bytes += built->memory_bytes();
   }
+  return bytes;
+}
+
+const BacktrackingEncoder* BpeModel::backtracking() const {
+  if (!options_.backtracking) {
+    return nullptr;
+  }
+  std::call_once(backtracking_once_, [this] {
+    backtracking_ = build_backtracking();
+    backtracking_built_.store(backtracking_.get(), std::memory_order_release);
+  });
+  return backtracking_.get();
+}
+
+std::unique_ptr<BacktrackingEncoder> BpeModel::build_backtracking() const {
+  std::vector<std::string_view> by_id;
+  std::vector<TokenId> base_tokens;
+  vocabulary_.for_each([&](std::string_view token, TokenId id) {
+    if (token.empty()) {
+      return;
+    }
+    if (id >= by_id.size()) {
+      by_id.resize(id + 1);
+    }
+    by_id[id] = token;
+    const std::size_t symbol_length =
+        options_.byte_level ? 1 : utf8_sequence_length(static_cast<unsigned char>(token.front()));
+    if (token.size() == symbol_length) {
+      base_tokens.push_back(id);
+    }
+  });
+  BpeScratch scratch;
+  auto encodes_to_itself = [&](std::string_view text, TokenId id) {
+    initial_symbols(text, scratch.symbols);
+    merge_small(scratch.symbols, scratch.pairs);
+    return scratch.symbols.size() == 1 && scratch.symbols.front().id == id;
+  };
+  return BacktrackingEncoder::build(by_id, base_tokens, merges_, encodes_to_itself);
 }
 
 WordCache::WordCache(std::size_t slots) : slots_(std::bit_ceil(std::max<std::size_t>(slots, 16))) {}

@@ -10,14 +10,18 @@
 // word's initial symbols are its bytes and nothing is mapped per request.
 // Other vocabularies start from the word's code points.
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "backtrack.hpp"
 #include "flat_tables.hpp"
 
 namespace kvgate::tokenizer {
@@ -26,6 +30,7 @@ struct BpeOptions {
   bool byte_level = false;
   bool byte_fallback = false;
   bool ignore_merges = false;  // a word that is itself a token is emitted whole
+  bool backtracking = true;    // long words through BacktrackingEncoder (same ids, linear time)
   TokenId unknown = kNoToken;
 };
 
@@ -46,12 +51,19 @@ class BpeModel {
 
   // Appends the ids of `word` (model alphabet: raw bytes for byte-level).
   void encode_word(std::string_view word, std::vector<TokenId>& out, BpeScratch& scratch) const;
+  // The same by the pair-by-pair merge alone, without the word cache: the
+  // reference the backtracking encoder is checked against.
+  void merge_word(std::string_view word, std::vector<TokenId>& out, BpeScratch& scratch) const;
+  // The backtracking encoder, built on first use; nullptr when this merge
+  // list does not allow it (or options().backtracking is off).
+  [[nodiscard]] const BacktrackingEncoder* backtracking() const;
 
   // Raw-alphabet lookup of a whole token (kNoToken when absent).
   [[nodiscard]] TokenId find(std::string_view token) const { return vocabulary_.find(token); }
   void add_token(std::string_view token, TokenId id) { vocabulary_.insert(token, id); }
   [[nodiscard]] const BpeOptions& options() const { return options_; }
-  [[nodiscard]] std::size_t memory_bytes() const { return vocabulary_.memory_bytes() + merges_.memory_bytes(); }
+  // The backtracking encoder's tables count once they are built.
+  [[nodiscard]] std::size_t memory_bytes() const;
   [[nodiscard]] std::size_t merge_count() const { return merge_count_; }
 
  private:
@@ -61,6 +73,8 @@ class BpeModel {
   void merge_large(std::vector<Symbol>& symbols, MergeQueue& queue) const;
   void emit(std::string_view word, const std::vector<Symbol>& symbols, std::vector<TokenId>& out) const;
   void encode_piece(std::string_view word, std::vector<TokenId>& out, BpeScratch& scratch) const;
+  void merge_symbols(std::string_view word, BpeScratch& scratch) const;
+  [[nodiscard]] std::unique_ptr<BacktrackingEncoder> build_backtracking() const;
   void find_word_boundaries(const VocabularyEntries& vocabulary);
   [[nodiscard]] bool splits_before(std::string_view word, std::size_t position) const;
 
@@ -81,6 +95,13 @@ class BpeModel {
   std::size_t merge_count_ = 0;
   BpeOptions options_;
   TokenId byte_tokens_[256]{};  // byte-level: each byte's token; else the <0xXX> fallback tokens
+
+  // Built by the first long word, after the added tokens are in: tens of
+  // milliseconds on large vocabularies, which processes that never see a
+  // long word do not pay at load.
+  mutable std::once_flag backtracking_once_;
+  mutable std::unique_ptr<BacktrackingEncoder> backtracking_;
+  mutable std::atomic<const BacktrackingEncoder*> backtracking_built_{nullptr};  // for memory_bytes
 };
 
 // GPT-2's reversible byte <-> character table (printable bytes map to
@@ -169,6 +190,7 @@ struct BpeScratch {
   std::vector<Merge> pairs;
   MergeQueue queue;
   WordCache cache;
+  BacktrackScratch backtrack;
 };
 
 }  // namespace kvgate::tokenizer

@@ -49,6 +49,13 @@ class StringTable {
   }
   [[nodiscard]] std::size_t size() const { return size_; }
   [[nodiscard]] std::size_t memory_bytes() const { return slots_.capacity() * sizeof(Slot) + keys_.capacity(); }
+  // Calls fn(key, id) for every entry, in no particular order.
+  template <typename Fn>
+  void for_each(Fn&& fn) const {
+    for (const Slot& slot : slots_) {
+      if (slot.id != kNoToken) fn(key_of(slot), slot.id);
+    }
+  }
 
  private:
   struct Slot {
@@ -128,6 +135,15 @@ class PairTable {
     }
   }
   [[nodiscard]] std::size_t memory_bytes() const { return slots_.capacity() * sizeof(Slot); }
+  // Calls fn(left, right, merge) for every pair, in no particular order.
+  template <typename Fn>
+  void for_each(Fn&& fn) const {
+    for (const Slot& slot : slots_) {
+      if (slot.merge.merged != kNoToken) {
+        fn(static_cast<TokenId>(slot.key >> 32), static_cast<TokenId>(slot.key & 0xFFFFFFFFU), slot.merge);
+      }
+    }
+  }
 
  private:
   struct Slot {

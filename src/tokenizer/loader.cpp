@@ -150,7 +150,8 @@ std::shared_ptr<Tokenizer::Impl> build_tokenizer(std::string_view tokenizer_json
     bool byte_level = false;
     impl->pre_tokenizer = make_pre_tokenizer(document.value("pre_tokenizer", json()), byte_level);
     const json& model = document.at("model");
-    BpeOptions options = load_model_options(model, file.vocabulary, byte_level);
+    BpeOptions model_options = load_model_options(model, file.vocabulary, byte_level);
+    model_options.backtracking = options.backtracking_encoder;
     impl->fuse_unknown = model.value("fuse_unk", false);
     if (model.contains("unk_token") && model["unk_token"].is_string()) {
       impl->unknown_token = model["unk_token"];
@@ -166,7 +167,7 @@ std::shared_ptr<Tokenizer::Impl> build_tokenizer(std::string_view tokenizer_json
     }
     impl->vocabulary_size = file.vocabulary.size();
 
-    impl->model = std::make_unique<BpeModel>(file.vocabulary, file.merges, options);
+    impl->model = std::make_unique<BpeModel>(file.vocabulary, file.merges, model_options);
     load_added_tokens(document.value("added_tokens", json::array()), *impl);
     // Added tokens are also whole tokens to the model (the reference adds
     // them to its vocabulary map), in the model's alphabet.

@@ -24,6 +24,13 @@ std::uint64_t EncodeWorkspace::word_cache_misses() const {
   }
   return misses;
 }
+std::uint64_t EncodeWorkspace::backtracked_words() const {
+  std::uint64_t words = 0;
+  for (const auto& [owner, scratch] : state_->bpe) {
+    words += scratch->backtrack.words;
+  }
+  return words;
+}
 
 namespace {
 
@@ -233,6 +240,10 @@ const nlohmann::json& Tokenizer::config() const {
 }
 std::size_t Tokenizer::vocabulary_size() const {
   return impl_->vocabulary_size;
+}
+
+void Tokenizer::prepare_long_words() const {
+  (void)impl_->model->backtracking();
 }
 
 std::size_t Tokenizer::memory_bytes() const {

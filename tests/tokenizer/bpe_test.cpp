@@ -4,6 +4,7 @@
 // are made (as lists converted from tiktoken ranks do).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 #include <set>
@@ -63,38 +64,48 @@ Fixture make_fixture(bool in_creation_order, std::uint32_t seed) {
   return fixture;
 }
 
-std::vector<TokenId> reference_encode(const Fixture& fixture, const std::string& word) {
-  std::map<std::pair<std::string, std::string>, std::size_t> rank;
-  for (std::size_t index = 0; index < fixture.merges.size(); ++index) {
-    rank[fixture.merges[index]] = index;  // a pair listed twice keeps its last rank
+// The rule itself, quadratic: merge the lowest-ranked adjacent pair (the
+// leftmost among equals) until none is listed.
+class Reference {
+ public:
+  explicit Reference(const Fixture& fixture) : ids_(fixture.vocabulary.begin(), fixture.vocabulary.end()) {
+    for (std::size_t index = 0; index < fixture.merges.size(); ++index) {
+      rank_[fixture.merges[index]] = index;  // a pair listed twice keeps its last rank
+    }
   }
-  std::vector<std::string> symbols;
-  for (char letter : word) {
-    symbols.emplace_back(1, letter);
-  }
-  for (;;) {
-    std::size_t best = symbols.size();
-    std::size_t best_rank = SIZE_MAX;
-    for (std::size_t index = 0; index + 1 < symbols.size(); ++index) {
-      auto found = rank.find({symbols[index], symbols[index + 1]});
-      if (found != rank.end() && found->second < best_rank) {
-        best = index;
-        best_rank = found->second;
+
+  [[nodiscard]] std::vector<TokenId> encode(const std::string& word) const {
+    std::vector<std::string> symbols;
+    for (char letter : word) {
+      symbols.emplace_back(1, letter);
+    }
+    for (;;) {
+      std::size_t best = symbols.size();
+      std::size_t best_rank = SIZE_MAX;
+      for (std::size_t index = 0; index + 1 < symbols.size(); ++index) {
+        auto found = rank_.find({symbols[index], symbols[index + 1]});
+        if (found != rank_.end() && found->second < best_rank) {
+          best = index;
+          best_rank = found->second;
+        }
       }
+      if (best == symbols.size()) {
+        break;
+      }
+      symbols[best] += symbols[best + 1];
+      symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(best) + 1);
     }
-    if (best == symbols.size()) {
-      break;
+    std::vector<TokenId> out;
+    for (const auto& symbol : symbols) {
+      out.push_back(ids_.at(symbol));
     }
-    symbols[best] += symbols[best + 1];
-    symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+    return out;
   }
-  std::map<std::string, TokenId> ids(fixture.vocabulary.begin(), fixture.vocabulary.end());
-  std::vector<TokenId> out;
-  for (const auto& symbol : symbols) {
-    out.push_back(ids.at(symbol));
-  }
-  return out;
-}
+
+ private:
+  std::map<std::pair<std::string, std::string>, std::size_t> rank_;
+  std::map<std::string, TokenId> ids_;
+};
 
 void expect_reference_results(bool in_creation_order) {
   for (std::uint32_t seed = 1; seed <= 4; ++seed) {
@@ -102,6 +113,7 @@ void expect_reference_results(bool in_creation_order) {
     const VocabularyEntries vocabulary(fixture.vocabulary.begin(), fixture.vocabulary.end());
     const MergeEntries merges(fixture.merges.begin(), fixture.merges.end());
     const BpeModel model(vocabulary, merges, BpeOptions{});
+    const Reference reference(fixture);
     BpeScratch scratch;
     std::mt19937 random(seed * 7919);
     for (int sample = 0; sample < 60; ++sample) {
@@ -114,8 +126,8 @@ void expect_reference_results(bool in_creation_order) {
         word += alphabet[random() % alphabet.size()];
       }
       std::vector<TokenId> ids;
-      model.encode_word(word, ids, scratch);
-      ASSERT_EQ(ids, reference_encode(fixture, word)) << "seed " << seed << " word " << word;
+      model.merge_word(word, ids, scratch);
+      ASSERT_EQ(ids, reference.encode(word)) << "seed " << seed << " word " << word;
     }
   }
 }
@@ -126,6 +138,99 @@ TEST(BpeMerge, MergesListedInCreationOrderMatchTheReference) {
 
 TEST(BpeMerge, MergesListedBeforeTheirInputsAreMadeMatchTheReference) {
   expect_reference_results(false);
+}
+
+// The backtracking encoder on the same fixtures: for a list learned in
+// order it gives the reference's ids; it declines words with characters
+// outside the vocabulary (the merge handles those).
+TEST(BpeBacktracking, GivesTheReferenceIdsForMergesListedInCreationOrder) {
+  for (std::uint32_t seed = 1; seed <= 6; ++seed) {
+    const Fixture fixture = make_fixture(true, seed);
+    const VocabularyEntries vocabulary(fixture.vocabulary.begin(), fixture.vocabulary.end());
+    const MergeEntries merges(fixture.merges.begin(), fixture.merges.end());
+    const BpeModel model(vocabulary, merges, BpeOptions{});
+    const Reference reference(fixture);
+    const BacktrackingEncoder* encoder = model.backtracking();
+    ASSERT_NE(encoder, nullptr) << "seed " << seed;
+    BpeScratch scratch;
+    std::mt19937 random(seed * 104729);
+    for (int sample = 0; sample < 150; ++sample) {
+      const std::size_t length = 1 + random() % 160;
+      const std::string alphabet = sample % 3 == 0 ? "ab" : "abc";
+      std::string word;
+      for (std::size_t index = 0; index < length; ++index) {
+        word += alphabet[random() % alphabet.size()];
+      }
+      std::vector<TokenId> ids;
+      ASSERT_TRUE(encoder->encode(word, ids, scratch.backtrack)) << word;
+      ASSERT_EQ(ids, reference.encode(word)) << "seed " << seed << " word " << word;
+    }
+    std::vector<TokenId> ids{7};
+    EXPECT_FALSE(encoder->encode("abcxabc", ids, scratch.backtrack));
+    EXPECT_EQ(ids, std::vector<TokenId>{7}) << "nothing appended when it declines a word";
+  }
+}
+
+// "abc" is made only by (a, bc), listed before (b, c) makes "bc": the
+// merge fires when "bc" appears, not at its rank, which the encoder's replay
+// does not follow. Words holding "abc" are left to the merge; the others
+// are the encoder's and still get the reference's ids.
+TEST(BpeBacktracking, LeavesWordsHoldingATokenMadeOutOfRankOrderToTheMerge) {
+  Fixture fixture;
+  fixture.vocabulary = {{"a", 0}, {"b", 1}, {"c", 2}, {"bc", 3}, {"abc", 4}};
+  fixture.merges = {{"a", "bc"}, {"b", "c"}};
+  const VocabularyEntries vocabulary(fixture.vocabulary.begin(), fixture.vocabulary.end());
+  const MergeEntries merges(fixture.merges.begin(), fixture.merges.end());
+  const BpeModel model(vocabulary, merges, BpeOptions{});
+  const BacktrackingEncoder* encoder = model.backtracking();
+  ASSERT_NE(encoder, nullptr);
+  const Reference reference(fixture);
+  BpeScratch scratch;
+  std::string holding;
+  std::string without;
+  for (int repeat = 0; repeat < 40; ++repeat) {
+    holding += repeat % 3 == 0 ? "abc" : "bca";
+    without += "bcaacb";  // "a" never before "bc"
+  }
+  std::vector<TokenId> ids;
+  EXPECT_FALSE(encoder->encode(holding, ids, scratch.backtrack));
+  model.encode_word(holding, ids, scratch);
+  EXPECT_EQ(ids, reference.encode(holding));
+  EXPECT_NE(std::find(ids.begin(), ids.end(), TokenId{4}), ids.end());
+  ids.clear();
+  ASSERT_TRUE(encoder->encode(without, ids, scratch.backtrack));
+  EXPECT_EQ(ids, reference.encode(without));
+}
+
+// The random lists with merges out of rank order: whatever the encoder
+// takes, it encodes as the reference does.
+TEST(BpeBacktracking, WordsItTakesFromOutOfOrderListsGetTheReferenceIds) {
+  std::size_t taken = 0;
+  for (std::uint32_t seed = 1; seed <= 6; ++seed) {
+    const Fixture fixture = make_fixture(false, seed);
+    const VocabularyEntries vocabulary(fixture.vocabulary.begin(), fixture.vocabulary.end());
+    const MergeEntries merges(fixture.merges.begin(), fixture.merges.end());
+    const BpeModel model(vocabulary, merges, BpeOptions{});
+    const Reference reference(fixture);
+    const BacktrackingEncoder* encoder = model.backtracking();
+    ASSERT_NE(encoder, nullptr);
+    BpeScratch scratch;
+    std::mt19937 random(seed * 15485863);
+    for (int sample = 0; sample < 300; ++sample) {
+      const std::size_t length = 1 + random() % 60;
+      const std::string alphabet = sample % 3 == 0 ? "ab" : "abc";
+      std::string word;
+      for (std::size_t index = 0; index < length; ++index) {
+        word += alphabet[random() % alphabet.size()];
+      }
+      std::vector<TokenId> ids;
+      if (encoder->encode(word, ids, scratch.backtrack)) {
+        ++taken;
+        ASSERT_EQ(ids, reference.encode(word)) << "seed " << seed << " word " << word;
+      }
+    }
+  }
+  EXPECT_GT(taken, 20u);  // most words of these dense lists hold an out-of-order token
 }
 
 // Keys mostly at or above the last popped one (radix buckets, refilled

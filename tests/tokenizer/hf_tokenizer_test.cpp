@@ -164,7 +164,8 @@ TEST(HfTokenizer, OneWorkspaceServesSeveralTokenizersWithoutMixingTheirCaches) {
 
 TEST(HfTokenizer, TheSegmentCacheGivesTheSameIdsAndCountsItsHits) {
   auto tokenizer = Tokenizer::load(byte_level_file().dump(), "{}");
-  auto uncached = Tokenizer::load(byte_level_file().dump(), "{}", {.segment_cache_bytes = 0});
+  auto uncached =
+      Tokenizer::load(byte_level_file().dump(), "{}", {.segment_cache_bytes = 0, .backtracking_encoder = false});
   std::string prompt;
   for (int turn = 0; turn < 4; ++turn) prompt += std::string(80, 'a') + " abc abb " + std::to_string(turn) + "<y>";
   EncodeWorkspace workspace;
@@ -187,18 +188,23 @@ TEST(HfTokenizer, TheSegmentCacheGivesTheSameIdsAndCountsItsHits) {
 
 // The I/O threads share one tokenizer and its segment cache, each with its
 // own workspace; under ThreadSanitizer this is the test that watches it.
+// The words of 49 'a's and more also race to build the backtracking
+// encoder's tables, which the expected ids (by the merge alone) never use.
 TEST(HfTokenizer, ThreadsSharingATokenizerGetTheSameIds) {
   auto tokenizer = Tokenizer::load(byte_level_file().dump(), "{}", {.segment_cache_bytes = 4096});
   std::vector<std::string> prompts;
   for (int index = 0; index < 40; ++index) {
     prompts.push_back(std::string(30 + index, 'a') + " abc<y>abb " + std::to_string(index % 7) + "<y>");
   }
-  auto uncached = Tokenizer::load(byte_level_file().dump(), "{}", {.segment_cache_bytes = 0});
+  auto uncached =
+      Tokenizer::load(byte_level_file().dump(), "{}", {.segment_cache_bytes = 0, .backtracking_encoder = false});
   std::vector<std::vector<TokenId>> expected;
   for (const auto& prompt : prompts) {
     expected.push_back(encode(uncached, prompt));
   }
   std::atomic<int> mismatches{0};
+  std::atomic<std::uint64_t> backtracked{0};
+  const std::size_t tables = tokenizer.memory_bytes();
   auto work = [&] {
     EncodeWorkspace workspace;
     for (int round = 0; round < 20; ++round) {
@@ -208,13 +214,17 @@ TEST(HfTokenizer, ThreadsSharingATokenizerGetTheSameIds) {
           ++mismatches;
         }
       }
+      EXPECT_GE(tokenizer.memory_bytes(), tables);
     }
+    backtracked += workspace.backtracked_words();
   };
   std::thread first(work);
   std::thread second(work);
   first.join();
   second.join();
   EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_GT(backtracked.load(), 0u);
+  EXPECT_GT(tokenizer.memory_bytes(), tables) << "the encoder's tables count once built";
 }
 
 TEST(HfTokenizer, MalformedFilesFailToLoadWithAReason) {

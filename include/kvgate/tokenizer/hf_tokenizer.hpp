@@ -47,6 +47,9 @@ class EncodeWorkspace {
 
   [[nodiscard]] std::uint64_t word_cache_hits() const;
   [[nodiscard]] std::uint64_t word_cache_misses() const;
+  // Long words this workspace encoded with the backtracking encoder (the
+  // rest went through the pair-by-pair merge).
+  [[nodiscard]] std::uint64_t backtracked_words() const;
   // Sections of this thread's prompts found in, or added to, the
   // tokenizers' segment caches.
   [[nodiscard]] std::uint64_t segment_cache_hits() const { return segment_hits_; }
@@ -68,6 +71,10 @@ struct LoadOptions {
   // turns are sections seen before, so turn N+1 encodes only what is new.
   // 0 turns it off.
   std::size_t segment_cache_bytes = 64u << 20;
+  // Words over 48 bytes are encoded left to right by the backtracking
+  // encoder (linear time; same ids). False keeps them on the pair-by-pair
+  // merge: for comparing the two in tests and benchmarks.
+  bool backtracking_encoder = true;
 };
 
 struct DecodeOptions {
@@ -95,6 +102,10 @@ class Tokenizer {
   [[nodiscard]] const nlohmann::json& config() const;
   [[nodiscard]] std::size_t vocabulary_size() const;
   [[nodiscard]] std::size_t memory_bytes() const;
+  // Builds the backtracking encoder's tables now rather than on the first
+  // word over 48 bytes (0.1-0.4 s on the large vocabularies): for callers
+  // that load before they serve.
+  void prepare_long_words() const;
 
   struct Impl;
 

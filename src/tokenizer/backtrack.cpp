@@ -1,0 +1,275 @@
+#include "backtrack.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <tuple>
+
+namespace kvgate::tokenizer {
+
+std::unique_ptr<BacktrackingEncoder> BacktrackingEncoder::build(const std::vector<std::string_view>& vocabulary,
+                                                                const std::vector<TokenId>& base_tokens,
+                                                                const PairTable& merges,
+                                                                const EncodesToItself& encodes_to_itself) {
+  std::unique_ptr<BacktrackingEncoder> encoder(new BacktrackingEncoder(merges));
+  auto& tokens = encoder->tokens_;
+  tokens.resize(vocabulary.size());
+  for (std::size_t id = 0; id < vocabulary.size(); ++id) {
+    tokens[id].length = static_cast<std::uint32_t>(vocabulary[id].size());
+  }
+  std::vector<TokenId> bases = base_tokens;
+  std::sort(bases.begin(), bases.end());
+  bases.erase(std::unique(bases.begin(), bases.end()), bases.end());
+  for (TokenId id : bases) {
+    if (id >= tokens.size() || tokens[id].length == 0) {
+      continue;
+    }
+    tokens[id].order = encoder->base_count_++;
+    tokens[id].left = id;
+    tokens[id].right = id;
+  }
+
+  // (rank, left, right, merged), in merge order: a token's inputs are placed
+  // before the merges that use them are looked at.
+  std::vector<std::tuple<std::uint32_t, TokenId, TokenId, TokenId>> ordered;
+  ordered.reserve(vocabulary.size());
+  encoder->pair_filter_.assign((std::size_t{1} << 21) / 64, 0);
+  merges.for_each([&](TokenId left, TokenId right, Merge merge) {
+    const std::size_t bit = filter_bit(left, right);
+    encoder->pair_filter_[bit >> 6] |= std::uint64_t{1} << (bit & 63);
+    if (merge.merged < tokens.size() && left < tokens.size() && right < tokens.size()) {
+      ordered.emplace_back(merge.rank, left, right, merge.merged);
+    }
+  });
+  std::sort(ordered.begin(), ordered.end());
+  std::vector<TokenId> unplaced;
+  for (const auto& [rank, left, right, merged] : ordered) {
+    TokenInfo& token = tokens[merged];
+    if (token.order != kNotMatched) {
+      continue;  // an earlier merge already builds it
+    }
+    const std::uint32_t order = encoder->base_count_ + rank;
+    // BPE on the token's own text reaches (left, right) and joins them at
+    // this rank unless a merge across their boundary comes first.
+    if (tokens[left].order == kNotMatched || tokens[right].order == kNotMatched ||
+        !encoder->compatible(left, right, order)) {
+      unplaced.push_back(merged);
+      continue;
+    }
+    token.order = order;
+    token.left = left;
+    token.right = right;
+  }
+  ByteTrie::Entries late;  // output by BPE, made only by a merge listed before its inputs
+  for (TokenId id : unplaced) {
+    if (tokens[id].order == kNotMatched && encodes_to_itself(vocabulary[id], id)) {
+      tokens[id].order = kNotMatched - 1;  // listed once
+      late.emplace_back(vocabulary[id], id);
+    }
+  }
+  if (late.size() > kMaxUnplaced) {
+    return nullptr;
+  }
+  for (const auto& [text, id] : late) {
+    tokens[id].order = kNotMatched;
+    encoder->unplaced_first_[static_cast<unsigned char>(text.front())] = true;
+  }
+  encoder->unplaced_.build(std::move(late), [](TokenId, TokenId) {});
+  ByteTrie::Entries matched;
+  for (std::size_t id = 0; id < tokens.size(); ++id) {
+    if (tokens[id].order != kNotMatched) {
+      matched.emplace_back(vocabulary[id], static_cast<TokenId>(id));
+    }
+  }
+  encoder->matched_.build(std::move(matched), [&](TokenId id, TokenId shorter) { tokens[id].shorter = shorter; });
+  return encoder;
+}
+
+void ByteTrie::build(Entries entries, const std::function<void(TokenId, TokenId)>& on_entry) {
+  std::sort(entries.begin(), entries.end());
+  const Entries& matched = entries;
+  // Breadth first, so that each node's children are made together and sit
+  // side by side. `ancestor`: the nearest matched token above the node.
+  struct Pending {
+    std::uint32_t node;
+    std::size_t begin;
+    std::size_t end;
+    std::size_t depth;
+    TokenId ancestor;
+  };
+  std::vector<Pending> queue{{0, 0, matched.size(), 0, kNoToken}};
+  nodes_.assign(1, Node{});
+  labels_.assign(1, 0);
+  for (std::size_t next = 0; next < queue.size(); ++next) {
+    Pending item = queue[next];
+    TokenId ancestor = item.ancestor;
+    if (item.begin < item.end && matched[item.begin].first.size() == item.depth) {
+      const TokenId id = matched[item.begin].second;  // strings are unique: one ends here at most
+      nodes_[item.node].token = id;
+      on_entry(id, item.ancestor);
+      ancestor = id;
+      ++item.begin;
+    }
+    nodes_[item.node].first_child = static_cast<std::uint32_t>(nodes_.size());
+    for (std::size_t first = item.begin; first < item.end;) {
+      const char byte = matched[first].first[item.depth];
+      std::size_t last = first;
+      while (last < item.end && matched[last].first[item.depth] == byte) {
+        ++last;
+      }
+      queue.push_back(Pending{static_cast<std::uint32_t>(nodes_.size()), first, last, item.depth + 1, ancestor});
+      nodes_.emplace_back();
+      labels_.push_back(static_cast<unsigned char>(byte));
+      ++nodes_[item.node].child_count;
+      first = last;
+    }
+  }
+}
+
+// Whether BPE, given the text of `left` followed by that of `right`, ends
+// with exactly these two tokens, before any merge ranked at or above
+// `limit`. Replays the two tokens' construction from the last merge down,
+// always undoing the later-made of the two tokens that meet at the
+// boundary, and fails when a merge across the boundary would come before
+// the merge being undone (on equal terms the left pair wins, as in BPE).
+bool BacktrackingEncoder::compatible(TokenId left, TokenId right, std::uint32_t limit) const {
+  for (;;) {
+    const TokenInfo& left_info = tokens_[left];
+    const TokenInfo& right_info = tokens_[right];
+    // Both pieces are made before `limit` (each is an input of the token
+    // whose merge set it), so the pair can fire before it exactly when its
+    // rank does, even for a pair listed before its inputs exist.
+    if (const Merge across = may_merge(left, right) ? merges_.find(left, right) : Merge{};
+        across.merged != kNoToken && base_count_ + across.rank < limit) {
+      return false;
+    }
+    // A base token is its own left input; a merged one never is.
+    if (left_info.order > right_info.order) {
+      limit = left_info.order;
+      if (left_info.left != left) {
+        left = left_info.right;
+        continue;
+      }
+      limit = right_info.order + 1;
+      if (right_info.left == right) {
+        return true;
+      }
+      right = right_info.left;
+    } else {
+      limit = right_info.order + 1;
+      if (right_info.left != right) {
+        right = right_info.left;
+        continue;
+      }
+      limit = left_info.order;
+      if (left_info.left == left) {
+        return true;
+      }
+      left = left_info.right;
+    }
+  }
+}
+
+namespace {
+constexpr unsigned kAnswerBits = 14;  // 16k slots, 128 kB: within L2
+}  // namespace
+
+bool BacktrackingEncoder::remembered_compatible(TokenId left, TokenId right,
+                                                std::vector<std::uint64_t>& answers) const {
+  const std::uint64_t pair = (std::uint64_t{left} << 32) | right;
+  std::uint64_t& slot = answers[(pair * 0x9E3779B97F4A7C15ULL) >> (64 - kAnswerBits)];
+  if (slot != 0 && (slot - 1) >> 1 == pair) {
+    return ((slot - 1) & 1) != 0;
+  }
+  const bool answer = compatible(left, right, kNotMatched);
+  slot = ((pair << 1) | static_cast<std::uint64_t>(answer)) + 1;
+  return answer;
+}
+
+TokenId ByteTrie::longest_match(std::string_view text) const {
+  TokenId best = kNoToken;
+  std::uint32_t node = 0;
+  for (char byte : text) {
+    const Node& current = nodes_[node];
+    if (current.child_count == 0) {
+      break;
+    }
+    const unsigned char* children = labels_.data() + current.first_child;
+    const void* found = std::memchr(children, static_cast<unsigned char>(byte), current.child_count);
+    if (found == nullptr) {
+      break;
+    }
+    node = current.first_child + static_cast<std::uint32_t>(static_cast<const unsigned char*>(found) - children);
+    if (nodes_[node].token != kNoToken) {
+      best = nodes_[node].token;
+    }
+  }
+  return best;
+}
+
+bool BacktrackingEncoder::holds_unplaced(std::string_view word) const {
+  if (unplaced_.empty()) {
+    return false;
+  }
+  for (std::size_t position = 0; position < word.size(); ++position) {
+    if (unplaced_first_[static_cast<unsigned char>(word[position])] &&
+        unplaced_.longest_match(word.substr(position)) != kNoToken) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool BacktrackingEncoder::encode(std::string_view word, std::vector<TokenId>& out, BacktrackScratch& scratch) const {
+  if (holds_unplaced(word)) {
+    return false;
+  }
+  std::vector<TokenId>& tokens = scratch.tokens;
+  std::vector<std::uint64_t>& dead = scratch.dead;
+  tokens.clear();
+  dead.assign((word.size() >> 6) + 1, 0);
+  if (scratch.answers.empty()) {
+    scratch.answers.assign(std::size_t{1} << kAnswerBits, 0);
+  }
+  auto is_dead = [&](std::size_t position) { return ((dead[position >> 6] >> (position & 63)) & 1) != 0; };
+  std::size_t position = 0;
+  TokenId next = matched_.longest_match(word);
+  while (next != kNoToken) {
+    TokenId token = next;
+    const TokenId last = tokens.empty() ? kNoToken : tokens.back();
+    for (;;) {
+      const std::size_t end = position + tokens_[token].length;
+      if (!is_dead(end) && (last == kNoToken || remembered_compatible(last, token, scratch.answers))) {
+        tokens.push_back(token);
+        position = end;
+        next = matched_.longest_match(word.substr(end));
+        break;
+      }
+      if (tokens_[token].shorter != kNoToken) {
+        token = tokens_[token].shorter;
+        continue;
+      }
+      // Nothing compatible starts here: never come back to this position.
+      dead[position >> 6] |= std::uint64_t{1} << (position & 63);
+      if (last == kNoToken) {
+        return false;
+      }
+      tokens.pop_back();
+      position -= tokens_[last].length;
+      next = last;
+      break;
+    }
+  }
+  if (position != word.size()) {
+    return false;  // a character that is no base token
+  }
+  out.insert(out.end(), tokens.begin(), tokens.end());
+  ++scratch.words;
+  return true;
+}
+
+std::size_t BacktrackingEncoder::memory_bytes() const {
+  return tokens_.capacity() * sizeof(TokenInfo) + matched_.memory_bytes() + unplaced_.memory_bytes() +
+         pair_filter_.capacity() * sizeof(std::uint64_t);
+}
+
+}  // namespace kvgate::tokenizer
