@@ -39,6 +39,10 @@ class StringTable {
     place(key, hash_bytes(key), id);
   }
   [[nodiscard]] TokenId find(std::string_view key) const { return find(key, hash_bytes(key)); }
+  // Starts loading the slot a later find(key, hash) probes first.
+  void prefetch(std::uint64_t hash) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[hash & mask_]);
+  }
   [[nodiscard]] TokenId find(std::string_view key, std::uint64_t hash) const {
     if (slots_.empty()) return kNoToken;
     for (std::size_t index = hash & mask_;; index = (index + 1) & mask_) {
@@ -126,6 +130,8 @@ class PairTable {
       }
     }
   }
+  // Starts loading the slot a later insert or find of the pair probes first.
+  void prefetch(TokenId left, TokenId right) const { __builtin_prefetch(&slots_[mix(pack(left, right)) & mask_]); }
   [[nodiscard]] Merge find(TokenId left, TokenId right) const {
     std::uint64_t key = pack(left, right);
     for (std::size_t index = mix(key) & mask_;; index = (index + 1) & mask_) {
