@@ -199,6 +199,9 @@ AdminResponse debug_workers(proxy::GatewayContext& context) {
            {{"blocks", model.cache->index.entries_of(route.slot)},
             {"engine_blocks", stream.engine_blocks.load()},
             {"assumed_blocks", stream.assumed_blocks.load()},
+            // GPU blocks the engine reported freeing since the gateway started
+            // (what lets a miss after them not count as drift).
+            {"evicted_blocks", stream.evicted_blocks.load()},
             {"gpu_blocks", stream.gpu_blocks.load()},
             {"capacity_blocks", stream.capacity_blocks.load()},
             {"gpu_blocks_by_idle_age", idle_age_json(stream.lru_profile(proxy::unix_now_ms()).blocks)}}},

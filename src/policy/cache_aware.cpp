@@ -12,8 +12,9 @@ namespace {
 //   receive       = offloaded cached tokens x the tier's load time per token
 //                   (cached counts every tier: a lower tier's blocks are
 //                   loaded, not computed)
-//   others        = engine_waiting beyond this gateway's pending requests
-//                   at the scrape (other gateways' and clients' requests)
+//   others        = engine_waiting_others: the engine's waiting requests
+//                   beyond this gateway's pending ones at the scrape (other
+//                   gateways' and clients' requests)
 //   queue_delay   = q * (pending_prefill_tokens + others * mean_uncached_tokens)
 //                 + others * queue_ms_per_waiting_request
 //                 + d * active_tokens + in_flight * queue_ms_per_request

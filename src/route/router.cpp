@@ -67,7 +67,6 @@ policy::WorkerView worker_view(const workers::WorkerState& worker, std::uint32_t
   view.prefill = prefill;
   view.ejected = worker.ejected(now_unix_ms);
   if (auto engine = worker.engine_queue(); engine.waiting) {
-    view.engine_waiting = *engine.waiting;
     view.engine_waiting_others = engine.others_waiting;
     view.engine_snapshot_age_ms =
         now_unix_ms > engine.unix_ms ? static_cast<std::int64_t>(now_unix_ms - engine.unix_ms) : 0;

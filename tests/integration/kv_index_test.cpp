@@ -72,11 +72,16 @@ TEST(KvIndex, EvictionAndCacheResetEmptyTheWorkersEntries) {
   fleet.turn(request["messages"]);
   fleet.wait_synced("a");
   EXPECT_GT(Fleet::predicted(fleet.route(request), "a"), 0u);
+  const auto held = fleet.worker("a")["index"]["blocks"].get<std::uint64_t>();
+  EXPECT_GT(held, 0u);
+  EXPECT_EQ(fleet.worker("a")["index"]["evicted_blocks"], 0);
 
   fleet.sim("a").fault({{"mode", "evict_all"}});
   fleet.wait_synced("a");
   EXPECT_EQ(Fleet::predicted(fleet.route(request), "a"), 0u);
   EXPECT_EQ(fleet.worker("a")["index"]["blocks"], 0);
+  // /debug/workers shows what the engine reported freeing.
+  EXPECT_EQ(fleet.worker("a")["index"]["evicted_blocks"].get<std::uint64_t>(), held);
 
   fleet.turn(request["messages"]);
   fleet.wait_synced("a");

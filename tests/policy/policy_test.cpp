@@ -264,8 +264,8 @@ TEST(CacheAware, OtherGatewaysWaitingRequestsArePricedAsTypicalRequests) {
   EXPECT_DOUBLE_EQ(decision.candidates[1].queue_delay_ms, 210);
   // Three of its own requests (3,000 tokens, 300 ms) wait there too, and
   // the engine counts all five: 300 + 210, not 300 + 5 x 105.
+  // (The engine reports 5 waiting: 2 beyond the 3 pending at the scrape.)
   workers[1].pending_prefill_tokens = 3'000;
-  workers[1].engine_waiting = 5;  // of which 2 beyond the 3 pending at the scrape
   decision = policy->decide({"m", std::nullopt, 0, {}, 1'200}, workers);
   EXPECT_DOUBLE_EQ(decision.candidates[1].queue_delay_ms, 510);
   // A snapshot older than the bound says nothing of the others.

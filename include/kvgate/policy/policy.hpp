@@ -31,10 +31,7 @@ struct WorkerView {
   // capped as the engine caps a hit (never the last prompt token); 0 when
   // the router stopped crediting the worker's index (drifting).
   std::uint32_t cached_tokens = 0;
-  // Requests the engine itself reports waiting (its last scrape): load that
-  // other clients or gateways put there, which kvgate's own counts miss.
-  std::uint32_t engine_waiting = 0;
-  // Age of the engine snapshot engine_waiting comes from, in milliseconds;
+  // Age of the engine snapshot engine_waiting_others comes from, in ms;
   // negative: never scraped. Policies ignore a snapshot older than their
   // configured bound (an engine that stopped answering scrapes is judged by
   // the gateway's own counts only).
@@ -42,8 +39,9 @@ struct WorkerView {
   // Uncached prompt tokens of a typical request dispatched here (0:
   // unknown): prices the waiting requests that are not this gateway's.
   double mean_uncached_tokens = 0;
-  // Of engine_waiting, the requests beyond this gateway's own pending ones
-  // at the scrape: other gateways' and clients' load.
+  // Of the requests the engine itself reports waiting (its last scrape),
+  // those beyond this gateway's own pending ones at the scrape: load that
+  // other gateways and clients put there, which kvgate's own counts miss.
   std::uint32_t engine_waiting_others = 0;
   // The worker's predictions persistently disagree with what its engine
   // reports (route/README.md): its index entries are not credited.
