@@ -6,6 +6,10 @@
 
 namespace kvgate::tokenizer {
 
+namespace {
+constexpr std::size_t kDepthTwoFrom = 4096;  // entries; smaller tries walk from the root
+}  // namespace
+
 std::unique_ptr<BacktrackingEncoder> BacktrackingEncoder::build(const std::vector<std::string_view>& vocabulary,
                                                                 const std::vector<TokenId>& base_tokens,
                                                                 const PairTable& merges,
@@ -117,10 +121,20 @@ void ByteTrie::build(Entries entries, const std::function<void(TokenId, TokenId)
         ++last;
       }
       queue.push_back(Pending{static_cast<std::uint32_t>(nodes_.size()), first, last, item.depth + 1, ancestor});
-      nodes_.emplace_back();
+      nodes_.push_back(Node{.parent = item.node});
       labels_.push_back(static_cast<unsigned char>(byte));
       ++nodes_[item.node].child_count;
       first = last;
+    }
+  }
+  if (entries.size() >= kDepthTwoFrom) {
+    depth_two_.assign(std::size_t{1} << 16, 0);
+    const Node& root = nodes_[0];
+    for (std::uint32_t one = root.first_child; one < root.first_child + root.child_count; ++one) {
+      for (std::uint32_t two = nodes_[one].first_child; two < nodes_[one].first_child + nodes_[one].child_count;
+           ++two) {
+        depth_two_[(std::size_t{labels_[one]} << 8) | labels_[two]] = two;
+      }
     }
   }
 }
@@ -185,20 +199,40 @@ bool BacktrackingEncoder::remembered_compatible(TokenId left, TokenId right,
   return answer;
 }
 
+std::uint32_t ByteTrie::child(std::uint32_t node, unsigned char byte) const {
+  const Node& current = nodes_[node];
+  const unsigned char* children = labels_.data() + current.first_child;
+  const void* found = std::memchr(children, byte, current.child_count);
+  return found == nullptr
+             ? 0
+             : current.first_child + static_cast<std::uint32_t>(static_cast<const unsigned char*>(found) - children);
+}
+
 TokenId ByteTrie::longest_match(std::string_view text) const {
   TokenId best = kNoToken;
   std::uint32_t node = 0;
-  for (char byte : text) {
-    const Node& current = nodes_[node];
-    if (current.child_count == 0) {
+  std::size_t position = 0;
+  if (!depth_two_.empty() && text.size() >= 2) {
+    // The first two bytes by table: every walk takes them, and memchr over
+    // the root's and its children's up to 256 labels is most of a short walk.
+    const auto first = static_cast<unsigned char>(text[0]);
+    node = depth_two_[(std::size_t{first} << 8) | static_cast<unsigned char>(text[1])];
+    if (node == 0) {
+      const std::uint32_t one = child(0, first);
+      return one == 0 ? kNoToken : nodes_[one].token;
+    }
+    const TokenId parent_token = nodes_[nodes_[node].parent].token;
+    best = nodes_[node].token != kNoToken ? nodes_[node].token : parent_token;
+    position = 2;
+  }
+  for (; position < text.size(); ++position) {
+    if (nodes_[node].child_count == 0) {
       break;
     }
-    const unsigned char* children = labels_.data() + current.first_child;
-    const void* found = std::memchr(children, static_cast<unsigned char>(byte), current.child_count);
-    if (found == nullptr) {
+    node = child(node, static_cast<unsigned char>(text[position]));
+    if (node == 0) {
       break;
     }
-    node = current.first_child + static_cast<std::uint32_t>(static_cast<const unsigned char*>(found) - children);
     if (nodes_[node].token != kNoToken) {
       best = nodes_[node].token;
     }

@@ -59,16 +59,25 @@ class ByteTrie {
   // The longest entry that `text` starts with; kNoToken if none.
   [[nodiscard]] TokenId longest_match(std::string_view text) const;
   [[nodiscard]] bool empty() const { return nodes_.size() <= 1; }
-  [[nodiscard]] std::size_t memory_bytes() const { return nodes_.capacity() * sizeof(Node) + labels_.capacity(); }
+  [[nodiscard]] std::size_t memory_bytes() const {
+    return nodes_.capacity() * sizeof(Node) + labels_.capacity() + depth_two_.capacity() * sizeof(std::uint32_t);
+  }
 
  private:
   struct Node {
     std::uint32_t first_child = 0;
     std::uint32_t child_count = 0;
     TokenId token = kNoToken;
+    std::uint32_t parent = 0;
   };
+  // The child of `node` labelled `byte`; 0 (the root) when there is none.
+  [[nodiscard]] std::uint32_t child(std::uint32_t node, unsigned char byte) const;
+
   std::vector<Node> nodes_{Node{}};  // nodes_[0] is the root
   std::vector<unsigned char> labels_{0};
+  // Large tries: the node of every two-byte prefix (first << 8 | second), 0
+  // where none; 256 kB.
+  std::vector<std::uint32_t> depth_two_;
 };
 
 class BacktrackingEncoder {
