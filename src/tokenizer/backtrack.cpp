@@ -189,6 +189,11 @@ constexpr unsigned kAnswerBits = 14;  // 16k slots, 128 kB: within L2
 
 bool BacktrackingEncoder::remembered_compatible(TokenId left, TokenId right,
                                                 std::vector<std::uint64_t>& answers) const {
+  if (tokens_[left].left == left && tokens_[right].left == right) {
+    // Two base tokens (text where few merges apply, such as CJK): only their
+    // own merge could join them, and the filter answers that from cache.
+    return !may_merge(left, right) || merges_.find(left, right).merged == kNoToken;
+  }
   const std::uint64_t pair = (std::uint64_t{left} << 32) | right;
   std::uint64_t& slot = answers[(pair * 0x9E3779B97F4A7C15ULL) >> (64 - kAnswerBits)];
   if (slot != 0 && (slot - 1) >> 1 == pair) {
@@ -253,20 +258,25 @@ bool BacktrackingEncoder::holds_unplaced(std::string_view word) const {
   return false;
 }
 
-bool BacktrackingEncoder::encode(std::string_view word, std::vector<TokenId>& out, BacktrackScratch& scratch) const {
-  if (holds_unplaced(word)) {
-    return false;
-  }
+std::optional<std::size_t> BacktrackingEncoder::encode_run(std::string_view text, std::vector<TokenId>& out,
+                                                           BacktrackScratch& scratch) const {
   std::vector<TokenId>& tokens = scratch.tokens;
   std::vector<std::uint64_t>& dead = scratch.dead;
   tokens.clear();
-  dead.assign((word.size() >> 6) + 1, 0);
+  // All clear between runs (each run clears what it set): a word cut into
+  // many runs by characters outside the vocabulary must not clear the rest
+  // of the word each time.
+  if (dead.size() < (text.size() >> 6) + 1) {
+    dead.resize((text.size() >> 6) + 1, 0);
+  }
+  std::size_t dead_words = 0;  // words of `dead` that may hold a set bit
+  auto clear_dead = [&] { std::fill(dead.begin(), dead.begin() + static_cast<std::ptrdiff_t>(dead_words), 0); };
   if (scratch.answers.empty()) {
     scratch.answers.assign(std::size_t{1} << kAnswerBits, 0);
   }
   auto is_dead = [&](std::size_t position) { return ((dead[position >> 6] >> (position & 63)) & 1) != 0; };
   std::size_t position = 0;
-  TokenId next = matched_.longest_match(word);
+  TokenId next = matched_.longest_match(text);
   while (next != kNoToken) {
     TokenId token = next;
     const TokenId last = tokens.empty() ? kNoToken : tokens.back();
@@ -275,7 +285,7 @@ bool BacktrackingEncoder::encode(std::string_view word, std::vector<TokenId>& ou
       if (!is_dead(end) && (last == kNoToken || remembered_compatible(last, token, scratch.answers))) {
         tokens.push_back(token);
         position = end;
-        next = matched_.longest_match(word.substr(end));
+        next = matched_.longest_match(text.substr(end));
         break;
       }
       if (tokens_[token].shorter != kNoToken) {
@@ -284,8 +294,10 @@ bool BacktrackingEncoder::encode(std::string_view word, std::vector<TokenId>& ou
       }
       // Nothing compatible starts here: never come back to this position.
       dead[position >> 6] |= std::uint64_t{1} << (position & 63);
+      dead_words = std::max(dead_words, (position >> 6) + 1);
       if (last == kNoToken) {
-        return false;
+        clear_dead();
+        return std::nullopt;  // BPE always has an answer: a merge list the replay misreads
       }
       tokens.pop_back();
       position -= tokens_[last].length;
@@ -293,10 +305,23 @@ bool BacktrackingEncoder::encode(std::string_view word, std::vector<TokenId>& ou
       break;
     }
   }
-  if (position != word.size()) {
-    return false;  // a character that is no base token
-  }
+  // No token starts at `position`: the end, or a character that is no token,
+  // which BPE never merges, so the run's ids are final.
+  clear_dead();
   out.insert(out.end(), tokens.begin(), tokens.end());
+  return position;
+}
+
+bool BacktrackingEncoder::encode(std::string_view word, std::vector<TokenId>& out, BacktrackScratch& scratch) const {
+  if (holds_unplaced(word)) {
+    return false;
+  }
+  const std::size_t first = out.size();
+  const auto run = encode_run(word, out, scratch);
+  if (!run || *run != word.size()) {
+    out.resize(first);
+    return false;
+  }
   ++scratch.words;
   return true;
 }

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -94,9 +95,18 @@ class BacktrackingEncoder {
                                                     const std::vector<TokenId>& base_tokens, const PairTable& merges,
                                                     const EncodesToItself& encodes_to_itself);
 
-  // Appends the ids BPE gives `word`. False, with nothing appended, when a
-  // character of `word` is no base token (byte fallback or the unknown
-  // token: the ordinary merge handles those words).
+  // Whether `word` holds the text of a token this encoder leaves to the
+  // merge (see above); such a word must not be encoded here.
+  [[nodiscard]] bool holds_unplaced(std::string_view word) const;
+  // Appends the ids BPE gives the longest prefix of `text` that starts no
+  // character outside the base tokens, and returns its length in bytes (0
+  // when `text` starts with such a character, which BPE never merges: the
+  // caller spells it and goes on after it). nullopt, with nothing appended,
+  // if the replay finds no answer (a merge list it misreads).
+  std::optional<std::size_t> encode_run(std::string_view text, std::vector<TokenId>& out,
+                                        BacktrackScratch& scratch) const;
+  // The ids of a whole word of base-token characters; false, with nothing
+  // appended, for a word holding another character or an unplaced token.
   bool encode(std::string_view word, std::vector<TokenId>& out, BacktrackScratch& scratch) const;
 
   [[nodiscard]] std::size_t memory_bytes() const;
@@ -118,7 +128,6 @@ class BacktrackingEncoder {
 
   [[nodiscard]] bool compatible(TokenId left, TokenId right, std::uint32_t limit) const;
   [[nodiscard]] bool remembered_compatible(TokenId left, TokenId right, std::vector<std::uint64_t>& answers) const;
-  [[nodiscard]] bool holds_unplaced(std::string_view word) const;
 
   [[nodiscard]] static std::size_t filter_bit(TokenId left, TokenId right) {
     return static_cast<std::size_t>((((std::uint64_t{left} << 32) | right) * 0x9E3779B97F4A7C15ULL) >> (64 - 21));

@@ -423,13 +423,42 @@ void BpeModel::encode_piece(std::string_view word, std::vector<TokenId>& out, Bp
   }
   std::size_t first = out.size();
   const BacktrackingEncoder* fast = word.size() > kLinearMergeLimit ? backtracking() : nullptr;
-  if (fast == nullptr || !fast->encode(word, out, scratch.backtrack)) {
+  if (fast == nullptr || !encode_backtracking(*fast, word, out, scratch)) {
     merge_symbols(word, scratch);
     emit(word, scratch.symbols, out);
   }
   if (cacheable) {
     scratch.cache.insert(word, hash, out.data() + first, out.size() - first);
   }
+}
+
+bool BpeModel::encode_backtracking(const BacktrackingEncoder& fast, std::string_view word, std::vector<TokenId>& out,
+                                   BpeScratch& scratch) const {
+  if (fast.holds_unplaced(word)) {
+    return false;
+  }
+  const std::size_t first = out.size();
+  for (std::size_t start = 0; start < word.size();) {
+    const auto run = fast.encode_run(word.substr(start), out, scratch.backtrack);
+    if (!run) {
+      out.resize(first);
+      return false;
+    }
+    start += *run;
+    if (start == word.size()) {
+      break;
+    }
+    // A character outside the vocabulary: its symbol never merges, so it
+    // is spelled as emit() spells it (byte fallback or the unknown token).
+    std::size_t length = options_.byte_level ? 1 : utf8_sequence_length(static_cast<unsigned char>(word[start]));
+    length = std::min(length, word.size() - start);
+    scratch.symbols.assign(
+        1, Symbol{kNoToken, static_cast<std::uint32_t>(start), static_cast<std::uint32_t>(length), -1, -1});
+    emit(word, scratch.symbols, out);
+    start += length;
+  }
+  ++scratch.backtrack.words;
+  return true;
 }
 
 void BpeModel::merge_symbols(std::string_view word, BpeScratch& scratch) const {

@@ -74,6 +74,8 @@ class BpeModel {
   void emit(std::string_view word, const std::vector<Symbol>& symbols, std::vector<TokenId>& out) const;
   void encode_piece(std::string_view word, std::vector<TokenId>& out, BpeScratch& scratch) const;
   void merge_symbols(std::string_view word, BpeScratch& scratch) const;
+  bool encode_backtracking(const BacktrackingEncoder& fast, std::string_view word, std::vector<TokenId>& out,
+                           BpeScratch& scratch) const;
   [[nodiscard]] std::unique_ptr<BacktrackingEncoder> build_backtracking() const;
   void find_word_boundaries(const VocabularyEntries& vocabulary);
   [[nodiscard]] bool splits_before(std::string_view word, std::size_t position) const;

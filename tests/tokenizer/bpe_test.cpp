@@ -171,6 +171,33 @@ TEST(BpeBacktracking, GivesTheReferenceIdsForMergesListedInCreationOrder) {
   }
 }
 
+// Characters outside the vocabulary never merge: the encoder stops its run
+// there, the model spells the character (here the unknown token) and the
+// next run starts after it, with the merge's ids.
+TEST(BpeBacktracking, ACharacterOutsideTheVocabularyEndsARunNotTheWord) {
+  Fixture fixture = make_fixture(true, 3);
+  const auto unknown = static_cast<TokenId>(fixture.vocabulary.size());
+  fixture.vocabulary.emplace_back("<unk>", unknown);
+  const VocabularyEntries vocabulary(fixture.vocabulary.begin(), fixture.vocabulary.end());
+  const MergeEntries merges(fixture.merges.begin(), fixture.merges.end());
+  const BpeModel model(vocabulary, merges, BpeOptions{.unknown = unknown});
+  BpeScratch scratch;
+  std::mt19937 random(11);
+  for (int sample = 0; sample < 100; ++sample) {
+    std::string word;
+    const std::size_t length = 49 + random() % 200;  // over 48 bytes: the encoder's words
+    for (std::size_t index = 0; index < length; ++index) {
+      word += random() % 9 == 0 ? 'x' : "abc"[random() % 3];
+    }
+    std::vector<TokenId> fast;
+    std::vector<TokenId> merged;
+    model.encode_word(word, fast, scratch);
+    model.merge_word(word, merged, scratch);
+    ASSERT_EQ(fast, merged) << word;
+  }
+  EXPECT_EQ(scratch.backtrack.words, 100u);
+}
+
 // "abc" is made only by (a, bc), listed before (b, c) makes "bc": the
 // merge fires when "bc" appears, not at its rank, which the encoder's replay
 // does not follow. Words holding "abc" are left to the merge; the others
