@@ -499,6 +499,7 @@ const BacktrackingEncoder* BpeModel::backtracking() const {
 std::unique_ptr<BacktrackingEncoder> BpeModel::build_backtracking() const {
   std::vector<std::string_view> by_id;
   std::vector<TokenId> base_tokens;
+  bool shared_id = false;
   vocabulary_.for_each([&](std::string_view token, TokenId id) {
     if (token.empty()) {
       return;
@@ -506,6 +507,7 @@ std::unique_ptr<BacktrackingEncoder> BpeModel::build_backtracking() const {
     if (id >= by_id.size()) {
       by_id.resize(id + 1);
     }
+    shared_id = shared_id || !by_id[id].empty();
     by_id[id] = token;
     const std::size_t symbol_length =
         options_.byte_level ? 1 : utf8_sequence_length(static_cast<unsigned char>(token.front()));
@@ -513,6 +515,9 @@ std::unique_ptr<BacktrackingEncoder> BpeModel::build_backtracking() const {
       base_tokens.push_back(id);
     }
   });
+  if (shared_id) {
+    return nullptr;  // two texts with one id (a malformed file): the encoder maps ids to texts
+  }
   BpeScratch scratch;
   auto encodes_to_itself = [&](std::string_view text, TokenId id) {
     initial_symbols(text, scratch.symbols);

@@ -198,6 +198,18 @@ TEST(BpeBacktracking, ACharacterOutsideTheVocabularyEndsARunNotTheWord) {
   EXPECT_EQ(scratch.backtrack.words, 100u);
 }
 
+// Found by the tokenizer fuzzer: a file giving two texts one id. The
+// encoder knows a token by one text, so it stands aside for the merge.
+TEST(BpeBacktracking, StandsAsideWhenTwoTextsShareAnId) {
+  const VocabularyEntries vocabulary{{"a", 1}, {"b", 1}, {"ab", 2}};
+  const BpeModel model(vocabulary, MergeEntries{}, BpeOptions{});
+  EXPECT_EQ(model.backtracking(), nullptr);
+  BpeScratch scratch;
+  std::vector<TokenId> ids;
+  model.encode_word(std::string(60, 'a') + std::string(60, 'b'), ids, scratch);
+  EXPECT_EQ(ids, std::vector<TokenId>(120, 1));
+}
+
 // "abc" is made only by (a, bc), listed before (b, c) makes "bc": the
 // merge fires when "bc" appears, not at its rank, which the encoder's replay
 // does not follow. Words holding "abc" are left to the merge; the others
