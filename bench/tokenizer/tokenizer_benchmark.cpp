@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/adversarial_text.hpp"
 #include "../support/resident_memory.hpp"
 #include "kvgate/chat_template/chat_template.hpp"
 #include "kvgate/jsonio/parse.hpp"
@@ -113,58 +114,9 @@ BENCHMARK(encode_code)->Unit(benchmark::kMillisecond);
 BENCHMARK(encode_prose_cold)->Unit(benchmark::kMillisecond);
 BENCHMARK(encode_code_cold)->Unit(benchmark::kMillisecond);
 
-// Text where byte-pair encoding degrades (issue: hot path), generated
-// deterministically: unbroken words up to 100 kB, whitespace runs, base64,
-// minified JSON, CJK without spaces. About 400 kB each.
-std::string adversarial_text(const std::string& kind) {
-  std::uint64_t state = 0x9e3779b97f4a7c15ULL;
-  auto next = [&] {
-    state ^= state << 13;
-    state ^= state >> 7;
-    state ^= state << 17;
-    return state;
-  };
-  std::string text;
-  constexpr std::size_t kSize = 400'000;
-  if (kind == "long_words") {
-    while (text.size() < kSize) {
-      const std::size_t length = text.empty() ? 100'000 : 1'000 + next() % 20'000;
-      for (std::size_t index = 0; index < length; ++index) {
-        text += static_cast<char>('a' + next() % 26);
-      }
-      text += ' ';
-    }
-  } else if (kind == "whitespace") {
-    static const char kBlank[] = {' ', ' ', ' ', '\t', '\n'};
-    while (text.size() < kSize) {
-      text.append(1 + next() % 2'000, kBlank[next() % 5]);
-      text += "x";
-    }
-  } else if (kind == "base64") {
-    static const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    while (text.size() < kSize) {
-      text += kAlphabet[next() % 64];
-    }
-  } else if (kind == "json") {
-    while (text.size() < kSize) {
-      text += R"({"id":)" + std::to_string(next() % 100000) + R"(,"name":"item)" + std::to_string(next() % 977) +
-              R"(","tags":["a","b)" + std::to_string(next() % 13) + R"("],"price":)" + std::to_string(next() % 9999) +
-              "." + std::to_string(next() % 100) + R"(,"ok":true},)";
-    }
-  } else if (kind == "cjk") {
-    while (text.size() < kSize) {
-      const auto code = static_cast<std::uint32_t>(0x4E00 + next() % 0x5000);  // CJK unified ideographs
-      text += static_cast<char>(0xE0 | (code >> 12));
-      text += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-      text += static_cast<char>(0x80 | (code & 0x3F));
-    }
-  }
-  return text;
-}
-
 void encode_adversarial(benchmark::State& state, const std::string& kind, bool backtracking) {
   const Tokenizer& tokenizer = backtracking ? shared_tokenizer() : merging_tokenizer();
-  const auto text = adversarial_text(kind);
+  const auto text = kvgate::bench::adversarial_text(kind);
   EncodeWorkspace workspace;
   std::vector<TokenId> ids;
   // Once before timing: the first long word builds the backtracking tables.

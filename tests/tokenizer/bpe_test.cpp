@@ -107,12 +107,25 @@ class Reference {
   std::map<std::string, TokenId> ids_;
 };
 
+// BpeModel keeps copies of what it reads from the views.
+BpeModel model_of(const Fixture& fixture, BpeOptions options = {}) {
+  const VocabularyEntries vocabulary(fixture.vocabulary.begin(), fixture.vocabulary.end());
+  const MergeEntries merges(fixture.merges.begin(), fixture.merges.end());
+  return BpeModel(vocabulary, merges, options);
+}
+
+std::string random_word(std::mt19937& random, std::size_t length, std::string_view alphabet) {
+  std::string word;
+  for (std::size_t index = 0; index < length; ++index) {
+    word += alphabet[random() % alphabet.size()];
+  }
+  return word;
+}
+
 void expect_reference_results(bool in_creation_order) {
   for (std::uint32_t seed = 1; seed <= 4; ++seed) {
     const Fixture fixture = make_fixture(in_creation_order, seed);
-    const VocabularyEntries vocabulary(fixture.vocabulary.begin(), fixture.vocabulary.end());
-    const MergeEntries merges(fixture.merges.begin(), fixture.merges.end());
-    const BpeModel model(vocabulary, merges, BpeOptions{});
+    const BpeModel model = model_of(fixture);
     const Reference reference(fixture);
     BpeScratch scratch;
     std::mt19937 random(seed * 7919);
@@ -121,10 +134,7 @@ void expect_reference_results(bool in_creation_order) {
       // a two-letter alphabet makes long runs of one pair (leftmost wins).
       const std::size_t length = sample % 2 == 0 ? 2 + random() % 46 : 49 + random() % 400;
       const std::string alphabet = sample % 3 == 0 ? "ab" : "abc";
-      std::string word;
-      for (std::size_t index = 0; index < length; ++index) {
-        word += alphabet[random() % alphabet.size()];
-      }
+      const std::string word = random_word(random, length, alphabet);
       std::vector<TokenId> ids;
       model.merge_word(word, ids, scratch);
       ASSERT_EQ(ids, reference.encode(word)) << "seed " << seed << " word " << word;
@@ -140,34 +150,41 @@ TEST(BpeMerge, MergesListedBeforeTheirInputsAreMadeMatchTheReference) {
   expect_reference_results(false);
 }
 
+// Random words of up to `longest` letters through the encoder of the
+// fixture's list: every word it takes gets the reference's ids. Returns how
+// many it took.
+std::size_t words_taken_with_the_reference_ids(const Fixture& fixture, std::uint32_t seed, int samples,
+                                               std::size_t longest) {
+  const BpeModel model = model_of(fixture);
+  const Reference reference(fixture);
+  const BacktrackingEncoder* encoder = model.backtracking();
+  EXPECT_NE(encoder, nullptr) << "seed " << seed;
+  if (encoder == nullptr) {
+    return 0;
+  }
+  BpeScratch scratch;
+  std::mt19937 random(seed * 104729);
+  std::size_t taken = 0;
+  for (int sample = 0; sample < samples; ++sample) {
+    const std::string word = random_word(random, 1 + random() % longest, sample % 3 == 0 ? "ab" : "abc");
+    std::vector<TokenId> ids;
+    if (encoder->encode(word, ids, scratch.backtrack)) {
+      ++taken;
+      EXPECT_EQ(ids, reference.encode(word)) << "seed " << seed << " word " << word;
+    }
+  }
+  // A character outside the vocabulary: the whole-word call declines.
+  std::vector<TokenId> ids{7};
+  EXPECT_FALSE(encoder->encode("abcxabc", ids, scratch.backtrack));
+  EXPECT_EQ(ids, std::vector<TokenId>{7}) << "nothing appended when it declines a word";
+  return taken;
+}
+
 // The backtracking encoder on the same fixtures: for a list learned in
-// order it gives the reference's ids; it declines words with characters
-// outside the vocabulary (the merge handles those).
+// order it takes every word and gives the reference's ids.
 TEST(BpeBacktracking, GivesTheReferenceIdsForMergesListedInCreationOrder) {
   for (std::uint32_t seed = 1; seed <= 6; ++seed) {
-    const Fixture fixture = make_fixture(true, seed);
-    const VocabularyEntries vocabulary(fixture.vocabulary.begin(), fixture.vocabulary.end());
-    const MergeEntries merges(fixture.merges.begin(), fixture.merges.end());
-    const BpeModel model(vocabulary, merges, BpeOptions{});
-    const Reference reference(fixture);
-    const BacktrackingEncoder* encoder = model.backtracking();
-    ASSERT_NE(encoder, nullptr) << "seed " << seed;
-    BpeScratch scratch;
-    std::mt19937 random(seed * 104729);
-    for (int sample = 0; sample < 150; ++sample) {
-      const std::size_t length = 1 + random() % 160;
-      const std::string alphabet = sample % 3 == 0 ? "ab" : "abc";
-      std::string word;
-      for (std::size_t index = 0; index < length; ++index) {
-        word += alphabet[random() % alphabet.size()];
-      }
-      std::vector<TokenId> ids;
-      ASSERT_TRUE(encoder->encode(word, ids, scratch.backtrack)) << word;
-      ASSERT_EQ(ids, reference.encode(word)) << "seed " << seed << " word " << word;
-    }
-    std::vector<TokenId> ids{7};
-    EXPECT_FALSE(encoder->encode("abcxabc", ids, scratch.backtrack));
-    EXPECT_EQ(ids, std::vector<TokenId>{7}) << "nothing appended when it declines a word";
+    EXPECT_EQ(words_taken_with_the_reference_ids(make_fixture(true, seed), seed, 150, 160), 150u);
   }
 }
 
@@ -178,9 +195,7 @@ TEST(BpeBacktracking, ACharacterOutsideTheVocabularyEndsARunNotTheWord) {
   Fixture fixture = make_fixture(true, 3);
   const auto unknown = static_cast<TokenId>(fixture.vocabulary.size());
   fixture.vocabulary.emplace_back("<unk>", unknown);
-  const VocabularyEntries vocabulary(fixture.vocabulary.begin(), fixture.vocabulary.end());
-  const MergeEntries merges(fixture.merges.begin(), fixture.merges.end());
-  const BpeModel model(vocabulary, merges, BpeOptions{.unknown = unknown});
+  const BpeModel model = model_of(fixture, BpeOptions{.unknown = unknown});
   BpeScratch scratch;
   std::mt19937 random(11);
   for (int sample = 0; sample < 100; ++sample) {
@@ -218,9 +233,7 @@ TEST(BpeBacktracking, LeavesWordsHoldingATokenMadeOutOfRankOrderToTheMerge) {
   Fixture fixture;
   fixture.vocabulary = {{"a", 0}, {"b", 1}, {"c", 2}, {"bc", 3}, {"abc", 4}};
   fixture.merges = {{"a", "bc"}, {"b", "c"}};
-  const VocabularyEntries vocabulary(fixture.vocabulary.begin(), fixture.vocabulary.end());
-  const MergeEntries merges(fixture.merges.begin(), fixture.merges.end());
-  const BpeModel model(vocabulary, merges, BpeOptions{});
+  const BpeModel model = model_of(fixture);
   const BacktrackingEncoder* encoder = model.backtracking();
   ASSERT_NE(encoder, nullptr);
   const Reference reference(fixture);
@@ -246,28 +259,7 @@ TEST(BpeBacktracking, LeavesWordsHoldingATokenMadeOutOfRankOrderToTheMerge) {
 TEST(BpeBacktracking, WordsItTakesFromOutOfOrderListsGetTheReferenceIds) {
   std::size_t taken = 0;
   for (std::uint32_t seed = 1; seed <= 6; ++seed) {
-    const Fixture fixture = make_fixture(false, seed);
-    const VocabularyEntries vocabulary(fixture.vocabulary.begin(), fixture.vocabulary.end());
-    const MergeEntries merges(fixture.merges.begin(), fixture.merges.end());
-    const BpeModel model(vocabulary, merges, BpeOptions{});
-    const Reference reference(fixture);
-    const BacktrackingEncoder* encoder = model.backtracking();
-    ASSERT_NE(encoder, nullptr);
-    BpeScratch scratch;
-    std::mt19937 random(seed * 15485863);
-    for (int sample = 0; sample < 300; ++sample) {
-      const std::size_t length = 1 + random() % 60;
-      const std::string alphabet = sample % 3 == 0 ? "ab" : "abc";
-      std::string word;
-      for (std::size_t index = 0; index < length; ++index) {
-        word += alphabet[random() % alphabet.size()];
-      }
-      std::vector<TokenId> ids;
-      if (encoder->encode(word, ids, scratch.backtrack)) {
-        ++taken;
-        ASSERT_EQ(ids, reference.encode(word)) << "seed " << seed << " word " << word;
-      }
-    }
+    taken += words_taken_with_the_reference_ids(make_fixture(false, seed), seed, 300, 60);
   }
   EXPECT_GT(taken, 20u);  // most words of these dense lists hold an out-of-order token
 }

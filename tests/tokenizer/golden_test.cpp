@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "../../bench/support/adversarial_text.hpp"
 #include "../support/gzip_file.hpp"
 #include "kvgate/tokenizer/hf_tokenizer.hpp"
 
@@ -95,48 +96,6 @@ TEST_P(Golden, EveryCorpusDocumentMatchesTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(Families, Golden, testing::Values("qwen3", "llama3_1", "deepseek_v3", "gemma3", "gptoss"));
 
-// Text where BPE words run long (the backtracking encoder's inputs): each
-// kind about `size` bytes, from a fixed seed.
-std::string long_word_text(const std::string& kind, std::uint64_t seed, std::size_t size) {
-  std::uint64_t state = seed * 0x9E3779B97F4A7C15ULL + 1;
-  auto next = [&] {
-    state ^= state << 13;
-    state ^= state >> 7;
-    state ^= state << 17;
-    return state;
-  };
-  std::string text;
-  while (text.size() < size) {
-    if (kind == "letters") {
-      // Two- and three-letter alphabets make long runs of one pair; 26
-      // letters give every bigram.
-      static const std::string kAlphabets[] = {"ab", "abc", "abcdefghijklmnopqrstuvwxyz", "etaoinshr"};
-      const std::string& alphabet = kAlphabets[next() % 4];
-      const std::size_t length = 49 + next() % 3'000;
-      for (std::size_t index = 0; index < length; ++index) text += alphabet[next() % alphabet.size()];
-      text += ' ';
-    } else if (kind == "whitespace") {
-      static const char kBlank[] = {' ', ' ', '\t', '\n', '\r'};
-      text.append(1 + next() % 300, kBlank[next() % 5]);
-      text += static_cast<char>('a' + next() % 26);
-    } else if (kind == "base64") {
-      static const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-      text += kAlphabet[next() % 64];
-    } else if (kind == "json") {
-      text += R"({"id":)" + std::to_string(next() % 100000) + R"(,"k":"v)" + std::to_string(next() % 977) + "\"},";
-    } else if (kind == "cjk") {
-      const auto code = static_cast<std::uint32_t>(0x4E00 + next() % 0x5000);
-      text += static_cast<char>(0xE0 | (code >> 12));
-      text += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-      text += static_cast<char>(0x80 | (code & 0x3F));
-    } else {  // "mixed": accented Latin, digits, punctuation and symbols with no spaces
-      static const std::string kPieces[] = {"é", "ß", "ñ", "0", "7", "-", "_", ".", "=", "→", "€", "ü", "x", "Q", "—"};
-      text += kPieces[next() % 15];
-    }
-  }
-  return text;
-}
-
 class LongWords : public testing::TestWithParam<std::string> {};
 
 // The backtracking encoder against the pair-by-pair merge (which the
@@ -148,9 +107,9 @@ TEST_P(LongWords, TheBacktrackingEncoderGivesTheMergesIds) {
       Tokenizer::load_folder(folder, LoadOptions{.segment_cache_bytes = 0, .backtracking_encoder = false});
   EncodeWorkspace fast_workspace;
   EncodeWorkspace merged_workspace;
-  for (const std::string kind : {"letters", "whitespace", "base64", "json", "cjk", "mixed"}) {
+  for (const std::string_view kind : {"letters", "whitespace", "base64", "json", "cjk", "mixed"}) {
     for (std::uint64_t seed = 1; seed <= 3; ++seed) {
-      const std::string text = long_word_text(kind, seed, 60'000);
+      const std::string text = bench::adversarial_text(kind, seed, 60'000);
       std::vector<TokenId> fast_ids;
       std::vector<TokenId> merged_ids;
       ASSERT_TRUE(fast.encode(text, false, fast_workspace, fast_ids).has_value());
@@ -158,7 +117,7 @@ TEST_P(LongWords, TheBacktrackingEncoderGivesTheMergesIds) {
       ASSERT_EQ(fast_ids.size(), merged_ids.size()) << GetParam() << " " << kind << " seed " << seed;
       EXPECT_EQ(fast_ids, merged_ids) << GetParam() << " " << kind << " seed " << seed;
     }
-    if (kind == std::string("letters")) {
+    if (kind == std::string_view("letters")) {
       // Every family's encoder takes these (no whitespace runs, which some
       // merge lists make out of rank order).
       EXPECT_GT(fast_workspace.backtracked_words(), 50u) << GetParam();
