@@ -240,7 +240,7 @@ TEST(CacheAware, RequestsTheEngineReportsWaitingCountAsQueue) {
   auto policy = make_cache_aware(plain_cost());
   // Same cache, same gateway load; b's engine has 10 requests waiting from
   // elsewhere.
-  auto workers = priced({{"a", true, 0, 0, 0, 0, 100}, {"b", true, 0, 0, 0, 10, 100}});
+  auto workers = priced({{"a", true, 0, 0, 0, 100}, {"b", true, 0, 0, 0, 100}});
   workers[1].engine_waiting_others = 10;
   auto decision = policy->decide({"m", std::nullopt, 1, {}, 100}, workers);
   EXPECT_EQ(decision.worker_index, 0u);
@@ -256,7 +256,7 @@ TEST(CacheAware, OtherGatewaysWaitingRequestsArePricedAsTypicalRequests) {
   // b holds 1,000 of the prompt's tokens (100 ms of prefill saved) but its
   // engine has 2 requests waiting that another gateway sent, of ~1,000
   // uncached tokens each: 2 x (100 + 5) = 210 ms.
-  auto workers = priced({{"a", true, 0, 0, 0, 0, 10}, {"b", true, 0, 0, 1'000, 2, 10}});
+  auto workers = priced({{"a", true, 0, 0, 0, 10}, {"b", true, 0, 0, 1'000, 10}});
   workers[1].engine_waiting_others = 2;
   workers[1].mean_uncached_tokens = 1'000;
   auto decision = policy->decide({"m", std::nullopt, 0, {}, 1'200}, workers);
@@ -280,7 +280,7 @@ TEST(CacheAware, AnEngineSnapshotOlderThanTheBoundIsIgnored) {
   auto policy = make_cache_aware(cost);
   // b's engine reported a long queue, but 3 s ago (and never, for c): only
   // the gateway's own counts judge them.
-  auto workers = priced({{"a", true, 1, 0, 0, 0, 10}, {"b", true, 0, 0, 0, 50, 3'000}, {"c", true, 0, 0, 0, 9, -1}});
+  auto workers = priced({{"a", true, 1, 0, 0, 10}, {"b", true, 0, 0, 0, 3'000}, {"c", true, 0, 0, 0, -1}});
   workers[1].engine_waiting_others = 50;
   workers[2].engine_waiting_others = 9;
   auto decision = policy->decide({"m", std::nullopt, 0, {}, 100}, workers);
