@@ -207,6 +207,8 @@ CostModel plain_cost(double per_request = 20, double per_waiting = 5) {
   return cost;
 }
 
+// Positional WorkerView initializers stop at cached_tokens; later fields by
+// name (a removed field once shifted positional values silently).
 std::vector<WorkerView> priced(std::vector<WorkerView> workers, PrefillRates rates = kLinear) {
   for (auto& worker : workers) {
     worker.prefill = rates;
@@ -240,7 +242,7 @@ TEST(CacheAware, RequestsTheEngineReportsWaitingCountAsQueue) {
   auto policy = make_cache_aware(plain_cost());
   // Same cache, same gateway load; b's engine has 10 requests waiting from
   // elsewhere.
-  auto workers = priced({{"a", true, 0, 0, 0, 100}, {"b", true, 0, 0, 0, 100}});
+  auto workers = priced({{.id = "a", .engine_snapshot_age_ms = 100}, {.id = "b", .engine_snapshot_age_ms = 100}});
   workers[1].engine_waiting_others = 10;
   auto decision = policy->decide({"m", std::nullopt, 1, {}, 100}, workers);
   EXPECT_EQ(decision.worker_index, 0u);
@@ -256,7 +258,8 @@ TEST(CacheAware, OtherGatewaysWaitingRequestsArePricedAsTypicalRequests) {
   // b holds 1,000 of the prompt's tokens (100 ms of prefill saved) but its
   // engine has 2 requests waiting that another gateway sent, of ~1,000
   // uncached tokens each: 2 x (100 + 5) = 210 ms.
-  auto workers = priced({{"a", true, 0, 0, 0, 10}, {"b", true, 0, 0, 1'000, 10}});
+  auto workers = priced(
+      {{.id = "a", .engine_snapshot_age_ms = 10}, {.id = "b", .cached_tokens = 1'000, .engine_snapshot_age_ms = 10}});
   workers[1].engine_waiting_others = 2;
   workers[1].mean_uncached_tokens = 1'000;
   auto decision = policy->decide({"m", std::nullopt, 0, {}, 1'200}, workers);
@@ -280,7 +283,9 @@ TEST(CacheAware, AnEngineSnapshotOlderThanTheBoundIsIgnored) {
   auto policy = make_cache_aware(cost);
   // b's engine reported a long queue, but 3 s ago (and never, for c): only
   // the gateway's own counts judge them.
-  auto workers = priced({{"a", true, 1, 0, 0, 10}, {"b", true, 0, 0, 0, 3'000}, {"c", true, 0, 0, 0, -1}});
+  auto workers = priced({{.id = "a", .in_flight = 1, .engine_snapshot_age_ms = 10},
+                         {.id = "b", .engine_snapshot_age_ms = 3'000},
+                         {.id = "c", .engine_snapshot_age_ms = -1}});
   workers[1].engine_waiting_others = 50;
   workers[2].engine_waiting_others = 9;
   auto decision = policy->decide({"m", std::nullopt, 0, {}, 100}, workers);
