@@ -63,19 +63,18 @@ std::unique_ptr<BacktrackingEncoder> BacktrackingEncoder::build(const std::vecto
     token.left = left;
     token.right = right;
   }
+  // A token several merges make is listed once per merge.
+  std::sort(unplaced.begin(), unplaced.end());
+  unplaced.erase(std::unique(unplaced.begin(), unplaced.end()), unplaced.end());
   ByteTrie::Entries late;  // output by BPE, made only by a merge listed before its inputs
   for (TokenId id : unplaced) {
     if (tokens[id].order == kNotMatched && encodes_to_itself(vocabulary[id], id)) {
-      tokens[id].order = kNotMatched - 1;  // listed once
       late.emplace_back(vocabulary[id], id);
+      encoder->unplaced_first_[static_cast<unsigned char>(vocabulary[id].front())] = true;
     }
   }
   if (late.size() > kMaxUnplaced) {
     return nullptr;
-  }
-  for (const auto& [text, id] : late) {
-    tokens[id].order = kNotMatched;
-    encoder->unplaced_first_[static_cast<unsigned char>(text.front())] = true;
   }
   encoder->unplaced_.build(std::move(late), [](TokenId, TokenId) {});
   ByteTrie::Entries matched;

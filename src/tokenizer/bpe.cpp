@@ -520,8 +520,7 @@ std::unique_ptr<BacktrackingEncoder> BpeModel::build_backtracking() const {
   }
   BpeScratch scratch;
   auto encodes_to_itself = [&](std::string_view text, TokenId id) {
-    initial_symbols(text, scratch.symbols);
-    merge_small(scratch.symbols, scratch.pairs);
+    merge_symbols(text, scratch);
     return scratch.symbols.size() == 1 && scratch.symbols.front().id == id;
   };
   return BacktrackingEncoder::build(by_id, base_tokens, merges_, encodes_to_itself);
