@@ -209,7 +209,7 @@ nlohmann::ordered_json long_conversation(const Tokenizer& tokenizer, std::size_t
 // The next turn of a ~32k-token conversation whose earlier turns the
 // gateway has seen: prepare the request, render the chat template, encode.
 // Each iteration's new question is new text; everything before it is found
-// in the segment cache (or not, with the cache off).
+// in the segment cache and the render cache (or not, with the caches off).
 // Arg: the conversation's size in tokens (thousands).
 void chat_next_turn(benchmark::State& state, bool segment_cache) {
   auto tokenizer = Tokenizer::load_folder(tokenizer_folder(), {.segment_cache_bytes = segment_cache ? 256u << 20 : 0});
@@ -221,8 +221,10 @@ void chat_next_turn(benchmark::State& state, bool segment_cache) {
   body["messages"].push_back({{"role", "user"}, {"content", "warm-up question"}});
   EncodeWorkspace workspace;
   std::vector<TokenId> ids;
+  kvgate::chat_template::RenderCache render_cache;
   auto run = [&] {
     auto input = kvgate::prompt::render_input_from_request(body, *compiled, special);
+    input->cache = segment_cache ? &render_cache : nullptr;
     auto prompt = compiled->render(*input);
     ids.clear();
     if (!prompt || !tokenizer.encode(*prompt, false, workspace, ids)) std::abort();
@@ -243,7 +245,7 @@ void chat_next_turn(benchmark::State& state, bool segment_cache) {
 // rendering the template, encoding the prompt (segment cache warm). Arg: the
 // chat's size in thousands of tokens (32: ~32k; 128: ~128k, about 500 kB of
 // JSON); 0: one short user message (the proxy benchmark's request).
-enum class Stage { kParse, kParseNlohmann, kPrepare, kRender, kEncode };
+enum class Stage { kParse, kParseNlohmann, kPrepare, kRender, kRenderIncremental, kEncode };
 void chat_stage(benchmark::State& state, Stage stage) {
   auto tokenizer = Tokenizer::load_folder(tokenizer_folder());
   auto compiled = kvgate::chat_template::ChatTemplate::compile(tokenizer.config()["chat_template"].get<std::string>());
@@ -255,6 +257,10 @@ void chat_stage(benchmark::State& state, Stage stage) {
   body["messages"].push_back({{"role", "user"}, {"content", "Say hello to the benchmark"}});
   auto input = kvgate::prompt::render_input_from_request(body, *compiled, special);
   auto prompt = compiled->render(*input);
+  kvgate::chat_template::RenderCache render_cache;
+  auto incremental_input = *input;
+  incremental_input.cache = &render_cache;
+  if (!compiled->render(incremental_input)) std::abort();  // the earlier turns, seen before
   EncodeWorkspace workspace;
   std::vector<TokenId> ids;
   if (!prompt || !tokenizer.encode(*prompt, false, workspace, ids)) std::abort();
@@ -268,6 +274,8 @@ void chat_stage(benchmark::State& state, Stage stage) {
       benchmark::DoNotOptimize(kvgate::prompt::render_input_from_request(body, *compiled, special));
     } else if (stage == Stage::kRender) {
       benchmark::DoNotOptimize(compiled->render(*input));
+    } else if (stage == Stage::kRenderIncremental) {  // every message seen in the same state before
+      benchmark::DoNotOptimize(compiled->render(incremental_input));
     } else {
       ids.clear();
       if (!tokenizer.encode(*prompt, false, workspace, ids, true)) std::abort();
@@ -275,6 +283,12 @@ void chat_stage(benchmark::State& state, Stage stage) {
   }
   state.counters["prompt_tokens"] = static_cast<double>(ids.size());
   state.counters["body_kB"] = static_cast<double>(text.size()) / 1e3;
+  if (stage == Stage::kRenderIncremental) {  // per render
+    state.counters["replayed"] =
+        benchmark::Counter(static_cast<double>(render_cache.replayed_iterations()), benchmark::Counter::kAvgIterations);
+    state.counters["evaluated"] = benchmark::Counter(static_cast<double>(render_cache.evaluated_iterations()),
+                                                     benchmark::Counter::kAvgIterations);
+  }
 }
 void chat_parse(benchmark::State& state) {
   chat_stage(state, Stage::kParse);
@@ -288,6 +302,9 @@ void chat_prepare(benchmark::State& state) {
 void chat_render(benchmark::State& state) {
   chat_stage(state, Stage::kRender);
 }
+void chat_render_incremental(benchmark::State& state) {
+  chat_stage(state, Stage::kRenderIncremental);
+}
 void chat_encode(benchmark::State& state) {
   chat_stage(state, Stage::kEncode);
 }
@@ -295,6 +312,7 @@ BENCHMARK(chat_parse)->Arg(32)->Arg(128)->Arg(0)->Unit(benchmark::kMicrosecond);
 BENCHMARK(chat_parse_nlohmann)->Arg(32)->Arg(128)->Arg(0)->Unit(benchmark::kMicrosecond);
 BENCHMARK(chat_prepare)->Arg(32)->Arg(128)->Arg(0)->Unit(benchmark::kMicrosecond);
 BENCHMARK(chat_render)->Arg(32)->Arg(128)->Arg(0)->Unit(benchmark::kMicrosecond);
+BENCHMARK(chat_render_incremental)->Arg(32)->Arg(128)->Arg(0)->Unit(benchmark::kMicrosecond);
 BENCHMARK(chat_encode)->Arg(32)->Arg(128)->Arg(0)->Unit(benchmark::kMicrosecond);
 
 void chat_next_turn_cached(benchmark::State& state) {

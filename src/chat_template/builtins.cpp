@@ -684,25 +684,26 @@ Value run_test(const std::string& name, const Value& operand, RenderContext& con
   return context.fail("unknown test: " + name);
 }
 
-Value binary_operation(const std::string& operation, const Value& left, const Value& right, RenderContext& context) {
-  if (operation == "==") {
+Value binary_operation(Operator op, std::string_view operation, const Value& left, const Value& right,
+                       RenderContext& context) {
+  if (op == Operator::kEqual) {
     return Value(equal(left, right));
   }
-  if (operation == "!=") {
+  if (op == Operator::kNotEqual) {
     return Value(!equal(left, right));
   }
-  bool membership = operation == "in" || operation == "not in";
-  bool negate = operation == "not in";
+  bool membership = op == Operator::kIn || op == Operator::kNotIn;
+  bool negate = op == Operator::kNotIn;
   if (left.is_undefined() || right.is_undefined()) {
     if (right.is_undefined() && membership) {
       return Value(negate);
     }
-    return context.fail("cannot perform operation " + operation + " on undefined values");
+    return context.fail("cannot perform operation " + std::string(operation) + " on undefined values");
   }
   if (left.is_none() || right.is_none()) {
-    return context.fail("cannot perform operation " + operation + " on null values");
+    return context.fail("cannot perform operation " + std::string(operation) + " on null values");
   }
-  if (operation == "~") {
+  if (op == Operator::kConcatenate) {
     return Value(to_output(left) + to_output(right));
   }
   if (left.is_number() && right.is_number()) {
@@ -710,22 +711,22 @@ Value binary_operation(const std::string& operation, const Value& left, const Va
     double a = left.as_number();
     double b = right.as_number();
     auto number = [&](double value) { return floating ? Value(value) : Value(static_cast<std::int64_t>(value)); };
-    if (operation == "+") {
+    if (op == Operator::kAdd) {
       return floating ? Value(a + b) : Value(left.as_integer() + right.as_integer());
     }
-    if (operation == "-") {
+    if (op == Operator::kSubtract) {
       return floating ? Value(a - b) : Value(left.as_integer() - right.as_integer());
     }
-    if (operation == "*") {
+    if (op == Operator::kMultiply) {
       return floating ? Value(a * b) : Value(left.as_integer() * right.as_integer());
     }
-    if (operation == "/") {
+    if (op == Operator::kDivide) {
       return b == 0 ? context.fail("division by zero") : Value(a / b);
     }
-    if (operation == "//") {
+    if (op == Operator::kFloorDivide) {
       return b == 0 ? context.fail("division by zero") : number(std::floor(a / b));
     }
-    if (operation == "%") {
+    if (op == Operator::kModulo) {
       if (b == 0) {
         return context.fail("modulo by zero");
       }
@@ -738,23 +739,23 @@ Value binary_operation(const std::string& operation, const Value& left, const Va
       }
       return Value(a - b * std::floor(a / b));
     }
-    if (operation == "**") {
+    if (op == Operator::kPower) {
       return number(std::pow(a, b));
     }
-    if (operation == "<") {
+    if (op == Operator::kLess) {
       return Value(a < b);
     }
-    if (operation == ">") {
+    if (op == Operator::kGreater) {
       return Value(a > b);
     }
-    if (operation == "<=") {
+    if (op == Operator::kLessEqual) {
       return Value(a <= b);
     }
-    if (operation == ">=") {
+    if (op == Operator::kGreaterEqual) {
       return Value(a >= b);
     }
   }
-  if (left.is(Kind::kList) && right.is(Kind::kList) && operation == "+") {
+  if (left.is(Kind::kList) && right.is(Kind::kList) && op == Operator::kAdd) {
     List joined = left.as_list();
     joined.insert(joined.end(), right.as_list().begin(), right.as_list().end());
     return Value(std::move(joined));
@@ -764,31 +765,31 @@ Value binary_operation(const std::string& operation, const Value& left, const Va
                              [&](const Value& item) { return equal(item, left); });
     return Value(found != negate);
   }
-  if ((left.is_string() || right.is_string()) && operation == "+") {
+  if ((left.is_string() || right.is_string()) && op == Operator::kAdd) {
     return Value(to_output(left) + to_output(right));
   }
   if (left.is_string() && right.is_string()) {
     if (membership) {
       return Value((right.as_string().find(left.as_string()) != std::string::npos) != negate);
     }
-    if (operation == "<") {
+    if (op == Operator::kLess) {
       return Value(left.as_string() < right.as_string());
     }
-    if (operation == ">") {
+    if (op == Operator::kGreater) {
       return Value(left.as_string() > right.as_string());
     }
-    if (operation == "<=") {
+    if (op == Operator::kLessEqual) {
       return Value(left.as_string() <= right.as_string());
     }
-    if (operation == ">=") {
+    if (op == Operator::kGreaterEqual) {
       return Value(left.as_string() >= right.as_string());
     }
   }
   if (left.is_string() && right.is(Kind::kMapping) && membership) {
     return Value((right.find(left.as_string()) != nullptr) != negate);
   }
-  return context.fail("unknown operator \"" + operation + "\" between " + std::string(left.type_name()) + " and " +
-                      std::string(right.type_name()));
+  return context.fail("unknown operator \"" + std::string(operation) + "\" between " + std::string(left.type_name()) +
+                      " and " + std::string(right.type_name()));
 }
 
 void add_globals(Scope& scope) {
@@ -842,6 +843,7 @@ void add_globals(Scope& scope) {
               return Value(std::move(items));
             })));
   scope.set("strftime_now", Value(Function([](Arguments& arguments, RenderContext& context) -> Value {
+              ++context.clock_reads;
               const Value* format = arguments.get(0, "format");
               if (!format || !format->is_string()) {
                 return context.fail("strftime_now() needs a format string");

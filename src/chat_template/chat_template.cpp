@@ -3,6 +3,7 @@
 #include "ast.hpp"
 #include "interpreter.hpp"
 #include "lexer.hpp"
+#include "memo.hpp"
 #include "parser.hpp"
 
 namespace kvgate::chat_template {
@@ -15,6 +16,27 @@ struct ChatTemplate::Program {
 };
 
 namespace {
+
+constexpr std::size_t kTemplateTextAllowance = 4096;
+constexpr int kTextDepth = 4;  // message -> content list -> part -> text
+
+// The text a value holds, to size the output before rendering.
+std::size_t text_bytes(const Value& value, int depth) {
+  if (value.is_string()) {
+    return value.as_string().size();
+  }
+  std::size_t total = 0;
+  if (depth < kTextDepth && value.is(Value::Kind::kList)) {
+    for (const Value& item : value.as_list()) {
+      total += text_bytes(item, depth + 1);
+    }
+  } else if (depth < kTextDepth && value.is(Value::Kind::kMapping)) {
+    for (const auto& [key, item] : value.as_mapping()) {
+      total += text_bytes(item, depth + 1);
+    }
+  }
+  return total;
+}
 
 bool mentions_content(const Node& node) {
   if (node.kind == NodeKind::kMember) {
@@ -46,6 +68,18 @@ bool loops_over_content(const NodeList& nodes) {
 
 }  // namespace
 
+RenderCache::RenderCache(std::size_t capacity_bytes) : memo_(std::make_unique<IterationMemo>(capacity_bytes)) {}
+RenderCache::~RenderCache() = default;
+std::size_t RenderCache::bytes() const {
+  return memo_->bytes();
+}
+std::uint64_t RenderCache::replayed_iterations() const {
+  return memo_->replayed;
+}
+std::uint64_t RenderCache::evaluated_iterations() const {
+  return memo_->evaluated;
+}
+
 Result<ChatTemplate, std::string> ChatTemplate::compile(std::string_view source) {
   auto tokens = tokenize_template(source);
   if (!tokens) {
@@ -67,6 +101,10 @@ Result<std::string, std::string> ChatTemplate::render(const RenderInput& input) 
   context.now = input.now;
   context.output_limit = input.output_limit;
   context.step_limit = input.step_limit;
+  if (input.cache != nullptr) {
+    context.memo = input.cache->memo_.get();
+    context.program = program_;
+  }
   Scope globals(&program_->builtins);
   globals.set("messages", input.messages);
   if (!input.tools.is_undefined()) {
@@ -80,6 +118,9 @@ Result<std::string, std::string> ChatTemplate::render(const RenderInput& input) 
   }
   Scope scope(&globals);
   std::string out;
+  // Prompts are mostly the messages' text: one allocation instead of a
+  // doubling series of copies of a long prompt.
+  out.reserve(text_bytes(input.messages, 0) + kTemplateTextAllowance);
   Interpreter(context).render_block(program_->body, scope, out);
   if (context.failed()) {
     return unexpected(std::move(context.error));

@@ -69,7 +69,7 @@ void Interpreter::render_block(const NodeList& block, Scope& scope, std::string&
 }
 
 void Interpreter::render_statement(const Node& node, Scope& scope, std::string& out) {
-  if (context_.step_limit != 0 && ++context_.steps > context_.step_limit) {
+  if (++context_.steps > context_.step_limit && context_.step_limit != 0) {
     context_.fail("the chat template took more than " + std::to_string(context_.step_limit) + " steps");
     return;
   }
@@ -89,14 +89,50 @@ void Interpreter::render_statement(const Node& node, Scope& scope, std::string& 
       }
       return;
     }
-    case NodeKind::kIf:
-      render_block(evaluate(*node.operands[0], scope).truthy() ? node.body : node.alternate, scope, out);
+    case NodeKind::kIf: {
+      if (recording_ == nullptr) {
+        render_block(evaluate(*node.operands[0], scope).truthy() ? node.body : node.alternate, scope, out);
+        return;
+      }
+      // A test that reads only what the iteration found, some of it state
+      // that moves from turn to turn (namespace attributes, `loop.*`, whole
+      // lists), is remembered by its outcome instead of by the values it
+      // read: Qwen3's `loop.index0 > ns.last_query_index` stays false for
+      // earlier turns while last_query_index moves on. Tests of the item
+      // alone keep their reads, which validate by identity without
+      // evaluating anything.
+      Recording* recording = recording_;
+      auto mark = recording->record.dependencies.size();
+      auto internal_reads = recording->internal_reads;
+      recording->large_in_test = false;
+      ++recording->test_depth;
+      bool holds = evaluate(*node.operands[0], scope).truthy();
+      --recording->test_depth;
+      if (recording_ == recording && !context_.failed()) {
+        auto& dependencies = recording->record.dependencies;
+        bool moving = recording->large_in_test || std::any_of(dependencies.begin() + static_cast<std::ptrdiff_t>(mark),
+                                                              dependencies.end(), [](const Dependency& dependency) {
+                                                                return dependency.kind != Dependency::Kind::kVariable;
+                                                              });
+        if (recording->internal_reads == internal_reads && moving) {
+          dependencies.resize(mark);
+          Dependency test;
+          test.kind = Dependency::Kind::kTest;
+          test.test = node.operands[0].get();
+          test.value = Value(holds);
+          dependencies.push_back(std::move(test));
+        } else if (recording->large_in_test) {
+          abandon_recording();
+        }
+      }
+      render_block(holds ? node.body : node.alternate, scope, out);
       return;
+    }
     case NodeKind::kFor:
       render_for(node, scope, out);
       return;
     case NodeKind::kMacro:
-      scope.set(node.name, define_macro(node));
+      set_variable(scope, node.name, define_macro(node));
       return;
     case NodeKind::kBreak:
       context_.flow = RenderContext::Flow::kBreak;
@@ -115,12 +151,12 @@ void Interpreter::render_statement(const Node& node, Scope& scope, std::string& 
 // `{{ a + b + c }}` with string operands appends each operand directly
 // instead of building the intermediate strings; prompts are long.
 bool Interpreter::append_concatenation(const Node& node, Scope& scope, std::string& out) {
-  if (node.kind != NodeKind::kBinary || node.name != "+") {
+  if (node.kind != NodeKind::kBinary || node.op != Operator::kAdd) {
     return false;
   }
   std::vector<const Node*> leaves;
   const Node* cursor = &node;
-  while (cursor->kind == NodeKind::kBinary && cursor->name == "+") {
+  while (cursor->kind == NodeKind::kBinary && cursor->op == Operator::kAdd) {
     leaves.push_back(cursor->operands[1].get());
     cursor = cursor->operands[0].get();
   }
@@ -137,7 +173,7 @@ bool Interpreter::append_concatenation(const Node& node, Scope& scope, std::stri
   if (!std::all_of(values.begin(), values.end(), [](const Value& value) { return value.is_string(); })) {
     Value total = values[0];
     for (std::size_t index = 1; index < values.size() && !context_.failed(); ++index) {
-      total = binary_operation("+", total, values[index], context_);
+      total = binary_operation(Operator::kAdd, "+", total, values[index], context_);
     }
     if (!context_.failed()) {
       append_output(out, total);
@@ -195,6 +231,9 @@ void Interpreter::render_for(const Node& node, Scope& scope, std::string& out) {
                    {"revindex0", Value()},   {"first", Value()},    {"last", Value()},
                    {"length", Value(count)}, {"previtem", Value()}, {"nextitem", Value()}};
   loop_scope.set("loop", Value(loop));
+  if (recording_ != nullptr) {
+    recording_->created.push_back(loop.get());  // a loop inside a recorded iteration: its own state
+  }
   for (std::int64_t index = 0; index < count && !context_.failed(); ++index) {
     auto at = static_cast<std::size_t>(index);
     Mapping& fields = loop->entries;
@@ -207,9 +246,7 @@ void Interpreter::render_for(const Node& node, Scope& scope, std::string& out) {
     fields[7].second = index > 0 ? items[at - 1] : Value();
     fields[8].second = index + 1 < count ? items[at + 1] : Value();
     assign(target, items[at], loop_scope);
-    render_block(node.body, loop_scope, out);
-    auto flow = context_.flow;
-    context_.flow = RenderContext::Flow::kNormal;
+    auto flow = iterate(node, items[at], loop_scope, out);
     if (flow == RenderContext::Flow::kBreak) {
       break;
     }
@@ -223,9 +260,19 @@ void Interpreter::render_for(const Node& node, Scope& scope, std::string& out) {
   }
 }
 
+void Interpreter::set_variable(Scope& scope, const std::string& name, Value value) {
+  if (recording_ != nullptr && &scope == recording_->loop_scope) {
+    auto& written = recording_->written;
+    if (std::find(written.begin(), written.end(), name) == written.end()) {
+      written.emplace_back(name);
+    }
+  }
+  scope.set(name, std::move(value));
+}
+
 void Interpreter::assign(const Node& target, const Value& value, Scope& scope) {
   if (target.kind == NodeKind::kIdentifier) {
-    scope.set(target.name, value);
+    set_variable(scope, target.name, value);
   } else if (target.kind == NodeKind::kTuple) {
     if (!value.is(Value::Kind::kList)) {
       context_.fail("cannot unpack non-iterable type: " + std::string(value.type_name()));
@@ -240,13 +287,34 @@ void Interpreter::assign(const Node& target, const Value& value, Scope& scope) {
       assign(*target.operands[index], items[index], scope);
     }
   } else if (target.kind == NodeKind::kMember && !target.flag) {
-    Value object = evaluate(*target.operands[0], scope);
+    const Node& object_node = *target.operands[0];
+    Value object;
+    bool external = false;
+    if (recording_ != nullptr && object_node.kind == NodeKind::kIdentifier) {
+      const Value* found = resolve(object_node.name, scope, external);
+      object = found ? *found : Value();
+    } else {
+      object = evaluate(object_node, scope);
+    }
     if (!object.is(Value::Kind::kNamespace)) {
       context_.fail("cannot assign attribute on non-namespace object");
       return;
     }
     Mapping& entries = object.as_namespace().entries;
     const std::string& name = target.operands[1]->name;
+    if (recording_ != nullptr) {
+      Recording& recording = *recording_;
+      const Namespace* space = &object.as_namespace();
+      bool made_here = std::find(recording.created.begin(), recording.created.end(), space) != recording.created.end();
+      if (!made_here) {
+        if (object_node.kind != NodeKind::kIdentifier || !external) {
+          abandon_recording();  // a namespace from before the iteration reached some other way
+        } else if (note_namespace(object_node.name, space)) {
+          recording.written_attributes.emplace_back(space, name);
+          recording.record.effects.push_back(Effect{object_node.name, name, value});
+        }
+      }
+    }
     auto existing =
         std::find_if(entries.begin(), entries.end(), [&](const auto& entry) { return entry.first == name; });
     if (existing != entries.end()) {
@@ -262,6 +330,7 @@ void Interpreter::assign(const Node& target, const Value& value, Scope& scope) {
 Value Interpreter::define_macro(const Node& node) {
   const Node* macro = &node;
   return Value(Function([macro](Arguments& arguments, RenderContext& context) -> Value {
+    ++context.macro_calls;
     if (context.depth >= kMaxCallDepth) {
       return context.fail("macro recursion too deep");
     }
@@ -309,13 +378,16 @@ Value Interpreter::evaluate(const Node& node, Scope& scope) {
   if (context_.failed()) {
     return {};
   }
-  if (context_.step_limit != 0 && ++context_.steps > context_.step_limit) {
+  if (++context_.steps > context_.step_limit && context_.step_limit != 0) {
     return context_.fail("the chat template took more than " + std::to_string(context_.step_limit) + " steps");
   }
   switch (node.kind) {
     case NodeKind::kLiteral:
       return node.literal;
     case NodeKind::kIdentifier: {
+      if (recording_ != nullptr) {
+        return read_variable(node.name, scope);
+      }
       const Value* found = scope.lookup(node.name);
       return found ? *found : Value();
     }
@@ -392,22 +464,40 @@ Value Interpreter::evaluate(const Node& node, Scope& scope) {
 
 Value Interpreter::evaluate_binary(const Node& node, Scope& scope) {
   Value left = evaluate(*node.operands[0], scope);
-  if (node.name == "and") {
+  if (node.op == Operator::kAnd) {
     return left.truthy() ? evaluate(*node.operands[1], scope) : left;
   }
-  if (node.name == "or") {
+  if (node.op == Operator::kOr) {
     return left.truthy() ? left : evaluate(*node.operands[1], scope);
   }
   Value right = evaluate(*node.operands[1], scope);
   if (context_.failed()) {
     return {};
   }
-  return binary_operation(node.name, left, right, context_);
+  return binary_operation(node.op, node.name, left, right, context_);
 }
 
 Value Interpreter::evaluate_member(const Node& node, Scope& scope) {
-  Value object = evaluate(*node.operands[0], scope);
   const Node& property_node = *node.operands[1];
+  if (recording_ != nullptr && node.operands[0]->kind == NodeKind::kIdentifier) {
+    const std::string* attribute = nullptr;
+    if (!node.flag && property_node.kind == NodeKind::kIdentifier) {
+      attribute = &property_node.name;
+    } else if (node.flag && property_node.kind == NodeKind::kLiteral && property_node.literal.is_string()) {
+      attribute = &property_node.literal.as_string();
+    }
+    Value result;
+    if (attribute != nullptr && read_attribute(*node.operands[0], *attribute, scope, result)) {
+      return result;
+    }
+  }
+  Value object = evaluate(*node.operands[0], scope);
+  if (recording_ != nullptr && object.is(Value::Kind::kNamespace)) {
+    const auto& created = recording_->created;
+    if (std::find(created.begin(), created.end(), &object.as_namespace()) == created.end()) {
+      abandon_recording();  // a namespace's attribute reached other than by its name
+    }
+  }
   if (property_node.kind == NodeKind::kSlice) {
     auto bound = [&](std::size_t index) -> std::optional<Value> {
       if (!property_node.operands[index]) {
@@ -516,6 +606,9 @@ Value Interpreter::evaluate_call(const Node& node, Scope& scope) {
   context_.caller = &scope;
   Value result = callee.as_function()(arguments, context_);
   context_.caller = previous;
+  if (recording_ != nullptr && result.is(Value::Kind::kNamespace)) {
+    recording_->created.push_back(&result.as_namespace());  // namespace(): a new object
+  }
   return result;
 }
 
@@ -535,6 +628,297 @@ Value Interpreter::evaluate_filter(const Node& node, Scope& scope) {
     return {};
   }
   return apply_filter(*name, operand, arguments, context_);
+}
+
+// --- Incremental rendering (memo.hpp) ---
+
+namespace {
+
+// Namespaces and functions are per render (macros) or mutable: a record whose
+// effects hold one could not be replayed into another render.
+bool holds_mutable(const Value& value) {
+  switch (value.kind()) {
+    case Value::Kind::kNamespace:
+    case Value::Kind::kFunction:
+      return true;
+    case Value::Kind::kList:
+      return std::any_of(value.as_list().begin(), value.as_list().end(), holds_mutable);
+    case Value::Kind::kMapping:
+      return std::any_of(value.as_mapping().begin(), value.as_mapping().end(),
+                         [](const auto& entry) { return holds_mutable(entry.second); });
+    default:
+      return false;
+  }
+}
+
+// An iteration that reads a long list whole (Qwen3's `messages|length` in
+// its backwards scan) depends on the conversation, not on its item: such
+// records would never validate, and would crowd out the ones that do.
+constexpr std::size_t kMaxDependencyItems = 16;
+
+bool too_large_to_depend_on(const Value& value) {
+  return (value.is(Value::Kind::kList) && value.as_list().size() > kMaxDependencyItems) ||
+         (value.is(Value::Kind::kMapping) && value.as_mapping().size() > kMaxDependencyItems);
+}
+
+}  // namespace
+
+RenderContext::Flow Interpreter::iterate(const Node& loop, const Value& item, Scope& loop_scope, std::string& out) {
+  auto take_flow = [this] {
+    auto flow = context_.flow;
+    context_.flow = RenderContext::Flow::kNormal;
+    return flow;
+  };
+  IterationMemo* memo = context_.memo;
+  if (memo == nullptr || recording_ != nullptr) {
+    render_block(loop.body, loop_scope, out);
+    return take_flow();
+  }
+  IterationMemo::Key key{context_.program.get(), &loop, fingerprint(item)};
+  if (const IterationRecord* record = memo->find(key); record != nullptr && replay(*record, loop_scope, out)) {
+    ++memo->replayed;
+    return record->flow == IterationFlow::kContinue ? RenderContext::Flow::kContinue : RenderContext::Flow::kNormal;
+  }
+  ++memo->evaluated;
+  Recording recording;
+  recording.loop_scope = &loop_scope;
+  auto start = out.size();
+  auto steps = context_.steps;
+  auto macro_calls = context_.macro_calls;
+  auto clock_reads = context_.clock_reads;
+  recording_ = &recording;
+  render_block(loop.body, loop_scope, out);
+  recording_ = nullptr;
+  auto flow = take_flow();
+  if (context_.failed() || flow == RenderContext::Flow::kBreak || !recording.recordable ||
+      context_.macro_calls != macro_calls || context_.clock_reads != clock_reads) {
+    return flow;
+  }
+  for (std::string_view name : recording.written) {
+    const Value* value = loop_scope.find_here(name);
+    recording.record.effects.push_back(Effect{name, {}, value ? *value : Value()});
+  }
+  for (const auto& effect : recording.record.effects) {
+    if (holds_mutable(effect.value)) {
+      return flow;
+    }
+  }
+  recording.record.output.assign(out, start);
+  recording.record.steps = context_.steps - steps;
+  recording.record.flow = flow == RenderContext::Flow::kContinue ? IterationFlow::kContinue : IterationFlow::kNormal;
+  memo->store(key, context_.program, std::move(recording.record));
+  return flow;
+}
+
+void Interpreter::abandon_recording() {
+  // The iteration will not be stored: the rest of it runs untracked (a loop
+  // inside it may record iterations of its own).
+  recording_->recordable = false;
+  recording_ = nullptr;
+}
+
+bool Interpreter::still_holds(const IterationRecord& record, Scope& loop_scope) {
+  const auto steps = context_.steps;
+  std::vector<const Namespace*> namespaces;
+  bool holds = true;
+  for (const Dependency& dependency : record.dependencies) {
+    switch (dependency.kind) {
+      case Dependency::Kind::kVariable: {
+        const Value* found = loop_scope.lookup(dependency.name);
+        holds = identical(found ? *found : Value(), dependency.value);
+        break;
+      }
+      case Dependency::Kind::kAttribute: {
+        const Value* found = loop_scope.lookup(dependency.name);
+        const Value* attribute =
+            found != nullptr && found->is(Value::Kind::kNamespace) ? found->find(dependency.attribute) : nullptr;
+        holds = found != nullptr && found->is(Value::Kind::kNamespace) &&
+                identical(attribute ? *attribute : Value(), dependency.value);
+        break;
+      }
+      case Dependency::Kind::kNamespace: {
+        const Value* found = loop_scope.lookup(dependency.name);
+        holds = found != nullptr && found->is(Value::Kind::kNamespace);
+        if (holds) {
+          const Namespace* space = &found->as_namespace();
+          // The same names must share objects as they did when recorded.
+          auto first = std::find(namespaces.begin(), namespaces.end(), space);
+          holds = static_cast<std::size_t>(first - namespaces.begin()) == dependency.alias;
+          namespaces.push_back(space);
+        }
+        break;
+      }
+      case Dependency::Kind::kTest: {
+        Value outcome = evaluate(*dependency.test, loop_scope);
+        if (context_.failed()) {  // it did not fail when recorded: no longer the same state
+          context_.error.clear();
+          holds = false;
+        } else {
+          holds = outcome.truthy() == dependency.value.as_bool();
+        }
+        break;
+      }
+    }
+    if (!holds) {
+      break;
+    }
+  }
+  context_.steps = steps;
+  return holds;
+}
+
+bool Interpreter::replay(const IterationRecord& record, Scope& loop_scope, std::string& out) {
+  // A replay that would cross a limit is evaluated instead, so that the
+  // limit's error is the one the full render gives.
+  if ((context_.step_limit != 0 && context_.steps + record.steps > context_.step_limit) ||
+      (context_.output_limit != 0 && out.size() + record.output.size() > context_.output_limit)) {
+    return false;
+  }
+  if (!still_holds(record, loop_scope)) {
+    return false;
+  }
+  out += record.output;
+  context_.steps += record.steps;
+  for (const Effect& effect : record.effects) {
+    if (effect.attribute.empty()) {
+      loop_scope.set(effect.name, effect.value);
+      continue;
+    }
+    // still_holds checked that the name is a namespace (kNamespace).
+    Mapping& entries = loop_scope.lookup(effect.name)->as_namespace().entries;
+    auto existing = std::find_if(entries.begin(), entries.end(),
+                                 [&](const auto& entry) { return entry.first == effect.attribute; });
+    if (existing != entries.end()) {
+      existing->second = effect.value;
+    } else {
+      entries.emplace_back(effect.attribute, effect.value);
+    }
+  }
+  return true;
+}
+
+const Value* Interpreter::resolve(std::string_view name, const Scope& scope, bool& external) {
+  const Recording& recording = *recording_;
+  bool passed = false;  // the walk reached the loop's scope
+  for (const Scope* at = &scope; at != nullptr; at = at->parent()) {
+    passed = passed || at == recording.loop_scope;
+    if (const Value* found = at->find_here(name)) {
+      external = passed && !(at == recording.loop_scope && std::find(recording.written.begin(), recording.written.end(),
+                                                                     name) != recording.written.end());
+      return found;
+    }
+  }
+  external = true;  // undefined everywhere, the loop's scope and above included
+  if (!passed) {
+    recording_->recordable = false;  // a scope chain that bypasses the loop: not tracked
+    recording_ = nullptr;
+  }
+  return nullptr;
+}
+
+void Interpreter::add_dependency(Dependency dependency) {
+  auto& dependencies = recording_->record.dependencies;
+  for (const Dependency& known : dependencies) {
+    if (known.kind == dependency.kind && known.name == dependency.name && known.attribute == dependency.attribute) {
+      return;
+    }
+  }
+  bool large = too_large_to_depend_on(dependency.value);
+  dependencies.push_back(std::move(dependency));
+  if (large) {
+    if (recording_->test_depth > 0) {
+      recording_->large_in_test = true;  // the test's outcome may stand in for it
+    } else {
+      abandon_recording();
+    }
+  }
+}
+
+Value Interpreter::read_variable(const std::string& name, const Scope& scope) {
+  bool external = false;
+  const Value* found = resolve(name, scope, external);
+  Value value = found ? *found : Value();
+  if (!external) {
+    ++recording_->internal_reads;
+    return value;
+  }
+  Dependency dependency;
+  dependency.name = name;
+  dependency.value = value;
+  add_dependency(std::move(dependency));
+  return value;
+}
+
+bool Interpreter::note_namespace(std::string_view name, const Namespace* space) {
+  Recording& recording = *recording_;
+  auto object_of = [&](std::string_view known_name) {
+    return std::find_if(recording.namespaces.begin(), recording.namespaces.end(),
+                        [&](const auto& entry) { return entry.first == known_name; });
+  };
+  auto known = object_of(name);
+  if (known != recording.namespaces.end() && known->second != space) {
+    abandon_recording();
+    return false;
+  }
+  if (known == recording.namespaces.end()) {
+    recording.namespaces.emplace_back(name, space);
+  }
+  // A test's dependencies are replaced by its outcome, so a name may need
+  // listing again; an alias is a position among the listed names.
+  std::vector<const Namespace*> listed;
+  for (const Dependency& dependency : recording.record.dependencies) {
+    if (dependency.kind != Dependency::Kind::kNamespace) {
+      continue;
+    }
+    if (dependency.name == name) {
+      return true;
+    }
+    listed.push_back(object_of(dependency.name)->second);
+  }
+  Dependency dependency;
+  dependency.kind = Dependency::Kind::kNamespace;
+  dependency.name = name;
+  dependency.alias = static_cast<std::uint32_t>(std::find(listed.begin(), listed.end(), space) - listed.begin());
+  recording.record.dependencies.push_back(std::move(dependency));
+  return true;
+}
+
+bool Interpreter::read_attribute(const Node& object_node, std::string_view attribute, const Scope& scope,
+                                 Value& result) {
+  bool external = false;
+  const Value* found = resolve(object_node.name, scope, external);
+  if (found == nullptr || !found->is(Value::Kind::kNamespace)) {
+    return false;  // not a namespace: the ordinary path reads it
+  }
+  Recording& recording = *recording_;
+  const Namespace* space = &found->as_namespace();
+  const Value* value = found->find(attribute);
+  result = value ? *value : Value();
+  if (std::find(recording.created.begin(), recording.created.end(), space) != recording.created.end()) {
+    ++recording.internal_reads;
+    return true;
+  }
+  if (!external) {  // a namespace from before the iteration under a name the iteration set
+    abandon_recording();
+    return true;
+  }
+  // Noted even when the attribute was written here: which names share a
+  // namespace decides what the write changed for this read.
+  if (!note_namespace(object_node.name, space)) {
+    return true;
+  }
+  if (std::find(recording.written_attributes.begin(), recording.written_attributes.end(),
+                std::make_pair(space, attribute)) != recording.written_attributes.end()) {
+    ++recording.internal_reads;
+    return true;
+  }
+  Dependency dependency;
+  dependency.kind = Dependency::Kind::kAttribute;
+  dependency.name = object_node.name;
+  dependency.attribute = attribute;
+  dependency.value = result;
+  add_dependency(std::move(dependency));
+  return true;
 }
 
 }  // namespace kvgate::chat_template

@@ -5,6 +5,23 @@
 
 namespace kvgate::chat_template {
 
+Operator operator_named(std::string_view name) {
+  static constexpr std::pair<std::string_view, Operator> kOperators[] = {
+      {"and", Operator::kAnd},       {"or", Operator::kOr},        {"==", Operator::kEqual},
+      {"!=", Operator::kNotEqual},   {"in", Operator::kIn},        {"not in", Operator::kNotIn},
+      {"~", Operator::kConcatenate}, {"+", Operator::kAdd},        {"-", Operator::kSubtract},
+      {"*", Operator::kMultiply},    {"/", Operator::kDivide},     {"//", Operator::kFloorDivide},
+      {"%", Operator::kModulo},      {"**", Operator::kPower},     {"<", Operator::kLess},
+      {">", Operator::kGreater},     {"<=", Operator::kLessEqual}, {">=", Operator::kGreaterEqual},
+  };
+  for (const auto& [known, op] : kOperators) {
+    if (known == name) {
+      return op;
+    }
+  }
+  return Operator::kOther;
+}
+
 namespace {
 
 // Templates are parsed at start-up, so a parse error may unwind the parser;
@@ -271,6 +288,7 @@ class Parser {
 
   NodePointer binary(std::string name, NodePointer left, NodePointer right) {
     auto node = make(NodeKind::kBinary, std::move(name));
+    node->op = operator_named(node->name);
     node->operands.push_back(std::move(left));
     node->operands.push_back(std::move(right));
     return node;

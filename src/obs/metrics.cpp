@@ -137,6 +137,12 @@ Metrics::Metrics()
                               "Prompt sections (text between special tokens) of exactly tokenised requests, by "
                               "whether the segment cache had their ids (hit) or they were encoded (miss)")
                           .Register(*registry_);
+  template_iterations_ = &BuildCounter()
+                              .Name("kvgate_template_iterations_total")
+                              .Help(
+                                  "Chat-template loop iterations (mostly one per message) of exactly tokenised "
+                                  "requests, by whether the render cache replayed them or they were evaluated")
+                              .Register(*registry_);
   // Engines send a stream's header at admission (llama.cpp; vLLM too when
   // the request queues), so the first byte says nothing of the prefill: the
   // first data event does.
@@ -308,16 +314,21 @@ void ThreadMetrics::request_finished(std::string_view model, std::string_view wo
   }
 }
 
-void ThreadMetrics::prompt_segments(std::string_view model, std::uint64_t hits, std::uint64_t misses) {
-  if (hits == 0 && misses == 0) {
-    return;
+void ThreadMetrics::prompt_caches(std::string_view model, const PromptCacheCounts& counts) {
+  auto found = prompt_caches_.find(model);
+  if (found == prompt_caches_.end()) {
+    found = prompt_caches_.emplace(std::string(model), metrics_.prompt_cache_counters(model)).first;
   }
-  auto found = segments_.find(model);
-  if (found == segments_.end()) {
-    found = segments_.emplace(std::string(model), metrics_.segment_counters(model)).first;
-  }
-  found->second.hits->Increment(static_cast<double>(hits));
-  found->second.misses->Increment(static_cast<double>(misses));
+  const auto& counters = found->second;
+  auto add = [](prometheus::Counter* counter, std::uint64_t count) {
+    if (count != 0) {
+      counter->Increment(static_cast<double>(count));
+    }
+  };
+  add(counters.segment_hits, counts.segment_hits);
+  add(counters.segment_misses, counts.segment_misses);
+  add(counters.iterations_replayed, counts.iterations_replayed);
+  add(counters.iterations_evaluated, counts.iterations_evaluated);
 }
 
 void Metrics::upstream_error(std::string_view worker, std::string_view kind) {
@@ -461,9 +472,11 @@ void Metrics::set_sessions_active(std::size_t sessions) {
   sessions_active_->Set(static_cast<double>(sessions));
 }
 
-Metrics::SegmentCounters Metrics::segment_counters(std::string_view model) {
+Metrics::PromptCacheCounters Metrics::prompt_cache_counters(std::string_view model) {
   return {&prompt_segments_->Add({{"model", std::string(model)}, {"result", "hit"}}),
-          &prompt_segments_->Add({{"model", std::string(model)}, {"result", "miss"}})};
+          &prompt_segments_->Add({{"model", std::string(model)}, {"result", "miss"}}),
+          &template_iterations_->Add({{"model", std::string(model)}, {"result", "replayed"}}),
+          &template_iterations_->Add({{"model", std::string(model)}, {"result", "evaluated"}})};
 }
 
 void Metrics::template_error(std::string_view model) {

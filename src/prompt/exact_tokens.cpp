@@ -19,6 +19,7 @@ Result<std::vector<kvgate::TokenId>, PromptError> exact_prompt_tokens(const Mode
     input->now = options.now;
     input->output_limit = options.max_prompt_bytes;
     input->step_limit = options.max_template_steps;
+    input->cache = options.render_cache;
     auto prompt = chat_template.render(*input);
     if (!prompt) {
       return unexpected(PromptError{prompt.error(), "messages", true});

@@ -6,6 +6,12 @@
 
 namespace kvgate::prompt {
 
+namespace {
+// Per I/O thread: about 30 conversations of 128k tokens (a record holds a
+// message and its rendered text).
+constexpr std::size_t kRenderCacheBytes = 64u << 20;
+}  // namespace
+
 Result<PreparedPrompt, openai::ApiError> prepare_prompt(const PromptModel& model, const openai::RequestSummary& request,
                                                         const std::tm& local_now) {
   PreparedPrompt result;
@@ -14,9 +20,15 @@ Result<PreparedPrompt, openai::ApiError> prepare_prompt(const PromptModel& model
     // Each thread encodes with its own workspace; the segment cache in it
     // remembers the sections of recent prompts.
     thread_local tokenizer::EncodeWorkspace workspace;
+    thread_local chat_template::RenderCache render_cache(kRenderCacheBytes);
     auto hits = workspace.segment_cache_hits();
     auto misses = workspace.segment_cache_misses();
-    auto exact = exact_prompt_tokens(*model.tokenizer, request, workspace, {local_now});
+    auto replayed = render_cache.replayed_iterations();
+    auto evaluated = render_cache.evaluated_iterations();
+    ExactOptions options;
+    options.now = local_now;
+    options.render_cache = &render_cache;
+    auto exact = exact_prompt_tokens(*model.tokenizer, request, workspace, options);
     if (!exact) {
       const auto& problem = exact.error();
       return unexpected(openai::invalid_request(problem.message, problem.param,
@@ -26,6 +38,8 @@ Result<PreparedPrompt, openai::ApiError> prepare_prompt(const PromptModel& model
     result.exact = true;
     result.segment_hits = workspace.segment_cache_hits() - hits;
     result.segment_misses = workspace.segment_cache_misses() - misses;
+    result.iterations_replayed = render_cache.replayed_iterations() - replayed;
+    result.iterations_evaluated = render_cache.evaluated_iterations() - evaluated;
   } else {
     tokens = approximate_prompt_tokens(
         request.chat_body ? openai::extract_prompt(*request.chat_body, openai::Endpoint::chat_completions)

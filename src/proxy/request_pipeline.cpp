@@ -64,8 +64,9 @@ awaitable<void> handle_inference(ClientSession& session, ClientRequest& request,
   const auto& model = *inference.model;
   exchange.model = model.name;
   if (inference.prompt.exact) {
-    session.thread().metrics().prompt_segments(model.name, inference.prompt.segment_hits,
-                                               inference.prompt.segment_misses);
+    const auto& prompt = inference.prompt;
+    session.thread().metrics().prompt_caches(model.name, {prompt.segment_hits, prompt.segment_misses,
+                                                          prompt.iterations_replayed, prompt.iterations_evaluated});
   }
   // Admission: the tenant's budgets (prompt tokens as kvgate counted
   // them), then a slot within the in-flight limits, perhaps after a wait.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -64,6 +65,60 @@ TEST_P(TemplateGolden, EveryConversationRendersAndEncodesLikeTheReference) {
     ASSERT_TRUE(tokenizer.encode(*rendered, false, workspace, ids).has_value());
     EXPECT_EQ(json(ids), expected["ids"]) << where;
   }
+}
+
+// Incremental rendering gives the full render, byte for byte (or the same
+// error), on every golden conversation grown one message at a time: each
+// turn resends the earlier ones, so their iterations come from the cache.
+TEST_P(TemplateGolden, IncrementalRenderingMatchesTheFullRenderTurnByTurn) {
+  const std::string family = GetParam();
+  auto tokenizer = tokenizer::Tokenizer::load_folder(std::string(KVGATE_TOKENIZERS_DIR) + "/" + family);
+  auto compiled = ChatTemplate::compile(tokenizer.config()["chat_template"].get<std::string>());
+  ASSERT_TRUE(compiled.has_value()) << compiled.error();
+  std::ifstream conversations_file(std::string(KVGATE_TEMPLATE_GOLDEN_DIR) + "/conversations.json");
+  auto conversations = nlohmann::ordered_json::parse(conversations_file);
+  auto tokens = prompt::special_tokens_from_config(tokenizer.config());
+  RenderCache cache;
+  std::size_t renders = 0;
+  std::size_t messages_rendered = 0;  // in the second pass
+  std::uint64_t replayed_before = 0;
+  for (int pass = 0; pass < 2; ++pass) {  // the second pass finds every turn in the cache
+    replayed_before = cache.replayed_iterations();
+    for (std::size_t index = 0; index < conversations.size(); ++index) {
+      const auto& body = conversations[index]["body"];
+      for (std::size_t turn = 1; turn <= body["messages"].size(); ++turn) {
+        auto prefix = body;
+        prefix["messages"].erase(prefix["messages"].begin() + static_cast<std::ptrdiff_t>(turn),
+                                 prefix["messages"].end());
+        const std::string where = family + " conversation " + std::to_string(index) + " (" +
+                                  conversations[index]["description"].get<std::string>() + "), " +
+                                  std::to_string(turn) + " messages, pass " + std::to_string(pass);
+        auto input = prompt::render_input_from_request(prefix, *compiled, tokens);
+        if (!input) {
+          continue;  // a prefix can be malformed (a tool result without its call)
+        }
+        input->now = reference_now();
+        auto full = compiled->render(*input);
+        input->cache = &cache;
+        auto incremental = compiled->render(*input);
+        ++renders;
+        messages_rendered += pass == 1 ? turn : 0;
+        ASSERT_EQ(full.has_value(), incremental.has_value()) << where;
+        if (full) {
+          ASSERT_EQ(*incremental, *full) << where;
+        } else {
+          ASSERT_EQ(incremental.error(), full.error()) << where;
+        }
+      }
+    }
+  }
+  EXPECT_GT(renders, 200u);
+  // Every message was seen in the first pass, in the same state: the loops
+  // over messages replay them (Qwen3's backwards scan reads the whole list,
+  // so it is evaluated each time; it writes nothing out).
+  EXPECT_GE(static_cast<double>(cache.replayed_iterations() - replayed_before), 0.8 * messages_rendered) << family;
+  std::cout << family << ": " << renders << " renders, " << cache.replayed_iterations() << " iterations replayed, "
+            << cache.evaluated_iterations() << " evaluated, " << cache.bytes() << " bytes cached\n";
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, TemplateGolden, testing::Values("qwen3", "llama3_1", "deepseek_v3", "gemma3"));

@@ -19,6 +19,12 @@ inline std::string model_folder(const std::string& family) {
   return std::string(KVGATE_TOKENIZERS_DIR) + "/" + family;
 }
 
+// A series' value in Prometheus text (-1 when absent).
+inline double metric_value(const std::string& metrics, const std::string& series) {
+  auto at = metrics.find("\n" + series + " ");
+  return at == std::string::npos ? -1.0 : std::stod(metrics.substr(at + series.size() + 2));
+}
+
 TEST(ExactTokens, TheDryRunPredictsTheEnginesCacheHitsWithTheModelsTokenizer) {
   Fleet fleet;
   fleet.tokenizer = model_folder("qwen3");
@@ -45,7 +51,8 @@ TEST(ExactTokens, EarlierTurnsComeFromTheSegmentCache) {
   Fleet fleet;
   fleet.tokenizer = model_folder("qwen3");
   fleet.add_sim("a");
-  fleet.start_gateway();
+  // One I/O thread: the render cache is per thread, and both turns must meet it.
+  fleet.start_gateway("threads: 1\n");
   auto first = first_turn("Which screws hold a 20 kg shelf on a plasterboard wall, and how far apart should they go?");
   auto [worker, answer] = fleet.turn(first);
   fleet.turn(second_turn(first, answer, "And for a brick wall?"));
@@ -54,6 +61,10 @@ TEST(ExactTokens, EarlierTurnsComeFromTheSegmentCache) {
   EXPECT_NE(metrics.find("kvgate_tokenizer_segments_total{model=\"sim-model\",result=\"hit\"}"), std::string::npos)
       << metrics;
   EXPECT_NE(metrics.find("kvgate_tokenizer_segments_total{model=\"sim-model\",result=\"miss\"}"), std::string::npos);
+  // The second turn's earlier messages were replayed by the render cache.
+  EXPECT_GE(metric_value(metrics, "kvgate_template_iterations_total{model=\"sim-model\",result=\"replayed\"}"), 2.0)
+      << metrics;
+  EXPECT_GT(metric_value(metrics, "kvgate_template_iterations_total{model=\"sim-model\",result=\"evaluated\"}"), 0.0);
 }
 
 TEST(ExactTokens, ATemplateErrorIsA400WithTheTemplatesMessage) {

@@ -16,6 +16,32 @@
 
 namespace kvgate::chat_template {
 
+class IterationMemo;
+
+// What incremental rendering remembers between renders: the loop iterations
+// of earlier prompts (each message's part of a chat), replayed when the next
+// turn resends the same messages in the same state. The result is the full
+// render's, byte for byte (src/chat_template/memo.hpp says why). Holds
+// strings of earlier requests, up to `capacity_bytes`. Not synchronised: one
+// per thread.
+class RenderCache {
+ public:
+  explicit RenderCache(std::size_t capacity_bytes = kDefaultCapacityBytes);
+  ~RenderCache();
+  RenderCache(const RenderCache&) = delete;
+  RenderCache& operator=(const RenderCache&) = delete;
+
+  static constexpr std::size_t kDefaultCapacityBytes = 64u << 20;
+
+  [[nodiscard]] std::size_t bytes() const;
+  [[nodiscard]] std::uint64_t replayed_iterations() const;
+  [[nodiscard]] std::uint64_t evaluated_iterations() const;
+
+ private:
+  friend class ChatTemplate;
+  std::unique_ptr<IterationMemo> memo_;
+};
+
 struct RenderInput {
   Value messages;  // list of message mappings
   Value tools;     // list, or undefined when the request has none
@@ -28,6 +54,7 @@ struct RenderInput {
   // Expressions and statements evaluated before the render gives up, so a
   // template that loops without output cannot hang a thread; 0 = unlimited.
   std::uint64_t step_limit = 0;
+  RenderCache* cache = nullptr;  // null: render every iteration
 };
 
 class ChatTemplate {

@@ -99,12 +99,15 @@ class Metrics {
   void set_sessions_active(std::size_t sessions);
 
   // Exact tokenisation of a request: sections served from the segment cache
-  // and sections encoded; template errors answered with a 400.
-  struct SegmentCounters {
-    prometheus::Counter* hits;
-    prometheus::Counter* misses;
+  // and sections encoded, template loop iterations replayed from the render
+  // cache and evaluated; template errors answered with a 400.
+  struct PromptCacheCounters {
+    prometheus::Counter* segment_hits;
+    prometheus::Counter* segment_misses;
+    prometheus::Counter* iterations_replayed;
+    prometheus::Counter* iterations_evaluated;
   };
-  SegmentCounters segment_counters(std::string_view model);
+  PromptCacheCounters prompt_cache_counters(std::string_view model);
   void template_error(std::string_view model);
 
   prometheus::Gauge& in_flight_requests() { return *in_flight_requests_; }
@@ -174,6 +177,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* cached_prompt_tokens_ = nullptr;
   prometheus::Gauge* sessions_active_ = nullptr;
   prometheus::Family<prometheus::Counter>* prompt_segments_ = nullptr;
+  prometheus::Family<prometheus::Counter>* template_iterations_ = nullptr;
   prometheus::Family<prometheus::Counter>* template_errors_ = nullptr;
   prometheus::Counter* index_evictions_;
   prometheus::Counter* connections_rejected_;
@@ -194,9 +198,14 @@ class ThreadMetrics {
   // or none).
   void request_finished(std::string_view model, std::string_view worker, int status, double duration_seconds,
                         double first_byte_seconds, double first_token_seconds);
-  // Sections of an exactly tokenised prompt served from / added to the
-  // segment cache.
-  void prompt_segments(std::string_view model, std::uint64_t hits, std::uint64_t misses);
+  // What the caches of exact tokenisation did for one prompt.
+  struct PromptCacheCounts {
+    std::uint64_t segment_hits = 0;  // sections served from / added to the segment cache
+    std::uint64_t segment_misses = 0;
+    std::uint64_t iterations_replayed = 0;  // template loop iterations replayed from / evaluated past the render cache
+    std::uint64_t iterations_evaluated = 0;
+  };
+  void prompt_caches(std::string_view model, const PromptCacheCounts& counts);
 
  private:
   struct KeyHash {
@@ -206,7 +215,7 @@ class ThreadMetrics {
   Metrics& metrics_;
   std::string key_;  // reused lookup buffer
   std::unordered_map<std::string, Metrics::RequestSeries, KeyHash, std::equal_to<>> series_;
-  std::unordered_map<std::string, Metrics::SegmentCounters, KeyHash, std::equal_to<>> segments_;
+  std::unordered_map<std::string, Metrics::PromptCacheCounters, KeyHash, std::equal_to<>> prompt_caches_;
 };
 
 }  // namespace kvgate::obs

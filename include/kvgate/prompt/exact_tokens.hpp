@@ -26,6 +26,8 @@ struct ExactOptions {
   // Real templates take thousands of steps per message; this bounds a
   // hostile one to well under a second.
   std::uint64_t max_template_steps = 20'000'000;
+  // Earlier renders' loop iterations (chat_template.hpp); null renders all.
+  chat_template::RenderCache* render_cache = nullptr;
 };
 
 // Empty ids when the request has nothing to tokenise exactly (batched

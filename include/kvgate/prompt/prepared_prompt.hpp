@@ -19,9 +19,11 @@ namespace kvgate::prompt {
 struct PreparedPrompt {
   std::uint32_t input_tokens = 0;  // 0: the prompt could not be tokenised
   std::vector<prefix::BlockHash> blocks;
-  bool exact = false;                // the model's own tokenizer (and chat template) produced the tokens
-  std::uint64_t segment_hits = 0;    // exact: sections whose ids came from the segment cache
-  std::uint64_t segment_misses = 0;  // exact: sections encoded
+  bool exact = false;                      // the model's own tokenizer (and chat template) produced the tokens
+  std::uint64_t segment_hits = 0;          // exact: sections whose ids came from the segment cache
+  std::uint64_t segment_misses = 0;        // exact: sections encoded
+  std::uint64_t iterations_replayed = 0;   // exact: chat-template loop iterations the render cache replayed
+  std::uint64_t iterations_evaluated = 0;  // exact: iterations evaluated
 };
 
 // How a model's prompts are tokenised and cut into blocks.
@@ -36,9 +38,10 @@ struct PromptModel {
 // prompts with them, as vLLM's completions default); others approximately
 // (tokenizer/approximate.hpp). A chat template that fails is the client's
 // error (400 with the template's message, code chat_template_error).
-// `local_now` is the clock the template's strftime_now reads. Encodes with a
-// per-thread workspace (its segment cache remembers recent sections), so it
-// may run on any thread.
+// `local_now` is the clock the template's strftime_now reads. Renders with a
+// per-thread render cache (earlier turns' messages are replayed, not
+// evaluated again) and encodes with a per-thread workspace (its segment cache
+// remembers recent sections), so it may run on any thread.
 Result<PreparedPrompt, openai::ApiError> prepare_prompt(const PromptModel& model, const openai::RequestSummary& request,
                                                         const std::tm& local_now);
 

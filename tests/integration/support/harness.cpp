@@ -94,8 +94,10 @@ std::string Harness::models_for_upstreams() const {
 std::string Harness::write_config(const std::string& settings_yaml, const std::string& models_yaml) {
   config_path_ = folder_ + "/kvgate.yaml";
   std::ofstream file(config_path_);
-  file << "listen: \"127.0.0.1:0\"\nadmin_listen: \"127.0.0.1:0\"\nthreads: 2\n"
-       << settings_yaml << "\n"
+  // Two I/O threads unless the test's settings choose.
+  bool sets_threads = settings_yaml.starts_with("threads:") || settings_yaml.find("\nthreads:") != std::string::npos;
+  file << "listen: \"127.0.0.1:0\"\nadmin_listen: \"127.0.0.1:0\"\n"
+       << (sets_threads ? "" : "threads: 2\n") << settings_yaml << "\n"
        << models_yaml;
   return config_path_;
 }

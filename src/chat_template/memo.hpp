@@ -1,0 +1,118 @@
+#pragma once
+// Incremental rendering: a loop iteration's output and effects, remembered
+// with everything the iteration read from outside itself, so that the next
+// render of the same template replays it when those reads would give the
+// same values. A chat's next turn resends every earlier message; their
+// iterations are replayed instead of evaluated again.
+//
+// Soundness rests on the dependencies being complete. An iteration's result
+// is a function of the values it reads from scopes at or above its loop's
+// scope (variables, namespace attributes, `loop.*`), of the outcome of the
+// `if` tests that read only such values, and of nothing else: the clock
+// (strftime_now) and macro calls (whose bodies run in an interpreter of their
+// own) make an iteration unrecordable. Values are compared for identity of
+// rendering (`identical`: 1 and 1.0 differ, namespaces never match).
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "ast.hpp"
+#include "kvgate/chat_template/value.hpp"
+
+namespace kvgate::chat_template {
+
+// Same kind and, recursively, the same content: what rendering can tell apart.
+// Namespaces are mutable and per render, so they are never identical; builtin
+// functions are shared by every render and compared by address.
+bool identical(const Value& left, const Value& right);
+
+// A cheap hash of a value that tells messages apart without reading all of
+// their text (lengths, the ends of strings, the first entries of lists).
+std::uint64_t fingerprint(const Value& value);
+
+// What an iteration read from outside itself. Names point into the template's
+// syntax tree, which the entry keeps alive.
+struct Dependency {
+  enum class Kind : std::uint8_t {
+    kVariable,   // `name` resolved at or above the loop's scope to `value` (undefined: not found)
+    kAttribute,  // namespace variable `name`'s attribute `attribute` was `value` (absent: undefined)
+    kTest,       // the `if` test `test`, reading only such values, was `value` (bool)
+    // `name` resolved at or above the loop's scope to a namespace, which was
+    // the same object as the one of the `alias`-th such dependency (itself
+    // when first): attribute reads and writes go through these names.
+    kNamespace,
+  };
+  Kind kind = Kind::kVariable;
+  std::string_view name;
+  std::string_view attribute;
+  const Node* test = nullptr;
+  std::uint32_t alias = 0;
+  Value value;
+};
+
+// What an iteration changed outside itself: variables of the loop's scope and
+// attributes of namespaces reached by name; final values.
+struct Effect {
+  std::string_view name;
+  std::string_view attribute;  // empty: the variable itself
+  Value value;
+};
+
+enum class IterationFlow : std::uint8_t { kNormal, kContinue };
+
+struct IterationRecord {
+  std::vector<Dependency> dependencies;
+  std::vector<Effect> effects;
+  std::string output;
+  std::uint64_t steps = 0;  // evaluation steps the iteration took (the step limit counts them on replay)
+  IterationFlow flow = IterationFlow::kNormal;
+};
+
+// Recent iterations keyed by (template, loop, fingerprint of the item), least
+// recently used evicted past a byte budget. One per thread: not synchronised.
+class IterationMemo {
+ public:
+  explicit IterationMemo(std::size_t capacity_bytes) : capacity_bytes_(capacity_bytes) {}
+
+  struct Key {
+    const void* program = nullptr;
+    const Node* loop = nullptr;
+    std::uint64_t item = 0;
+    bool operator==(const Key&) const = default;
+  };
+
+  // The record stored under `key`, or nullptr; marks it recently used.
+  const IterationRecord* find(const Key& key);
+  // Replaces what `key` held; `program` keeps the syntax tree the record
+  // points into alive.
+  void store(const Key& key, std::shared_ptr<const void> program, IterationRecord record);
+
+  [[nodiscard]] std::size_t bytes() const { return bytes_; }
+  [[nodiscard]] std::size_t entries() const { return map_.size(); }
+  [[nodiscard]] std::size_t capacity_bytes() const { return capacity_bytes_; }
+  std::uint64_t replayed = 0;   // iterations replayed from the memo
+  std::uint64_t evaluated = 0;  // iterations evaluated (missed, or did not validate)
+
+ private:
+  struct KeyHash {
+    std::size_t operator()(const Key& key) const;
+  };
+  struct Entry {
+    Key key;
+    std::shared_ptr<const void> program;
+    IterationRecord record;
+    std::size_t bytes = 0;
+  };
+  void evict_to(std::size_t budget);
+
+  std::size_t capacity_bytes_;
+  std::size_t bytes_ = 0;
+  std::list<Entry> order_;  // most recently used first
+  std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> map_;
+};
+
+}  // namespace kvgate::chat_template
