@@ -211,23 +211,30 @@ nlohmann::ordered_json long_conversation(const Tokenizer& tokenizer, std::size_t
 // Each iteration's new question is new text; everything before it is found
 // in the segment cache and the render cache (or not, with the caches off).
 // Arg: the conversation's size in tokens (thousands).
-void chat_next_turn(benchmark::State& state, bool segment_cache) {
-  auto tokenizer = Tokenizer::load_folder(tokenizer_folder(), {.segment_cache_bytes = segment_cache ? 256u << 20 : 0});
+enum class Caches { kNone, kSegments, kSegmentsAndRender };
+void chat_next_turn(benchmark::State& state, Caches caches) {
+  auto tokenizer =
+      Tokenizer::load_folder(tokenizer_folder(), {.segment_cache_bytes = caches != Caches::kNone ? 256u << 20 : 0});
   auto compiled = kvgate::chat_template::ChatTemplate::compile(tokenizer.config()["chat_template"].get<std::string>());
   if (!compiled) std::abort();
   auto special = kvgate::prompt::special_tokens_from_config(tokenizer.config());
-  nlohmann::ordered_json body = {
-      {"model", "m"}, {"messages", long_conversation(tokenizer, static_cast<std::size_t>(state.range(0)) * 1000)}};
+  // Shared, as the gateway's parsed body is (the prepared messages' strings
+  // stay in it) in the mode with every cache; copied as before otherwise.
+  auto shared_body = std::make_shared<nlohmann::ordered_json>(nlohmann::ordered_json{
+      {"model", "m"}, {"messages", long_conversation(tokenizer, static_cast<std::size_t>(state.range(0)) * 1000)}});
+  auto& body = *shared_body;
   body["messages"].push_back({{"role", "user"}, {"content", "warm-up question"}});
   EncodeWorkspace workspace;
   std::vector<TokenId> ids;
   kvgate::chat_template::RenderCache render_cache;
+  const bool latest = caches == Caches::kSegmentsAndRender;
   auto run = [&] {
-    auto input = kvgate::prompt::render_input_from_request(body, *compiled, special);
-    input->cache = segment_cache ? &render_cache : nullptr;
+    auto input = kvgate::prompt::render_input_from_request(body, *compiled, special,
+                                                           latest ? shared_body : std::shared_ptr<const void>());
+    input->cache = latest ? &render_cache : nullptr;
     auto prompt = compiled->render(*input);
     ids.clear();
-    if (!prompt || !tokenizer.encode(*prompt, false, workspace, ids)) std::abort();
+    if (!prompt || !tokenizer.encode(*prompt, false, workspace, ids, true)) std::abort();  // trusted: as exact_tokens
   };
   run();  // the earlier turns, seen before
   std::uint64_t question = 0;
@@ -239,13 +246,19 @@ void chat_next_turn(benchmark::State& state, bool segment_cache) {
   }
   state.counters["prompt_tokens"] = static_cast<double>(ids.size());
   state.counters["messages"] = static_cast<double>(body["messages"].size());
+  if (latest) {  // per turn
+    state.counters["replayed"] =
+        benchmark::Counter(static_cast<double>(render_cache.replayed_iterations()), benchmark::Counter::kAvgIterations);
+    state.counters["evaluated"] = benchmark::Counter(static_cast<double>(render_cache.evaluated_iterations()),
+                                                     benchmark::Counter::kAvgIterations);
+  }
 }
 // The stages of a turn, each alone on the same input: parsing the body (the
 // gateway's JSON document), preparing the request (vLLM's preparation),
 // rendering the template, encoding the prompt (segment cache warm). Arg: the
 // chat's size in thousands of tokens (32: ~32k; 128: ~128k, about 500 kB of
 // JSON); 0: one short user message (the proxy benchmark's request).
-enum class Stage { kParse, kParseNlohmann, kPrepare, kRender, kRenderIncremental, kEncode };
+enum class Stage { kParse, kParseNlohmann, kPrepare, kPrepareShared, kRender, kRenderIncremental, kEncode };
 void chat_stage(benchmark::State& state, Stage stage) {
   auto tokenizer = Tokenizer::load_folder(tokenizer_folder());
   auto compiled = kvgate::chat_template::ChatTemplate::compile(tokenizer.config()["chat_template"].get<std::string>());
@@ -263,8 +276,9 @@ void chat_stage(benchmark::State& state, Stage stage) {
   if (!compiled->render(incremental_input)) std::abort();  // the earlier turns, seen before
   EncodeWorkspace workspace;
   std::vector<TokenId> ids;
-  if (!prompt || !tokenizer.encode(*prompt, false, workspace, ids)) std::abort();
+  if (!prompt || !tokenizer.encode(*prompt, false, workspace, ids, true)) std::abort();  // trusted: as exact_tokens
   const std::string text = body.dump();
+  auto shared_body = std::make_shared<const nlohmann::ordered_json>(body);
   for (auto _ : state) {
     if (stage == Stage::kParse) {
       benchmark::DoNotOptimize(kvgate::jsonio::parse_ordered(text));
@@ -272,10 +286,18 @@ void chat_stage(benchmark::State& state, Stage stage) {
       benchmark::DoNotOptimize(nlohmann::ordered_json::parse(text, nullptr, false));
     } else if (stage == Stage::kPrepare) {
       benchmark::DoNotOptimize(kvgate::prompt::render_input_from_request(body, *compiled, special));
-    } else if (stage == Stage::kRender) {
-      benchmark::DoNotOptimize(compiled->render(*input));
-    } else if (stage == Stage::kRenderIncremental) {  // every message seen in the same state before
-      benchmark::DoNotOptimize(compiled->render(incremental_input));
+    } else if (stage == Stage::kPrepareShared) {  // the strings stay in the body, as the gateway prepares
+      benchmark::DoNotOptimize(kvgate::prompt::render_input_from_request(body, *compiled, special, shared_body));
+    } else if (stage == Stage::kRender || stage == Stage::kRenderIncremental) {
+      // A new request each time, as the gateway renders one: its own parsed
+      // body and prepared input (strings shared from the body); for the
+      // incremental render every message was seen, in the same state, before.
+      state.PauseTiming();
+      auto fresh_body = std::make_shared<const nlohmann::ordered_json>(*kvgate::jsonio::parse_ordered(text));
+      auto fresh = kvgate::prompt::render_input_from_request(*fresh_body, *compiled, special, fresh_body);
+      fresh->cache = stage == Stage::kRenderIncremental ? &render_cache : nullptr;
+      state.ResumeTiming();
+      benchmark::DoNotOptimize(compiled->render(*fresh));
     } else {
       ids.clear();
       if (!tokenizer.encode(*prompt, false, workspace, ids, true)) std::abort();
@@ -299,6 +321,9 @@ void chat_parse_nlohmann(benchmark::State& state) {
 void chat_prepare(benchmark::State& state) {
   chat_stage(state, Stage::kPrepare);
 }
+void chat_prepare_shared(benchmark::State& state) {
+  chat_stage(state, Stage::kPrepareShared);
+}
 void chat_render(benchmark::State& state) {
   chat_stage(state, Stage::kRender);
 }
@@ -311,17 +336,22 @@ void chat_encode(benchmark::State& state) {
 BENCHMARK(chat_parse)->Arg(32)->Arg(128)->Arg(0)->Unit(benchmark::kMicrosecond);
 BENCHMARK(chat_parse_nlohmann)->Arg(32)->Arg(128)->Arg(0)->Unit(benchmark::kMicrosecond);
 BENCHMARK(chat_prepare)->Arg(32)->Arg(128)->Arg(0)->Unit(benchmark::kMicrosecond);
+BENCHMARK(chat_prepare_shared)->Arg(32)->Arg(128)->Arg(0)->Unit(benchmark::kMicrosecond);
 BENCHMARK(chat_render)->Arg(32)->Arg(128)->Arg(0)->Unit(benchmark::kMicrosecond);
 BENCHMARK(chat_render_incremental)->Arg(32)->Arg(128)->Arg(0)->Unit(benchmark::kMicrosecond);
 BENCHMARK(chat_encode)->Arg(32)->Arg(128)->Arg(0)->Unit(benchmark::kMicrosecond);
 
 void chat_next_turn_cached(benchmark::State& state) {
-  chat_next_turn(state, true);
+  chat_next_turn(state, Caches::kSegmentsAndRender);
+}
+void chat_next_turn_segments_only(benchmark::State& state) {  // before incremental rendering
+  chat_next_turn(state, Caches::kSegments);
 }
 void chat_next_turn_uncached(benchmark::State& state) {
-  chat_next_turn(state, false);
+  chat_next_turn(state, Caches::kNone);
 }
 BENCHMARK(chat_next_turn_cached)->Arg(32)->Arg(128)->Unit(benchmark::kMicrosecond);
+BENCHMARK(chat_next_turn_segments_only)->Arg(32)->Arg(128)->Unit(benchmark::kMicrosecond);
 BENCHMARK(chat_next_turn_uncached)->Arg(32)->Arg(128)->Unit(benchmark::kMicrosecond);
 
 }  // namespace

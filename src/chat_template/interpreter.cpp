@@ -110,10 +110,12 @@ void Interpreter::render_statement(const Node& node, Scope& scope, std::string& 
       --recording->test_depth;
       if (recording_ == recording && !context_.failed()) {
         auto& dependencies = recording->record.dependencies;
-        bool moving = recording->large_in_test || std::any_of(dependencies.begin() + static_cast<std::ptrdiff_t>(mark),
-                                                              dependencies.end(), [](const Dependency& dependency) {
-                                                                return dependency.kind != Dependency::Kind::kVariable;
-                                                              });
+        bool moving =
+            recording->large_in_test || std::any_of(dependencies.begin() + static_cast<std::ptrdiff_t>(mark),
+                                                    dependencies.end(), [](const Dependency& dependency) {
+                                                      return dependency.kind == Dependency::Kind::kAttribute ||
+                                                             dependency.kind == Dependency::Kind::kNamespace;
+                                                    });
         if (recording->internal_reads == internal_reads && moving) {
           dependencies.resize(mark);
           Dependency test;
@@ -725,7 +727,15 @@ bool Interpreter::still_holds(const IterationRecord& record, Scope& loop_scope) 
     switch (dependency.kind) {
       case Dependency::Kind::kVariable: {
         const Value* found = loop_scope.lookup(dependency.name);
-        holds = identical(found ? *found : Value(), dependency.value);
+        holds = matches_encoded(found ? *found : Value(), dependency.encoded, record.output);
+        break;
+      }
+      case Dependency::Kind::kMember: {
+        const Value* found = loop_scope.lookup(dependency.name);
+        const Value* member =
+            found != nullptr && found->is(Value::Kind::kMapping) ? found->find(dependency.attribute) : nullptr;
+        holds = found != nullptr && found->is(Value::Kind::kMapping) &&
+                matches_encoded(member ? *member : Value(), dependency.encoded, record.output);
         break;
       }
       case Dependency::Kind::kAttribute: {
@@ -733,7 +743,7 @@ bool Interpreter::still_holds(const IterationRecord& record, Scope& loop_scope) 
         const Value* attribute =
             found != nullptr && found->is(Value::Kind::kNamespace) ? found->find(dependency.attribute) : nullptr;
         holds = found != nullptr && found->is(Value::Kind::kNamespace) &&
-                identical(attribute ? *attribute : Value(), dependency.value);
+                matches_encoded(attribute ? *attribute : Value(), dependency.encoded, record.output);
         break;
       }
       case Dependency::Kind::kNamespace: {
@@ -887,8 +897,22 @@ bool Interpreter::read_attribute(const Node& object_node, std::string_view attri
                                  Value& result) {
   bool external = false;
   const Value* found = resolve(object_node.name, scope, external);
+  if (found != nullptr && found->is(Value::Kind::kMapping) && external) {
+    const Value* member = found->find(attribute);
+    if (member == nullptr && !member_of(*found, std::string(attribute)).is_undefined()) {
+      return false;  // a method (items, get, ...): the ordinary path reads the whole mapping
+    }
+    result = member ? *member : Value();
+    Dependency dependency;
+    dependency.kind = Dependency::Kind::kMember;
+    dependency.name = object_node.name;
+    dependency.attribute = attribute;
+    dependency.value = result;
+    add_dependency(std::move(dependency));
+    return true;
+  }
   if (found == nullptr || !found->is(Value::Kind::kNamespace)) {
-    return false;  // not a namespace: the ordinary path reads it
+    return false;  // the ordinary path reads it
   }
   Recording& recording = *recording_;
   const Namespace* space = &found->as_namespace();

@@ -1,5 +1,8 @@
 #include "memo.hpp"
 
+#include <string.h>  // memmem
+
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -111,11 +114,211 @@ std::size_t value_bytes(const Value& value) {
   }
 }
 
+// Strings at least this long are looked for in the output.
+constexpr std::size_t kSliceBytes = 64;
+
+enum Tag : char {
+  kUndefinedTag = 'u',
+  kNoneTag = 'n',
+  kBoolTag = 'b',
+  kIntegerTag = 'i',
+  kFloatTag = 'f',
+  kStringTag = 's',    // size, bytes
+  kSliceTag = 'o',     // offset and size in the output
+  kListTag = 'l',      // count, items
+  kMappingTag = 'm',   // count, (key size, key, value)...
+  kFunctionTag = 'F',  // address: builtins are shared by every render
+  kNeverTag = 'x',     // a namespace: never identical
+};
+
+void put_tag(std::string& out, Tag tag) {
+  out.push_back(static_cast<char>(tag));
+}
+
+void put_number(std::string& out, std::uint64_t number) {
+  out.append(reinterpret_cast<const char*>(&number), sizeof number);
+}
+
+void encode_into(const Value& value, std::string_view output, std::string& out) {
+  switch (value.kind()) {
+    case Value::Kind::kUndefined:
+      put_tag(out, kUndefinedTag);
+      return;
+    case Value::Kind::kNone:
+      put_tag(out, kNoneTag);
+      return;
+    case Value::Kind::kBool:
+      put_tag(out, kBoolTag);
+      out += value.as_bool() ? '1' : '0';
+      return;
+    case Value::Kind::kInteger:
+      put_tag(out, kIntegerTag);
+      put_number(out, static_cast<std::uint64_t>(value.as_integer()));
+      return;
+    case Value::Kind::kFloat:
+      put_tag(out, kFloatTag);
+      put_number(out, std::bit_cast<std::uint64_t>(value.as_float()));
+      return;
+    case Value::Kind::kString: {
+      const std::string& text = value.as_string();
+      if (text.size() >= kSliceBytes) {
+        // memmem is linear in the worst case (two-way), unlike find.
+        const void* found = memmem(output.data(), output.size(), text.data(), text.size());
+        if (found != nullptr) {
+          put_tag(out, kSliceTag);
+          put_number(out, static_cast<std::uint64_t>(static_cast<const char*>(found) - output.data()));
+          put_number(out, text.size());
+          return;
+        }
+      }
+      put_tag(out, kStringTag);
+      put_number(out, text.size());
+      out += text;
+      return;
+    }
+    case Value::Kind::kList:
+      put_tag(out, kListTag);
+      put_number(out, value.as_list().size());
+      for (const Value& item : value.as_list()) {
+        encode_into(item, output, out);
+      }
+      return;
+    case Value::Kind::kMapping:
+      put_tag(out, kMappingTag);
+      put_number(out, value.as_mapping().size());
+      for (const auto& [key, item] : value.as_mapping()) {
+        put_number(out, key.size());
+        out += key;
+        encode_into(item, output, out);
+      }
+      return;
+    case Value::Kind::kFunction:
+      put_tag(out, kFunctionTag);
+      put_number(out, reinterpret_cast<std::uintptr_t>(&value.as_function()));
+      return;
+    case Value::Kind::kNamespace:
+      put_tag(out, kNeverTag);
+      return;
+  }
+}
+
+// Reads an encoding written by encode_into; any mismatch (or a malformed
+// remainder, which cannot happen) answers false.
+class EncodedReader {
+ public:
+  EncodedReader(std::string_view encoded, std::string_view output) : encoded_(encoded), output_(output) {}
+
+  bool matches(const Value& value) {
+    if (at_ >= encoded_.size()) {
+      return false;
+    }
+    char tag = encoded_[at_++];
+    switch (value.kind()) {
+      case Value::Kind::kUndefined:
+        return tag == kUndefinedTag;
+      case Value::Kind::kNone:
+        return tag == kNoneTag;
+      case Value::Kind::kBool:
+        return tag == kBoolTag && at_ < encoded_.size() && encoded_[at_++] == (value.as_bool() ? '1' : '0');
+      case Value::Kind::kInteger:
+        return tag == kIntegerTag && number() == static_cast<std::uint64_t>(value.as_integer());
+      case Value::Kind::kFloat:
+        return tag == kFloatTag && number() == std::bit_cast<std::uint64_t>(value.as_float());
+      case Value::Kind::kString:
+        return matches_text(tag, value.as_string());
+      case Value::Kind::kList: {
+        const List& items = value.as_list();
+        if (tag != kListTag || number() != items.size()) {
+          return false;
+        }
+        return std::all_of(items.begin(), items.end(), [this](const Value& item) { return matches(item); });
+      }
+      case Value::Kind::kMapping: {
+        const Mapping& entries = value.as_mapping();
+        if (tag != kMappingTag || number() != entries.size()) {
+          return false;
+        }
+        return std::all_of(entries.begin(), entries.end(), [this](const auto& entry) {
+          return matches_text(kStringTag, entry.first) && matches(entry.second);
+        });
+      }
+      case Value::Kind::kFunction:
+        return tag == kFunctionTag && number() == reinterpret_cast<std::uintptr_t>(&value.as_function());
+      case Value::Kind::kNamespace:
+        return false;
+    }
+    return false;
+  }
+
+  [[nodiscard]] bool finished() const { return at_ == encoded_.size(); }
+
+ private:
+  std::uint64_t number() {
+    std::uint64_t result = 0;
+    if (at_ + sizeof result <= encoded_.size()) {
+      std::memcpy(&result, encoded_.data() + at_, sizeof result);
+    }
+    at_ += sizeof result;
+    return result;
+  }
+
+  // Keys are written without a tag (kStringTag stands for them).
+  bool matches_text(char tag, std::string_view text) {
+    if (tag == kSliceTag) {
+      std::uint64_t offset = number();
+      std::uint64_t size = number();
+      return size == text.size() && offset <= output_.size() && size <= output_.size() - offset &&
+             output_.substr(offset, size) == text;
+    }
+    if (tag != kStringTag) {
+      return false;
+    }
+    std::uint64_t size = number();
+    if (size != text.size() || at_ > encoded_.size() || size > encoded_.size() - at_) {
+      return false;
+    }
+    bool same = encoded_.substr(at_, size) == text;
+    at_ += size;
+    return same;
+  }
+
+  std::string_view encoded_;
+  std::string_view output_;
+  std::size_t at_ = 0;
+};
+
+// A copy that shares nothing with the request it came from: values may alias
+// a request's body (Value::text_in), which a record must not keep alive.
+Value detached(const Value& value) {
+  switch (value.kind()) {
+    case Value::Kind::kString:
+      return Value(std::string(value.as_string()));
+    case Value::Kind::kList: {
+      List items;
+      items.reserve(value.as_list().size());
+      for (const Value& item : value.as_list()) {
+        items.push_back(detached(item));
+      }
+      return Value(std::move(items));
+    }
+    case Value::Kind::kMapping: {
+      Mapping entries;
+      entries.reserve(value.as_mapping().size());
+      for (const auto& [key, item] : value.as_mapping()) {
+        entries.emplace_back(key, detached(item));
+      }
+      return Value(std::move(entries));
+    }
+    default:
+      return value;
+  }
+}
+
 std::size_t record_bytes(const IterationRecord& record) {
   constexpr std::size_t kEntryOverhead = 256;  // list node, map slot, vectors
   std::size_t total = kEntryOverhead + record.output.size();
   for (const auto& dependency : record.dependencies) {
-    total += sizeof(Dependency) + value_bytes(dependency.value);
+    total += sizeof(Dependency) + dependency.encoded.size();
   }
   for (const auto& effect : record.effects) {
     total += sizeof(Effect) + value_bytes(effect.value);
@@ -125,64 +328,19 @@ std::size_t record_bytes(const IterationRecord& record) {
 
 }  // namespace
 
-bool identical(const Value& left, const Value& right) {
-  if (left.kind() != right.kind()) {
-    return false;
-  }
-  switch (left.kind()) {
-    case Value::Kind::kUndefined:
-    case Value::Kind::kNone:
-      return true;
-    case Value::Kind::kBool:
-      return left.as_bool() == right.as_bool();
-    case Value::Kind::kInteger:
-      return left.as_integer() == right.as_integer();
-    case Value::Kind::kFloat:
-      return std::bit_cast<std::uint64_t>(left.as_float()) == std::bit_cast<std::uint64_t>(right.as_float());
-    case Value::Kind::kString:
-      return &left.as_string() == &right.as_string() || left.as_string() == right.as_string();
-    case Value::Kind::kList: {
-      const List& a = left.as_list();
-      const List& b = right.as_list();
-      if (&a == &b) {
-        return true;
-      }
-      if (a.size() != b.size()) {
-        return false;
-      }
-      for (std::size_t index = 0; index < a.size(); ++index) {
-        if (!identical(a[index], b[index])) {
-          return false;
-        }
-      }
-      return true;
-    }
-    case Value::Kind::kMapping: {
-      const Mapping& a = left.as_mapping();
-      const Mapping& b = right.as_mapping();
-      if (&a == &b) {
-        return true;
-      }
-      if (a.size() != b.size()) {
-        return false;
-      }
-      for (std::size_t index = 0; index < a.size(); ++index) {
-        if (a[index].first != b[index].first || !identical(a[index].second, b[index].second)) {
-          return false;
-        }
-      }
-      return true;
-    }
-    case Value::Kind::kNamespace:
-      return false;
-    case Value::Kind::kFunction:
-      return &left.as_function() == &right.as_function();
-  }
-  return false;
-}
-
 std::uint64_t fingerprint(const Value& value) {
   return fingerprint_at(value, 0);
+}
+
+std::string encode_value(const Value& value, std::string_view output) {
+  std::string encoded;
+  encode_into(value, output, encoded);
+  return encoded;
+}
+
+bool matches_encoded(const Value& value, std::string_view encoded, std::string_view output) {
+  EncodedReader reader(encoded, output);
+  return reader.matches(value) && reader.finished();
 }
 
 std::size_t IterationMemo::KeyHash::operator()(const Key& key) const {
@@ -200,9 +358,18 @@ const IterationRecord* IterationMemo::find(const Key& key) {
 }
 
 void IterationMemo::store(const Key& key, std::shared_ptr<const void> program, IterationRecord record) {
+  for (auto& dependency : record.dependencies) {
+    if (dependency.kind != Dependency::Kind::kTest && dependency.kind != Dependency::Kind::kNamespace) {
+      dependency.encoded = encode_value(dependency.value, record.output);
+      dependency.value = Value();
+    }
+  }
   std::size_t bytes = record_bytes(record);
   if (bytes > capacity_bytes_ / 4) {  // one iteration may not flush the memo
     return;
+  }
+  for (auto& effect : record.effects) {
+    effect.value = detached(effect.value);
   }
   if (auto found = map_.find(key); found != map_.end()) {
     bytes_ -= found->second->bytes;

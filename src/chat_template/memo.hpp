@@ -11,7 +11,7 @@
 // `if` tests that read only such values, and of nothing else: the clock
 // (strftime_now) and macro calls (whose bodies run in an interpreter of their
 // own) make an iteration unrecordable. Values are compared for identity of
-// rendering (`identical`: 1 and 1.0 differ, namespaces never match).
+// rendering (`matches_encoded`: 1 and 1.0 differ, namespaces never match).
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -25,20 +25,32 @@
 
 namespace kvgate::chat_template {
 
-// Same kind and, recursively, the same content: what rendering can tell apart.
-// Namespaces are mutable and per render, so they are never identical; builtin
-// functions are shared by every render and compared by address.
-bool identical(const Value& left, const Value& right);
-
 // A cheap hash of a value that tells messages apart without reading all of
 // their text (lengths, the ends of strings, the first entries of lists).
 std::uint64_t fingerprint(const Value& value);
+
+// What a dependency's value was, kept apart from the request it came from:
+// a compact encoding in which a long string that the iteration wrote out
+// verbatim (a message's text, mostly) is a slice of the iteration's output.
+// Validating then reads the new text and that slice once, and the replay
+// copies the slice just read, instead of comparing against a copy of the
+// text elsewhere in memory.
+std::string encode_value(const Value& value, std::string_view output);
+// Whether `value` has the same kind and, recursively, the same content as the
+// value `encoded` was made from: what rendering can tell apart. Namespaces are
+// mutable and per render, so they never match; builtin functions are shared
+// by every render and compared by address.
+bool matches_encoded(const Value& value, std::string_view encoded, std::string_view output);
 
 // What an iteration read from outside itself. Names point into the template's
 // syntax tree, which the entry keeps alive.
 struct Dependency {
   enum class Kind : std::uint8_t {
-    kVariable,   // `name` resolved at or above the loop's scope to `value` (undefined: not found)
+    kVariable,  // `name` resolved at or above the loop's scope to `value` (undefined: not found)
+    // `name` resolved there to a mapping whose key `attribute` held `value`
+    // (undefined: no such key, and not a method name): `message.role` read
+    // alone does not make the message's text a dependency.
+    kMember,
     kAttribute,  // namespace variable `name`'s attribute `attribute` was `value` (absent: undefined)
     kTest,       // the `if` test `test`, reading only such values, was `value` (bool)
     // `name` resolved at or above the loop's scope to a namespace, which was
@@ -51,7 +63,8 @@ struct Dependency {
   std::string_view attribute;
   const Node* test = nullptr;
   std::uint32_t alias = 0;
-  Value value;
+  Value value;          // while recording; kTest's outcome
+  std::string encoded;  // once stored, kVariable's and kAttribute's value (encode_value)
 };
 
 // What an iteration changed outside itself: variables of the loop's scope and

@@ -58,7 +58,7 @@ std::string_view Value::type_name() const {
   return kNames[static_cast<std::size_t>(kind())];
 }
 
-Value Value::from_json(const nlohmann::ordered_json& json) {
+Value Value::from_json(const nlohmann::ordered_json& json, const std::shared_ptr<const void>& owner) {
   switch (json.type()) {
     case nlohmann::ordered_json::value_t::null:
       return Value(None{});
@@ -71,12 +71,12 @@ Value Value::from_json(const nlohmann::ordered_json& json) {
     case nlohmann::ordered_json::value_t::number_float:
       return Value(json.get<double>());
     case nlohmann::ordered_json::value_t::string:
-      return Value(json.get<std::string>());
+      return owner ? text_in(owner, json.get_ref<const std::string&>()) : Value(json.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
       List list;
       list.reserve(json.size());
       for (const auto& item : json) {
-        list.push_back(from_json(item));
+        list.push_back(from_json(item, owner));
       }
       return Value(std::move(list));
     }
@@ -84,7 +84,7 @@ Value Value::from_json(const nlohmann::ordered_json& json) {
       Mapping mapping;
       mapping.reserve(json.size());
       for (const auto& [key, item] : json.items()) {
-        mapping.emplace_back(key, from_json(item));
+        mapping.emplace_back(key, from_json(item, owner));
       }
       return Value(std::move(mapping));
     }

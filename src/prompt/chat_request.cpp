@@ -29,16 +29,22 @@ Value token_value(const nlohmann::json& config, const char* key) {
   return Value(None{});
 }
 
-Value text_part(const std::string& text) {
-  return Value(Mapping{{"type", Value("text")}, {"text", Value(text)}});
+// The body's strings are shared, not copied, when it has an owner.
+Value text_of(const std::shared_ptr<const void>& owner, const std::string& text) {
+  return owner ? Value::text_in(owner, text) : Value(text);
 }
 
-Result<Value, std::string> prepare_content(const json& content, bool keep_list) {
-  if (content.is_string()) {  // the usual case: one copy of the text
+Value text_part(const std::shared_ptr<const void>& owner, const std::string& text) {
+  return Value(Mapping{{"type", Value("text")}, {"text", text_of(owner, text)}});
+}
+
+Result<Value, std::string> prepare_content(const json& content, bool keep_list,
+                                           const std::shared_ptr<const void>& owner) {
+  if (content.is_string()) {  // the usual case
     if (!keep_list) {
-      return Value(content.get<std::string>());
+      return text_of(owner, content.get_ref<const std::string&>());
     }
-    return Value(List{text_part(content.get_ref<const std::string&>())});
+    return Value(List{text_part(owner, content.get_ref<const std::string&>())});
   }
   if (content.is_null()) {
     return keep_list ? Value(List{}) : Value(std::string());
@@ -47,7 +53,7 @@ Result<Value, std::string> prepare_content(const json& content, bool keep_list) 
     return unexpected(std::string("message content must be a string, a list of parts or null"));
   }
   if (keep_list) {
-    return Value::from_json(content);
+    return Value::from_json(content, owner);
   }
   std::string text;
   bool first = true;
@@ -93,7 +99,8 @@ Result<Value, std::string> prepare_tool_calls(const json& calls) {
   return Value::from_json(prepared);
 }
 
-Result<Value, std::string> prepare_message(const json& message, bool keep_list) {
+Result<Value, std::string> prepare_message(const json& message, bool keep_list,
+                                           const std::shared_ptr<const void>& owner) {
   if (!message.is_object()) {
     return unexpected(std::string("each message must be an object"));
   }
@@ -110,9 +117,10 @@ Result<Value, std::string> prepare_message(const json& message, bool keep_list) 
       prepared.emplace_back(key, std::move(*calls));
       continue;
     }
-    prepared.emplace_back(key, Value::from_json(item));
+    prepared.emplace_back(key, Value::from_json(item, owner));
   }
-  auto content = prepare_content(message.contains("content") ? message["content"] : json(), keep_list);
+  static const json kNoContent;
+  auto content = prepare_content(message.contains("content") ? message["content"] : kNoContent, keep_list, owner);
   if (!content) {
     return unexpected(content.error());
   }
@@ -131,14 +139,15 @@ SpecialTokens special_tokens_from_config(const nlohmann::json& tokenizer_config)
 
 Result<RenderInput, std::string> render_input_from_request(const nlohmann::ordered_json& body,
                                                            const chat_template::ChatTemplate& chat_template,
-                                                           const SpecialTokens& tokens) {
+                                                           const SpecialTokens& tokens,
+                                                           const std::shared_ptr<const void>& owner) {
   if (!body.is_object() || !body.contains("messages") || !body["messages"].is_array()) {
     return unexpected(std::string("'messages' must be a list of messages"));
   }
   RenderInput input;
   List messages;
   for (const auto& message : body["messages"]) {
-    auto prepared = prepare_message(message, chat_template.iterates_content());
+    auto prepared = prepare_message(message, chat_template.iterates_content(), owner);
     if (!prepared) {
       return unexpected(prepared.error());
     }
@@ -146,7 +155,7 @@ Result<RenderInput, std::string> render_input_from_request(const nlohmann::order
   }
   input.messages = Value(std::move(messages));
   if (body.contains("tools") && !body["tools"].is_null()) {
-    input.tools = Value::from_json(body["tools"]);
+    input.tools = Value::from_json(body["tools"], owner);
   }
   if (body.contains("add_generation_prompt")) {
     if (!body["add_generation_prompt"].is_boolean()) {
@@ -162,7 +171,7 @@ Result<RenderInput, std::string> render_input_from_request(const nlohmann::order
       return unexpected(std::string("'chat_template_kwargs' must be an object"));
     }
     for (const auto& [key, item] : extra.items()) {
-      input.extra.emplace_back(key, Value::from_json(item));
+      input.extra.emplace_back(key, Value::from_json(item, owner));
     }
   }
   return input;

@@ -12,7 +12,7 @@ Result<std::vector<kvgate::TokenId>, PromptError> exact_prompt_tokens(const Mode
       return ids;
     }
     const auto& chat_template = *model.chat_template;
-    auto input = render_input_from_request(*request.chat_body, chat_template, model.special_tokens);
+    auto input = render_input_from_request(*request.chat_body, chat_template, model.special_tokens, request.chat_body);
     if (!input) {
       return unexpected(PromptError{input.error(), "messages", false});
     }

@@ -75,8 +75,16 @@ class Value {
   [[nodiscard]] const Value* find(std::string_view key) const;
   [[nodiscard]] std::string_view type_name() const;
 
+  // A string that stays where it is, in `owner` (a request body): the text
+  // is not copied, and the value keeps the owner alive.
+  static Value text_in(const std::shared_ptr<const void>& owner, const std::string& text) {
+    Value value;
+    value.data_ = std::shared_ptr<const std::string>(owner, &text);
+    return value;
+  }
   // Keeps the order of object keys (ordered_json), which tojson output shows.
-  static Value from_json(const nlohmann::ordered_json& json);
+  // With an `owner` holding `json`, strings are shared from it (text_in).
+  static Value from_json(const nlohmann::ordered_json& json, const std::shared_ptr<const void>& owner = nullptr);
 
  private:
   std::variant<Undefined, None, bool, std::int64_t, double, std::shared_ptr<const std::string>,

@@ -9,6 +9,7 @@
 //    parsed into an object (empty or absent: {}).
 //  - tools, add_generation_prompt (default true) and chat_template_kwargs
 //    (each key a template variable) are passed through.
+#include <memory>
 #include <string>
 
 #include <nlohmann/json_fwd.hpp>
@@ -27,8 +28,11 @@ struct SpecialTokens {
 // tokenizer_config.json's bos_token/eos_token (a string or {"content": ...}).
 SpecialTokens special_tokens_from_config(const nlohmann::json& tokenizer_config);
 
-// Errors describe what in the request is malformed (for a 400).
+// Errors describe what in the request is malformed (for a 400). With the
+// `owner` of `body` (the request's shared document), the messages' strings
+// are shared from the body instead of copied: the input keeps it alive.
 Result<chat_template::RenderInput, std::string> render_input_from_request(
-    const nlohmann::ordered_json& body, const chat_template::ChatTemplate& chat_template, const SpecialTokens& tokens);
+    const nlohmann::ordered_json& body, const chat_template::ChatTemplate& chat_template, const SpecialTokens& tokens,
+    const std::shared_ptr<const void>& owner = nullptr);
 
 }  // namespace kvgate::prompt
