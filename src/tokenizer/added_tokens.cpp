@@ -1,5 +1,7 @@
 #include "added_tokens.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 namespace kvgate::tokenizer {
@@ -29,8 +31,10 @@ void AddedTokenSplitter::add(std::string_view content, int token) {
       nodes_.push_back(Node{});
       if (node == 0) {
         root_children_[byte] = next;
+        if (first_bytes_ < kScannedFirstBytes) {
+          first_byte_list_[first_bytes_] = byte;
+        }
         ++first_bytes_;
-        single_first_byte_ = first_bytes_ == 1 ? byte : -1;
       } else {
         nodes_[static_cast<std::size_t>(node)].children.emplace_back(byte, next);
       }
@@ -43,13 +47,30 @@ void AddedTokenSplitter::add(std::string_view content, int token) {
 void AddedTokenSplitter::split(std::string_view text, std::vector<Section>& out) const {
   std::size_t start = 0;
   std::size_t position = 0;
+  // The next occurrence of each first byte at or after `position`, found by
+  // memchr once passed (`kUnknown` before the first search).
+  constexpr std::size_t kUnknown = SIZE_MAX;
+  const bool scanned = first_bytes_ <= kScannedFirstBytes;
+  std::array<std::size_t, kScannedFirstBytes> next{};
+  next.fill(kUnknown);
+  auto next_candidate = [&] {
+    std::size_t nearest = text.size();
+    for (std::size_t index = 0; index < first_bytes_; ++index) {
+      if (next[index] == kUnknown || next[index] < position) {
+        const void* found = std::memchr(text.data() + position, first_byte_list_[index], text.size() - position);
+        next[index] =
+            found != nullptr ? static_cast<std::size_t>(static_cast<const char*>(found) - text.data()) : text.size();
+      }
+      nearest = std::min(nearest, next[index]);
+    }
+    return nearest;
+  };
   while (position < text.size()) {
-    if (single_first_byte_ >= 0) {  // e.g. every token starts with '<': memchr skips plain text
-      const void* found = std::memchr(text.data() + position, single_first_byte_, text.size() - position);
-      if (found == nullptr) {
+    if (scanned) {
+      position = next_candidate();
+      if (position >= text.size()) {
         break;
       }
-      position = static_cast<std::size_t>(static_cast<const char*>(found) - text.data());
     }
     int node = root_children_[static_cast<unsigned char>(text[position])];
     int matched = -1;

@@ -36,8 +36,13 @@ class AddedTokenSplitter {
 
   std::vector<Node> nodes_{Node{}};
   std::array<int, 256> root_children_{};  // 0 = none (the root is never a child)
-  int first_bytes_ = 0;                   // distinct first bytes of the tokens
-  int single_first_byte_ = -1;            // that byte when there is only one
+  // The tokens' distinct first bytes, while there are few: plain text is
+  // then skipped with one memchr per byte instead of a table read per
+  // position (Gemma 3's 6,415 added tokens start with one of five bytes,
+  // '\n' among them).
+  static constexpr std::size_t kScannedFirstBytes = 8;
+  std::array<unsigned char, kScannedFirstBytes> first_byte_list_{};
+  std::size_t first_bytes_ = 0;
 };
 
 }  // namespace kvgate::tokenizer

@@ -77,7 +77,7 @@ int token_of(const Tokenizer::Impl& impl, std::string_view text) {
   if (impl.added_by_content.empty() || text.size() > impl.longest_added) {
     return -1;
   }
-  auto found = impl.added_by_content.find(std::string(text));
+  auto found = impl.added_by_content.find(text);
   return found == impl.added_by_content.end() ? -1 : found->second;
 }
 

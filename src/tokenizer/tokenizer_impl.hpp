@@ -66,8 +66,14 @@ struct Tokenizer::Impl {
   bool fuse_unknown = false;
 
   std::vector<AddedToken> added;
-  std::unordered_map<std::string, int> added_by_content;  // raw and normalised contents -> index in `added`
-  std::size_t longest_added = 0;                          // bytes of the longest key above
+  // Looked up with the section's view: no string is built per section.
+  struct ContentHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view content) const { return std::hash<std::string_view>{}(content); }
+  };
+  // raw and normalised contents -> index in `added`
+  std::unordered_map<std::string, int, ContentHash, std::equal_to<>> added_by_content;
+  std::size_t longest_added = 0;  // bytes of the longest key above
   AddedTokenSplitter unnormalized_splitter;
   AddedTokenSplitter normalized_splitter;
 

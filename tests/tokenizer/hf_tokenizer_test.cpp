@@ -92,6 +92,25 @@ TEST(HfTokenizer, AddedTokensSplitTheTextAndStripTheirNeighbours) {
   EXPECT_EQ(encode(tokenizer, "ab <y> ab"), (std::vector<TokenId>{4, 3, 10, 3, 4}));
 }
 
+// Plain text between added tokens is skipped by first byte: with few
+// distinct first bytes by memchr for each, with many by a table per byte.
+// Both find the same tokens, and a first byte that starts no token (the 'c'
+// of "abcab") leaves the text plain.
+TEST(HfTokenizer, AddedTokensAreFoundWithFewOrManyFirstBytes) {
+  for (int extra : {0, 9}) {
+    json file = byte_level_file();
+    file["added_tokens"].push_back({{"id", 11}, {"content", "cc"}, {"special", true}});
+    for (int index = 0; index < extra; ++index) {
+      std::string content = std::string(1, static_cast<char>('!' + index)) + "q";
+      file["added_tokens"].push_back({{"id", 12 + index}, {"content", content}, {"special", true}});
+    }
+    auto tokenizer = Tokenizer::load(file.dump(), "{}");
+    EXPECT_EQ(encode(tokenizer, "abcabcc<y>ab"), (std::vector<TokenId>{5, 4, 11, 10, 4})) << extra << " more";
+    EXPECT_EQ(encode(tokenizer, "cc"), (std::vector<TokenId>{11})) << extra << " more";
+    EXPECT_EQ(encode(tokenizer, "abc"), (std::vector<TokenId>{5})) << extra << " more";
+  }
+}
+
 TEST(HfTokenizer, InvalidUtf8IsAnErrorNotACrash) {
   auto tokenizer = Tokenizer::load(byte_level_file().dump(), "{}");
   EncodeWorkspace workspace;
