@@ -225,6 +225,7 @@ void Interpreter::render_for(const Node& node, Scope& scope, std::string& out) {
     items = std::move(kept);
   }
   bool iterated = false;
+  int unrecorded_run = 0;  // iterations in a row evaluated and not recorded
   const auto count = static_cast<std::int64_t>(items.size());
   // One `loop` object per loop, updated in place each iteration (its keys
   // are allocated once; templates read it, they do not keep it).
@@ -248,7 +249,7 @@ void Interpreter::render_for(const Node& node, Scope& scope, std::string& out) {
     fields[7].second = index > 0 ? items[at - 1] : Value();
     fields[8].second = index + 1 < count ? items[at + 1] : Value();
     assign(target, items[at], loop_scope);
-    auto flow = iterate(node, items[at], loop_scope, out);
+    auto flow = iterate(node, items[at], loop_scope, out, unrecorded_run);
     if (flow == RenderContext::Flow::kBreak) {
       break;
     }
@@ -665,23 +666,32 @@ bool too_large_to_depend_on(const Value& value) {
 
 }  // namespace
 
-RenderContext::Flow Interpreter::iterate(const Node& loop, const Value& item, Scope& loop_scope, std::string& out) {
+RenderContext::Flow Interpreter::iterate(const Node& loop, const Value& item, Scope& loop_scope, std::string& out,
+                                         int& unrecorded_run) {
   auto take_flow = [this] {
     auto flow = context_.flow;
     context_.flow = RenderContext::Flow::kNormal;
     return flow;
   };
   IterationMemo* memo = context_.memo;
-  if (memo == nullptr || recording_ != nullptr) {
+  // A loop whose iterations keep failing to record (Qwen3's backwards scan
+  // reads the whole list) is not looked up for the rest of this render.
+  constexpr int kGiveUpAfter = 8;
+  if (memo == nullptr || recording_ != nullptr || unrecorded_run >= kGiveUpAfter) {
+    if (memo != nullptr && recording_ == nullptr) {
+      ++memo->evaluated;
+    }
     render_block(loop.body, loop_scope, out);
     return take_flow();
   }
   IterationMemo::Key key{context_.program.get(), &loop, fingerprint(item)};
   if (const IterationRecord* record = memo->find(key); record != nullptr && replay(*record, loop_scope, out)) {
     ++memo->replayed;
+    unrecorded_run = 0;
     return record->flow == IterationFlow::kContinue ? RenderContext::Flow::kContinue : RenderContext::Flow::kNormal;
   }
   ++memo->evaluated;
+  ++unrecorded_run;
   Recording recording;
   recording.loop_scope = &loop_scope;
   auto start = out.size();
@@ -709,6 +719,7 @@ RenderContext::Flow Interpreter::iterate(const Node& loop, const Value& item, Sc
   recording.record.steps = context_.steps - steps;
   recording.record.flow = flow == RenderContext::Flow::kContinue ? IterationFlow::kContinue : IterationFlow::kNormal;
   memo->store(key, context_.program, std::move(recording.record));
+  unrecorded_run = 0;
   return flow;
 }
 

@@ -100,8 +100,10 @@ class Interpreter {
   };
   // One iteration of `loop` (its item set in `loop_scope`): replayed from
   // the memo when its dependencies still hold, else evaluated and recorded.
-  // Returns the iteration's flow.
-  RenderContext::Flow iterate(const Node& loop, const Value& item, Scope& loop_scope, std::string& out);
+  // Returns the iteration's flow. `unrecorded_run` counts the loop's
+  // iterations in a row that were evaluated and could not be recorded.
+  RenderContext::Flow iterate(const Node& loop, const Value& item, Scope& loop_scope, std::string& out,
+                              int& unrecorded_run);
   [[nodiscard]] bool still_holds(const IterationRecord& record, Scope& loop_scope);
   bool replay(const IterationRecord& record, Scope& loop_scope, std::string& out);
   void finish_recording(Recording& recording, Scope& loop_scope);

@@ -217,6 +217,27 @@ TEST(RenderCache, LimitsFailAsTheFullRenderFails) {
   EXPECT_NE(outputs[2].find("steps"), std::string::npos);
 }
 
+TEST(RenderCache, IterationsThatReadTheWholeListAreEvaluated) {
+  // Qwen3's backwards scan: each iteration reads the conversation's length,
+  // so none is recorded, and after a few the loop is not looked up again.
+  const char* source =
+      "{% set ns = namespace(last=-1) %}{% for m in messages[::-1] %}{% set index = messages|length - 1 - loop.index0 "
+      "%}"
+      "{% if ns.last < 0 and m == 'q' %}{% set ns.last = index %}{% endif %}{% endfor %}"
+      "{% for m in messages %}{% if loop.index0 == ns.last %}>{% endif %}{{ m }}{% endfor %}";
+  std::vector<Render> renders;
+  json list = json::array();
+  for (int turn = 0; turn < 40; ++turn) {
+    list.push_back(turn % 7 == 3 ? "q" : std::to_string(turn));
+    renders.push_back({json{{"messages", list}}});
+  }
+  RenderCache cache;
+  auto outputs = same_with_cache(source, renders, cache);
+  ASSERT_EQ(outputs.size(), renders.size());
+  EXPECT_TRUE(outputs.back().ends_with("37>q39")) << outputs.back();
+  EXPECT_GT(cache.replayed_iterations(), 0u);
+}
+
 TEST(RenderCache, TemplatesShareACacheWithoutMixingTheirEntries) {
   RenderCache cache;
   auto first = same_with_cache("{% for m in messages %}A{{ m }}{% endfor %}", {{messages({"x"})}}, cache);
