@@ -32,9 +32,8 @@ UpstreamRequest make_upstream_request(const ClientRequest& request, const Exchan
   } else {
     upstream.body() = request.body();
   }
-  if (!exchange.cache_salt_override.empty()) {
-    upstream.body() =
-        openai::with_cache_salt(upstream.body(), exchange.cache_salt_override, exchange.client_sent_cache_salt);
+  if (const auto& rewrite = exchange.cache_salt_rewrite) {
+    upstream.body() = openai::with_cache_salt(upstream.body(), rewrite->salt, rewrite->replaces_member);
   }
   // A key kvgate checked is the tenant's, not the engine's: never forwarded
   // (each attempt sets the worker's own, if it has one).

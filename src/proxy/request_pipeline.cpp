@@ -97,8 +97,10 @@ awaitable<void> handle_inference(ClientSession& session, ClientRequest& request,
   }
   exchange.strip_usage_event =
       inference.summary.stream && !inference.summary.include_usage && !model.streams_carry_timings;
-  exchange.cache_salt_override = inference.cache_salt_override;
-  exchange.client_sent_cache_salt = inference.summary.has_cache_salt_member;
+  if (!inference.cache_salt_override.empty()) {
+    exchange.cache_salt_rewrite =
+        Exchange::CacheSaltRewrite{inference.cache_salt_override, inference.summary.has_cache_salt_member};
+  }
   co_await forward(session, request, exchange, ForwardTarget{table, model, inference.session_key(), &inference.prompt});
 }
 

@@ -30,9 +30,13 @@ struct Exchange {
   // Who sent it (authenticated, or the anonymous tenant); lives in `table`.
   const tenant::Tenant* tenant = nullptr;
   // Set for a model that isolates tenants: the cache_salt the worker's body
-  // gets (forwarder).
-  std::string_view cache_salt_override;
-  bool client_sent_cache_salt = false;  // the body has a cache_salt member (replaced, not added)
+  // gets (forwarder), and whether it replaces a member the client sent
+  // rather than being added.
+  struct CacheSaltRewrite {
+    std::string_view salt;
+    bool replaces_member = false;
+  };
+  std::optional<CacheSaltRewrite> cache_salt_rewrite;
   std::string model;
   std::string worker;
   // The routing decision of the attempt that got the request (the last
