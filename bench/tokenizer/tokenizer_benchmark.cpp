@@ -258,7 +258,16 @@ void chat_next_turn(benchmark::State& state, Caches caches) {
 // rendering the template, encoding the prompt (segment cache warm). Arg: the
 // chat's size in thousands of tokens (32: ~32k; 128: ~128k, about 500 kB of
 // JSON); 0: one short user message (the proxy benchmark's request).
-enum class Stage { kParse, kParseNlohmann, kPrepare, kPrepareShared, kRender, kRenderIncremental, kEncode };
+enum class Stage {
+  kParse,
+  kParseNlohmann,
+  kPrepare,
+  kPrepareShared,
+  kRender,
+  kRenderIncremental,
+  kRenderIncrementalNewText,
+  kEncode
+};
 void chat_stage(benchmark::State& state, Stage stage) {
   auto tokenizer = Tokenizer::load_folder(tokenizer_folder());
   auto compiled = kvgate::chat_template::ChatTemplate::compile(tokenizer.config()["chat_template"].get<std::string>());
@@ -279,6 +288,7 @@ void chat_stage(benchmark::State& state, Stage stage) {
   if (!prompt || !tokenizer.encode(*prompt, false, workspace, ids, true)) std::abort();  // trusted: as exact_tokens
   const std::string text = body.dump();
   auto shared_body = std::make_shared<const nlohmann::ordered_json>(body);
+  std::uint64_t requests = 0;
   for (auto _ : state) {
     if (stage == Stage::kParse) {
       benchmark::DoNotOptimize(kvgate::jsonio::parse_ordered(text));
@@ -288,14 +298,20 @@ void chat_stage(benchmark::State& state, Stage stage) {
       benchmark::DoNotOptimize(kvgate::prompt::render_input_from_request(body, *compiled, special));
     } else if (stage == Stage::kPrepareShared) {  // the strings stay in the body, as the gateway prepares
       benchmark::DoNotOptimize(kvgate::prompt::render_input_from_request(body, *compiled, special, shared_body));
-    } else if (stage == Stage::kRender || stage == Stage::kRenderIncremental) {
+    } else if (stage == Stage::kRender || stage == Stage::kRenderIncremental ||
+               stage == Stage::kRenderIncrementalNewText) {
       // A new request each time, as the gateway renders one: its own parsed
       // body and prepared input (strings shared from the body); for the
-      // incremental render every message was seen, in the same state, before.
+      // incremental render every message was seen, in the same state,
+      // before, except with new text, where the last message is new each
+      // time (what recording costs when nothing is replayed).
       state.PauseTiming();
-      auto fresh_body = std::make_shared<const nlohmann::ordered_json>(*kvgate::jsonio::parse_ordered(text));
+      auto fresh_body = std::make_shared<nlohmann::ordered_json>(*kvgate::jsonio::parse_ordered(text));
+      if (stage == Stage::kRenderIncrementalNewText) {
+        (*fresh_body)["messages"].back()["content"] = "Say hello to request " + std::to_string(++requests);
+      }
       auto fresh = kvgate::prompt::render_input_from_request(*fresh_body, *compiled, special, fresh_body);
-      fresh->cache = stage == Stage::kRenderIncremental ? &render_cache : nullptr;
+      fresh->cache = stage == Stage::kRender ? nullptr : &render_cache;
       state.ResumeTiming();
       benchmark::DoNotOptimize(compiled->render(*fresh));
     } else {
@@ -305,7 +321,7 @@ void chat_stage(benchmark::State& state, Stage stage) {
   }
   state.counters["prompt_tokens"] = static_cast<double>(ids.size());
   state.counters["body_kB"] = static_cast<double>(text.size()) / 1e3;
-  if (stage == Stage::kRenderIncremental) {  // per render
+  if (stage == Stage::kRenderIncremental || stage == Stage::kRenderIncrementalNewText) {  // per render
     state.counters["replayed"] =
         benchmark::Counter(static_cast<double>(render_cache.replayed_iterations()), benchmark::Counter::kAvgIterations);
     state.counters["evaluated"] = benchmark::Counter(static_cast<double>(render_cache.evaluated_iterations()),
@@ -330,6 +346,9 @@ void chat_render(benchmark::State& state) {
 void chat_render_incremental(benchmark::State& state) {
   chat_stage(state, Stage::kRenderIncremental);
 }
+void chat_render_incremental_new_text(benchmark::State& state) {
+  chat_stage(state, Stage::kRenderIncrementalNewText);
+}
 void chat_encode(benchmark::State& state) {
   chat_stage(state, Stage::kEncode);
 }
@@ -339,6 +358,7 @@ BENCHMARK(chat_prepare)->Arg(32)->Arg(128)->Arg(0)->Unit(benchmark::kMicrosecond
 BENCHMARK(chat_prepare_shared)->Arg(32)->Arg(128)->Arg(0)->Unit(benchmark::kMicrosecond);
 BENCHMARK(chat_render)->Arg(32)->Arg(128)->Arg(0)->Unit(benchmark::kMicrosecond);
 BENCHMARK(chat_render_incremental)->Arg(32)->Arg(128)->Arg(0)->Unit(benchmark::kMicrosecond);
+BENCHMARK(chat_render_incremental_new_text)->Arg(0)->Unit(benchmark::kMicrosecond);
 BENCHMARK(chat_encode)->Arg(32)->Arg(128)->Arg(0)->Unit(benchmark::kMicrosecond);
 
 void chat_next_turn_cached(benchmark::State& state) {

@@ -68,7 +68,8 @@ bool loops_over_content(const NodeList& nodes) {
 
 }  // namespace
 
-RenderCache::RenderCache(std::size_t capacity_bytes) : memo_(std::make_unique<IterationMemo>(capacity_bytes)) {}
+RenderCache::RenderCache(std::size_t capacity_bytes, std::size_t min_output_bytes, std::uint64_t min_steps)
+    : memo_(std::make_unique<IterationMemo>(capacity_bytes, min_output_bytes, min_steps)) {}
 RenderCache::~RenderCache() = default;
 std::size_t RenderCache::bytes() const {
   return memo_->bytes();

@@ -703,7 +703,8 @@ RenderContext::Flow Interpreter::iterate(const Node& loop, const Value& item, Sc
   recording_ = nullptr;
   auto flow = take_flow();
   if (context_.failed() || flow == RenderContext::Flow::kBreak || !recording.recordable ||
-      context_.macro_calls != macro_calls || context_.clock_reads != clock_reads) {
+      context_.macro_calls != macro_calls || context_.clock_reads != clock_reads ||
+      !memo->worth_keeping(out.size() - start, context_.steps - steps)) {
     return flow;
   }
   for (std::string_view name : recording.written) {

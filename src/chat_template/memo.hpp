@@ -89,7 +89,13 @@ struct IterationRecord {
 // recently used evicted past a byte budget. One per thread: not synchronised.
 class IterationMemo {
  public:
-  explicit IterationMemo(std::size_t capacity_bytes) : capacity_bytes_(capacity_bytes) {}
+  IterationMemo(std::size_t capacity_bytes, std::size_t min_output_bytes, std::uint64_t min_steps)
+      : capacity_bytes_(capacity_bytes), min_output_bytes_(min_output_bytes), min_steps_(min_steps) {}
+
+  // Whether an iteration of this size is worth keeping (RenderCache).
+  [[nodiscard]] bool worth_keeping(std::size_t output_bytes, std::uint64_t steps) const {
+    return output_bytes >= min_output_bytes_ || steps >= min_steps_;
+  }
 
   struct Key {
     const void* program = nullptr;
@@ -123,6 +129,8 @@ class IterationMemo {
   void evict_to(std::size_t budget);
 
   std::size_t capacity_bytes_;
+  std::size_t min_output_bytes_;
+  std::uint64_t min_steps_;
   std::size_t bytes_ = 0;
   std::list<Entry> order_;  // most recently used first
   std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> map_;

@@ -78,7 +78,7 @@ TEST_P(TemplateGolden, IncrementalRenderingMatchesTheFullRenderTurnByTurn) {
   std::ifstream conversations_file(std::string(KVGATE_TEMPLATE_GOLDEN_DIR) + "/conversations.json");
   auto conversations = nlohmann::ordered_json::parse(conversations_file);
   auto tokens = prompt::special_tokens_from_config(tokenizer.config());
-  RenderCache cache;
+  RenderCache cache(RenderCache::kDefaultCapacityBytes, 0, 0);  // every iteration kept: every replay checked
   std::size_t renders = 0;
   std::size_t messages_rendered = 0;  // in the second pass
   std::uint64_t replayed_before = 0;

@@ -62,8 +62,11 @@ std::vector<std::string> same_with_cache(std::string_view source, const std::vec
   return outputs;
 }
 
+// Every iteration kept, however short, so that every replay is checked.
+constexpr std::size_t kKeepAll = 0;
+
 std::vector<std::string> same_with_cache(std::string_view source, const std::vector<Render>& renders) {
-  RenderCache cache;
+  RenderCache cache(RenderCache::kDefaultCapacityBytes, kKeepAll, kKeepAll);
   return same_with_cache(source, renders, cache);
 }
 
@@ -78,7 +81,7 @@ TEST(RenderCache, ReplaysTheIterationsOfEarlierTurns) {
   json user = {{"role", "user"}, {"content", " hello "}};
   json assistant = {{"role", "assistant"}, {"content", "hi"}};
   json next = {{"role", "user"}, {"content", "more"}};
-  RenderCache cache;
+  RenderCache cache(RenderCache::kDefaultCapacityBytes, kKeepAll, kKeepAll);
   auto outputs = same_with_cache(source, {{messages({user})}, {messages({user, assistant, next})}}, cache);
   ASSERT_EQ(outputs.size(), 2u);
   EXPECT_EQ(outputs[1], "<user>hello<assistant>hi<user>more");
@@ -231,15 +234,29 @@ TEST(RenderCache, IterationsThatReadTheWholeListAreEvaluated) {
     list.push_back(turn % 7 == 3 ? "q" : std::to_string(turn));
     renders.push_back({json{{"messages", list}}});
   }
-  RenderCache cache;
+  RenderCache cache(RenderCache::kDefaultCapacityBytes, kKeepAll, kKeepAll);
   auto outputs = same_with_cache(source, renders, cache);
   ASSERT_EQ(outputs.size(), renders.size());
   EXPECT_TRUE(outputs.back().ends_with("37>q39")) << outputs.back();
   EXPECT_GT(cache.replayed_iterations(), 0u);
 }
 
-TEST(RenderCache, TemplatesShareACacheWithoutMixingTheirEntries) {
+TEST(RenderCache, ShortIterationsAreNotKeptByDefault) {
+  // Replaying a short message costs about what evaluating it does; a long
+  // one is kept.
+  const char* source = "{% for m in messages %}<{{ m }}>{% endfor %}";
   RenderCache cache;
+  same_with_cache(source, {{messages({"hi"})}, {messages({"hi"})}}, cache);
+  EXPECT_EQ(cache.bytes(), 0u);
+  EXPECT_EQ(cache.replayed_iterations(), 0u);
+  std::string long_text(RenderCache::kDefaultMinOutputBytes, 'x');
+  same_with_cache(source, {{messages({long_text})}, {messages({long_text, "hi"})}}, cache);
+  EXPECT_GT(cache.bytes(), 0u);
+  EXPECT_EQ(cache.replayed_iterations(), 1u);
+}
+
+TEST(RenderCache, TemplatesShareACacheWithoutMixingTheirEntries) {
+  RenderCache cache(RenderCache::kDefaultCapacityBytes, kKeepAll, kKeepAll);
   auto first = same_with_cache("{% for m in messages %}A{{ m }}{% endfor %}", {{messages({"x"})}}, cache);
   auto second = same_with_cache("{% for m in messages %}B{{ m }}{% endfor %}", {{messages({"x"})}}, cache);
   EXPECT_EQ(first[0], "Ax");
@@ -247,7 +264,7 @@ TEST(RenderCache, TemplatesShareACacheWithoutMixingTheirEntries) {
 }
 
 TEST(RenderCache, TheBudgetBoundsWhatIsKept) {
-  RenderCache cache(64 << 10);
+  RenderCache cache(64 << 10, kKeepAll, kKeepAll);
   std::vector<Render> renders;
   for (int index = 0; index < 50; ++index) {
     renders.push_back({messages({std::string(4000, static_cast<char>('a' + index % 26)) + std::to_string(index)})});

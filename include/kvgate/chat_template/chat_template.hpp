@@ -24,14 +24,24 @@ class IterationMemo;
 // render's, byte for byte (src/chat_template/memo.hpp says why). Holds
 // strings of earlier requests, up to `capacity_bytes`. Not synchronised: one
 // per thread.
+//
+// An iteration is kept only when it wrote at least `min_output_bytes` or
+// took at least `min_steps` evaluation steps: a short one costs about as
+// much to replay as to evaluate, and recording it costs more (a one-message
+// chat's render took twice as long when every iteration was kept). Tests
+// keep everything (0, 0) to check every iteration's replay.
 class RenderCache {
  public:
-  explicit RenderCache(std::size_t capacity_bytes = kDefaultCapacityBytes);
+  static constexpr std::size_t kDefaultCapacityBytes = 64u << 20;
+  static constexpr std::size_t kDefaultMinOutputBytes = 256;
+  static constexpr std::uint64_t kDefaultMinSteps = 64;
+
+  explicit RenderCache(std::size_t capacity_bytes = kDefaultCapacityBytes,
+                       std::size_t min_output_bytes = kDefaultMinOutputBytes,
+                       std::uint64_t min_steps = kDefaultMinSteps);
   ~RenderCache();
   RenderCache(const RenderCache&) = delete;
   RenderCache& operator=(const RenderCache&) = delete;
-
-  static constexpr std::size_t kDefaultCapacityBytes = 64u << 20;
 
   [[nodiscard]] std::size_t bytes() const;
   [[nodiscard]] std::uint64_t replayed_iterations() const;
