@@ -742,20 +742,17 @@ bool Interpreter::still_holds(const IterationRecord& record, Scope& loop_scope) 
         holds = matches_encoded(found ? *found : Value(), dependency.encoded, record.output);
         break;
       }
-      case Dependency::Kind::kMember: {
-        const Value* found = loop_scope.lookup(dependency.name);
-        const Value* member =
-            found != nullptr && found->is(Value::Kind::kMapping) ? found->find(dependency.attribute) : nullptr;
-        holds = found != nullptr && found->is(Value::Kind::kMapping) &&
-                matches_encoded(member ? *member : Value(), dependency.encoded, record.output);
-        break;
-      }
+      case Dependency::Kind::kMember:
       case Dependency::Kind::kAttribute: {
+        // A mapping's key or a namespace's attribute, each read only from
+        // its own kind.
+        auto kind = dependency.kind == Dependency::Kind::kMember ? Value::Kind::kMapping : Value::Kind::kNamespace;
         const Value* found = loop_scope.lookup(dependency.name);
-        const Value* attribute =
-            found != nullptr && found->is(Value::Kind::kNamespace) ? found->find(dependency.attribute) : nullptr;
-        holds = found != nullptr && found->is(Value::Kind::kNamespace) &&
-                matches_encoded(attribute ? *attribute : Value(), dependency.encoded, record.output);
+        holds = found != nullptr && found->is(kind);
+        if (holds) {
+          const Value* entry = found->find(dependency.attribute);
+          holds = matches_encoded(entry ? *entry : Value(), dependency.encoded, record.output);
+        }
         break;
       }
       case Dependency::Kind::kNamespace: {

@@ -6,7 +6,9 @@
 
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "../support/gzip_file.hpp"
@@ -29,20 +31,33 @@ std::tm reference_now() {
   return now;
 }
 
-class TemplateGolden : public testing::TestWithParam<std::string> {};
+// The family's tokenizer, its compiled template and the test conversations.
+class TemplateGolden : public testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    family = GetParam();
+    model_tokenizer = std::make_unique<tokenizer::Tokenizer>(
+        tokenizer::Tokenizer::load_folder(std::string(KVGATE_TOKENIZERS_DIR) + "/" + family));
+    auto template_source = model_tokenizer->config()["chat_template"].get<std::string>();
+    auto result = ChatTemplate::compile(template_source);
+    ASSERT_TRUE(result.has_value()) << result.error();
+    compiled.emplace(std::move(*result));
+    std::ifstream conversations_file(std::string(KVGATE_TEMPLATE_GOLDEN_DIR) + "/conversations.json");
+    conversations = nlohmann::ordered_json::parse(conversations_file);
+  }
+
+  std::string family;
+  std::unique_ptr<tokenizer::Tokenizer> model_tokenizer;
+  std::optional<ChatTemplate> compiled;
+  nlohmann::ordered_json conversations;
+};
 
 TEST_P(TemplateGolden, EveryConversationRendersAndEncodesLikeTheReference) {
-  const std::string family = GetParam();
-  auto tokenizer = tokenizer::Tokenizer::load_folder(std::string(KVGATE_TOKENIZERS_DIR) + "/" + family);
-  auto compiled = ChatTemplate::compile(tokenizer.config()["chat_template"].get<std::string>());
-  ASSERT_TRUE(compiled.has_value()) << compiled.error();
-  std::ifstream conversations_file(std::string(KVGATE_TEMPLATE_GOLDEN_DIR) + "/conversations.json");
-  auto conversations = nlohmann::ordered_json::parse(conversations_file);
   json golden =
       json::parse(test_support::read_gzip_file(std::string(KVGATE_TEMPLATE_GOLDEN_DIR) + "/" + family + ".json.gz"));
   ASSERT_EQ(conversations.size(), golden.size());
   ASSERT_GE(conversations.size(), 40u);
-  auto tokens = prompt::special_tokens_from_config(tokenizer.config());
+  auto tokens = prompt::special_tokens_from_config(model_tokenizer->config());
   tokenizer::EncodeWorkspace workspace;
   for (std::size_t index = 0; index < conversations.size(); ++index) {
     const std::string where = family + " conversation " + std::to_string(index) + " (" +
@@ -62,7 +77,7 @@ TEST_P(TemplateGolden, EveryConversationRendersAndEncodesLikeTheReference) {
     ASSERT_TRUE(rendered.has_value()) << where << ": " << rendered.error();
     EXPECT_EQ(*rendered, expected["prompt"].get<std::string>()) << where;
     std::vector<kvgate::TokenId> ids;
-    ASSERT_TRUE(tokenizer.encode(*rendered, false, workspace, ids).has_value());
+    ASSERT_TRUE(model_tokenizer->encode(*rendered, false, workspace, ids).has_value());
     EXPECT_EQ(json(ids), expected["ids"]) << where;
   }
 }
@@ -71,13 +86,7 @@ TEST_P(TemplateGolden, EveryConversationRendersAndEncodesLikeTheReference) {
 // error), on every golden conversation grown one message at a time: each
 // turn resends the earlier ones, so their iterations come from the cache.
 TEST_P(TemplateGolden, IncrementalRenderingMatchesTheFullRenderTurnByTurn) {
-  const std::string family = GetParam();
-  auto tokenizer = tokenizer::Tokenizer::load_folder(std::string(KVGATE_TOKENIZERS_DIR) + "/" + family);
-  auto compiled = ChatTemplate::compile(tokenizer.config()["chat_template"].get<std::string>());
-  ASSERT_TRUE(compiled.has_value()) << compiled.error();
-  std::ifstream conversations_file(std::string(KVGATE_TEMPLATE_GOLDEN_DIR) + "/conversations.json");
-  auto conversations = nlohmann::ordered_json::parse(conversations_file);
-  auto tokens = prompt::special_tokens_from_config(tokenizer.config());
+  auto tokens = prompt::special_tokens_from_config(model_tokenizer->config());
   RenderCache cache(RenderCache::kDefaultCapacityBytes, 0, 0);  // every iteration kept: every replay checked
   std::size_t renders = 0;
   std::size_t messages_rendered = 0;  // in the second pass
