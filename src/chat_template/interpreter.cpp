@@ -912,12 +912,7 @@ bool Interpreter::read_attribute(const Node& object_node, std::string_view attri
       return false;  // a method (items, get, ...): the ordinary path reads the whole mapping
     }
     result = member ? *member : Value();
-    Dependency dependency;
-    dependency.kind = Dependency::Kind::kMember;
-    dependency.name = object_node.name;
-    dependency.attribute = attribute;
-    dependency.value = result;
-    add_dependency(std::move(dependency));
+    add_dependency(Dependency{Dependency::Kind::kMember, object_node.name, attribute, nullptr, 0, result, {}});
     return true;
   }
   if (found == nullptr || !found->is(Value::Kind::kNamespace)) {
@@ -945,12 +940,7 @@ bool Interpreter::read_attribute(const Node& object_node, std::string_view attri
     ++recording.internal_reads;
     return true;
   }
-  Dependency dependency;
-  dependency.kind = Dependency::Kind::kAttribute;
-  dependency.name = object_node.name;
-  dependency.attribute = attribute;
-  dependency.value = result;
-  add_dependency(std::move(dependency));
+  add_dependency(Dependency{Dependency::Kind::kAttribute, object_node.name, attribute, nullptr, 0, result, {}});
   return true;
 }
 
