@@ -53,7 +53,13 @@ TEST(ExactTokens, EarlierTurnsComeFromTheSegmentCache) {
   fleet.add_sim("a");
   // One I/O thread: the render cache is per thread, and both turns must meet it.
   fleet.start_gateway("threads: 1\n");
-  auto first = first_turn("Which screws hold a 20 kg shelf on a plasterboard wall, and how far apart should they go?");
+  // A question long enough for the render cache to keep (it skips
+  // iterations under 256 bytes of output: replaying them saves nothing).
+  auto first = first_turn(
+      "Which screws hold a 20 kg shelf on a plasterboard wall, and how far apart should they go? The wall is "
+      "12.5 mm board on metal studs at 60 cm centres, the shelf is 120 cm of solid oak with two steel brackets, "
+      "and it will carry books along its whole length. I have a drill, a stud finder and a spirit level, but no "
+      "special anchors yet: which should I buy, and should the brackets go into the studs or between them?");
   auto [worker, answer] = fleet.turn(first);
   fleet.turn(second_turn(first, answer, "And for a brick wall?"));
   auto metrics = get(fleet.harness.admin_port(), "/metrics").body;
@@ -61,8 +67,8 @@ TEST(ExactTokens, EarlierTurnsComeFromTheSegmentCache) {
   EXPECT_NE(metrics.find("kvgate_tokenizer_segments_total{model=\"sim-model\",result=\"hit\"}"), std::string::npos)
       << metrics;
   EXPECT_NE(metrics.find("kvgate_tokenizer_segments_total{model=\"sim-model\",result=\"miss\"}"), std::string::npos);
-  // The second turn's earlier messages were replayed by the render cache.
-  EXPECT_GE(metric_value(metrics, "kvgate_template_iterations_total{model=\"sim-model\",result=\"replayed\"}"), 2.0)
+  // The second turn's first question was replayed by the render cache.
+  EXPECT_GE(metric_value(metrics, "kvgate_template_iterations_total{model=\"sim-model\",result=\"replayed\"}"), 1.0)
       << metrics;
   EXPECT_GT(metric_value(metrics, "kvgate_template_iterations_total{model=\"sim-model\",result=\"evaluated\"}"), 0.0);
 }
