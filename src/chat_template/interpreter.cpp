@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <utility>
 
 #include "kvgate/core/utf8.hpp"
 
@@ -733,6 +734,10 @@ void Interpreter::abandon_recording() {
 
 bool Interpreter::still_holds(const IterationRecord& record, Scope& loop_scope) {
   const auto steps = context_.steps;
+  // A test evaluated again may take a path it did not take when recorded
+  // (a macro call whose body loops): nothing may be stored meanwhile, or the
+  // record being checked could be evicted under us.
+  IterationMemo* memo = std::exchange(context_.memo, nullptr);
   std::vector<const Namespace*> namespaces;
   bool holds = true;
   for (const Dependency& dependency : record.dependencies) {
@@ -783,6 +788,7 @@ bool Interpreter::still_holds(const IterationRecord& record, Scope& loop_scope) 
     }
   }
   context_.steps = steps;
+  context_.memo = memo;
   return holds;
 }
 

@@ -241,6 +241,20 @@ TEST(RenderCache, IterationsThatReadTheWholeListAreEvaluated) {
   EXPECT_GT(cache.replayed_iterations(), 0u);
 }
 
+TEST(RenderCache, ATestThatNowCallsAMacroCannotEvictTheRecordItValidates) {
+  // Recorded while ns.on was false (the macro not called); validated with it
+  // true, the test calls the macro, whose loop runs while the record is
+  // being checked. A small cache: anything that loop stored would evict it.
+  const char* source =
+      "{% macro inner() %}{% for x in range(40) %}{{ x }}{% endfor %}{% endmacro %}"
+      "{% set ns = namespace(on=on) %}{% for m in messages %}{% if ns.on and inner() %}+{% endif %}{{ m }}"
+      "{% endfor %}";
+  RenderCache cache(4096, kKeepAll, kKeepAll);
+  auto outputs = same_with_cache(
+      source, {{{{"messages", {"a", "b"}}, {"on", false}}}, {{{"messages", {"a", "b"}}, {"on", true}}}}, cache);
+  EXPECT_EQ(outputs[1], "+a+b");
+}
+
 TEST(RenderCache, ShortIterationsAreNotKeptByDefault) {
   // Replaying a short message costs about what evaluating it does; a long
   // one is kept.
