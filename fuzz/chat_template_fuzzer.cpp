@@ -35,8 +35,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!rendered && rendered.error().empty()) __builtin_trap();
 
   // One cache for the whole run: entries of earlier templates stay in it.
-  // Every iteration kept, however short, so that every replay is checked.
-  static kvgate::chat_template::RenderCache cache(4u << 20, 0, 0);
+  // Every iteration kept, however short, so that every replay is checked;
+  // small, so that evictions happen during renders too.
+  static kvgate::chat_template::RenderCache cache(64u << 10, 0, 0);
   auto same = [](const auto& a, const auto& b) {
     return a.has_value() == b.has_value() && (a ? *a == *b : a.error() == b.error());
   };
