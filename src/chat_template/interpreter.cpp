@@ -835,8 +835,7 @@ const Value* Interpreter::resolve(std::string_view name, const Scope& scope, boo
   }
   external = true;  // undefined everywhere, the loop's scope and above included
   if (!passed) {
-    recording_->recordable = false;  // a scope chain that bypasses the loop: not tracked
-    recording_ = nullptr;
+    abandon_recording();  // a scope chain that bypasses the loop: not tracked
   }
   return nullptr;
 }

@@ -111,8 +111,6 @@ class IterationMemo {
   void store(const Key& key, std::shared_ptr<const void> program, IterationRecord record);
 
   [[nodiscard]] std::size_t bytes() const { return bytes_; }
-  [[nodiscard]] std::size_t entries() const { return map_.size(); }
-  [[nodiscard]] std::size_t capacity_bytes() const { return capacity_bytes_; }
   std::uint64_t replayed = 0;   // iterations replayed from the memo
   std::uint64_t evaluated = 0;  // iterations evaluated (missed, or did not validate)
 
