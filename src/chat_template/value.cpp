@@ -71,7 +71,7 @@ Value Value::from_json(const nlohmann::ordered_json& json, const std::shared_ptr
     case nlohmann::ordered_json::value_t::number_float:
       return Value(json.get<double>());
     case nlohmann::ordered_json::value_t::string:
-      return owner ? text_in(owner, json.get_ref<const std::string&>()) : Value(json.get<std::string>());
+      return text_in(owner, json.get_ref<const std::string&>());
     case nlohmann::ordered_json::value_t::array: {
       List list;
       list.reserve(json.size());

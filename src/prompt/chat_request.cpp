@@ -29,20 +29,15 @@ Value token_value(const nlohmann::json& config, const char* key) {
   return Value(None{});
 }
 
-// The body's strings are shared, not copied, when it has an owner.
-Value text_of(const std::shared_ptr<const void>& owner, const std::string& text) {
-  return owner ? Value::text_in(owner, text) : Value(text);
-}
-
 Value text_part(const std::shared_ptr<const void>& owner, const std::string& text) {
-  return Value(Mapping{{"type", Value("text")}, {"text", text_of(owner, text)}});
+  return Value(Mapping{{"type", Value("text")}, {"text", Value::text_in(owner, text)}});
 }
 
 Result<Value, std::string> prepare_content(const json& content, bool keep_list,
                                            const std::shared_ptr<const void>& owner) {
   if (content.is_string()) {  // the usual case
     if (!keep_list) {
-      return text_of(owner, content.get_ref<const std::string&>());
+      return Value::text_in(owner, content.get_ref<const std::string&>());
     }
     return Value(List{text_part(owner, content.get_ref<const std::string&>())});
   }

@@ -76,8 +76,12 @@ class Value {
   [[nodiscard]] std::string_view type_name() const;
 
   // A string that stays where it is, in `owner` (a request body): the text
-  // is not copied, and the value keeps the owner alive.
+  // is not copied, and the value keeps the owner alive. Without an owner,
+  // a copy.
   static Value text_in(const std::shared_ptr<const void>& owner, const std::string& text) {
+    if (!owner) {
+      return Value(text);
+    }
     Value value;
     value.data_ = std::shared_ptr<const std::string>(owner, &text);
     return value;
