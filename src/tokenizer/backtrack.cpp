@@ -36,10 +36,7 @@ std::unique_ptr<BacktrackingEncoder> BacktrackingEncoder::build(const std::vecto
   // before the merges that use them are looked at.
   std::vector<std::tuple<std::uint32_t, TokenId, TokenId, TokenId>> ordered;
   ordered.reserve(vocabulary.size());
-  encoder->pair_filter_.assign((std::size_t{1} << 21) / 64, 0);
   merges.for_each([&](TokenId left, TokenId right, Merge merge) {
-    const std::size_t bit = filter_bit(left, right);
-    encoder->pair_filter_[bit >> 6] |= std::uint64_t{1} << (bit & 63);
     if (merge.merged < tokens.size() && left < tokens.size() && right < tokens.size()) {
       ordered.emplace_back(merge.rank, left, right, merge.merged);
     }
@@ -151,7 +148,7 @@ bool BacktrackingEncoder::compatible(TokenId left, TokenId right, std::uint32_t 
     // Both pieces are made before `limit` (each is an input of the token
     // whose merge set it), so the pair can fire before it exactly when its
     // rank does, even for a pair listed before its inputs exist.
-    if (const Merge across = may_merge(left, right) ? merges_.find(left, right) : Merge{};
+    if (const Merge across = merges_.find(left, right);
         across.merged != kNoToken && base_count_ + across.rank < limit) {
       return false;
     }
@@ -190,8 +187,9 @@ bool BacktrackingEncoder::remembered_compatible(TokenId left, TokenId right,
                                                 std::vector<std::uint64_t>& answers) const {
   if (tokens_[left].left == left && tokens_[right].left == right) {
     // Two base tokens (text where few merges apply, such as CJK): only their
-    // own merge could join them, and the filter answers that from cache.
-    return !may_merge(left, right) || merges_.find(left, right).merged == kNoToken;
+    // own merge could join them, and the merge table's filter answers that
+    // from cache.
+    return merges_.find(left, right).merged == kNoToken;
   }
   const std::uint64_t pair = (std::uint64_t{left} << 32) | right;
   std::uint64_t& slot = answers[(pair * 0x9E3779B97F4A7C15ULL) >> (64 - kAnswerBits)];
@@ -326,8 +324,7 @@ bool BacktrackingEncoder::encode(std::string_view word, std::vector<TokenId>& ou
 }
 
 std::size_t BacktrackingEncoder::memory_bytes() const {
-  return tokens_.capacity() * sizeof(TokenInfo) + matched_.memory_bytes() + unplaced_.memory_bytes() +
-         pair_filter_.capacity() * sizeof(std::uint64_t);
+  return tokens_.capacity() * sizeof(TokenInfo) + matched_.memory_bytes() + unplaced_.memory_bytes();
 }
 
 }  // namespace kvgate::tokenizer

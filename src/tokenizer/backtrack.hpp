@@ -129,19 +129,7 @@ class BacktrackingEncoder {
   [[nodiscard]] bool compatible(TokenId left, TokenId right, std::uint32_t limit) const;
   [[nodiscard]] bool remembered_compatible(TokenId left, TokenId right, std::vector<std::uint64_t>& answers) const;
 
-  [[nodiscard]] static std::size_t filter_bit(TokenId left, TokenId right) {
-    return static_cast<std::size_t>((((std::uint64_t{left} << 32) | right) * 0x9E3779B97F4A7C15ULL) >> (64 - 21));
-  }
-  [[nodiscard]] bool may_merge(TokenId left, TokenId right) const {
-    const std::size_t bit = filter_bit(left, right);
-    return ((pair_filter_[bit >> 6] >> (bit & 63)) & 1) != 0;
-  }
-
   const PairTable& merges_;
-  // One bit per hashed pair, set for every listed merge: 256 kB that stays
-  // in cache, where most pairs `compatible` asks about are no merge and a
-  // probe of the merge table (megabytes) would miss.
-  std::vector<std::uint64_t> pair_filter_;
   std::uint32_t base_count_ = 0;
   std::vector<TokenInfo> tokens_;  // by id
   ByteTrie matched_;               // the tokens with an order

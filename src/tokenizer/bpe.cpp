@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <functional>
 
 #include "kvgate/core/utf8.hpp"
@@ -35,7 +36,7 @@ const ByteTable& byte_table() {
 // linear scan, which is faster for the few symbols most words have.
 constexpr std::size_t kLinearMergeLimit = 48;
 // Longer words are not memoised (as in the reference implementation).
-constexpr std::size_t kCacheableLength = 256;
+constexpr std::size_t kCacheableLength = WordCache::kLongestWord + 1;
 
 }  // namespace
 
@@ -235,7 +236,20 @@ void BpeModel::merge_small(std::vector<Symbol>& symbols, std::vector<Merge>& pai
     }
     return merges_.find(a.id, b.id);
   };
+  // Probes of different pairs are independent: a slot the filter does not
+  // rule out starts loading before the first probe is read, so that their
+  // cache misses overlap.
+  auto prefetch = [&](std::size_t left) {
+    const TokenId a = symbols[left].id;
+    const TokenId b = symbols[left + 1].id;
+    if (a != kNoToken && b != kNoToken && merges_.may_hold(a, b)) {
+      merges_.prefetch(a, b);
+    }
+  };
   pairs.clear();
+  for (std::size_t left = 0; left + 1 < symbols.size(); ++left) {
+    prefetch(left);
+  }
   for (std::size_t left = 0; left + 1 < symbols.size(); ++left) {
     pairs.push_back(rank_of(left));
   }
@@ -253,6 +267,9 @@ void BpeModel::merge_small(std::vector<Symbol>& symbols, std::vector<Merge>& pai
     symbols[best].length += symbols[best + 1].length;
     symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(best) + 1);
     pairs.erase(pairs.begin() + static_cast<std::ptrdiff_t>(best));
+    if (best > 0 && best < pairs.size()) {
+      prefetch(best);  // overlaps with the probe for the pair on the left
+    }
     if (best > 0) {
       pairs[best - 1] = rank_of(best - 1);
     }
@@ -529,13 +546,15 @@ std::unique_ptr<BacktrackingEncoder> BpeModel::build_backtracking() const {
 WordCache::WordCache(std::size_t slots) : slots_(std::bit_ceil(std::max<std::size_t>(slots, 16))) {}
 
 const TokenId* WordCache::find(std::string_view word, std::uint64_t hash, std::size_t& count) const {
-  std::size_t mask = slots_.size() - 1;
+  const std::size_t mask = slots_.size() - 1;
+  const auto tag = static_cast<std::uint32_t>(hash >> 32);
   for (std::size_t index = hash & mask;; index = (index + 1) & mask) {
     const Slot& slot = slots_[index];
-    if (!slot.used) {
+    if (slot.word_length == 0) {
       return nullptr;
     }
-    if (slot.hash == hash && std::string_view(words_).substr(slot.word_offset, slot.word_length) == word) {
+    if (slot.tag == tag && slot.word_length == word.size() &&
+        std::memcmp(words_.data() + slot.word_offset, word.data(), word.size()) == 0) {
       count = slot.ids_count;
       return ids_.data() + slot.ids_offset;
     }
@@ -543,21 +562,21 @@ const TokenId* WordCache::find(std::string_view word, std::uint64_t hash, std::s
 }
 
 void WordCache::insert(std::string_view word, std::uint64_t hash, const TokenId* ids, std::size_t count) {
+  if (word.empty() || word.size() > kLongestWord || count > UINT16_MAX) {
+    return;
+  }
   if ((used_ + 1) * 2 > slots_.size() || words_.size() + word.size() > UINT32_MAX / 2) {
     clear();
   }
-  std::size_t mask = slots_.size() - 1;
+  const std::size_t mask = slots_.size() - 1;
   for (std::size_t index = hash & mask;; index = (index + 1) & mask) {
     Slot& slot = slots_[index];
-    if (slot.used) {
+    if (slot.word_length != 0) {
       continue;
     }
-    slot = Slot{hash,
-                static_cast<std::uint32_t>(words_.size()),
-                static_cast<std::uint32_t>(word.size()),
-                static_cast<std::uint32_t>(ids_.size()),
-                static_cast<std::uint32_t>(count),
-                true};
+    slot = Slot{static_cast<std::uint32_t>(hash >> 32), static_cast<std::uint32_t>(words_.size()),
+                static_cast<std::uint32_t>(ids_.size()), static_cast<std::uint16_t>(word.size()),
+                static_cast<std::uint16_t>(count)};
     words_.append(word);
     ids_.insert(ids_.end(), ids, ids + count);
     ++used_;

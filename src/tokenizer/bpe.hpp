@@ -123,6 +123,7 @@ bool byte_level_to_raw(std::string_view token, std::string& raw);
 class WordCache {
  public:
   explicit WordCache(std::size_t slots = 1 << 16);
+  static constexpr std::size_t kLongestWord = 255;  // longer words are neither kept nor looked up
   // nullptr when absent; `count` receives the number of ids.
   const TokenId* find(std::string_view word, std::uint64_t hash, std::size_t& count) const;
   void insert(std::string_view word, std::uint64_t hash, const TokenId* ids, std::size_t count);
@@ -132,13 +133,14 @@ class WordCache {
   void count_miss() { ++misses_; }
 
  private:
+  // 16 bytes, so that the table's probes touch half the memory. Words are
+  // under 256 bytes (kCacheableLength) and give at most as many ids.
   struct Slot {
-    std::uint64_t hash = 0;
+    std::uint32_t tag = 0;  // the hash's high half (its low bits pick the slot)
     std::uint32_t word_offset = 0;
-    std::uint32_t word_length = 0;
     std::uint32_t ids_offset = 0;
-    std::uint32_t ids_count = 0;
-    bool used = false;
+    std::uint16_t word_length = 0;  // 0: an empty slot (no word is empty)
+    std::uint16_t ids_count = 0;
   };
   void clear();
 
