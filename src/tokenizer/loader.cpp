@@ -130,9 +130,8 @@ BpeOptions load_model_options(const json& model, const VocabularyEntries& vocabu
 
 }  // namespace
 
-std::shared_ptr<Tokenizer::Impl> build_tokenizer(std::string_view tokenizer_json, std::string_view config_json,
+std::shared_ptr<Tokenizer::Impl> build_tokenizer(TokenizerFile file, std::string_view config_json,
                                                  const LoadOptions& options) {
-  TokenizerFile file = parse_tokenizer_file(tokenizer_json);
   auto impl = std::make_shared<Tokenizer::Impl>();
   // Identifies the tokenizer to per-thread caches; a counter, because an
   // address can be reused after a reload frees the old tokenizer.

@@ -4,6 +4,7 @@
 
 #include "kvgate/core/utf8.hpp"
 #include "kvgate/tokenizer/hf_tokenizer.hpp"
+#include "tokenizer_file.hpp"
 #include "tokenizer_impl.hpp"
 
 namespace kvgate::tokenizer {
@@ -42,8 +43,8 @@ std::string read_file(const std::string& path) {
   if (!file) {
     throw TokenizerLoadError("cannot read " + path);
   }
-  // One read into a buffer of the file's size: a stream copy grows and
-  // copies a 32 MB tokenizer.json several times (a fifth of Gemma 3's load).
+  // One read into a buffer of the file's size (tokenizer.json, the large
+  // one, is read by read_tokenizer_file).
   file.seekg(0, std::ios::end);
   const std::streamoff size = file.tellg();
   file.seekg(0, std::ios::beg);
@@ -136,17 +137,17 @@ void encode_section(const Tokenizer::Impl& impl, std::string_view text, bool fir
 }  // namespace
 
 Tokenizer Tokenizer::load_folder(const std::string& folder, LoadOptions options) {
-  std::string tokenizer_json = read_file(folder + "/tokenizer.json");
+  TokenizerFile file = read_tokenizer_file(folder + "/tokenizer.json");
   std::string config_json = "{}";
   if (std::ifstream(folder + "/tokenizer_config.json")) {
     config_json = read_file(folder + "/tokenizer_config.json");
   }
-  return load(tokenizer_json, config_json, options);
+  return Tokenizer(build_tokenizer(std::move(file), config_json, options));
 }
 
 Tokenizer Tokenizer::load(std::string_view tokenizer_json, std::string_view tokenizer_config_json,
                           LoadOptions options) {
-  return Tokenizer(build_tokenizer(tokenizer_json, tokenizer_config_json, options));
+  return Tokenizer(build_tokenizer(parse_tokenizer_file(tokenizer_json), tokenizer_config_json, options));
 }
 
 Result<bool, std::string> Tokenizer::encode(std::string_view text, bool add_special_tokens, EncodeWorkspace& workspace,

@@ -57,11 +57,12 @@ void read_merges(dom::array merges, MergeEntries& out) {
 
 }  // namespace
 
-TokenizerFile parse_tokenizer_file(std::string_view text) {
+namespace {
+
+TokenizerFile parse_padded(const simdjson::padded_string& text) {
   auto parser = std::make_shared<dom::parser>();
-  const simdjson::padded_string padded(text);
   dom::element root;
-  if (auto error = parser->parse(padded).get(root); error != simdjson::SUCCESS) {
+  if (auto error = parser->parse(text).get(root); error != simdjson::SUCCESS) {
     fail(simdjson::error_message(error));
   }
   dom::object root_object;
@@ -92,6 +93,20 @@ TokenizerFile parse_tokenizer_file(std::string_view text) {
   }
   file.storage = std::move(parser);
   return file;
+}
+
+}  // namespace
+
+TokenizerFile parse_tokenizer_file(std::string_view text) {
+  return parse_padded(simdjson::padded_string(text));
+}
+
+TokenizerFile read_tokenizer_file(const std::string& path) {
+  simdjson::padded_string text;
+  if (simdjson::padded_string::load(path).get(text) != simdjson::SUCCESS) {
+    throw TokenizerLoadError("cannot read " + path);
+  }
+  return parse_padded(text);
 }
 
 }  // namespace kvgate::tokenizer

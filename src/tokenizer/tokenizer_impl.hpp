@@ -88,8 +88,9 @@ struct Tokenizer::Impl {
   std::size_t vocabulary_size = 0;
 };
 
-// Builds everything but the model's tables from the parsed file; in loader.cpp.
-std::shared_ptr<Tokenizer::Impl> build_tokenizer(std::string_view tokenizer_json, std::string_view config_json,
+struct TokenizerFile;
+// Builds the tokenizer from its parsed tokenizer.json; in loader.cpp.
+std::shared_ptr<Tokenizer::Impl> build_tokenizer(TokenizerFile file, std::string_view config_json,
                                                  const LoadOptions& options);
 
 }  // namespace kvgate::tokenizer

@@ -2,7 +2,11 @@
 // the expected ids follow from the rules by hand.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -259,6 +263,35 @@ TEST(HfTokenizer, MalformedFilesFailToLoadWithAReason) {
   file = byte_level_file();
   file["model"]["type"] = "Unigram";
   EXPECT_THROW(Tokenizer::load(file.dump(), "{}"), TokenizerLoadError);
+}
+
+// load_folder reads tokenizer.json into the parser's padded buffer itself
+// (not through load()): the same tokenizer, and the same errors.
+TEST(HfTokenizer, AFolderLoadsAsItsTextDoes) {
+  const auto folder = std::filesystem::temp_directory_path() / ("kvgate-tokenizer-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(folder);
+  const auto write = [&](const std::string& text) { std::ofstream(folder / "tokenizer.json") << text; };
+  const std::string text = byte_level_file().dump();
+  write(text);
+  const Tokenizer from_folder = Tokenizer::load_folder(folder.string());
+  const Tokenizer from_text = Tokenizer::load(text, "{}");
+  for (const std::string sample : {"hello world", "aaaa bbbb ab", "", "  \n\t x"}) {
+    EXPECT_EQ(encode(from_folder, sample), encode(from_text, sample)) << sample;
+  }
+  write("{\"model\": [1, 2");
+  try {
+    (void)Tokenizer::load_folder(folder.string());
+    FAIL() << "loaded a truncated tokenizer.json";
+  } catch (const TokenizerLoadError& error) {
+    EXPECT_NE(std::string(error.what()).find("tokenizer.json"), std::string::npos) << error.what();
+  }
+  std::filesystem::remove_all(folder);
+  try {
+    (void)Tokenizer::load_folder(folder.string());
+    FAIL() << "loaded a folder that does not exist";
+  } catch (const TokenizerLoadError& error) {
+    EXPECT_NE(std::string(error.what()).find("cannot read"), std::string::npos) << error.what();
+  }
 }
 
 }  // namespace
