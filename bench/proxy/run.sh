@@ -10,6 +10,8 @@
 # KVGATE_THREADS=N runs kvgate with N I/O threads on CPUs 0-(N-1) instead of
 # one thread on CPU 1 (with two cores the load shares them: compare its CPU
 # per request, not its requests/s).
+# KVGATE_PERF=FILE records kvgate's profile during its run (perf record with
+# DWARF call graphs; its CPU figure then includes perf's overhead).
 # KVGATE_BASELINE=PATH adds another kvgate binary (an earlier build) as a
 # fourth target with the same config, for a before/after in one run.
 set -euo pipefail
@@ -118,10 +120,18 @@ cpu_seconds() {
 
 run_wrk() {
   local proxy_pid=${3:-}
-  local cpu_before=0
+  local cpu_before=0 perf_pid=""
   [[ -n $proxy_pid ]] && cpu_before=$(cpu_seconds "$proxy_pid")
+  if [[ -n ${KVGATE_PERF:-} && $2 == kvgate ]]; then
+    perf record -q -F 1999 --call-graph=dwarf,16384 -o "$KVGATE_PERF" -p "$proxy_pid" 2>/dev/null &
+    perf_pid=$!
+  fi
   taskset -c 0 wrk -t1 -c"$connections" -d"${seconds}s" --latency -s bench/proxy/post.lua \
     "http://127.0.0.1:$1/v1/chat/completions" >"$work/$2.txt"
+  if [[ -n $perf_pid ]]; then
+    kill -INT "$perf_pid"
+    wait "$perf_pid" || true
+  fi
   local rps p50 p99 non2xx
   rps=$(awk '/^Requests\/sec/ { print $2 }' "$work/$2.txt")
   p50=$(awk '$1 == "50%" { print $2 }' "$work/$2.txt")

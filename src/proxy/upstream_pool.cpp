@@ -11,6 +11,13 @@ using namespace kvgate::http;
 
 // A pooled connection is usable only if the worker has not closed it and has
 // not sent anything unasked; a non-blocking peek tells both without waiting.
+// It costs a system call, so only connections idle for longer than
+// kUncheckedIdle are peeked: engines close idle connections after seconds
+// (uvicorn's keep-alive timeout, vLLM's and SGLang's server, is 5 s), and a
+// connection closed sooner (a restarted worker) fails before any response
+// byte, which the forwarder retries on a fresh connection.
+constexpr auto kUncheckedIdle = std::chrono::seconds(1);
+
 bool still_open(beast::tcp_stream& stream) {
   char byte = 0;
   auto received = ::recv(stream.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -28,7 +35,8 @@ awaitable<Result<UpstreamConnection, error_code>> UpstreamPool::acquire(const wo
     while (!connections.empty()) {
       Idle idle = std::move(connections.back());
       connections.pop_back();
-      if (now - idle.since < idle_timeout_ && still_open(*idle.stream)) {
+      const auto idle_for = now - idle.since;
+      if (idle_for < idle_timeout_ && (idle_for < kUncheckedIdle || still_open(*idle.stream))) {
         co_return UpstreamConnection{std::move(idle.stream), true};
       }
     }
