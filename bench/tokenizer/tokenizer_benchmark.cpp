@@ -7,11 +7,14 @@
 #include <zlib.h>
 
 #include <unistd.h>
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "../support/adversarial_text.hpp"
@@ -380,6 +383,37 @@ BENCHMARK(chat_next_turn_cached)->Arg(32)->Arg(128)->Unit(benchmark::kMicrosecon
 BENCHMARK(chat_next_turn_segments_only)->Arg(32)->Arg(128)->Unit(benchmark::kMicrosecond);
 BENCHMARK(chat_next_turn_uncached)->Arg(32)->Arg(128)->Unit(benchmark::kMicrosecond);
 
+// The adversarial kinds as `kvgate tokenize` input: ten draws of each kind,
+// cut into JSON lines of at most 64k characters (bench/tokenizer/tokenize_command.sh).
+void print_adversarial_lines() {
+  constexpr std::size_t kLine = 64 * 1024;
+  for (const char* kind : {"long_words", "whitespace", "base64", "json", "cjk"}) {
+    for (std::uint64_t seed = 0; seed < 10; ++seed) {
+      const std::string text = kvgate::bench::adversarial_text(kind, seed);
+      for (std::size_t start = 0; start < text.size();) {
+        std::size_t end = std::min(text.size(), start + kLine);
+        while (end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) {
+          --end;  // whole characters only
+        }
+        std::cout << nlohmann::json{{"text", text.substr(start, end - start)}}.dump() << '\n';
+        start = end;
+      }
+    }
+  }
+}
+
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  if (argc == 2 && std::string_view(argv[1]) == "--adversarial-jsonl") {
+    print_adversarial_lines();
+    return 0;
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) {
+    return 1;
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# `kvgate tokenize` end to end on adversarial text (random-letter words up to
+# 100 kB, whitespace runs, base64, minified JSON, CJK without spaces: ten
+# draws of each, about 20 MB of JSON lines), per family: the whole run and
+# the start-up alone (a one-line input), and MB/s. KVGATE_BASELINE=PATH adds
+# another kvgate binary, run alternately with this one.
+# Usage: bench/tokenizer/tokenize_command.sh [FAMILY...]   (default: all five;
+# needs a release build in build/ and scripts/fetch_tokenizers.sh)
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top"
+families=("$@")
+[[ ${#families[@]} -gt 0 ]] || families=(qwen3 llama3_1 deepseek_v3 gemma3 gptoss)
+input=$(mktemp /tmp/kvgate-adversarial-XXXXXX.jsonl)
+trap 'rm -f "$input" "$input.one" "$input.out"' EXIT
+build/bench/tokenizer/kvgate-tokenizer-bench --adversarial-jsonl >"$input"
+head -1 "$input" >"$input.one"
+bytes=$(stat -c %s "$input")
+binaries=(build/src/kvgate)
+[[ -n ${KVGATE_BASELINE:-} ]] && binaries+=("$KVGATE_BASELINE")
+seconds() {  # wall-clock seconds of one run of "$@" < $2's input
+  local start end
+  start=$(date +%s.%N)
+  "$@" >"$input.out"
+  end=$(date +%s.%N)
+  awk -v a="$start" -v b="$end" 'BEGIN { printf "%.2f", b - a }'
+}
+echo "input: $(awk -v b="$bytes" 'BEGIN { printf "%.1f", b / 1e6 }') MB of JSON lines"
+echo
+echo "| family | binary | whole run (s) | start-up (s) | MB/s whole run |"
+echo "|---|---|---|---|---|"
+for family in "${families[@]}"; do
+  for binary in "${binaries[@]}"; do
+    whole=$(seconds "$binary" tokenize --tokenizer ".cache/tokenizers/$family" <"$input")
+    errors=$(grep -c '"error"' "$input.out" || true)
+    [[ $errors -eq 0 ]] || { echo "$family: $errors lines failed" >&2; exit 1; }
+    startup=$(seconds "$binary" tokenize --tokenizer ".cache/tokenizers/$family" <"$input.one")
+    echo "| $family | $binary | $whole | $startup | $(awk -v b="$bytes" -v t="$whole" 'BEGIN { printf "%.1f", b / 1e6 / t }') |"
+  done
+done
