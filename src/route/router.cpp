@@ -138,6 +138,9 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   const bool priced = table.options->routing.policy == config::PolicyKind::cache_aware;
   const bool eviction_priced = priced && cost_options.eviction_term;
   const auto pooled = model.pooled_prefill->rates();
+  // The most new blocks a placement can store (policy::price_evictions).
+  const std::uint64_t prompt_blocks =
+      prompt != nullptr && model.block_size > 0 ? prompt->input_tokens / model.block_size : 0;
   const auto median_speed = priced && cost_options.prefill_fit == config::PrefillFitScope::relative
                                 ? median_prefill_speed(model, scratch.speeds)
                                 : 1.0;
@@ -149,7 +152,7 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
       views[index].indexed_blocks = model.cache->index.entries_of(model.workers[index].slot);
     }
     if (eviction_priced) {
-      views[index].lru = state.event_stream().lru_profile(context.now_unix_ms);
+      views[index].lru = state.event_stream().lru_profile(context.now_unix_ms, prompt_blocks);
     }
     // Beyond the GPU run the engine loads the prefix from a lower tier.
     views[index].offloaded_cached_tokens =

@@ -209,5 +209,30 @@ TEST(WorkerState, OutcomesAndPrefillSamplesFromSeveralThreadsWhileTheRouterReads
   EXPECT_LT(worker.prefill_speed(), 2.6);
 }
 
+// The router reads the ages only for a worker where the prompt's blocks do
+// not fit in the free room: anywhere else eviction_cost() returns before it
+// looks at them, so they are left unread.
+TEST(EventStreamStatus, TheAgesAreReadOnlyWhereAPlacementCouldEvict) {
+  EventStreamStatus stream;
+  stream.gpu_blocks = 90;
+  stream.capacity_blocks = 100;
+  stream.gpu_block_ages[3] = 60;
+  stream.gpu_block_ages[7] = 30;
+  stream.gpu_block_ages_unix_ms = 1'000;
+  const auto fits = stream.lru_profile(1'500, 10);
+  EXPECT_EQ(fits.held_blocks, 90u);
+  EXPECT_EQ(fits.capacity_blocks, 100u);
+  EXPECT_EQ(fits.blocks, policy::AgeHistogram{});
+  const auto evicts = stream.lru_profile(1'500, 11);
+  EXPECT_EQ(evicts.blocks[3], 60u);
+  EXPECT_EQ(evicts.blocks[7], 30u);
+  EXPECT_DOUBLE_EQ(evicts.age_offset_ms, 500);
+  EXPECT_EQ(stream.lru_profile(1'500).blocks[7], 30u) << "without a bound, the ages are always read";
+  EXPECT_EQ(stream.lru_profile(1'500, UINT64_MAX - 5).blocks[3], 60u) << "no overflow in the room check";
+  stream.capacity_blocks = 0;  // unknown capacity: no eviction term at all
+  EXPECT_EQ(stream.lru_profile(1'500, 1'000).blocks, policy::AgeHistogram{});
+  EXPECT_EQ(stream.lru_profile(1'500).blocks[3], 60u) << "/debug/workers shows them still";
+}
+
 }  // namespace
 }  // namespace kvgate::workers

@@ -68,10 +68,23 @@ struct EventStreamStatus {
   std::atomic<std::uint32_t> slots_busy{0};
   std::atomic<std::uint32_t> slots_waiting{0};
 
-  [[nodiscard]] policy::LruProfile lru_profile(std::uint64_t now_unix_ms) const {
+  // `placing_blocks`: the most blocks the caller will price placing here.
+  // When they fit in the free room no placement evicts, and eviction_cost()
+  // never reads the ages: they are left empty, which spares the router 20
+  // loads per worker per decision (a third of a 1,000-worker decision).
+  // An unknown capacity (0) has no eviction term either. Without
+  // `placing_blocks` (/debug/workers) the ages are always read.
+  static constexpr std::uint64_t kAnyPlacement = UINT64_MAX;
+  [[nodiscard]] policy::LruProfile lru_profile(std::uint64_t now_unix_ms,
+                                               std::uint64_t placing_blocks = kAnyPlacement) const {
     policy::LruProfile profile;
     profile.held_blocks = gpu_blocks.load(std::memory_order_relaxed);
     profile.capacity_blocks = capacity_blocks.load(std::memory_order_relaxed);
+    const bool fits =
+        placing_blocks <= profile.capacity_blocks && profile.held_blocks <= profile.capacity_blocks - placing_blocks;
+    if (placing_blocks != kAnyPlacement && (profile.capacity_blocks == 0 || fits)) {
+      return profile;
+    }
     for (std::size_t bucket = 0; bucket < policy::kAgeBuckets; ++bucket) {
       profile.blocks[bucket] = gpu_block_ages[bucket].load(std::memory_order_relaxed);
     }
