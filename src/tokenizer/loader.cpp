@@ -130,7 +130,7 @@ BpeOptions load_model_options(const json& model, const VocabularyEntries& vocabu
 
 }  // namespace
 
-std::shared_ptr<Tokenizer::Impl> build_tokenizer(TokenizerFile file, std::string_view config_json,
+std::shared_ptr<Tokenizer::Impl> build_tokenizer(const TokenizerFile& file, std::string_view config_json,
                                                  const LoadOptions& options) {
   auto impl = std::make_shared<Tokenizer::Impl>();
   // Identifies the tokenizer to per-thread caches; a counter, because an

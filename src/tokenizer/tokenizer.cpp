@@ -142,7 +142,7 @@ Tokenizer Tokenizer::load_folder(const std::string& folder, LoadOptions options)
   if (std::ifstream(folder + "/tokenizer_config.json")) {
     config_json = read_file(folder + "/tokenizer_config.json");
   }
-  return Tokenizer(build_tokenizer(std::move(file), config_json, options));
+  return Tokenizer(build_tokenizer(file, config_json, options));
 }
 
 Tokenizer Tokenizer::load(std::string_view tokenizer_json, std::string_view tokenizer_config_json,

@@ -90,7 +90,7 @@ struct Tokenizer::Impl {
 
 struct TokenizerFile;
 // Builds the tokenizer from its parsed tokenizer.json; in loader.cpp.
-std::shared_ptr<Tokenizer::Impl> build_tokenizer(TokenizerFile file, std::string_view config_json,
+std::shared_ptr<Tokenizer::Impl> build_tokenizer(const TokenizerFile& file, std::string_view config_json,
                                                  const LoadOptions& options);
 
 }  // namespace kvgate::tokenizer
