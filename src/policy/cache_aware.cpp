@@ -88,7 +88,7 @@ class CacheAware final : public Policy {
   // eviction starts with the deep blocks of conversations like this one.
   static void price_evictions(const RouteRequest& request, const WorkerView& worker, Candidate& candidate) {
     const std::uint64_t block_size = request.block_size;
-    const std::uint64_t full_blocks = request.input_tokens / block_size;
+    const std::uint64_t full_blocks = full_prompt_blocks(request.input_tokens, block_size);
     const std::uint64_t own_blocks = (candidate.cached_tokens - candidate.offloaded_cached_tokens) / block_size;
     const auto new_blocks = full_blocks > own_blocks ? full_blocks - own_blocks : 0;
     const double ms_per_block =

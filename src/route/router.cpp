@@ -140,9 +140,8 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   const bool priced = table.options->routing.policy == config::PolicyKind::cache_aware;
   const bool eviction_priced = priced && cost_options.eviction_term;
   const auto pooled = model.pooled_prefill->rates();
-  // The most new blocks a placement can store (policy::price_evictions).
   const std::uint64_t prompt_blocks =
-      prompt != nullptr && model.block_size > 0 ? prompt->input_tokens / model.block_size : 0;
+      prompt != nullptr ? policy::full_prompt_blocks(prompt->input_tokens, model.block_size) : 0;
   const auto median_speed = priced && cost_options.prefill_fit == config::PrefillFitScope::relative
                                 ? median_prefill_speed(model, scratch.speeds)
                                 : 1.0;

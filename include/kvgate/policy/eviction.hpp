@@ -83,6 +83,14 @@ struct EvictionCost {
   double horizon_ms = 0;     // the worker's cache residency used as the horizon
 };
 
+// The blocks a prompt stores on a worker: its full blocks, less those the
+// worker already holds. The full blocks alone are what any placement can
+// store at most; the router reads a worker's ages only where that many do
+// not fit its free room.
+[[nodiscard]] inline std::uint64_t full_prompt_blocks(std::uint64_t input_tokens, std::uint64_t block_size) {
+  return block_size > 0 ? input_tokens / block_size : 0;
+}
+
 // The blocks `new_blocks` more would evict on a worker described by `lru`,
 // oldest first, after the ones the requests already dispatched there will
 // evict (`held_blocks` beyond capacity), each priced `ms_per_block` times the
