@@ -40,7 +40,7 @@ class CacheAware final : public Policy {
     Decision decision;
     decision.candidates = filter_candidates(request, workers);
     for (std::size_t index = 0; index < workers.size(); ++index) {
-      score(request, workers[index], decision.candidates[index]);
+      score(request, workers[index], index, decision.candidates[index]);
     }
     auto pick = pick_best(decision.candidates, request.tie_order(), better);
     decision.worker_index = pick.index;
@@ -52,7 +52,7 @@ class CacheAware final : public Policy {
   }
 
  private:
-  void score(const RouteRequest& request, const WorkerView& worker, Candidate& candidate) const {
+  void score(const RouteRequest& request, const WorkerView& worker, std::size_t index, Candidate& candidate) const {
     auto cached = std::min(worker.cached_tokens, request.input_tokens);
     candidate.cached_tokens = cached;
     candidate.prefill_ms = worker.prefill.prefill_ms(request.input_tokens, cached);
@@ -74,7 +74,7 @@ class CacheAware final : public Policy {
     candidate.expected_ttft_ms = candidate.queue_delay_ms + candidate.prefill_ms + candidate.receive_ms;
     candidate.score = candidate.queue_delay_ms + cost_.own_prefill_weight * candidate.prefill_ms + candidate.receive_ms;
     if (cost_.eviction_term && request.returns != nullptr && request.block_size > 0) {
-      price_evictions(request, worker, candidate);
+      price_evictions(request, worker, index, candidate);
       candidate.score += candidate.evicts_ms;
     }
     candidate.score_noise_ms = candidate.score * worker.prefill.relative_noise;
@@ -86,7 +86,8 @@ class CacheAware final : public Policy {
   // this worker's rates with each token attending to a context as long as
   // this prompt: the engines free a request's blocks tail first, so LRU
   // eviction starts with the deep blocks of conversations like this one.
-  static void price_evictions(const RouteRequest& request, const WorkerView& worker, Candidate& candidate) {
+  static void price_evictions(const RouteRequest& request, const WorkerView& worker, std::size_t index,
+                              Candidate& candidate) {
     const std::uint64_t block_size = request.block_size;
     const std::uint64_t full_blocks = full_prompt_blocks(request.input_tokens, block_size);
     const std::uint64_t own_blocks = (candidate.cached_tokens - candidate.offloaded_cached_tokens) / block_size;
@@ -95,7 +96,7 @@ class CacheAware final : public Policy {
         static_cast<double>(block_size) *
         (worker.prefill.ms_per_token + worker.prefill.ms_per_token_pair * static_cast<double>(request.input_tokens));
     std::optional<double> own_idle_ms;
-    if (request.previous_turn && request.previous_turn->worker == worker.id) {
+    if (request.previous_turn && request.previous_turn->worker_index == index) {
       own_idle_ms = request.previous_turn->idle_ms;
     }
     const auto evicted = eviction_cost(worker.lru, new_blocks, own_blocks, own_idle_ms, *request.returns, ms_per_block);

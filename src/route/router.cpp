@@ -94,8 +94,10 @@ std::optional<std::size_t> runner_up(const std::vector<policy::Candidate>& candi
 }
 
 // Why a session stayed or moved (route/README.md has the rules).
-Reason session_reason(const ModelRoute& model, const RouteDecision& decision, std::span<const std::uint32_t> indexed,
-                      std::span<const policy::WorkerView> views) {
+// `previous` is the session's worker's position in the model (the number
+// of workers when it is no longer configured).
+Reason session_reason(const ModelRoute& model, const RouteDecision& decision, std::size_t previous,
+                      std::span<const std::uint32_t> indexed, std::span<const policy::WorkerView> views) {
   if (!decision.session) {
     return Reason::new_session;
   }
@@ -104,7 +106,6 @@ Reason session_reason(const ModelRoute& model, const RouteDecision& decision, st
     return Reason::session_expired;
   }
   const auto chosen = *decision.worker;
-  const auto previous = model.find_worker(session.worker);
   if (previous == chosen) {
     return Reason::sticky;
   }
@@ -191,11 +192,16 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   request.ms_per_offloaded_token = model.ms_per_offloaded_token;
   const auto returns = eviction_priced ? model.session_gaps->model() : policy::ReturnModel();
   request.returns = eviction_priced ? &returns : nullptr;
+  std::size_t previous = count;
   if (context.session_key) {
     result.session = sessions_.find(*context.session_key, context.now_unix_ms);
-    if (result.session && !result.session->expired && context.now_unix_ms >= result.session->last_seen_ms) {
+    if (result.session) {
+      previous = model.find_worker(result.session->worker);
+    }
+    if (result.session && !result.session->expired && context.now_unix_ms >= result.session->last_seen_ms &&
+        previous < count) {
       request.previous_turn = policy::RouteRequest::PreviousTurn{
-          result.session->worker, static_cast<double>(context.now_unix_ms - result.session->last_seen_ms)};
+          previous, static_cast<double>(context.now_unix_ms - result.session->last_seen_ms)};
     }
   }
   if (prompt != nullptr) {
@@ -237,7 +243,7 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   if (!context.excluded.empty()) {
     result.reason = Reason::retry;
   } else if (context.session_key) {
-    result.reason = session_reason(model, result, indexed, view_span);
+    result.reason = session_reason(model, result, previous, indexed, view_span);
   }
   return result;
 }

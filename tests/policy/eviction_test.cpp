@@ -179,6 +179,37 @@ TEST(CacheAware, PlacesANewConversationWhereItEvictsWhatWillNotBeMissed) {
   EXPECT_EQ(make_cache_aware(cost)->decide(request, workers).worker_index, 0u);
 }
 
+// The session's previous turn names its worker by position: only that
+// worker knows the oldest blocks are the conversation's own (reused, not
+// evicted); an identical worker elsewhere prices them as another's.
+TEST(CacheAware, OnlyTheSessionsOwnWorkerReusesItsIdlePrefix) {
+  constexpr PrefillRates kRates{0.1, 0, 0, 0, 0, 0.1};
+  auto lru = full_cache(age_bucket(600), 500);
+  lru.blocks[age_bucket(300)] = 500;
+  lru.held_blocks = lru.capacity_blocks = 1'000;
+  std::vector<WorkerView> workers{{"a", true, 0}, {"b", true, 0}, {"c", true, 0}};
+  for (auto& worker : workers) {
+    worker.prefill = kRates;
+    worker.lru = lru;
+    worker.cached_tokens = 500 * 16;
+  }
+  const auto returns = talkers();
+  RouteRequest request{"m", std::nullopt, 0, {}, 600 * 16 + 1};
+  request.block_size = 16;
+  request.returns = &returns;
+  request.previous_turn = RouteRequest::PreviousTurn{1, 600.0};
+  CostModel cost;
+  cost.queue_ms_per_request = 0;
+  const auto decision = make_cache_aware(cost)->decide(request, workers);
+  const double ms_per_block = 16 * 0.1;
+  const auto own = eviction_cost(lru, 100, 500, 600.0, returns, ms_per_block);
+  const auto blind = eviction_cost(lru, 100, 500, std::nullopt, returns, ms_per_block);
+  ASSERT_NE(own.ms, blind.ms);
+  EXPECT_DOUBLE_EQ(decision.candidates[1].evicts_ms, own.ms);
+  EXPECT_DOUBLE_EQ(decision.candidates[0].evicts_ms, blind.ms);
+  EXPECT_DOUBLE_EQ(decision.candidates[2].evicts_ms, blind.ms);
+}
+
 // Lower tiers: a prefix held only in CPU memory is loaded, not computed, at
 // the tier's load time per token (policy.hpp RouteRequest).
 TEST(CacheAware, APrefixInALowerTierCostsItsLoadTimeInsteadOfItsPrefill) {

@@ -97,10 +97,13 @@ struct RouteRequest {
   // How likely an idle conversation returns (learned per model from the
   // sessions' gaps); null: no eviction term.
   const ReturnModel* returns = nullptr;
-  // The session's previous turn, when it has one: its worker holds this
-  // prompt's head, idle that long, which the placement reuses, not evicts.
+  // The session's previous turn, when it has one and its worker is still in
+  // the fleet: that worker holds this prompt's head, idle that long, which
+  // the placement reuses, not evicts. The worker is named by its position
+  // in the span `decide` gets (the caller resolved the id once, so scoring
+  // a thousand workers compares indices, not id strings).
   struct PreviousTurn {
-    std::string_view worker;
+    std::size_t worker_index = 0;
     double idle_ms = 0;
   };
   std::optional<PreviousTurn> previous_turn;
