@@ -23,6 +23,7 @@
 #include "kvgate/chat_template/chat_template.hpp"
 #include "kvgate/jsonio/parse.hpp"
 #include "kvgate/prompt/chat_request.hpp"
+#include "kvgate/prompt/model_tokenizer.hpp"
 #include "kvgate/tokenizer/hf_tokenizer.hpp"
 
 namespace {
@@ -218,16 +219,6 @@ nlohmann::ordered_json long_conversation(const Tokenizer& tokenizer, std::size_t
 
 // The next turn of a ~32k-token conversation whose earlier turns the
 // gateway has seen: prepare the request, render the chat template, encode.
-// The template as the gateway reads it (GPT-OSS ships its template in a
-// file of its own, which the benchmark's folder does not have).
-std::optional<std::string> chat_template_source(const Tokenizer& tokenizer) {
-  const auto& config = tokenizer.config();
-  if (!config.is_object() || !config.contains("chat_template") || !config["chat_template"].is_string()) {
-    return std::nullopt;
-  }
-  return config["chat_template"].get<std::string>();
-}
-
 // Each iteration's new question is new text; everything before it is found
 // in the segment cache and the render cache (or not, with the caches off).
 // Arg: the conversation's size in tokens (thousands).
@@ -235,12 +226,12 @@ enum class Caches { kNone, kSegments, kSegmentsAndRender };
 void chat_next_turn(benchmark::State& state, Caches caches) {
   auto tokenizer =
       Tokenizer::load_folder(tokenizer_folder(), {.segment_cache_bytes = caches != Caches::kNone ? 256u << 20 : 0});
-  const auto source = chat_template_source(tokenizer);
-  if (!source) {
-    state.SkipWithError("the tokenizer folder's tokenizer_config.json has no chat_template");
+  const auto source = kvgate::prompt::read_chat_template(tokenizer_folder(), tokenizer.config());
+  if (!source || !*source) {
+    state.SkipWithError(source ? "the tokenizer folder has no chat template" : source.error().c_str());
     return;
   }
-  auto compiled = kvgate::chat_template::ChatTemplate::compile(*source);
+  auto compiled = kvgate::chat_template::ChatTemplate::compile(**source);
   if (!compiled) std::abort();
   auto special = kvgate::prompt::special_tokens_from_config(tokenizer.config());
   // Shared, as the gateway's parsed body is (the prepared messages' strings
@@ -296,12 +287,12 @@ enum class Stage {
 };
 void chat_stage(benchmark::State& state, Stage stage) {
   auto tokenizer = Tokenizer::load_folder(tokenizer_folder());
-  const auto source = chat_template_source(tokenizer);
-  if (!source) {
-    state.SkipWithError("the tokenizer folder's tokenizer_config.json has no chat_template");
+  const auto source = kvgate::prompt::read_chat_template(tokenizer_folder(), tokenizer.config());
+  if (!source || !*source) {
+    state.SkipWithError(source ? "the tokenizer folder has no chat template" : source.error().c_str());
     return;
   }
-  auto compiled = kvgate::chat_template::ChatTemplate::compile(*source);
+  auto compiled = kvgate::chat_template::ChatTemplate::compile(**source);
   if (!compiled) std::abort();
   auto special = kvgate::prompt::special_tokens_from_config(tokenizer.config());
   nlohmann::ordered_json body = {{"model", "m"}};

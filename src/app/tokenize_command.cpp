@@ -9,6 +9,7 @@
 #include "kvgate/chat_template/chat_template.hpp"
 #include "kvgate/jsonio/parse.hpp"
 #include "kvgate/prompt/chat_request.hpp"
+#include "kvgate/prompt/model_tokenizer.hpp"
 #include "kvgate/tokenizer/hf_tokenizer.hpp"
 
 namespace kvgate::app {
@@ -106,12 +107,17 @@ int run_tokenize(const std::string& folder, bool chat, std::istream& input, std:
     return kExitBadTokenizer;
   }
   if (chat) {
-    const auto& config = tokenizer->config();
-    if (!config.contains("chat_template") || !config["chat_template"].is_string()) {
-      errors << "kvgate tokenize: " << folder << "/tokenizer_config.json has no chat_template\n";
+    auto source = prompt::read_chat_template(folder, tokenizer->config());
+    if (!source) {
+      errors << "kvgate tokenize: " << source.error() << '\n';
       return kExitBadTokenizer;
     }
-    auto compiled = chat_template::ChatTemplate::compile(config["chat_template"].get<std::string>());
+    if (!*source) {
+      errors << "kvgate tokenize: " << folder
+             << " has no chat template (no chat_template.jinja, no chat_template in tokenizer_config.json)\n";
+      return kExitBadTokenizer;
+    }
+    auto compiled = chat_template::ChatTemplate::compile(**source);
     if (!compiled) {
       errors << "kvgate tokenize: " << compiled.error() << '\n';
       return kExitBadTokenizer;

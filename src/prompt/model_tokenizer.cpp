@@ -1,8 +1,51 @@
 #include "kvgate/prompt/model_tokenizer.hpp"
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 namespace kvgate::prompt {
+
+Result<std::optional<std::string>, std::string> read_chat_template(const std::string& folder,
+                                                                   const nlohmann::json& config) {
+  const auto file = std::filesystem::path(folder) / "chat_template.jinja";
+  std::error_code error;
+  if (std::filesystem::exists(file, error)) {
+    if (!std::filesystem::is_regular_file(file, error)) {
+      return unexpected(file.string() + ": not a file");
+    }
+    std::ifstream stream(file, std::ios::binary);
+    if (!stream) {
+      return unexpected(file.string() + ": could not be opened");
+    }
+    std::ostringstream text;
+    text << stream.rdbuf();
+    if (stream.bad()) {
+      return unexpected(file.string() + ": could not be read");
+    }
+    return std::optional<std::string>(text.str());
+  }
+  if (!config.is_object() || !config.contains("chat_template") || config["chat_template"].is_null()) {
+    return std::optional<std::string>();
+  }
+  const auto& entry = config["chat_template"];
+  if (entry.is_string()) {
+    return std::optional<std::string>(entry.get<std::string>());
+  }
+  if (entry.is_array()) {
+    // transformers picks the template named "default" when none is asked
+    // for, and vLLM asks for none.
+    for (const auto& named : entry) {
+      if (named.is_object() && named.value("name", "") == "default" && named.contains("template") &&
+          named["template"].is_string()) {
+        return std::optional<std::string>(named["template"].get<std::string>());
+      }
+    }
+    return unexpected(folder + "/tokenizer_config.json: chat_template lists templates but none named \"default\"");
+  }
+  return unexpected(folder + "/tokenizer_config.json: chat_template is neither a string nor a list of templates");
+}
 
 Result<std::shared_ptr<const ModelTokenizer>, std::string> load_model_tokenizer(const std::string& folder) {
   try {
@@ -11,8 +54,12 @@ Result<std::shared_ptr<const ModelTokenizer>, std::string> load_model_tokenizer(
     tokenizer.prepare_long_words();
     std::optional<chat_template::ChatTemplate> compiled;
     const auto& config = tokenizer.config();
-    if (config.is_object() && config.contains("chat_template") && config["chat_template"].is_string()) {
-      auto result = chat_template::ChatTemplate::compile(config["chat_template"].get<std::string>());
+    auto source = read_chat_template(folder, config);
+    if (!source) {
+      return unexpected(source.error());
+    }
+    if (*source) {
+      auto result = chat_template::ChatTemplate::compile(**source);
       if (!result) {
         return unexpected(folder + ": " + result.error());
       }

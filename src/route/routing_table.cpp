@@ -1,5 +1,7 @@
 #include "kvgate/route/routing_table.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include "kvgate/openai/request.hpp"
 
 namespace kvgate::route {
@@ -117,7 +119,14 @@ Result<std::shared_ptr<const prompt::ModelTokenizer>, std::string> reuse_or_load
       if (model.tokenizer && model.tokenizer->folder == folder) return model.tokenizer;
     }
   }
-  return prompt::load_model_tokenizer(folder);
+  auto loaded = prompt::load_model_tokenizer(folder);
+  if (loaded && !(*loaded)->chat_template) {
+    spdlog::warn(
+        "tokenizer {}: no chat template (neither chat_template.jinja nor tokenizer_config.json's chat_template): "
+        "chat requests to its models route without prefix data; text completions are tokenised exactly",
+        folder);
+  }
+  return loaded;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -145,6 +146,37 @@ TEST(TokenizeCommand, ChatLinesGiveTheReferencesPromptAndIds) {
     EXPECT_EQ(lines[index]["ids"], golden[index]["ids"]) << index;
   }
   EXPECT_TRUE(lines[6].contains("error"));
+}
+
+// A Hugging Face snapshot saved by recent transformers keeps its template in
+// chat_template.jinja (GPT-OSS's does), not in tokenizer_config.json: the
+// same model in that layout renders and encodes the same; a folder with
+// neither is an error for --chat, with what it looked for.
+TEST(TokenizeCommand, AChatTemplateFileBesideTheConfigIsTheModelsTemplate) {
+  Harness harness;
+  const auto original = model_folder("llama3_1");
+  const auto moved = harness.folder() + "/llama3_1-jinja";
+  const auto bare = harness.folder() + "/llama3_1-bare";
+  for (const auto& folder : {moved, bare}) {
+    std::filesystem::create_directories(folder);
+    std::filesystem::copy_file(original + "/tokenizer.json", folder + "/tokenizer.json");
+  }
+  auto config = nlohmann::ordered_json::parse(std::ifstream(original + "/tokenizer_config.json"));
+  std::ofstream(moved + "/chat_template.jinja") << config["chat_template"].get<std::string>();
+  config.erase("chat_template");
+  std::ofstream(moved + "/tokenizer_config.json") << config.dump();
+  std::ofstream(bare + "/tokenizer_config.json") << config.dump();
+  std::ifstream conversations_file(std::string(KVGATE_SOURCE_DIR) + "/tests/chat_template/golden/conversations.json");
+  auto conversations = nlohmann::ordered_json::parse(conversations_file);
+  std::string input;
+  for (std::size_t index = 0; index < 3; ++index) input += conversations[index]["body"].dump() + "\n";
+  auto [expected, expected_status] = run_tokenize("--tokenizer " + original + " --chat", input);
+  auto [output, status] = run_tokenize("--tokenizer " + moved + " --chat", input);
+  EXPECT_EQ(expected_status, 0);
+  EXPECT_EQ(status, 0);
+  ASSERT_EQ(lines_of(output).size(), 3u) << output;
+  EXPECT_EQ(output, expected);
+  EXPECT_EQ(run_tokenize("--tokenizer " + bare + " --chat", input).second, 2);
 }
 
 TEST(TokenizeCommand, TextLinesGiveIdsWithoutSpecialTokens) {

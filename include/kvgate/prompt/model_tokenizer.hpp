@@ -1,11 +1,12 @@
 #pragma once
 // A model's exact tokenisation, loaded from its `tokenizer` folder at start-up
-// or reload: the Hugging Face tokenizer and, when tokenizer_config.json has
-// one, the compiled chat template. Immutable and shared by every request.
+// or reload: the Hugging Face tokenizer and, when the folder has one, the
+// compiled chat template. Immutable and shared by every request.
 #include <memory>
 #include <optional>
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>
 #include "kvgate/chat_template/chat_template.hpp"
 #include "kvgate/core/result.hpp"
 #include "kvgate/prompt/chat_request.hpp"
@@ -22,5 +23,17 @@ struct ModelTokenizer {
 
 // Errors name the folder and what could not be read.
 Result<std::shared_ptr<const ModelTokenizer>, std::string> load_model_tokenizer(const std::string& folder);
+
+// The chat template source of a model folder, found as transformers finds it
+// (and so vLLM, which renders with the tokenizer transformers loads): a
+// `chat_template.jinja` file beside tokenizer_config.json wins (recent
+// transformers versions save templates there, e.g. GPT-OSS's snapshots),
+// then the config's `chat_template` string, then the entry named "default"
+// of its list form ([{"name": ..., "template": ...}], the form of models
+// with several templates). Empty when the folder has none. Errors: an
+// unreadable file, a list without a default, a `chat_template` of another
+// type. Start-up only.
+Result<std::optional<std::string>, std::string> read_chat_template(const std::string& folder,
+                                                                   const nlohmann::json& config);
 
 }  // namespace kvgate::prompt
