@@ -6,11 +6,17 @@ namespace kvgate::jsonio {
 
 namespace {
 
+// One parser per thread keeps its buffers from call to call (parse.hpp,
+// kKeptParserBytes); it holds nothing else between calls.
+simdjson::dom::parser& kept_parser() {
+  thread_local simdjson::dom::parser parser;
+  return parser;
+}
+
 template <typename Json>
 std::optional<Json> parse_with_simdjson(std::string_view text) {
-  // One parser per thread keeps its buffers from call to call (a document
-  // the size of the last large body); it holds nothing else between calls.
-  thread_local simdjson::dom::parser parser;
+  std::optional<simdjson::dom::parser> own;
+  auto& parser = text.size() <= kKeptParserBytes ? kept_parser() : own.emplace();
   simdjson::dom::element root;
   // simdjson reads up to SIMDJSON_PADDING bytes past the text, so it copies
   // the text into its own padded buffer first (realloc_if_needed).
@@ -25,6 +31,10 @@ std::optional<Json> parse_with_simdjson(std::string_view text) {
 }
 
 }  // namespace
+
+std::size_t kept_parser_capacity() {
+  return kept_parser().capacity();
+}
 
 std::optional<nlohmann::ordered_json> parse_ordered(std::string_view text) {
   return parse_with_simdjson<nlohmann::ordered_json>(text);
