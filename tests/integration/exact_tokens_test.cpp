@@ -26,6 +26,23 @@ inline double metric_value(const std::string& metrics, const std::string& series
   return at == std::string::npos ? -1.0 : std::stod(metrics.substr(at + series.size() + 2));
 }
 
+// A copy of a model folder in the layout recent transformers versions save
+// (GPT-OSS's snapshots among them): the template in chat_template.jinja,
+// none in tokenizer_config.json. With `with_template` false, no template.
+inline std::string folder_with_template_file(const std::string& family, const std::string& where,
+                                             bool with_template = true) {
+  const auto original = model_folder(family);
+  std::filesystem::create_directories(where);
+  std::filesystem::copy_file(original + "/tokenizer.json", where + "/tokenizer.json");
+  auto config = nlohmann::ordered_json::parse(std::ifstream(original + "/tokenizer_config.json"));
+  if (with_template) {
+    std::ofstream(where + "/chat_template.jinja") << config["chat_template"].get<std::string>();
+  }
+  config.erase("chat_template");
+  std::ofstream(where + "/tokenizer_config.json") << config.dump();
+  return where;
+}
+
 TEST(ExactTokens, TheDryRunPredictsTheEnginesCacheHitsWithTheModelsTokenizer) {
   Fleet fleet;
   fleet.tokenizer = model_folder("qwen3");
@@ -155,17 +172,8 @@ TEST(TokenizeCommand, ChatLinesGiveTheReferencesPromptAndIds) {
 TEST(TokenizeCommand, AChatTemplateFileBesideTheConfigIsTheModelsTemplate) {
   Harness harness;
   const auto original = model_folder("llama3_1");
-  const auto moved = harness.folder() + "/llama3_1-jinja";
-  const auto bare = harness.folder() + "/llama3_1-bare";
-  for (const auto& folder : {moved, bare}) {
-    std::filesystem::create_directories(folder);
-    std::filesystem::copy_file(original + "/tokenizer.json", folder + "/tokenizer.json");
-  }
-  auto config = nlohmann::ordered_json::parse(std::ifstream(original + "/tokenizer_config.json"));
-  std::ofstream(moved + "/chat_template.jinja") << config["chat_template"].get<std::string>();
-  config.erase("chat_template");
-  std::ofstream(moved + "/tokenizer_config.json") << config.dump();
-  std::ofstream(bare + "/tokenizer_config.json") << config.dump();
+  const auto moved = folder_with_template_file("llama3_1", harness.folder() + "/llama3_1-jinja");
+  const auto bare = folder_with_template_file("llama3_1", harness.folder() + "/llama3_1-bare", false);
   std::ifstream conversations_file(std::string(KVGATE_SOURCE_DIR) + "/tests/chat_template/golden/conversations.json");
   auto conversations = nlohmann::ordered_json::parse(conversations_file);
   std::string input;
@@ -177,6 +185,27 @@ TEST(TokenizeCommand, AChatTemplateFileBesideTheConfigIsTheModelsTemplate) {
   ASSERT_EQ(lines_of(output).size(), 3u) << output;
   EXPECT_EQ(output, expected);
   EXPECT_EQ(run_tokenize("--tokenizer " + bare + " --chat", input).second, 2);
+}
+
+// The gateway reads a folder's chat_template.jinja as the engine does: a
+// model in that layout is tokenised as the same model with its template in
+// the config (`kvgate tokenize` on the original folder is the reference),
+// not routed without prefix data.
+TEST(ExactTokens, AModelWhoseTemplateIsInItsOwnFileIsTokenisedExactly) {
+  Fleet fleet;
+  fleet.tokenizer = folder_with_template_file("qwen3", fleet.harness.folder() + "/qwen3-jinja");
+  fleet.add_sim("a");
+  fleet.start_gateway();
+  auto request = chat_request(first_turn("Which wrench fits the nut under a kitchen sink?"));
+  auto route = fleet.route(request);
+  EXPECT_EQ(route["tokenization"], "exact") << route.dump();
+  auto [reference, status] = run_tokenize("--tokenizer " + model_folder("qwen3") + " --chat", request.dump() + "\n");
+  ASSERT_EQ(status, 0);
+  const auto lines = lines_of(reference);
+  ASSERT_EQ(lines.size(), 1u) << reference;
+  EXPECT_EQ(route["input_tokens"], lines[0]["ids"].size()) << route.dump();
+  auto engine = json::parse(post_json(fleet.sim("a").port(), "/v1/chat/completions", request.dump()).body);
+  EXPECT_EQ(route["input_tokens"], engine["usage"]["prompt_tokens"]);
 }
 
 TEST(TokenizeCommand, TextLinesGiveIdsWithoutSpecialTokens) {
