@@ -250,8 +250,10 @@ void PrefixIndex::walk(const Table& table, std::span<const BlockHash> blocks, Pr
   // The blocks' slots are scattered over the table: fetch the home slots
   // of the blocks a few positions ahead while this one is read, so that a
   // wide slot (264 bytes at 1,000 workers) is not waited for line by line.
+  // Only the key and the GPU words: the offloaded words are read only for
+  // a block where an open worker lacks a GPU copy (below).
   constexpr std::size_t kPrefetchAhead = 4;
-  const std::size_t slot_bytes = stride * sizeof(std::uint64_t);
+  const std::size_t slot_bytes = (1 + static_cast<std::size_t>(words)) * sizeof(std::uint64_t);
   auto prefetch = [&](std::size_t ahead) {
     const auto* first = reinterpret_cast<const char*>(&table.cells[table.home(key_of(blocks[ahead])) * stride]);
     for (std::size_t offset = 0; offset < slot_bytes; offset += 64) {
@@ -269,8 +271,19 @@ void PrefixIndex::walk(const Table& table, std::span<const BlockHash> blocks, Pr
     const auto* masks = slot != table.capacity ? &table.cells[slot * stride + 1] : nullptr;
     if (masks != nullptr) {
       // Most blocks end no worker's run (a shared prefix is held by the
-      // same workers block after block): a branch-free pass finds that
+      // same workers block after block): branch-free passes find that
       // first, and only a block that ends a run pays for the update below.
+      // When every open worker holds the block on the GPU (any & ~gpu == 0;
+      // the GPU run is a subset of the any-tier run) nothing ends, and the
+      // offloaded words, half of a slot, are not read at all.
+      std::uint64_t lacking_gpu = 0;
+      for (std::uint32_t index = 0; index < open_words; ++index) {
+        const auto word = open[index];
+        lacking_gpu |= any[word] & ~masks[word].load(std::memory_order_relaxed);
+      }
+      if (lacking_gpu == 0) {
+        continue;
+      }
       std::uint64_t ending = 0;
       for (std::uint32_t index = 0; index < open_words; ++index) {
         const auto word = open[index];

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
+#include <random>
+#include <set>
 #include <thread>
 
 namespace kvgate::index {
@@ -87,6 +90,58 @@ TEST(PrefixIndex, SlotsOfRemovedBlocksAreReused) {
   EXPECT_EQ(index.entries(), 0u);
   index.insert(5, hashes({kA}), Tier::gpu, 1000);
   EXPECT_EQ(index.longest_prefix(hashes({kA})).blocks[5], 1u);
+}
+
+// The lookup against a plain model of who holds what on which tier, over
+// random states of one and of several mask words: fleets where most blocks
+// are on the GPU (the lookup's shortcut skips the offloaded words there),
+// where many are offloaded, and where runs break in the middle.
+TEST(PrefixIndexWidth, LookupsAgreeWithAPlainModelOfTheHoldings) {
+  std::mt19937_64 random(20261202);
+  for (const std::uint32_t workers : {5u, 64u, 150u, 1000u}) {
+    for (const double offloaded_share : {0.0, 0.1, 0.6}) {
+      PrefixIndex index(10'000'000);
+      std::map<std::pair<WorkerSlot, BlockHash>, std::set<Tier>> held;
+      constexpr std::size_t kPrompt = 64;
+      std::vector<BlockHash> prompt(kPrompt);
+      for (std::size_t block = 0; block < kPrompt; ++block) {
+        prompt[block] = 1000 + block;
+      }
+      std::uniform_real_distribution<double> unit(0, 1);
+      for (std::uint32_t worker = 0; worker < workers; ++worker) {
+        const auto run = static_cast<std::size_t>(random() % (kPrompt + 1));
+        for (std::size_t block = 0; block < run; ++block) {
+          const auto tier = unit(random) < offloaded_share ? Tier::offloaded : Tier::gpu;
+          index.insert(static_cast<WorkerSlot>(worker), std::span(prompt).subspan(block, 1), tier, 1);
+          held[{static_cast<WorkerSlot>(worker), prompt[block]}].insert(tier);
+        }
+        // A hole: a block dropped from the middle of some runs.
+        if (run > 2 && random() % 4 == 0) {
+          const auto hole = random() % run;
+          for (const auto tier : {Tier::gpu, Tier::offloaded}) {
+            index.remove(static_cast<WorkerSlot>(worker), std::span(prompt).subspan(hole, 1), tier);
+          }
+          held.erase({static_cast<WorkerSlot>(worker), prompt[hole]});
+        }
+      }
+      const auto match = index.longest_prefix(prompt);
+      for (std::uint32_t worker = 0; worker < workers; ++worker) {
+        const auto slot = static_cast<WorkerSlot>(worker);
+        std::uint32_t any = 0;
+        while (any < kPrompt && held.count({slot, prompt[any]}) != 0) {
+          ++any;
+        }
+        std::uint32_t gpu = 0;
+        while (gpu < kPrompt && held.count({slot, prompt[gpu]}) != 0 && held[{slot, prompt[gpu]}].count(Tier::gpu)) {
+          ++gpu;
+        }
+        ASSERT_EQ(match.held(slot), any) << workers << " workers, offloaded " << offloaded_share << ", worker "
+                                         << worker;
+        ASSERT_EQ(match.held_on_gpu(slot), gpu)
+            << workers << " workers, offloaded " << offloaded_share << ", worker " << worker;
+      }
+    }
+  }
 }
 
 TEST(PrefixIndexWidth, WorkersBeyondTheFirstWordGetTheirOwnRuns) {
