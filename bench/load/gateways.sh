@@ -2,8 +2,8 @@
 # Several kvgate replicas in front of one fleet: does scaling out the gateway
 # cost cache hits? One, two and three cache_aware gateways in front of the
 # same kvgate-sim replicas, the client taking the gateways in turn request
-# by request (kvgate-bench --run NAME=URL+URL: a session's turns land on
-# different gateways). All three gateways run throughout, subscribed to
+# by request (kvgate-bench --run NAME=URL+URL: a session's consecutive turns
+# land on different gateways). All three gateways run throughout, subscribed to
 # every replica's KV events, so each run pays for the same processes.
 # Reports land in build/gateways-report/NAME/.
 #   bench/load/gateways.sh chat|weka70 [COUNT]

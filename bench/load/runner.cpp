@@ -16,12 +16,11 @@ using Clock = std::chrono::steady_clock;
 struct Shared {
   const Workload& workload;
   const RunOptions& options;
-  // One URL, or several gateways in front of the same replicas: requests
-  // take them in turn (client-side round robin), per request (a session's
-  // turns land on different gateways) or per session (TargetSpread).
+  // One URL, or several gateways in front of the same replicas, taken in
+  // turn per request or per session (TargetSpread).
   std::vector<HttpUrl> urls;
   TargetSpread spread = TargetSpread::per_request;
-  std::size_t next_request = 0;
+  std::size_t next_request = 0;  // traces: requests without a session take the gateways in turn
   std::string model;
   Clock::time_point started;
   std::vector<RequestRecord> records;
@@ -43,8 +42,12 @@ class ConnectionSet {
  public:
   ConnectionSet(asio::any_io_executor executor, const std::vector<HttpUrl>& urls)
       : executor_(std::move(executor)), urls_(urls), connections_(urls.size()) {}
-  Connection& next(Shared& shared, std::size_t session) {
-    const auto index = (shared.spread == TargetSpread::per_session ? session : shared.next_request++) % urls_.size();
+  // Per request, a session's turn t goes to gateway (session + t) mod n:
+  // consecutive turns land on different gateways whatever the other
+  // sessions interleave (a shared counter would let concurrent sessions
+  // take a gateway's turns from each other), and sessions start spread.
+  Connection& next(const Shared& shared, std::size_t session, std::uint32_t turn) {
+    const auto index = (shared.spread == TargetSpread::per_session ? session : session + turn) % urls_.size();
     if (!connections_[index]) {
       connections_[index] = std::make_unique<Connection>(executor_, urls_[index]);
     }
@@ -117,7 +120,7 @@ awaitable<void> run_session(Shared& shared, ConnectionSet& connections, std::siz
       reusable = shared.ceiling.observe(step.prompt);
     }
     const double sent_ms = since_start_ms(shared);
-    auto& connection = connections.next(shared, index);
+    auto& connection = connections.next(shared, index, turn);
     auto answer = co_await connection.post(path, body, session_header);
     record(shared, index, turn, answer, sent_ms, reusable);
     if (!answer.error.empty()) {

@@ -21,8 +21,9 @@ namespace kvgate::load {
 
 struct RunOptions {
   // Base URL, e.g. http://127.0.0.1:8080. Several gateways in front of the
-  // same replicas: joined by '+' they take the requests in turn; joined by
-  // '|' they take the sessions in turn, each session keeping its gateway
+  // same replicas: joined by '+' they take the requests in turn, a
+  // session's consecutive turns on different gateways; joined by '|' they
+  // take the sessions in turn, each session keeping its gateway
   // (an SDK client's keep-alive connection behind a Service that balances
   // connections). Trace requests, which have no session, always alternate.
   std::string target;

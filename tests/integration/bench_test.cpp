@@ -124,7 +124,7 @@ double sessions_held(int admin_port) {
 }
 
 // Two gateways in front of the same sims, the client alternating between
-// them request by request (a session's turns land on both): each gateway
+// them turn by turn (a session's consecutive turns land on both): each gateway
 // learns where the prefixes are from the engines' events, not from its own
 // routing, so the later turns hit about as often as through one gateway.
 // Joined by '|' the gateways take whole sessions in turn instead.
@@ -144,19 +144,22 @@ TEST(Bench, TwoGatewaysTakingTurnsKeepTheConversationsCached) {
   ASSERT_EQ(outcome.status, 0) << outcome.output;
   auto summary = json::parse(read_file(out + "/summary.json"));
   ASSERT_EQ(summary["runs"].size(), 3u);
-  // Per request, the second gateway saw a turn of every session; per
-  // session, the third saw the odd-numbered sessions only, every turn.
+  // Per request, every session (the chat preset's have 4 to 8 turns) sent
+  // its first two turns to different gateways, so the second saw all 8;
+  // per session, the third saw the odd-numbered sessions only, every turn.
   EXPECT_EQ(sessions_held(second.admin_port()), 8);
   EXPECT_EQ(sessions_held(third.admin_port()), 4);
   EXPECT_EQ(summary["runs"][2]["errors"], 0) << summary["runs"][2]["error_kinds"].dump();
   const auto& alone = summary["runs"][0];
   const auto& pair = summary["runs"][1];
   EXPECT_EQ(pair["errors"], 0) << pair["error_kinds"].dump();
-  // The second gateway served only the pair's run, about half of it.
+  // The second gateway served only the pair's run, about half of it: a
+  // session with an odd number of turns gives one gateway one more, at most
+  // half a request off even per session.
   const double requests = pair["requests"].get<double>();
   const double second_served = requests_served(second.admin_port());
-  EXPECT_GE(second_served, requests / 2 - 1);
-  EXPECT_LE(second_served, requests / 2 + 2);  // + its /v1/models lookup
+  EXPECT_GE(second_served, requests / 2 - 4);
+  EXPECT_LE(second_served, requests / 2 + 4 + 1);  // + its /v1/models lookup
   // Later turns: a session's history is found through the other gateway's
   // routing as well (8 sessions: a loose margin, the benchmark measures).
   auto later_turn_hits = [](const json& run) {
