@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <set>
 #include <sstream>
 
+#include "kvgate/core/file.hpp"
 #include "yaml_reader.hpp"
 
 namespace kvgate::config {
@@ -349,20 +349,17 @@ std::optional<std::string> read_secret(YamlReader& reader, const YAML::Node& nod
   }
   std::string secret;
   if (from_file) {
-    std::ifstream file(source, std::ios::binary);
-    if (!file) {
-      reader.problem(node, path, "cannot read '" + source + "'");
-      return std::nullopt;
-    }
     // Bounded: a path to a device or a huge file must not hang the load.
     constexpr std::size_t kMaxSecretBytes = 4096;
-    secret.resize(kMaxSecretBytes + 1);
-    file.read(secret.data(), static_cast<std::streamsize>(secret.size()));
-    secret.resize(static_cast<std::size_t>(file.gcount()));
-    if (secret.size() > kMaxSecretBytes) {
-      reader.problem(node, path, "'" + source + "' is larger than 4 KiB: not a key or secret file");
+    auto contents = read_whole_file(source, kMaxSecretBytes);
+    if (!contents) {
+      reader.problem(node, path,
+                     contents.error().failure == FileFailure::too_large
+                         ? "'" + source + "' is larger than 4 KiB: not a key or secret file"
+                         : "cannot read '" + source + "' (" + contents.error().message + ")");
       return std::nullopt;
     }
+    secret = std::move(*contents);
   } else {
     const char* value = source.empty() ? nullptr : std::getenv(source.c_str());
     if (value == nullptr) {
@@ -961,13 +958,11 @@ WorkerListResult load_worker_list(const std::string& text, const std::string& fi
 }
 
 LoadResult load_file(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    return unexpected(std::vector<Problem>{Problem{path, 0, "", "cannot open the file"}});
+  auto contents = read_whole_file(path);
+  if (!contents) {
+    return unexpected(std::vector<Problem>{Problem{path, 0, "", contents.error().message}});
   }
-  std::ostringstream contents;
-  contents << file.rdbuf();
-  return load_text(contents.str(), path);
+  return load_text(*contents, path);
 }
 
 std::string_view to_string(PolicyKind policy) {

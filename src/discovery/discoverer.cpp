@@ -9,10 +9,9 @@
 #include <sys/stat.h>
 
 #include <array>
-#include <fstream>
-#include <sstream>
 
 #include "kvgate/config/loader.hpp"
+#include "kvgate/core/file.hpp"
 
 namespace kvgate::discovery {
 
@@ -141,10 +140,12 @@ bool Discoverer::poll(std::vector<Source>& sources, DiscoveredByModel& result, b
         }
       } else if (signature != source.file_signature) {
         source.file_signature = signature;
-        std::ifstream file(source.file->path, std::ios::binary);
-        std::ostringstream text;
-        text << file.rdbuf();
-        auto workers = config::load_worker_list(text.str(), source.file->path);
+        // A worker list is a few lines per worker; 16 MiB is a typo'd path.
+        constexpr std::size_t kMaxWorkerListBytes = std::size_t{16} << 20;
+        auto text = read_whole_file(source.file->path, kMaxWorkerListBytes);
+        auto workers = text ? config::load_worker_list(*text, source.file->path)
+                            : config::WorkerListResult(unexpected(std::vector<config::Problem>{
+                                  config::Problem{source.file->path, 0, "", text.error().message}}));
         if (workers) {
           metrics_.discovered_workers(source.model, "file", workers->size());
           found.file = std::move(*workers);

@@ -1,9 +1,9 @@
 #include "kvgate/prompt/model_tokenizer.hpp"
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
+
+#include "kvgate/core/file.hpp"
 
 namespace kvgate::prompt {
 
@@ -15,16 +15,11 @@ Result<std::optional<std::string>, std::string> read_chat_template(const std::st
     if (!std::filesystem::is_regular_file(file, error)) {
       return unexpected(file.string() + ": not a file");
     }
-    std::ifstream stream(file, std::ios::binary);
-    if (!stream) {
-      return unexpected(file.string() + ": could not be opened");
+    auto text = read_whole_file(file.string());
+    if (!text) {
+      return unexpected(text.error().message);
     }
-    std::ostringstream text;
-    text << stream.rdbuf();
-    if (stream.bad()) {
-      return unexpected(file.string() + ": could not be read");
-    }
-    return std::optional<std::string>(text.str());
+    return std::optional<std::string>(std::move(*text));
   }
   if (!config.is_object() || !config.contains("chat_template") || config["chat_template"].is_null()) {
     return std::optional<std::string>();

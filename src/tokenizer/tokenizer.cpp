@@ -1,7 +1,7 @@
 #include <algorithm>
-#include <fstream>
-#include <sstream>
+#include <filesystem>
 
+#include "kvgate/core/file.hpp"
 #include "kvgate/core/utf8.hpp"
 #include "kvgate/tokenizer/hf_tokenizer.hpp"
 #include "tokenizer_file.hpp"
@@ -37,23 +37,6 @@ namespace {
 
 // Shorter sections encode faster than a cache lookup pays for.
 constexpr std::size_t kSmallestCachedSection = 64;
-
-std::string read_file(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    throw TokenizerLoadError("cannot read " + path);
-  }
-  // One read into a buffer of the file's size (tokenizer.json, the large
-  // one, is read by read_tokenizer_file).
-  file.seekg(0, std::ios::end);
-  const std::streamoff size = file.tellg();
-  file.seekg(0, std::ios::beg);
-  std::string contents(size > 0 ? static_cast<std::size_t>(size) : 0, '\0');
-  if (size > 0 && !file.read(contents.data(), size)) {
-    throw TokenizerLoadError("cannot read " + path);
-  }
-  return contents;
-}
 
 // The reference trims the neighbours of lstrip/rstrip tokens, then treats a
 // section as a token when its text is a token's content.
@@ -138,9 +121,16 @@ void encode_section(const Tokenizer::Impl& impl, std::string_view text, bool fir
 
 Tokenizer Tokenizer::load_folder(const std::string& folder, LoadOptions options) {
   TokenizerFile file = read_tokenizer_file(folder + "/tokenizer.json");
+  // Optional (a folder may hold tokenizer.json alone); one that is there
+  // but unreadable is an error, not an empty config.
   std::string config_json = "{}";
-  if (std::ifstream(folder + "/tokenizer_config.json")) {
-    config_json = read_file(folder + "/tokenizer_config.json");
+  std::error_code error;
+  if (std::filesystem::exists(folder + "/tokenizer_config.json", error)) {
+    auto contents = read_whole_file(folder + "/tokenizer_config.json");
+    if (!contents) {
+      throw TokenizerLoadError(contents.error().message);
+    }
+    config_json = std::move(*contents);
   }
   return Tokenizer(build_tokenizer(file, config_json, options));
 }

@@ -435,7 +435,7 @@ TEST(ConfigLoader, ReportsEveryProblemAtOnce) {
 TEST(ConfigLoader, MissingFileIsAProblemNotACrash) {
   auto loaded = load_file("/nonexistent/kvgate.yaml");
   ASSERT_FALSE(loaded);
-  EXPECT_EQ(loaded.error().front().message, "cannot open the file");
+  EXPECT_EQ(loaded.error().front().message, "/nonexistent/kvgate.yaml: cannot be opened");
 }
 
 TEST(ConfigLoader, ShippedConfigsAreValid) {
