@@ -196,7 +196,7 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   if (context.session_key) {
     result.session = sessions_.find(*context.session_key, context.now_unix_ms);
     if (result.session) {
-      previous = model.find_worker(result.session->worker);
+      previous = model.find_worker(result.session->worker, result.session->worker_position);
     }
     if (result.session && !result.session->expired && context.now_unix_ms >= result.session->last_seen_ms &&
         previous < count) {
@@ -263,6 +263,7 @@ Commitment Router::commit(const ModelRoute& model, const RouteDecision& decision
   if (context.session_key) {
     SessionTurn turn;
     turn.worker = worker.state->id();
+    turn.worker_position = static_cast<std::uint32_t>(*decision.worker);
     turn.reason = decision.reason;
     turn.input_tokens = decision.input_tokens;
     turn.predicted_cached_tokens = decision.indexed_cached_tokens;

@@ -6,7 +6,10 @@
 
 namespace kvgate::route {
 
-std::size_t ModelRoute::find_worker(std::string_view id) const {
+std::size_t ModelRoute::find_worker(std::string_view id, std::size_t hint) const {
+  if (hint < workers.size() && workers[hint].state->id() == id) {
+    return hint;
+  }
   for (std::size_t index = 0; index < workers.size(); ++index) {
     if (workers[index].state->id() == id) {
       return index;

@@ -57,8 +57,8 @@ std::size_t SessionTable::shard_capacity() const {
 }
 
 SessionState SessionTable::state_of(const Entry& entry, std::uint64_t now_ms) const {
-  return {entry.worker, entry.turns, entry.last_seen_ms, entry.last_input_tokens,
-          expired(entry.last_seen_ms, now_ms, idle_ttl_ms_.load())};
+  return {entry.worker,       entry.worker_position,   entry.turns,
+          entry.last_seen_ms, entry.last_input_tokens, expired(entry.last_seen_ms, now_ms, idle_ttl_ms_.load())};
 }
 
 template <class Visit>
@@ -94,7 +94,7 @@ std::uint64_t SessionTable::commit_turn(std::string_view key, SessionTurn turn, 
         shard.by_key.erase(std::string_view(shard.lru.back().key));
         shard.lru.pop_back();
       }
-      shard.lru.push_front(Entry{std::string(stored), now_ms, now_ms, 0, 0, {}, {}});
+      shard.lru.push_front(Entry{std::string(stored), now_ms, now_ms, 0, 0, {}, 0, {}});
       entry = shard.lru.begin();
       shard.by_key.emplace(std::string_view(entry->key), entry);
     } else {
@@ -103,9 +103,11 @@ std::uint64_t SessionTable::commit_turn(std::string_view key, SessionTurn turn, 
       if (same_request && !entry->recent.empty() && entry->recent.back().number == entry->turns) {
         auto& last = entry->recent.back();
         last.worker = turn.worker;
+        last.worker_position = turn.worker_position;
         last.reason = turn.reason;
         last.predicted_cached_tokens = turn.predicted_cached_tokens;
         entry->worker = std::move(turn.worker);
+        entry->worker_position = turn.worker_position;
         entry->last_seen_ms = now_ms;
         return entry->turns;
       }
@@ -119,6 +121,7 @@ std::uint64_t SessionTable::commit_turn(std::string_view key, SessionTurn turn, 
     entry->last_seen_ms = now_ms;
     entry->last_input_tokens = turn.input_tokens;
     entry->worker = turn.worker;
+    entry->worker_position = turn.worker_position;
     turn.number = entry->turns;
     turn.unix_ms = now_ms;
     entry->recent.push_back(std::move(turn));

@@ -147,6 +147,33 @@ TEST(Router, ASessionStaysWhereItsTurnsAreCached) {
   EXPECT_EQ(next.session->turns, 1u);
 }
 
+// The session remembers its worker's position as a hint; a reload that
+// reorders the workers (discovery listing them anew) must not make the
+// hint name another worker.
+TEST(Router, ASessionFindsItsWorkerAfterAReloadReordersTheWorkers) {
+  Fleet fleet(cache_aware());
+  auto first = prompt_of(320);
+  auto served = fleet.turn(first, "s");
+  ASSERT_TRUE(served.worker);
+  const std::size_t was = *served.worker;
+  ASSERT_EQ(fleet.sessions.find("s", kNow)->worker_position, was);
+  fleet.hold(was, first, 19);
+  // Reloaded: the session's worker (its state and cache slot) moves to
+  // another position, and another worker takes the one it had.
+  const std::size_t now_at = (was + 1) % 3;
+  std::swap(fleet.model.workers[was], fleet.model.workers[now_at]);
+  auto second = prompt_of(480);
+  auto next = fleet.decide(second, "s");
+  EXPECT_EQ(next.worker, now_at);
+  EXPECT_EQ(next.reason, Reason::sticky);
+  // And removed: the hint's position holds another worker, no position
+  // holds the session's.
+  fleet.model.workers.erase(fleet.model.workers.begin() + static_cast<std::ptrdiff_t>(now_at));
+  auto gone = fleet.decide(second, "s");
+  ASSERT_TRUE(gone.worker);
+  EXPECT_EQ(gone.reason, Reason::moved_unhealthy);
+}
+
 TEST(Router, ASessionLeavesAQueuedWorkerAndSaysSo) {
   Fleet fleet(cache_aware());
   auto first = prompt_of(320);

@@ -3,6 +3,7 @@
 // workers, and the policy. A reload builds a new table and publishes it
 // atomically; requests in flight keep the table they started with
 // (shared_ptr), so nothing is torn mid-request.
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -55,7 +56,9 @@ struct ModelRoute {
 
   [[nodiscard]] prompt::PromptModel prompt_model() const { return {name, block_size, tokenizer.get()}; }
   // Index of the worker with this id; workers.size() when there is none.
-  [[nodiscard]] std::size_t find_worker(std::string_view id) const;
+  // `hint`: where it was last seen (one compare when it is still there, a
+  // scan of the ids when a reload or discovery moved it).
+  [[nodiscard]] std::size_t find_worker(std::string_view id, std::size_t hint = SIZE_MAX) const;
 };
 
 struct RoutingTable {

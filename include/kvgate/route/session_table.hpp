@@ -46,6 +46,10 @@ struct SessionTurn {
   std::uint64_t number = 0;  // 1-based, counted since the session started
   std::uint64_t unix_ms = 0;
   std::string worker;  // worker ids are short: no allocation (small-string storage)
+  // The worker's position in its model's routing table when routed: a hint
+  // for the next turn's lookup, trusted only where that position still
+  // holds `worker` (a reload or discovery may have moved it).
+  std::uint32_t worker_position = 0;
   policy::Reason reason = policy::Reason::new_session;
   std::uint32_t input_tokens = 0;
   std::uint32_t predicted_cached_tokens = 0;
@@ -58,7 +62,8 @@ struct SessionTurn {
 
 // What routing needs of a session (a copy, taken under the shard lock).
 struct SessionState {
-  std::string worker;  // the previous turn's worker
+  std::string worker;                 // the previous turn's worker
+  std::uint32_t worker_position = 0;  // SessionTurn::worker_position
   std::uint64_t turns = 0;
   std::uint64_t last_seen_ms = 0;
   std::uint32_t last_input_tokens = 0;
@@ -122,6 +127,7 @@ class SessionTable {
     std::uint64_t turns = 0;
     std::uint32_t last_input_tokens = 0;
     std::string worker;
+    std::uint32_t worker_position = 0;
     std::deque<SessionTurn> recent;
   };
   struct Shard {
