@@ -144,7 +144,7 @@ Value title_case(const std::string& text) {
   return Value(std::move(out));
 }
 
-Value string_method(const Value& object, const std::string& name, Arguments& arguments, RenderContext& context) {
+Value string_method(const Value& object, std::string_view name, Arguments& arguments, RenderContext& context) {
   const std::string& text = object.as_string();
   if (name == "upper") {
     return Value(ascii_case(text, true));
@@ -174,7 +174,7 @@ Value string_method(const Value& object, const std::string& name, Arguments& arg
   if (name == "startswith" || name == "endswith") {
     const Value* pattern = arguments.get(0, "prefix");
     if (pattern == nullptr) {
-      return context.fail(name + "() requires at least one argument");
+      return context.fail(std::string(name) + "() requires at least one argument");
     }
     return Value(starts_or_ends(text, *pattern, name == "startswith"));
   }
@@ -199,10 +199,10 @@ Value string_method(const Value& object, const std::string& name, Arguments& arg
     return Value(replace_all(text, old_text->as_string(), new_text->as_string(),
                              count && count->is(Kind::kInteger) ? count->as_integer() : -1));
   }
-  return context.fail("unknown string method " + name);
+  return context.fail("unknown string method " + std::string(name));
 }
 
-Value mapping_method(const Value& object, const std::string& name, Arguments& arguments, RenderContext& context) {
+Value mapping_method(const Value& object, std::string_view name, Arguments& arguments, RenderContext& context) {
   const Mapping& entries = object.as_mapping();
   if (name == "get") {
     const Value* key = arguments.get(0, "key");
@@ -230,7 +230,7 @@ Value mapping_method(const Value& object, const std::string& name, Arguments& ar
   if (name == "items" || name == "keys" || name == "values") {
     return Value(std::move(result));
   }
-  return context.fail("unknown mapping method " + name);
+  return context.fail("unknown mapping method " + std::string(name));
 }
 
 int compare_values(const Value& left, const Value& right, bool case_sensitive, RenderContext& context) {
@@ -280,7 +280,7 @@ const Value* attribute_path(const Value& item, const std::string& path, Value& h
   return current;
 }
 
-Value list_filter(const std::string& name, const Value& operand, Arguments& arguments, RenderContext& context) {
+Value list_filter(std::string_view name, const Value& operand, Arguments& arguments, RenderContext& context) {
   const List& items = operand.as_list();
   if (name == "list") {
     return operand;
@@ -349,12 +349,12 @@ Value list_filter(const std::string& name, const Value& operand, Arguments& argu
     const Value* test = arguments.get(1, "test");
     const Value* expected = arguments.get(2, "value");
     if (!attribute || !attribute->is_string()) {
-      return context.fail("arguments of `" + name + "` must be strings");
+      return context.fail("arguments of `" + std::string(name) + "` must be strings");
     }
     List kept;
     for (const Value& item : items) {
       if (!item.is(Kind::kMapping) && !item.is(Kind::kNamespace)) {
-        return context.fail("`" + name + "` can only be applied to array of objects");
+        return context.fail("`" + std::string(name) + "` can only be applied to array of objects");
       }
       const Value* field = item.find(attribute->as_string());
       bool result = false;
@@ -388,10 +388,10 @@ Value list_filter(const std::string& name, const Value& operand, Arguments& argu
     }
     return Value(std::move(mapped));
   }
-  return context.fail("unknown list filter: " + name);
+  return context.fail("unknown list filter: " + std::string(name));
 }
 
-Value string_filter(const std::string& name, const Value& operand, Arguments& arguments, RenderContext& context) {
+Value string_filter(std::string_view name, const Value& operand, Arguments& arguments, RenderContext& context) {
   const std::string& text = operand.as_string();
   if (name == "length" || name == "count") {
     std::int64_t count = 0;
@@ -471,7 +471,7 @@ Value string_filter(const std::string& name, const Value& operand, Arguments& ar
   if (name == "replace") {
     return string_method(operand, name, arguments, context);
   }
-  return context.fail("unknown string filter: " + name);
+  return context.fail("unknown string filter: " + std::string(name));
 }
 
 Value tojson(const Value& operand, Arguments& arguments, RenderContext& context) {
@@ -502,7 +502,7 @@ Value tojson(const Value& operand, Arguments& arguments, RenderContext& context)
 
 }  // namespace
 
-bool call_method(const Value& object, const std::string& name, Arguments& arguments, RenderContext& context,
+bool call_method(const Value& object, std::string_view name, Arguments& arguments, RenderContext& context,
                  Value& result) {
   static const std::vector<std::string> kStringMethods = {"upper",    "lower", "strip",      "lstrip",
                                                           "rstrip",   "title", "capitalize", "startswith",
@@ -519,7 +519,7 @@ bool call_method(const Value& object, const std::string& name, Arguments& argume
   return false;
 }
 
-Value member_of(const Value& object, const std::string& name) {
+Value member_of(const Value& object, std::string_view name) {
   if (object.is_string()) {
     if (name == "length") {
       std::int64_t count = 0;
@@ -534,7 +534,7 @@ Value member_of(const Value& object, const std::string& name) {
     if (std::find(kMethods.begin(), kMethods.end(), name) == kMethods.end()) {
       return {};
     }
-    return Value(Function([object, name](Arguments& arguments, RenderContext& context) {
+    return Value(Function([object, name = std::string(name)](Arguments& arguments, RenderContext& context) {
       return string_method(object, name, arguments, context);
     }));
   }
@@ -548,14 +548,14 @@ Value member_of(const Value& object, const std::string& name) {
     if (name != "get" && name != "items" && name != "keys" && name != "values") {
       return {};
     }
-    return Value(Function([object, name](Arguments& arguments, RenderContext& context) {
+    return Value(Function([object, name = std::string(name)](Arguments& arguments, RenderContext& context) {
       return mapping_method(object, name, arguments, context);
     }));
   }
   return {};
 }
 
-Value apply_filter(const std::string& name, const Value& operand, Arguments& arguments, RenderContext& context) {
+Value apply_filter(std::string_view name, const Value& operand, Arguments& arguments, RenderContext& context) {
   if (name == "safe") {
     return operand;
   }
@@ -626,10 +626,10 @@ Value apply_filter(const std::string& name, const Value& operand, Arguments& arg
     default:
       break;
   }
-  return context.fail("cannot apply filter \"" + name + "\" to type: " + std::string(operand.type_name()));
+  return context.fail("cannot apply filter \"" + std::string(name) + "\" to type: " + std::string(operand.type_name()));
 }
 
-Value run_test(const std::string& name, const Value& operand, RenderContext& context) {
+Value run_test(std::string_view name, const Value& operand, RenderContext& context) {
   if (name == "defined") {
     return Value(!operand.is_undefined());
   }
@@ -677,11 +677,11 @@ Value run_test(const std::string& name, const Value& operand, RenderContext& con
   }
   if (name == "odd" || name == "even") {
     if (!operand.is(Kind::kInteger)) {
-      return context.fail("cannot " + name + " on " + std::string(operand.type_name()));
+      return context.fail("cannot " + std::string(name) + " on " + std::string(operand.type_name()));
     }
     return Value((operand.as_integer() % 2 != 0) == (name == "odd"));
   }
-  return context.fail("unknown test: " + name);
+  return context.fail("unknown test: " + std::string(name));
 }
 
 Value binary_operation(Operator op, std::string_view operation, const Value& left, const Value& right,

@@ -195,16 +195,19 @@ void Interpreter::render_for(const Node& node, Scope& scope, std::string& out) {
   if (context_.failed()) {
     return;
   }
-  List items;
+  // A list is iterated where it is (`iterable` keeps it alive: values are
+  // immutable); mappings, strings and filtered loops build their own.
+  List built;
+  const List* listed = &built;
   if (iterable.is(Value::Kind::kList)) {
-    items = iterable.as_list();
+    listed = &iterable.as_list();
   } else if (iterable.is(Value::Kind::kMapping)) {
     for (const auto& [key, value] : iterable.as_mapping()) {
-      items.emplace_back(key);
+      built.emplace_back(key);
     }
   } else if (iterable.is_string()) {
     for (auto& point : code_points(iterable.as_string())) {
-      items.emplace_back(std::move(point));
+      built.emplace_back(std::move(point));
     }
   } else {
     context_.fail("expected iterable or object type in for loop: got " + std::string(iterable.type_name()));
@@ -213,7 +216,7 @@ void Interpreter::render_for(const Node& node, Scope& scope, std::string& out) {
   const Node& target = *node.operands[0];
   if (node.operands.size() == 3) {  // for x in items if test
     List kept;
-    for (const Value& item : items) {
+    for (const Value& item : *listed) {
       Scope test_scope(&loop_scope);
       assign(target, item, test_scope);
       if (evaluate(*node.operands[2], test_scope).truthy()) {
@@ -223,17 +226,23 @@ void Interpreter::render_for(const Node& node, Scope& scope, std::string& out) {
         return;
       }
     }
-    items = std::move(kept);
+    built = std::move(kept);
+    listed = &built;
   }
+  const List& items = *listed;
   bool iterated = false;
   int unrecorded_run = 0;  // iterations in a row evaluated and not recorded
   const auto count = static_cast<std::int64_t>(items.size());
   // One `loop` object per loop, updated in place each iteration (its keys
   // are allocated once; templates read it, they do not keep it).
+  // Copied from a prototype: an initializer list would construct each key
+  // from its literal and then copy every pair once more.
+  static const Mapping kLoopFields = {{"index", Value()},     {"index0", Value()},   {"revindex", Value()},
+                                      {"revindex0", Value()}, {"first", Value()},    {"last", Value()},
+                                      {"length", Value()},    {"previtem", Value()}, {"nextitem", Value()}};
   auto loop = std::make_shared<Namespace>();
-  loop->entries = {{"index", Value()},       {"index0", Value()},   {"revindex", Value()},
-                   {"revindex0", Value()},   {"first", Value()},    {"last", Value()},
-                   {"length", Value(count)}, {"previtem", Value()}, {"nextitem", Value()}};
+  loop->entries = kLoopFields;
+  loop->entries[6].second = Value(count);
   loop_scope.set("loop", Value(loop));
   if (recording_ != nullptr) {
     recording_->created.push_back(loop.get());  // a loop inside a recorded iteration: its own state

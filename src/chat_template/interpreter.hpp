@@ -2,6 +2,8 @@
 // Evaluates a parsed template. Errors never unwind: the first one is kept in
 // the RenderContext, every loop and block stops once it is set, and render
 // returns it as a value.
+#include <absl/container/inlined_vector.h>
+
 #include <ctime>
 #include <string>
 #include <string_view>
@@ -45,7 +47,9 @@ class Scope {
 
  private:
   const Scope* parent_;  // only read
-  std::vector<std::pair<std::string, Value>> variables_;
+  // Scopes are made per loop, iteration and macro call and hold a few
+  // names each: inline room for four keeps most of them off the heap.
+  absl::InlinedVector<std::pair<std::string, Value>, 4> variables_;
 };
 
 struct RenderContext {
@@ -130,13 +134,13 @@ class Interpreter {
 };
 
 // Built-ins (builtins.cpp).
-Value apply_filter(const std::string& name, const Value& operand, Arguments& arguments, RenderContext& context);
-Value run_test(const std::string& name, const Value& operand, RenderContext& context);
+Value apply_filter(std::string_view name, const Value& operand, Arguments& arguments, RenderContext& context);
+Value run_test(std::string_view name, const Value& operand, RenderContext& context);
 // A string's, list's or mapping's attribute or method, bound to it.
-Value member_of(const Value& object, const std::string& name);
+Value member_of(const Value& object, std::string_view name);
 // object.name(arguments) for a built-in method, without binding it first
 // (the common case in templates); false when `name` is not one.
-bool call_method(const Value& object, const std::string& name, Arguments& arguments, RenderContext& context,
+bool call_method(const Value& object, std::string_view name, Arguments& arguments, RenderContext& context,
                  Value& result);
 void add_globals(Scope& scope);
 // `operation` names the operator in errors.
