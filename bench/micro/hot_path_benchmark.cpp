@@ -190,6 +190,7 @@ void router_decide(benchmark::State& state) {
   for (int session = 0; session < 100'000; ++session) {
     route::SessionTurn turn;
     turn.worker = "worker-" + std::to_string(session % workers);
+    turn.worker_position = static_cast<std::uint32_t>(session % workers);  // as Router::commit records it
     sessions.commit_turn("session-" + std::to_string(session), turn, 1'000);
   }
   std::vector<double> nanoseconds;
