@@ -41,8 +41,8 @@ namespace kvgate::tokenizer {
 struct BacktrackScratch {
   std::vector<TokenId> tokens;
   std::vector<std::uint64_t> dead;  // bit per byte position: no compatible continuation from here
-  // Answers of `compatible` by token pair, direct-mapped (a token pair
-  // recurs often, and each answer costs several merge-table probes):
+  // Answers of `compatible` by token pair, direct-mapped, 128k slots (a
+  // token pair recurs often, and each answer costs several merge-table probes):
   // ((left << 32 | right) << 1 | answer) + 1, 0 for an empty slot.
   std::vector<std::uint64_t> answers;
   std::uint64_t words = 0;  // encoded here (not left to the merge)
