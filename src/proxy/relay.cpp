@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "kvgate/http/wire.hpp"
+
 namespace kvgate::proxy {
 
 using namespace kvgate::http;
@@ -31,7 +33,10 @@ awaitable<AttemptOutcome> Relay::run(UpstreamRequest& request, bool may_be_stale
 awaitable<AttemptOutcome> Relay::send_and_read_header(UpstreamRequest& request, bool may_be_stale) {
   auto& metrics = session_.context().metrics();
   upstream_.expires_after(options_.timeouts.upstream_response);
-  auto [write_error, written] = co_await bhttp::async_write(upstream_, request, use_nothrow);
+  wire_.clear();
+  append_head(request, wire_);
+  const std::array<asio::const_buffer, 2> request_bytes{asio::buffer(wire_), asio::buffer(request.body())};
+  auto [write_error, written] = co_await asio::async_write(upstream_, request_bytes, use_nothrow);
   if (!write_error) {
     auto [read_error, read] = co_await bhttp::async_read_header(upstream_, upstream_buffer_, parser_, use_nothrow);
     write_error = read_error;
@@ -100,20 +105,22 @@ awaitable<AttemptOutcome> Relay::relay_body() {
   prepare_client_header();
   auto& response = parser_.get();
   auto& client = session_.stream();
-  bhttp::response_serializer<bhttp::buffer_body> serializer(response);
+  BodyFraming framing(response.chunked());
+  const bhttp::response_header<>* head = &response;  // goes out with the first write, then null
   // An event stream's header goes out at once (the client learns the request
   // was accepted before the first token); any other header goes out with the
   // first piece of its body, one write (and one loopback wakeup) fewer.
   if (event_stream_) {
     client.expires_after(options_.timeouts.client_write);
-    auto [header_error, header_bytes] = co_await bhttp::async_write_header(client, serializer, use_nothrow);
+    auto [header_error, header_bytes] = co_await asio::async_write(client, framing.write(head, {}, false), use_nothrow);
     if (header_error) {
       link_.client_gone = true;
       co_return outcome;
     }
+    head = nullptr;
   }
-  // Invariant: every write hands the serializer a non-empty piece, or the
-  // final piece (more = false), after which the client's message is complete.
+  // Invariant: every write carries a non-empty piece, or the final piece
+  // (more = false), after which the client's message is complete.
   for (;;) {
     if (!parser_.is_done()) {
       response.body().data = chunk_.data();
@@ -143,20 +150,20 @@ awaitable<AttemptOutcome> Relay::relay_body() {
     if (response.body().size == 0 && response.body().more) {
       continue;  // only framing was read, or an event is still incomplete
     }
-    // A zero-sized piece must carry no pointer, or the chunked serializer
-    // frames it as an empty chunk ("0\r\n\r\n") before the real last chunk.
-    if (response.body().size == 0) {
-      response.body().data = nullptr;
-    }
-    if (!response.body().more) {
+    const bool last = !response.body().more;
+    if (last) {
       in_flight_.finish();
     }
     exchange_.response_bytes += response.body().size;
-    client.expires_after(options_.timeouts.client_write);
-    auto [write_error, written] = co_await bhttp::async_write(client, serializer, use_nothrow);
-    if (write_error == bhttp::error::need_buffer) {
-      write_error = {};
+    const std::string_view piece(static_cast<const char*>(response.body().data),
+                                 response.body().data == nullptr ? 0 : response.body().size);
+    const auto bytes = framing.write(head, piece, last);
+    head = nullptr;
+    if (asio::buffer_size(bytes) == 0) {
+      break;  // the last piece was empty and the body needs no end marker
     }
+    client.expires_after(options_.timeouts.client_write);
+    auto [write_error, written] = co_await asio::async_write(client, bytes, use_nothrow);
     if (write_error) {
       spdlog::debug("request_id={} client write failed: {}", exchange_.request_id, write_error.message());
       link_.client_gone = true;

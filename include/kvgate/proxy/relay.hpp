@@ -90,6 +90,7 @@ class Relay {
   // write to the client: the client may send its next request the moment it
   // has the answer, and that routing decision must see the worker as free.
   workers::InFlightRequest& in_flight_;
+  std::string wire_;  // the request's head as the worker gets it
   http::beast::flat_buffer upstream_buffer_;
   http::bhttp::response_parser<http::bhttp::buffer_body> parser_;
   std::array<char, kRelayBufferBytes> chunk_;  // not zeroed: only read after a read filled it
