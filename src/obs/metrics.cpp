@@ -1,6 +1,7 @@
 #include "kvgate/obs/metrics.hpp"
 
 #include <algorithm>
+#include <atomic>
 
 #include <prometheus/text_serializer.h>
 
@@ -22,10 +23,48 @@ std::string status_label(int status) {
   return status == 0 ? "none" : std::to_string(status);
 }
 
+std::atomic<std::uint64_t> next_serial{1};
+
+// One thread's handles to the label children of counters counted on every
+// request and never removed (a prometheus-cpp child lives as long as its
+// family), so the request path skips building a label map and taking the
+// family's mutex after the first event of each series. Keyed by the owning
+// Metrics' serial (a Metrics made later at the same address never sees
+// another's handles), the family and the label values. Bounded like the
+// families themselves: labels come from the config and fixed sets.
+struct CounterHandles {
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view key) const { return std::hash<std::string_view>{}(key); }
+  };
+  std::string key;  // reused lookup buffer
+  std::unordered_map<std::string, prometheus::Counter*, Hash, std::equal_to<>> children;
+};
+
+prometheus::Counter& counter_child(std::uint64_t serial, prometheus::Family<prometheus::Counter>& family,
+                                   std::string_view first_name, std::string_view first_value,
+                                   std::string_view second_name, std::string_view second_value) {
+  thread_local CounterHandles handles;
+  auto& key = handles.key;
+  const auto* family_address = &family;
+  key.assign(reinterpret_cast<const char*>(&serial), sizeof serial);
+  key.append(reinterpret_cast<const char*>(&family_address), sizeof family_address);
+  key.append(first_value).push_back('\n');
+  key.append(second_value);
+  auto found = handles.children.find(std::string_view(key));
+  if (found == handles.children.end()) {
+    auto& child = family.Add({{std::string(first_name), std::string(first_value)},
+                              {std::string(second_name), std::string(second_value)}});
+    found = handles.children.emplace(key, &child).first;
+  }
+  return *found->second;
+}
+
 }  // namespace
 
 Metrics::Metrics()
-    : registry_(std::make_shared<prometheus::Registry>()),
+    : serial_(next_serial.fetch_add(1, std::memory_order_relaxed)),
+      registry_(std::make_shared<prometheus::Registry>()),
       requests_(BuildCounter()
                     .Name("kvgate_requests_total")
                     .Help("Requests answered, by model, worker (none when not routed) and HTTP status")
@@ -435,7 +474,7 @@ void Metrics::set_event_stream_state(std::string_view worker, const EventStreamG
 }
 
 void Metrics::cache_prediction(std::string_view worker, std::string_view outcome) {
-  cache_predictions_.Add({{"worker", std::string(worker)}, {"outcome", std::string(outcome)}}).Increment();
+  counter_child(serial_, cache_predictions_, "worker", worker, "outcome", outcome).Increment();
 }
 
 void Metrics::set_index_drifting(std::string_view worker, bool drifting) {
@@ -454,9 +493,8 @@ void Metrics::session_turn_hit(std::string_view model, double ratio) {
 
 void Metrics::prompt_tokens(std::string_view model, std::string_view worker, std::uint32_t prompt,
                             std::uint32_t cached) {
-  const prometheus::Labels labels{{"model", std::string(model)}, {"worker", std::string(worker)}};
-  prompt_tokens_->Add(labels).Increment(prompt);
-  cached_prompt_tokens_->Add(labels).Increment(std::min(cached, prompt));
+  counter_child(serial_, *prompt_tokens_, "model", model, "worker", worker).Increment(prompt);
+  counter_child(serial_, *cached_prompt_tokens_, "model", model, "worker", worker).Increment(std::min(cached, prompt));
 }
 
 void Metrics::discovered_workers(std::string_view model, std::string_view source, std::size_t workers) {

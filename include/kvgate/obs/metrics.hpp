@@ -2,13 +2,16 @@
 // kvgate's own Prometheus metrics. Names follow Prometheus conventions:
 // prefix kvgate_, unit in the name, counters end in _total. Families are
 // created once; label children are looked up per event (prometheus-cpp keeps
-// them in a mutex-guarded map, cheap next to a proxied request).
+// them in a mutex-guarded map), except the series counted on every request,
+// whose children each thread looks up once (ThreadMetrics below, and the
+// per-request counters of metrics.cpp).
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -131,6 +134,7 @@ class Metrics {
   [[nodiscard]] std::string serialize() const;
 
  private:
+  std::uint64_t serial_;  // unique per Metrics in the process: keys the per-thread handles of metrics.cpp
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Histogram>& request_duration_;
