@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <tuple>
+
 #include "kvgate/proxy/decision_record.hpp"
 #include "kvgate/proxy/inference_request.hpp"
 #include "kvgate/proxy/request_pipeline.hpp"
@@ -100,8 +102,13 @@ awaitable<bool> ClientSession::serve_one(bool first_request) {
       co_return false;
     }
   }
-  stream_.expires_after(options.timeouts.body_read);
-  auto [body_error, body_bytes] = co_await bhttp::async_read(stream_, buffer_, parser, use_nothrow);
+  // A small request's body usually came in the header's segment: parsed
+  // from the buffer, it needs no read (and no trip through the scheduler).
+  error_code body_error = parse_buffered(parser, buffer_);
+  if (!body_error && !parser.is_done()) {
+    stream_.expires_after(options.timeouts.body_read);
+    std::tie(body_error, std::ignore) = co_await bhttp::async_read(stream_, buffer_, parser, use_nothrow);
+  }
   if (body_error) {
     co_await reject_unreadable(body_error, exchange, options.limits.max_body_bytes);
     co_return false;

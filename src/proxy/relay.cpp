@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <tuple>
+
 #include "kvgate/http/wire.hpp"
 
 namespace kvgate::proxy {
@@ -125,10 +127,16 @@ awaitable<AttemptOutcome> Relay::relay_body() {
     if (!parser_.is_done()) {
       response.body().data = chunk_.data();
       response.body().size = chunk_.size();
-      upstream_.expires_after(options_.timeouts.upstream_idle);
-      auto [read_error, read] = co_await bhttp::async_read_some(upstream_, upstream_buffer_, parser_, use_nothrow);
-      if (read_error == bhttp::error::need_buffer) {
-        read_error = {};
+      // What came with the header (a small answer is one segment) is parsed
+      // without a read (and without a trip through the scheduler).
+      error_code read_error = parse_buffered(parser_, upstream_buffer_);
+      if (!read_error && !parser_.is_done() && response.body().size == chunk_.size()) {
+        upstream_.expires_after(options_.timeouts.upstream_idle);
+        std::tie(read_error, std::ignore) =
+            co_await bhttp::async_read_some(upstream_, upstream_buffer_, parser_, use_nothrow);
+        if (read_error == bhttp::error::need_buffer) {
+          read_error = {};
+        }
       }
       if (read_error) {
         if (!link_.client_gone) {

@@ -52,6 +52,26 @@ Result<tcp::endpoint, std::string> open_listener(tcp::acceptor& acceptor, const 
 
 using StringRequest = bhttp::request<bhttp::string_body>;
 
+// Feeds a parser the bytes already in `buffer` (consuming what it takes)
+// until the message is done or they run out: what a read would parse before
+// touching the socket. Returns the parser's error; "needs more bytes" and a
+// full body buffer (a buffer body's piece is ready) are not errors.
+template <bool IsRequest, class Body>
+error_code parse_buffered(bhttp::parser<IsRequest, Body>& parser, beast::flat_buffer& buffer) {
+  error_code error;
+  while (!parser.is_done() && buffer.size() != 0) {
+    const std::size_t used = parser.put(buffer.data(), error);
+    buffer.consume(used);
+    if (error == bhttp::error::need_more || error == bhttp::error::need_buffer) {
+      return {};
+    }
+    if (error || used == 0) {
+      break;
+    }
+  }
+  return error;
+}
+
 // Reads one whole request with a body of at most `body_limit` bytes; empty
 // when the peer closed, timed out or sent something unreadable. For the
 // simple servers (admin, simulator, test upstream); the data plane reads in
