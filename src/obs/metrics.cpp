@@ -53,8 +53,8 @@ prometheus::Counter& counter_child(std::uint64_t serial, prometheus::Family<prom
   key.append(second_value);
   auto found = handles.children.find(std::string_view(key));
   if (found == handles.children.end()) {
-    auto& child = family.Add({{std::string(first_name), std::string(first_value)},
-                              {std::string(second_name), std::string(second_value)}});
+    auto& child = family.Add(
+        {{std::string(first_name), std::string(first_value)}, {std::string(second_name), std::string(second_value)}});
     found = handles.children.emplace(key, &child).first;
   }
   return *found->second;
