@@ -356,7 +356,7 @@ std::optional<std::string> read_secret(YamlReader& reader, const YAML::Node& nod
       reader.problem(node, path,
                      contents.error().failure == FileFailure::too_large
                          ? "'" + source + "' is larger than 4 KiB: not a key or secret file"
-                         : "cannot read '" + source + "' (" + contents.error().message + ")");
+                         : contents.error().message);  // names the path and what failed
       return std::nullopt;
     }
     secret = std::move(*contents);

@@ -204,7 +204,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"tenant_env_unset", with_models("tenants:\n  - {name: a, api_key_env: KVGATE_TEST_UNSET_VARIABLE}\n"),
                   2, "tenants[0].api_key_env", "is not set"},
         BadConfig{"tenant_file_missing", with_models("tenants:\n  - {name: a, api_key_file: /nonexistent/key}\n"), 2,
-                  "tenants[0].api_key_file", "cannot read '/nonexistent/key'"},
+                  "tenants[0].api_key_file", "/nonexistent/key: cannot be opened"},
         BadConfig{"tenant_name_bad",
                   with_models("tenants:\n  - {name: 'a b', api_key_sha256: '" + std::string(64, 'a') + "'}\n"), 2,
                   "tenants[0].name", "letters, digits"},
@@ -237,7 +237,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"key_file_is_a_device", with_models("tenants:\n  - {name: a, api_key_file: /dev/zero}\n"), 2,
                   "tenants[0].api_key_file", "larger than 4 KiB"},
         BadConfig{"salt_secret_missing", with_models("security: {salt_secret_file: /nonexistent/salt}\n"), 1,
-                  "security.salt_secret_file", "cannot read"},
+                  "security.salt_secret_file", "/nonexistent/salt: cannot be opened"},
         BadConfig{"upstream_key_both",
                   "models:\n  - name: m\n    workers:\n      - {id: a, url: 'http://a:1', upstream_api_key_env: A, "
                   "upstream_api_key_file: /b}\n",
