@@ -11,13 +11,15 @@ void append_version(unsigned version, std::string& out) {
   out += static_cast<char>('0' + version % 10);
 }
 
+void append_text(beast::string_view text, std::string& out) {
+  out.append(text.data(), text.size());
+}
+
 void append_fields(const bhttp::fields& fields, std::string& out) {
   for (const auto& field : fields) {
-    const auto name = field.name_string();
-    const auto value = field.value();
-    out.append(name.data(), name.size());
+    append_text(field.name_string(), out);
     out += ": ";
-    out.append(value.data(), value.size());
+    append_text(field.value(), out);
     out += "\r\n";
   }
   out += "\r\n";
@@ -26,11 +28,9 @@ void append_fields(const bhttp::fields& fields, std::string& out) {
 }  // namespace
 
 void append_head(const bhttp::request_header<>& head, std::string& out) {
-  const auto method = head.method_string();
-  const auto target = head.target();
-  out.append(method.data(), method.size());
+  append_text(head.method_string(), out);
   out += ' ';
-  out.append(target.data(), target.size());
+  append_text(head.target(), out);
   out += ' ';
   append_version(head.version(), out);
   out += "\r\n";
@@ -46,8 +46,7 @@ void append_head(const bhttp::response_header<>& head, std::string& out) {
   out += static_cast<char>('0' + (status / 10) % 10);
   out += static_cast<char>('0' + status % 10);
   out += ' ';
-  const auto reason = head.reason();
-  out.append(reason.data(), reason.size());
+  append_text(head.reason(), out);
   out += "\r\n";
   append_fields(head, out);
 }
