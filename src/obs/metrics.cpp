@@ -33,12 +33,8 @@ std::atomic<std::uint64_t> next_serial{1};
 // another's handles), the family and the label values. Bounded like the
 // families themselves: labels come from the config and fixed sets.
 struct CounterHandles {
-  struct Hash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view key) const { return std::hash<std::string_view>{}(key); }
-  };
   std::string key;  // reused lookup buffer
-  std::unordered_map<std::string, prometheus::Counter*, Hash, std::equal_to<>> children;
+  SeriesMap<prometheus::Counter*> children;
 };
 
 prometheus::Counter& counter_child(std::uint64_t serial, prometheus::Family<prometheus::Counter>& family,

@@ -34,6 +34,16 @@ enum class ScrapeResult { success, failure, skipped };
   return "failure";
 }
 
+// Label children by a string key, looked up with a string_view (no copy of
+// the reused key buffer per lookup): the per-thread handle tables below and
+// in metrics.cpp.
+struct SeriesKeyHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view key) const { return std::hash<std::string_view>{}(key); }
+};
+template <class Handles>
+using SeriesMap = std::unordered_map<std::string, Handles, SeriesKeyHash, std::equal_to<>>;
+
 class Metrics {
  public:
   Metrics();
@@ -212,14 +222,10 @@ class ThreadMetrics {
   void prompt_caches(std::string_view model, const PromptCacheCounts& counts);
 
  private:
-  struct KeyHash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view key) const { return std::hash<std::string_view>{}(key); }
-  };
   Metrics& metrics_;
   std::string key_;  // reused lookup buffer
-  std::unordered_map<std::string, Metrics::RequestSeries, KeyHash, std::equal_to<>> series_;
-  std::unordered_map<std::string, Metrics::PromptCacheCounters, KeyHash, std::equal_to<>> prompt_caches_;
+  SeriesMap<Metrics::RequestSeries> series_;
+  SeriesMap<Metrics::PromptCacheCounters> prompt_caches_;
 };
 
 }  // namespace kvgate::obs
