@@ -499,8 +499,15 @@ Value Interpreter::evaluate_member(const Node& node, Scope& scope) {
     } else if (node.flag && property_node.kind == NodeKind::kLiteral && property_node.literal.is_string()) {
       attribute = &property_node.literal.as_string();
     }
+    // The ordinary path evaluates the object's name and, for `m['key']`,
+    // the key: steps the shortcut takes too, so that a recorded iteration
+    // counts what the full render counts. At the limit, the ordinary path
+    // fails as the full render does.
+    const std::uint64_t skipped_steps = node.flag ? 2 : 1;
     Value result;
-    if (attribute != nullptr && read_attribute(*node.operands[0], *attribute, scope, result)) {
+    if (attribute != nullptr && (context_.step_limit == 0 || context_.steps + skipped_steps <= context_.step_limit) &&
+        read_attribute(*node.operands[0], *attribute, scope, result)) {
+      context_.steps += skipped_steps;
       return result;
     }
   }

@@ -220,6 +220,23 @@ TEST(RenderCache, LimitsFailAsTheFullRenderFails) {
   EXPECT_NE(outputs[2].find("steps"), std::string::npos);
 }
 
+TEST(RenderCache, MemberReadsCountTheStepsOfTheFullRender) {
+  // Recording reads `m.role` and `m['content']` without evaluating `m` and
+  // the key; the steps must still be counted, or a replayed (or recorded)
+  // iteration would pass under a step limit that fails the full render.
+  const char* source = "{% for m in messages %}{{ m.role }}:{{ m['content'] }};{% endfor %}";
+  json first = {{"role", "user"}, {"content", "a"}};
+  json second = {{"role", "assistant"}, {"content", "b"}};
+  json third = {{"role", "user"}, {"content", "c"}};
+  json turn1 = messages({first, second});
+  json turn2 = messages({first, second, third});
+  for (std::uint64_t limit = 1; limit <= 40; ++limit) {
+    SCOPED_TRACE(limit);
+    auto outputs = same_with_cache(source, {{turn1, 12, 0, limit}, {turn2, 12, 0, limit}});
+    ASSERT_EQ(outputs.size(), 2u);
+  }
+}
+
 TEST(RenderCache, IterationsThatReadTheWholeListAreEvaluated) {
   // Qwen3's backwards scan: each iteration reads the conversation's length,
   // so none is recorded, and after a few the loop is not looked up again.
