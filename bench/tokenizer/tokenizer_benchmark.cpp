@@ -283,7 +283,9 @@ enum class Stage {
   kRenderRepeated,
   kRenderIncremental,
   kRenderIncrementalNewText,
-  kEncode
+  kEncode,
+  kRequest,
+  kRequestUncached
 };
 void chat_stage(benchmark::State& state, Stage stage) {
   auto tokenizer = Tokenizer::load_folder(tokenizer_folder());
@@ -320,6 +322,21 @@ void chat_stage(benchmark::State& state, Stage stage) {
       benchmark::DoNotOptimize(kvgate::prompt::render_input_from_request(body, *compiled, special));
     } else if (stage == Stage::kPrepareShared) {  // the strings stay in the body, as the gateway prepares
       benchmark::DoNotOptimize(kvgate::prompt::render_input_from_request(body, *compiled, special, shared_body));
+    } else if (stage == Stage::kRequest || stage == Stage::kRequestUncached) {
+      // What the gateway's exact path does with one request, without the
+      // pauses the stages above need: parse its body (its last message new
+      // each time), prepare it, render it (with this thread's render cache,
+      // or without one), encode the prompt.
+      const std::string marker = "Say hello to the benchmark";
+      const std::size_t at = text.rfind(marker);
+      std::string request =
+          text.substr(0, at) + "Say hello to request " + std::to_string(++requests) + text.substr(at + marker.size());
+      auto fresh_body = std::make_shared<nlohmann::ordered_json>(*kvgate::jsonio::parse_ordered(request));
+      auto fresh = kvgate::prompt::render_input_from_request(*fresh_body, *compiled, special, fresh_body);
+      fresh->cache = stage == Stage::kRequest ? &render_cache : nullptr;
+      auto rendered = compiled->render(*fresh);
+      ids.clear();
+      if (!rendered || !tokenizer.encode(*rendered, false, workspace, ids, true)) std::abort();
     } else if (stage == Stage::kRenderRepeated) {
       // The render alone, without the pause around each iteration that
       // chat_render needs (pausing costs about as much as rendering a
@@ -348,11 +365,13 @@ void chat_stage(benchmark::State& state, Stage stage) {
   }
   state.counters["prompt_tokens"] = static_cast<double>(ids.size());
   state.counters["body_kB"] = static_cast<double>(text.size()) / 1e3;
-  if (stage == Stage::kRenderIncremental || stage == Stage::kRenderIncrementalNewText) {  // per render
+  if (stage == Stage::kRenderIncremental || stage == Stage::kRenderIncrementalNewText ||
+      stage == Stage::kRequest) {  // per render
     state.counters["replayed"] =
         benchmark::Counter(static_cast<double>(render_cache.replayed_iterations()), benchmark::Counter::kAvgIterations);
     state.counters["evaluated"] = benchmark::Counter(static_cast<double>(render_cache.evaluated_iterations()),
                                                      benchmark::Counter::kAvgIterations);
+    state.counters["memo_kB"] = static_cast<double>(render_cache.bytes()) / 1e3;
   }
 }
 void chat_parse(benchmark::State& state) {
@@ -382,6 +401,12 @@ void chat_render_incremental_new_text(benchmark::State& state) {
 void chat_encode(benchmark::State& state) {
   chat_stage(state, Stage::kEncode);
 }
+void chat_request(benchmark::State& state) {
+  chat_stage(state, Stage::kRequest);
+}
+void chat_request_uncached(benchmark::State& state) {
+  chat_stage(state, Stage::kRequestUncached);
+}
 BENCHMARK(chat_parse)->Arg(32)->Arg(128)->Arg(0)->Unit(benchmark::kMicrosecond);
 BENCHMARK(chat_parse_nlohmann)->Arg(32)->Arg(128)->Arg(0)->Unit(benchmark::kMicrosecond);
 BENCHMARK(chat_prepare)->Arg(32)->Arg(128)->Arg(0)->Unit(benchmark::kMicrosecond);
@@ -391,6 +416,8 @@ BENCHMARK(chat_render_repeated)->Arg(32)->Arg(0)->Unit(benchmark::kMicrosecond);
 BENCHMARK(chat_render_incremental)->Arg(32)->Arg(128)->Arg(0)->Unit(benchmark::kMicrosecond);
 BENCHMARK(chat_render_incremental_new_text)->Arg(0)->Unit(benchmark::kMicrosecond);
 BENCHMARK(chat_encode)->Arg(32)->Arg(128)->Arg(0)->Unit(benchmark::kMicrosecond);
+BENCHMARK(chat_request)->Arg(32)->Arg(0)->Unit(benchmark::kMicrosecond);
+BENCHMARK(chat_request_uncached)->Arg(32)->Arg(0)->Unit(benchmark::kMicrosecond);
 
 void chat_next_turn_cached(benchmark::State& state) {
   chat_next_turn(state, Caches::kSegmentsAndRender);

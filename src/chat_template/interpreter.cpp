@@ -701,6 +701,18 @@ RenderContext::Flow Interpreter::iterate(const Node& loop, const Value& item, Sc
     render_block(loop.body, loop_scope, out);
     return take_flow();
   }
+  if (!holds_text(item, memo->min_output_bytes()) && !memo->records_small_items(context_.program.get(), &loop)) {
+    // Evaluated without recording; its size says whether this loop's small
+    // iterations would be kept after all.
+    ++memo->evaluated;
+    auto start = out.size();
+    auto steps = context_.steps;
+    render_block(loop.body, loop_scope, out);
+    if (!context_.failed() && memo->worth_keeping(out.size() - start, context_.steps - steps)) {
+      memo->note_small_items_pay(context_.program.get(), &loop);
+    }
+    return take_flow();
+  }
   IterationMemo::Key key{context_.program.get(), &loop, fingerprint(item)};
   if (const IterationRecord* record = memo->find(key); record != nullptr && replay(*record, loop_scope, out)) {
     ++memo->replayed;

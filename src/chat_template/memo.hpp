@@ -29,6 +29,10 @@ namespace kvgate::chat_template {
 // their text (lengths, the ends of strings, the first entries of lists).
 std::uint64_t fingerprint(const Value& value);
 
+// Whether a value (a loop's item) holds at least `bytes` of text: strings and
+// keys, a few levels deep. Stops reading once it has seen that many.
+bool holds_text(const Value& value, std::size_t bytes);
+
 // What a dependency's value was, kept apart from the request it came from:
 // a compact encoding in which a long string that the iteration wrote out
 // verbatim (a message's text, mostly) is a slice of the iteration's output.
@@ -96,6 +100,15 @@ class IterationMemo {
   [[nodiscard]] bool worth_keeping(std::size_t output_bytes, std::uint64_t steps) const {
     return output_bytes >= min_output_bytes_ || steps >= min_steps_;
   }
+  [[nodiscard]] std::size_t min_output_bytes() const { return min_output_bytes_; }
+
+  // Loops whose iterations over items with little text turned out worth
+  // keeping (by their steps or their output). Other loops do not record such
+  // iterations: recording costs more than evaluating, and they would not be
+  // kept. A loop is noted the first time such an iteration, evaluated
+  // plainly, would have been kept; only speed depends on this, never output.
+  [[nodiscard]] bool records_small_items(const void* program, const Node* loop) const;
+  void note_small_items_pay(const void* program, const Node* loop);
 
   struct Key {
     const void* program = nullptr;
@@ -130,6 +143,8 @@ class IterationMemo {
   std::size_t min_output_bytes_;
   std::uint64_t min_steps_;
   std::size_t bytes_ = 0;
+  // A template has a few loops; reloads add more (cleared past a bound).
+  std::vector<std::pair<const void*, const Node*>> small_item_loops_;
   std::list<Entry> order_;  // most recently used first
   std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> map_;
 };

@@ -286,6 +286,24 @@ TEST(RenderCache, ShortIterationsAreNotKeptByDefault) {
   EXPECT_EQ(cache.replayed_iterations(), 1u);
 }
 
+TEST(RenderCache, ShortItemsAreRecordedWhereTheirIterationsTakeManySteps) {
+  // Short items are evaluated without recording until an iteration over one
+  // turns out worth keeping (here by its steps): from the next render on,
+  // that loop records them, and the render after replays them.
+  const char* source =
+      "{% for m in messages %}{% for i in range(40) %}{% if i == 39 %}<{{ m }}>{% endif %}{% endfor %}{% endfor %}";
+  RenderCache cache;
+  auto outputs =
+      same_with_cache(source, {{messages({"a"})}, {messages({"a", "b"})}, {messages({"a", "b", "c"})}}, cache);
+  ASSERT_EQ(outputs.size(), 3u);
+  EXPECT_EQ(outputs[2], "<a><b><c>");
+  EXPECT_EQ(cache.replayed_iterations(), 2u);  // a and b in the third render
+  EXPECT_GT(cache.bytes(), 0u);
+  // Short items of a cheap loop in the same cache stay unrecorded.
+  same_with_cache("{% for m in messages %}<{{ m }}>{% endfor %}", {{messages({"a"})}, {messages({"a", "b"})}}, cache);
+  EXPECT_EQ(cache.replayed_iterations(), 2u);
+}
+
 TEST(RenderCache, TemplatesShareACacheWithoutMixingTheirEntries) {
   RenderCache cache(RenderCache::kDefaultCapacityBytes, kKeepAll, kKeepAll);
   auto first = same_with_cache("{% for m in messages %}A{{ m }}{% endfor %}", {{messages({"x"})}}, cache);
