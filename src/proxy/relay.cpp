@@ -11,7 +11,7 @@ namespace kvgate::proxy {
 using namespace kvgate::http;
 
 Relay::Relay(ClientSession& session, Exchange& exchange, const workers::WorkerState& worker,
-             beast::tcp_stream& upstream, CancelLink& link, const config::Options& options,
+             http::DeadlineStream& upstream, CancelLink& link, const config::Options& options,
              workers::InFlightRequest& in_flight)
     : session_(session),
       exchange_(exchange),

@@ -18,7 +18,7 @@ using namespace kvgate::http;
 // byte, which the forwarder retries on a fresh connection.
 constexpr auto kUncheckedIdle = std::chrono::seconds(1);
 
-bool still_open(beast::tcp_stream& stream) {
+bool still_open(http::DeadlineStream& stream) {
   char byte = 0;
   auto received = ::recv(stream.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   return received < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
@@ -47,7 +47,7 @@ awaitable<Result<UpstreamConnection, error_code>> UpstreamPool::acquire(const wo
 awaitable<Result<UpstreamConnection, error_code>> UpstreamPool::connect(const workers::WorkerState& worker,
                                                                         Milliseconds connect_timeout) {
   const auto& authority = worker.endpoint().authority;
-  auto owned = std::make_unique<beast::tcp_stream>(io_);
+  auto owned = std::make_unique<http::DeadlineStream>(io_);
   auto& stream = *owned;
   stream.expires_after(connect_timeout);
   error_code error;

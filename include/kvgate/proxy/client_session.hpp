@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kvgate/http/beast.hpp"
+#include "kvgate/http/deadline_stream.hpp"
 #include "kvgate/openai/errors.hpp"
 #include "kvgate/proxy/exchange.hpp"
 #include "kvgate/proxy/io_thread.hpp"
@@ -29,7 +30,7 @@ class ClientSession {
   // Closes the connection if it is waiting for the next request (drain).
   void close_if_idle();
 
-  http::beast::tcp_stream& stream() { return stream_; }
+  http::DeadlineStream& stream() { return stream_; }
   IoThread& thread() { return thread_; }
   GatewayContext& context() { return thread_.context(); }
 
@@ -47,7 +48,7 @@ class ClientSession {
   void finish(Exchange& exchange);
 
   IoThread& thread_;
-  http::beast::tcp_stream stream_;
+  http::DeadlineStream stream_;
   http::beast::flat_buffer buffer_;
   bool idle_ = true;
 };

@@ -17,7 +17,7 @@ namespace kvgate::proxy {
 // abort a generation when its connection closes) and a finished forward stops
 // watching the client. Both sides run on the same thread.
 struct CancelLink {
-  http::beast::tcp_stream* upstream = nullptr;
+  http::DeadlineStream* upstream = nullptr;
   bool forward_done = false;
   bool client_gone = false;
 
@@ -57,9 +57,8 @@ class Relay {
   static constexpr std::size_t kRelayBufferBytes = 16 * 1024;
   using UpstreamRequest = http::bhttp::request<http::bhttp::string_body>;
 
-  Relay(ClientSession& session, Exchange& exchange, const workers::WorkerState& worker,
-        http::beast::tcp_stream& upstream, CancelLink& link, const config::Options& options,
-        workers::InFlightRequest& in_flight);
+  Relay(ClientSession& session, Exchange& exchange, const workers::WorkerState& worker, http::DeadlineStream& upstream,
+        CancelLink& link, const config::Options& options, workers::InFlightRequest& in_flight);
   Relay(const Relay&) = delete;
   Relay& operator=(const Relay&) = delete;
   ~Relay() { link_.upstream = nullptr; }
@@ -83,7 +82,7 @@ class Relay {
   ClientSession& session_;
   Exchange& exchange_;
   const workers::WorkerState& worker_;
-  http::beast::tcp_stream& upstream_;
+  http::DeadlineStream& upstream_;
   CancelLink& link_;
   const config::Options& options_;
   // Finished as soon as the worker's response is read whole, before the last

@@ -12,13 +12,14 @@
 #include "kvgate/core/result.hpp"
 #include "kvgate/core/units.hpp"
 #include "kvgate/http/beast.hpp"
+#include "kvgate/http/deadline_stream.hpp"
 #include "kvgate/workers/worker_state.hpp"
 
 namespace kvgate::proxy {
 
-// Held by pointer: moving a beast::tcp_stream allocates a new stream state
-// (and timers), which showed up on the request path; a pointer moves freely.
-using UpstreamStream = std::unique_ptr<http::beast::tcp_stream>;
+// Held by pointer: a DeadlineStream stays where it is (its sweeper lists it
+// by address), and a pointer moves freely between the pool and a request.
+using UpstreamStream = std::unique_ptr<http::DeadlineStream>;
 
 struct UpstreamConnection {
   UpstreamStream stream;
