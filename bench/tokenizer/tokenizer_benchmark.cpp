@@ -223,7 +223,10 @@ nlohmann::ordered_json long_conversation(const Tokenizer& tokenizer, std::size_t
 // in the segment cache and the render cache (or not, with the caches off).
 // Arg: the conversation's size in tokens (thousands).
 enum class Caches { kNone, kSegments, kSegmentsAndRender };
-void chat_next_turn(benchmark::State& state, Caches caches) {
+// `short_messages`: Arg is instead the number of earlier messages, each a
+// few words (what the render cache's thresholds for keeping an iteration
+// are weighed on).
+void chat_next_turn(benchmark::State& state, Caches caches, bool short_messages = false) {
   auto tokenizer =
       Tokenizer::load_folder(tokenizer_folder(), {.segment_cache_bytes = caches != Caches::kNone ? 256u << 20 : 0});
   const auto source = kvgate::prompt::read_chat_template(tokenizer_folder(), tokenizer.config());
@@ -236,8 +239,17 @@ void chat_next_turn(benchmark::State& state, Caches caches) {
   auto special = kvgate::prompt::special_tokens_from_config(tokenizer.config());
   // Shared, as the gateway's parsed body is (the prepared messages' strings
   // stay in it) in the mode with every cache; copied as before otherwise.
-  auto shared_body = std::make_shared<nlohmann::ordered_json>(nlohmann::ordered_json{
-      {"model", "m"}, {"messages", long_conversation(tokenizer, static_cast<std::size_t>(state.range(0)) * 1000)}});
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  if (short_messages) {
+    for (std::int64_t index = 0; index < state.range(0); ++index) {
+      messages.push_back({{"role", index % 2 != 0 ? "assistant" : "user"},
+                          {"content", "short message number " + std::to_string(index)}});
+    }
+  } else {
+    messages = long_conversation(tokenizer, static_cast<std::size_t>(state.range(0)) * 1000);
+  }
+  auto shared_body =
+      std::make_shared<nlohmann::ordered_json>(nlohmann::ordered_json{{"model", "m"}, {"messages", messages}});
   auto& body = *shared_body;
   body["messages"].push_back({{"role", "user"}, {"content", "warm-up question"}});
   EncodeWorkspace workspace;
@@ -428,6 +440,14 @@ void chat_next_turn_segments_only(benchmark::State& state) {  // before incremen
 void chat_next_turn_uncached(benchmark::State& state) {
   chat_next_turn(state, Caches::kNone);
 }
+void chat_next_turn_short_cached(benchmark::State& state) {
+  chat_next_turn(state, Caches::kSegmentsAndRender, true);
+}
+void chat_next_turn_short_uncached(benchmark::State& state) {  // the segment cache only
+  chat_next_turn(state, Caches::kSegments, true);
+}
+BENCHMARK(chat_next_turn_short_cached)->Arg(40)->Unit(benchmark::kMicrosecond);
+BENCHMARK(chat_next_turn_short_uncached)->Arg(40)->Unit(benchmark::kMicrosecond);
 BENCHMARK(chat_next_turn_cached)->Arg(32)->Arg(128)->Unit(benchmark::kMicrosecond);
 BENCHMARK(chat_next_turn_segments_only)->Arg(32)->Arg(128)->Unit(benchmark::kMicrosecond);
 BENCHMARK(chat_next_turn_uncached)->Arg(32)->Arg(128)->Unit(benchmark::kMicrosecond);

@@ -263,7 +263,7 @@ TEST(RenderCache, ATestThatNowCallsAMacroCannotEvictTheRecordItValidates) {
   // true, the test calls the macro, whose loop runs while the record is
   // being checked. A small cache: anything that loop stored would evict it.
   const char* source =
-      "{% macro inner() %}{% for x in range(40) %}{{ x }}{% endfor %}{% endmacro %}"
+      "{% macro inner() %}{% for x in range(100) %}{{ x }}{% endfor %}{% endmacro %}"
       "{% set ns = namespace(on=on) %}{% for m in messages %}{% if ns.on and inner() %}+{% endif %}{{ m }}"
       "{% endfor %}";
   RenderCache cache(4096, kKeepAll, kKeepAll);
@@ -291,7 +291,7 @@ TEST(RenderCache, ShortItemsAreRecordedWhereTheirIterationsTakeManySteps) {
   // turns out worth keeping (here by its steps): from the next render on,
   // that loop records them, and the render after replays them.
   const char* source =
-      "{% for m in messages %}{% for i in range(40) %}{% if i == 39 %}<{{ m }}>{% endif %}{% endfor %}{% endfor %}";
+      "{% for m in messages %}{% for i in range(100) %}{% if i == 39 %}<{{ m }}>{% endif %}{% endfor %}{% endfor %}";
   RenderCache cache;
   auto outputs =
       same_with_cache(source, {{messages({"a"})}, {messages({"a", "b"})}, {messages({"a", "b", "c"})}}, cache);
