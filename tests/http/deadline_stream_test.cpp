@@ -11,14 +11,20 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <vector>
 
 namespace kvgate::http {
 namespace {
 
 using namespace std::chrono_literals;
 
-// A connected pair on 127.0.0.1: `stream` wraps one end, `peer` is the other.
+struct ReadResult {
+  error_code error;
+  std::size_t bytes = 0;
+};
+
+// A connected pair on 127.0.0.1: `stream` wraps one end, `peer` is the
+// other; `read()` starts a read of up to one buffer, whose outcome lands in
+// `result`.
 struct Pair {
   explicit Pair(asio::io_context& io) : acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)), peer(io) {
     tcp::socket client(io);
@@ -26,9 +32,19 @@ struct Pair {
     acceptor.accept(peer);
     stream = std::make_unique<DeadlineStream>(std::move(client));
   }
+  void read() {
+    result.reset();
+    stream->async_read_some(asio::buffer(buffer), [this](error_code error, std::size_t bytes) {
+      result = ReadResult{error, bytes};
+    });
+  }
+  [[nodiscard]] std::string text() const { return result ? std::string(buffer.data(), result->bytes) : ""; }
+
   tcp::acceptor acceptor;
   tcp::socket peer;
   std::unique_ptr<DeadlineStream> stream;
+  std::array<char, 64> buffer{};
+  std::optional<ReadResult> result;
 };
 
 // Runs handlers until `done` or a generous bound: the sweeper's timer may
@@ -40,18 +56,6 @@ void run_until(asio::io_context& io, Done done) {
   while (!done() && std::chrono::steady_clock::now() < until) {
     io.run_one_for(100ms);
   }
-}
-
-struct ReadResult {
-  error_code error;
-  std::size_t bytes = 0;
-};
-
-// Starts a read of up to one buffer; the result is set when it completes.
-void start_read(DeadlineStream& stream, std::array<char, 64>& buffer, std::optional<ReadResult>& result) {
-  stream.async_read_some(asio::buffer(buffer), [&result](error_code error, std::size_t bytes) {
-    result = ReadResult{error, bytes};
-  });
 }
 
 // Sends `text` from the peer after `delay`.
@@ -66,51 +70,44 @@ void send_later(tcp::socket& peer, asio::steady_timer& timer, std::string text, 
 TEST(DeadlineStream, AReadOnASilentPeerFailsWithTimeoutAndClosesTheSocket) {
   asio::io_context io;
   Pair pair(io);
-  std::array<char, 64> buffer{};
-  std::optional<ReadResult> result;
   pair.stream->expires_after(50ms);
-  start_read(*pair.stream, buffer, result);
+  pair.read();
   EXPECT_EQ(asio::use_service<DeadlineSweeper>(io).watched(), 1u);
-  run_until(io, [&] { return result.has_value(); });
-  ASSERT_TRUE(result.has_value());
-  EXPECT_EQ(result->error, beast::error::timeout);
+  run_until(io, [&] { return pair.result.has_value(); });
+  ASSERT_TRUE(pair.result.has_value());
+  EXPECT_EQ(pair.result->error, beast::error::timeout);
   EXPECT_TRUE(pair.stream->timed_out());
   EXPECT_FALSE(pair.stream->socket().is_open());
   EXPECT_EQ(asio::use_service<DeadlineSweeper>(io).watched(), 0u);
   // A later operation is told the same, not "bad descriptor".
-  std::optional<ReadResult> again;
-  start_read(*pair.stream, buffer, again);
-  run_until(io, [&] { return again.has_value(); });
-  ASSERT_TRUE(again.has_value());
-  EXPECT_EQ(again->error, beast::error::timeout);
+  pair.read();
+  run_until(io, [&] { return pair.result.has_value(); });
+  ASSERT_TRUE(pair.result.has_value());
+  EXPECT_EQ(pair.result->error, beast::error::timeout);
 }
 
 TEST(DeadlineStream, ADeadlineMovedLaterOrClearedDoesNotFire) {
   asio::io_context io;
   Pair later(io);
   Pair cleared(io);
-  std::array<char, 64> later_buffer{};
-  std::array<char, 64> cleared_buffer{};
-  std::optional<ReadResult> later_result;
-  std::optional<ReadResult> cleared_result;
   // The sweeper is armed for 100 ms; it wakes then and finds nothing due.
   later.stream->expires_after(100ms);
   later.stream->expires_after(10s);
   cleared.stream->expires_after(100ms);
   cleared.stream->expires_never();
-  start_read(*later.stream, later_buffer, later_result);
-  start_read(*cleared.stream, cleared_buffer, cleared_result);
+  later.read();
+  cleared.read();
   asio::steady_timer first(io);
   asio::steady_timer second(io);
   send_later(later.peer, first, "late", 400ms);
   send_later(cleared.peer, second, "also late", 400ms);
-  run_until(io, [&] { return later_result.has_value() && cleared_result.has_value(); });
-  ASSERT_TRUE(later_result.has_value());
-  ASSERT_TRUE(cleared_result.has_value());
-  EXPECT_FALSE(later_result->error) << later_result->error.message();
-  EXPECT_EQ(std::string(later_buffer.data(), later_result->bytes), "late");
-  EXPECT_FALSE(cleared_result->error) << cleared_result->error.message();
-  EXPECT_EQ(std::string(cleared_buffer.data(), cleared_result->bytes), "also late");
+  run_until(io, [&] { return later.result.has_value() && cleared.result.has_value(); });
+  ASSERT_TRUE(later.result.has_value());
+  ASSERT_TRUE(cleared.result.has_value());
+  EXPECT_FALSE(later.result->error) << later.result->error.message();
+  EXPECT_EQ(later.text(), "late");
+  EXPECT_FALSE(cleared.result->error) << cleared.result->error.message();
+  EXPECT_EQ(cleared.text(), "also late");
   EXPECT_FALSE(later.stream->timed_out());
   EXPECT_EQ(asio::use_service<DeadlineSweeper>(io).watched(), 1u);  // `later` still has its 10 s
 }
@@ -119,18 +116,14 @@ TEST(DeadlineStream, AnEarlierDeadlineOnAnotherStreamIsNotHeldBackByALaterOne) {
   asio::io_context io;
   Pair slow(io);
   Pair fast(io);
-  std::array<char, 64> slow_buffer{};
-  std::array<char, 64> fast_buffer{};
-  std::optional<ReadResult> slow_result;
-  std::optional<ReadResult> fast_result;
   slow.stream->expires_after(60s);
-  start_read(*slow.stream, slow_buffer, slow_result);
+  slow.read();
   fast.stream->expires_after(50ms);
-  start_read(*fast.stream, fast_buffer, fast_result);
-  run_until(io, [&] { return fast_result.has_value(); });
-  ASSERT_TRUE(fast_result.has_value());
-  EXPECT_EQ(fast_result->error, beast::error::timeout);
-  EXPECT_FALSE(slow_result.has_value());
+  fast.read();
+  run_until(io, [&] { return fast.result.has_value(); });
+  ASSERT_TRUE(fast.result.has_value());
+  EXPECT_EQ(fast.result->error, beast::error::timeout);
+  EXPECT_FALSE(slow.result.has_value());
   EXPECT_FALSE(slow.stream->timed_out());
   EXPECT_TRUE(slow.stream->socket().is_open());
 }
@@ -158,12 +151,10 @@ TEST(DeadlineStream, ADestroyedStreamLeavesTheSweeperAndTheOthersRunOn) {
     EXPECT_EQ(sweeper.watched(), 2u);
   }
   EXPECT_EQ(sweeper.watched(), 1u);
-  std::array<char, 64> buffer{};
-  std::optional<ReadResult> result;
-  start_read(*kept.stream, buffer, result);
-  run_until(io, [&] { return result.has_value(); });  // the sweeper wakes for the dropped stream's deadline first
-  ASSERT_TRUE(result.has_value());
-  EXPECT_EQ(result->error, beast::error::timeout);
+  kept.read();
+  run_until(io, [&] { return kept.result.has_value(); });  // the sweeper wakes for the dropped stream's deadline first
+  ASSERT_TRUE(kept.result.has_value());
+  EXPECT_EQ(kept.result->error, beast::error::timeout);
   EXPECT_EQ(sweeper.watched(), 0u);
 }
 
