@@ -227,14 +227,14 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<Symbol>& symbo
   }
 }
 
-void BpeModel::merge_small(std::vector<Symbol>& symbols, std::vector<Merge>& pairs) const {
+void BpeModel::merge_small(std::vector<Symbol>& symbols, std::vector<Merge>& pairs, PairMemo& memo) const {
   auto rank_of = [&](std::size_t left) {
     const Symbol& a = symbols[left];
     const Symbol& b = symbols[left + 1];
     if (a.id == kNoToken || b.id == kNoToken) {
       return Merge{};
     }
-    return merges_.find(a.id, b.id);
+    return memo.find(a.id, b.id, [&] { return merges_.find(a.id, b.id); });
   };
   // Probes of different pairs are independent: a slot the filter does not
   // rule out starts loading before the first probe is read, so that their
@@ -481,7 +481,7 @@ bool BpeModel::encode_backtracking(const BacktrackingEncoder& fast, std::string_
 void BpeModel::merge_symbols(std::string_view word, BpeScratch& scratch) const {
   initial_symbols(word, scratch.symbols);
   if (scratch.symbols.size() <= kLinearMergeLimit) {
-    merge_small(scratch.symbols, scratch.pairs);
+    merge_small(scratch.symbols, scratch.pairs, scratch.pair_memo);
   } else {
     merge_large(scratch.symbols, scratch.queue);
   }

@@ -41,6 +41,7 @@ using MergeEntries = std::vector<std::pair<std::string_view, std::string_view>>;
 
 class WordCache;
 class MergeQueue;
+class PairMemo;
 struct BpeScratch;
 
 class BpeModel {
@@ -69,7 +70,7 @@ class BpeModel {
  private:
   using Symbol = struct BpeSymbol;
   void initial_symbols(std::string_view word, std::vector<Symbol>& symbols) const;
-  void merge_small(std::vector<Symbol>& symbols, std::vector<Merge>& pairs) const;
+  void merge_small(std::vector<Symbol>& symbols, std::vector<Merge>& pairs, PairMemo& memo) const;
   void merge_large(std::vector<Symbol>& symbols, MergeQueue& queue) const;
   void emit(std::string_view word, const std::vector<Symbol>& symbols, std::vector<TokenId>& out) const;
   void encode_piece(std::string_view word, std::vector<TokenId>& out, BpeScratch& scratch) const;
@@ -189,9 +190,39 @@ class MergeQueue {
 };
 
 // Reused buffers of one encoding thread.
+// Recent merge-table answers, direct-mapped: 256 kB that stay in the
+// core's cache, in front of a table of megabytes whose probes miss it.
+// Short words of random letters (base64) ask about the same few thousand
+// pairs of letters and their merges over and over. Per thread (in the
+// workspace's scratch); a slot holds the last pair that hashed there.
+class PairMemo {
+ public:
+  PairMemo() : slots_(kSlots) {}
+  template <class Find>
+  Merge find(TokenId left, TokenId right, Find&& find_in_table) {
+    const std::uint64_t key = (std::uint64_t{left} << 32) | right;
+    Slot& slot = slots_[(key * 0x9E3779B97F4A7C15ULL) >> (64 - kSlotsLog2)];
+    if (slot.key != key) {
+      slot.key = key;
+      slot.merge = find_in_table();
+    }
+    return slot.merge;
+  }
+
+ private:
+  static constexpr unsigned kSlotsLog2 = 14;
+  static constexpr std::size_t kSlots = std::size_t{1} << kSlotsLog2;
+  struct Slot {
+    std::uint64_t key = UINT64_MAX;  // no pair: ids are below kNoToken
+    Merge merge;
+  };
+  std::vector<Slot> slots_;
+};
+
 struct BpeScratch {
   std::vector<BpeSymbol> symbols;
   std::vector<Merge> pairs;
+  PairMemo pair_memo;
   MergeQueue queue;
   WordCache cache;
   BacktrackScratch backtrack;

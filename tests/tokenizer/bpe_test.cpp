@@ -296,5 +296,30 @@ TEST(BpeMerge, TheQueuePopsTheSmallestKeyWhereverItWasPushed) {
   EXPECT_GT(late, 1000);
 }
 
+TEST(BpeMerge, ThePairMemoAnswersWhatTheTableAnswersAfterEveryCollision) {
+  // Far more distinct pairs than the memo has slots, asked in a random
+  // order with repeats: each answer is the table's, whichever pair held the
+  // slot before.
+  PairTable table;
+  table.reserve(20'000);
+  std::mt19937_64 random(11);
+  for (TokenId index = 0; index < 20'000; ++index) {
+    table.insert(static_cast<TokenId>(random() % 300), static_cast<TokenId>(random() % 300),
+                 Merge{index, 100'000 + index});
+  }
+  PairMemo memo;
+  int merges = 0;
+  for (int ask = 0; ask < 400'000; ++ask) {
+    const auto left = static_cast<TokenId>(random() % 300);
+    const auto right = static_cast<TokenId>(random() % 300);
+    const Merge expected = table.find(left, right);
+    const Merge answer = memo.find(left, right, [&] { return table.find(left, right); });
+    ASSERT_EQ(answer.rank, expected.rank) << left << "," << right;
+    ASSERT_EQ(answer.merged, expected.merged) << left << "," << right;
+    merges += expected.merged != kNoToken;
+  }
+  EXPECT_GT(merges, 10'000);  // some asks are merges, most are not
+}
+
 }  // namespace
 }  // namespace kvgate::tokenizer
