@@ -193,8 +193,9 @@ class MergeQueue {
 // Recent merge-table answers, direct-mapped: 256 kB that stay in the
 // core's cache, in front of a table of megabytes whose probes miss it.
 // Short words of random letters (base64) ask about the same few thousand
-// pairs of letters and their merges over and over. Per thread (in the
-// workspace's scratch); a slot holds the last pair that hashed there.
+// pairs of letters and their merges over and over. Per thread and per
+// tokenizer (a workspace keeps one scratch per loaded tokenizer, so a pair
+// of ids means one thing); a slot holds the last pair that hashed there.
 class PairMemo {
  public:
   PairMemo() : slots_(kSlots) {}
