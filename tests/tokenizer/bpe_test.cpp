@@ -321,5 +321,40 @@ TEST(BpeMerge, ThePairMemoAnswersWhatTheTableAnswersAfterEveryCollision) {
   EXPECT_GT(merges, 10'000);  // some asks are merges, most are not
 }
 
+TEST(FlatTables, TheVocabularyFilterHidesNoKeyAndAnswersMissesAlone) {
+  // Keys inserted with and without a reservation (growing) are all found
+  // with their ids; keys never inserted are not; a reserved, empty table
+  // answers no token.
+  std::mt19937_64 random(17);
+  auto word = [&random] {
+    std::string text(4 + random() % 12, 'a');
+    for (char& letter : text) letter = static_cast<char>('a' + random() % 26);
+    return text;
+  };
+  StringTable reserved;
+  reserved.reserve(100'000);
+  EXPECT_EQ(reserved.find("anything"), kNoToken);
+  StringTable grown;
+  std::map<std::string, TokenId> inserted;
+  for (TokenId id = 0; id < 100'000; ++id) {
+    const std::string key = word();
+    reserved.insert(key, id);
+    grown.insert(key, id);
+    inserted[key] = id;  // a repeated key keeps its last id, as the tables do
+  }
+  for (const auto& [key, id] : inserted) {
+    ASSERT_EQ(reserved.find(key), id) << key;
+    ASSERT_EQ(grown.find(key), id) << key;
+  }
+  int absent = 0;
+  for (int probe = 0; probe < 100'000; ++probe) {
+    const std::string key = word() + "#";  // never inserted
+    ASSERT_EQ(reserved.find(key), kNoToken);
+    ASSERT_EQ(grown.find(key), kNoToken);
+    ++absent;
+  }
+  EXPECT_EQ(absent, 100'000);
+}
+
 }  // namespace
 }  // namespace kvgate::tokenizer
