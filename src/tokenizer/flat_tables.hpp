@@ -27,6 +27,33 @@ inline std::size_t table_capacity(std::size_t entries) {
   return std::bit_ceil(entries * 10 / 7 + 16);
 }
 
+// A bit per key, by the top bits of a 64-bit hash of it (independent of a
+// table's slot index, which takes low ones): 2M bits, 256 kB that stay in
+// cache and tell most absent keys from present ones without a probe of
+// megabytes. Holds nothing (and must not be asked) until `reset`.
+class BitFilter {
+ public:
+  void reset() { bits_.assign(kBits / 64, 0); }
+  [[nodiscard]] bool empty() const { return bits_.empty(); }
+  void add(std::uint64_t hash) {
+    const std::size_t bit = bit_of(hash);
+    bits_[bit >> 6] |= std::uint64_t{1} << (bit & 63);
+  }
+  // False when the key is certainly absent. Only after `reset`.
+  [[nodiscard]] bool may_hold(std::uint64_t hash) const {
+    const std::size_t bit = bit_of(hash);
+    return ((bits_[bit >> 6] >> (bit & 63)) & 1) != 0;
+  }
+  [[nodiscard]] std::size_t memory_bytes() const { return bits_.capacity() * sizeof(std::uint64_t); }
+
+ private:
+  // Under 1 in 4 set by Gemma 3's 514k merges, 1 in 8 by its 262k tokens.
+  static constexpr unsigned kLog2 = 21;
+  static constexpr std::size_t kBits = std::size_t{1} << kLog2;
+  static std::size_t bit_of(std::uint64_t hash) { return static_cast<std::size_t>(hash >> (64 - kLog2)); }
+  std::vector<std::uint64_t> bits_;
+};
+
 // Strings and their ids. Most words of random text (base64, identifiers)
 // are no token, and with `ignore_merges` every word is looked up whole
 // first: a bit per hashed key, 256 kB that stays in cache, answers those
@@ -36,15 +63,14 @@ class StringTable {
   void reserve(std::size_t entries) {
     slots_.assign(table_capacity(entries), Slot{});
     mask_ = slots_.size() - 1;
-    filter_.assign(kFilterBits / 64, 0);
+    filter_.reset();
   }
   // Later inserts of the same key replace the id.
   void insert(std::string_view key, TokenId id) {
     if ((size_ + 1) * 10 > slots_.size() * 7) grow();
     const std::uint64_t hash = hash_bytes(key);
-    if (filter_.empty()) filter_.assign(kFilterBits / 64, 0);
-    const std::size_t bit = filter_bit(hash);
-    filter_[bit >> 6] |= std::uint64_t{1} << (bit & 63);
+    if (filter_.empty()) filter_.reset();
+    filter_.add(hash);
     place(key, hash, id);
   }
   [[nodiscard]] TokenId find(std::string_view key) const { return find(key, hash_bytes(key)); }
@@ -53,9 +79,7 @@ class StringTable {
     if (!slots_.empty()) __builtin_prefetch(&slots_[hash & mask_]);
   }
   [[nodiscard]] TokenId find(std::string_view key, std::uint64_t hash) const {
-    if (slots_.empty()) return kNoToken;
-    const std::size_t bit = filter_bit(hash);
-    if (((filter_[bit >> 6] >> (bit & 63)) & 1) == 0) return kNoToken;
+    if (slots_.empty() || !filter_.may_hold(hash)) return kNoToken;
     for (std::size_t index = hash & mask_;; index = (index + 1) & mask_) {
       const Slot& slot = slots_[index];
       if (slot.id == kNoToken) return kNoToken;
@@ -64,7 +88,7 @@ class StringTable {
   }
   [[nodiscard]] std::size_t size() const { return size_; }
   [[nodiscard]] std::size_t memory_bytes() const {
-    return slots_.capacity() * sizeof(Slot) + keys_.capacity() + filter_.capacity() * sizeof(std::uint64_t);
+    return slots_.capacity() * sizeof(Slot) + keys_.capacity() + filter_.memory_bytes();
   }
   // Calls fn(key, id) for every entry, in no particular order.
   template <typename Fn>
@@ -114,16 +138,11 @@ class StringTable {
     }
   }
 
-  static constexpr unsigned kFilterLog2 = 21;  // 2M bits: under 1 in 8 set by Gemma 3's 262k tokens
-  static constexpr std::size_t kFilterBits = std::size_t{1} << kFilterLog2;
-  // The hash's top bits: independent of the slot index, which takes low ones.
-  static std::size_t filter_bit(std::uint64_t hash) { return static_cast<std::size_t>(hash >> (64 - kFilterLog2)); }
-
   std::vector<Slot> slots_;
   std::string keys_;
   std::size_t mask_ = 0;
   std::size_t size_ = 0;
-  std::vector<std::uint64_t> filter_;
+  BitFilter filter_;
 };
 
 struct Merge {
@@ -140,14 +159,13 @@ class PairTable {
   void reserve(std::size_t entries) {
     slots_.assign(table_capacity(entries), Slot{});
     mask_ = slots_.size() - 1;
-    filter_.assign(kFilterBits / 64, 0);
+    filter_.reset();
   }
   // A pair listed twice keeps its last rank, as both reference
   // implementations do (their maps are filled in file order).
   void insert(TokenId left, TokenId right, Merge merge) {
     std::uint64_t key = pack(left, right);
-    const std::size_t bit = filter_bit(key);
-    filter_[bit >> 6] |= std::uint64_t{1} << (bit & 63);
+    filter_.add(spread(key));
     for (std::size_t index = mix(key) & mask_;; index = (index + 1) & mask_) {
       Slot& slot = slots_[index];
       if (slot.merge.merged == kNoToken || slot.key == key) {
@@ -159,16 +177,11 @@ class PairTable {
   // Starts loading the slot a later insert or find of the pair probes first.
   void prefetch(TokenId left, TokenId right) const { __builtin_prefetch(&slots_[mix(pack(left, right)) & mask_]); }
   // False when the pair is certainly no merge (answered from the filter).
-  [[nodiscard]] bool may_hold(TokenId left, TokenId right) const {
-    const std::size_t bit = filter_bit(pack(left, right));
-    return ((filter_[bit >> 6] >> (bit & 63)) & 1) != 0;
-  }
+  [[nodiscard]] bool may_hold(TokenId left, TokenId right) const { return filter_.may_hold(spread(pack(left, right))); }
   [[nodiscard]] Merge find(TokenId left, TokenId right) const {
     return may_hold(left, right) ? find_in_table(left, right) : Merge{};
   }
-  [[nodiscard]] std::size_t memory_bytes() const {
-    return slots_.capacity() * sizeof(Slot) + filter_.capacity() * sizeof(std::uint64_t);
-  }
+  [[nodiscard]] std::size_t memory_bytes() const { return slots_.capacity() * sizeof(Slot) + filter_.memory_bytes(); }
   // Calls fn(left, right, merge) for every pair, in no particular order.
   template <typename Fn>
   void for_each(Fn&& fn) const {
@@ -184,16 +197,11 @@ class PairTable {
     std::uint64_t key = 0;
     Merge merge;
   };
-  static constexpr unsigned kFilterLog2 = 21;  // 2M bits: under 1 in 4 set by Gemma 3's 514k merges
-  static constexpr std::size_t kFilterBits = std::size_t{1} << kFilterLog2;
   static std::uint64_t pack(TokenId left, TokenId right) { return (std::uint64_t{left} << 32) | right; }
-  // Fibonacci hashing spreads the packed ids' low bits.
-  static std::uint64_t mix(std::uint64_t key) { return (key * 0x9E3779B97F4A7C15ULL) >> 20; }
-  // The product's top bits: independent of the slot index, which takes
-  // lower ones.
-  static std::size_t filter_bit(std::uint64_t key) {
-    return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ULL) >> (64 - kFilterLog2));
-  }
+  // Fibonacci hashing spreads the packed ids' low bits: the product for
+  // the filter (its top bits), the product's middle bits for the slot.
+  static std::uint64_t spread(std::uint64_t key) { return key * 0x9E3779B97F4A7C15ULL; }
+  static std::uint64_t mix(std::uint64_t key) { return spread(key) >> 20; }
   [[nodiscard]] Merge find_in_table(TokenId left, TokenId right) const {
     std::uint64_t key = pack(left, right);
     for (std::size_t index = mix(key) & mask_;; index = (index + 1) & mask_) {
@@ -205,7 +213,7 @@ class PairTable {
 
   std::vector<Slot> slots_;
   std::size_t mask_ = 0;
-  std::vector<std::uint64_t> filter_;
+  BitFilter filter_;
 };
 
 }  // namespace kvgate::tokenizer
