@@ -18,26 +18,6 @@ struct ChatTemplate::Program {
 namespace {
 
 constexpr std::size_t kTemplateTextAllowance = 4096;
-constexpr int kTextDepth = 4;  // message -> content list -> part -> text
-
-// The text a value holds, to size the output before rendering.
-std::size_t text_bytes(const Value& value, int depth) {
-  if (value.is_string()) {
-    return value.as_string().size();
-  }
-  std::size_t total = 0;
-  if (depth < kTextDepth && value.is(Value::Kind::kList)) {
-    for (const Value& item : value.as_list()) {
-      total += text_bytes(item, depth + 1);
-    }
-  } else if (depth < kTextDepth && value.is(Value::Kind::kMapping)) {
-    for (const auto& [key, item] : value.as_mapping()) {
-      total += text_bytes(item, depth + 1);
-    }
-  }
-  return total;
-}
-
 bool mentions_content(const Node& node) {
   if (node.kind == NodeKind::kMember) {
     const Node& property = *node.operands[1];
@@ -121,7 +101,7 @@ Result<std::string, std::string> ChatTemplate::render(const RenderInput& input) 
   std::string out;
   // Prompts are mostly the messages' text: one allocation instead of a
   // doubling series of copies of a long prompt.
-  out.reserve(text_bytes(input.messages, 0) + kTemplateTextAllowance);
+  out.reserve(text_bytes(input.messages) + kTemplateTextAllowance);
   Interpreter(context).render_block(program_->body, scope, out);
   if (context.failed()) {
     return unexpected(std::move(context.error));

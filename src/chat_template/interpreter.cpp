@@ -701,7 +701,8 @@ RenderContext::Flow Interpreter::iterate(const Node& loop, const Value& item, Sc
     render_block(loop.body, loop_scope, out);
     return take_flow();
   }
-  if (!holds_text(item, memo->min_output_bytes()) && !memo->records_small_items(context_.program.get(), &loop)) {
+  if (text_bytes(item, memo->min_output_bytes()) < memo->min_output_bytes() &&
+      !memo->records_small_items(context_.program.get(), &loop)) {
     // Evaluated without recording; its size says whether this loop's small
     // iterations would be kept after all.
     ++memo->evaluated;

@@ -326,48 +326,10 @@ std::size_t record_bytes(const IterationRecord& record) {
   return total;
 }
 
-// Counts down `budget` by the text seen; true once it reaches zero.
-bool spend_text(const Value& value, std::size_t& budget, int depth) {
-  constexpr int kTextDepth = 4;  // message -> content list -> part -> text
-  constexpr std::size_t kScalarBytes = 8;
-  auto spend = [&budget](std::size_t bytes) {
-    budget -= std::min(budget, bytes);
-    return budget == 0;
-  };
-  switch (value.kind()) {
-    case Value::Kind::kString:
-      return spend(value.as_string().size());
-    case Value::Kind::kList:
-      if (depth < kTextDepth) {
-        for (const Value& item : value.as_list()) {
-          if (spend_text(item, budget, depth + 1)) {
-            return true;
-          }
-        }
-      }
-      return spend(kScalarBytes);
-    case Value::Kind::kMapping:
-      if (depth < kTextDepth) {
-        for (const auto& [key, item] : value.as_mapping()) {
-          if (spend(key.size()) || spend_text(item, budget, depth + 1)) {
-            return true;
-          }
-        }
-      }
-      return spend(kScalarBytes);
-    default:
-      return spend(kScalarBytes);
-  }
-}
-
 }  // namespace
 
 std::uint64_t fingerprint(const Value& value) {
   return fingerprint_at(value, 0);
-}
-
-bool holds_text(const Value& value, std::size_t bytes) {
-  return bytes == 0 || spend_text(value, bytes, 0);
 }
 
 bool IterationMemo::records_small_items(const void* program, const Node* loop) const {

@@ -29,10 +29,6 @@ namespace kvgate::chat_template {
 // their text (lengths, the ends of strings, the first entries of lists).
 std::uint64_t fingerprint(const Value& value);
 
-// Whether a value (a loop's item) holds at least `bytes` of text: strings and
-// keys, a few levels deep. Stops reading once it has seen that many.
-bool holds_text(const Value& value, std::size_t bytes);
-
 // What a dependency's value was, kept apart from the request it came from:
 // a compact encoding in which a long string that the iteration wrote out
 // verbatim (a message's text, mostly) is a slice of the iteration's output.

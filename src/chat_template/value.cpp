@@ -320,6 +320,34 @@ void append_output(std::string& out, const Value& value) {
   }
 }
 
+namespace {
+
+std::size_t text_bytes_at(const Value& value, int depth, std::size_t enough) {
+  constexpr int kTextDepth = 4;
+  if (value.is_string()) {
+    return value.as_string().size();
+  }
+  std::size_t total = 0;
+  if (depth < kTextDepth && value.is(Value::Kind::kList)) {
+    for (const Value& item : value.as_list()) {
+      total += text_bytes_at(item, depth + 1, enough - std::min(enough, total));
+      if (total >= enough) break;
+    }
+  } else if (depth < kTextDepth && value.is(Value::Kind::kMapping)) {
+    for (const auto& [key, item] : value.as_mapping()) {
+      total += text_bytes_at(item, depth + 1, enough - std::min(enough, total));
+      if (total >= enough) break;
+    }
+  }
+  return total;
+}
+
+}  // namespace
+
+std::size_t text_bytes(const Value& value, std::size_t enough) {
+  return text_bytes_at(value, 0, enough);
+}
+
 std::string to_output(const Value& value) {
   std::string out;
   append_output(out, value);

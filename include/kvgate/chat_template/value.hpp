@@ -111,6 +111,12 @@ struct Arguments {
 void append_output(std::string& out, const Value& value);
 std::string to_output(const Value& value);
 
+// The text a value holds: its strings, four levels deep (messages ->
+// message -> content list -> part -> text). Counting stops once the total
+// reaches `enough`, so asking whether a message holds a few hundred bytes
+// does not read a long one whole.
+std::size_t text_bytes(const Value& value, std::size_t enough = SIZE_MAX);
+
 struct JsonOptions {
   int indent = -1;  // < 0: one line
   bool ensure_ascii = false;
