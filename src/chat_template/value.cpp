@@ -331,12 +331,16 @@ std::size_t text_bytes_at(const Value& value, int depth, std::size_t enough) {
   if (depth < kTextDepth && value.is(Value::Kind::kList)) {
     for (const Value& item : value.as_list()) {
       total += text_bytes_at(item, depth + 1, enough - std::min(enough, total));
-      if (total >= enough) break;
+      if (total >= enough) {
+        break;
+      }
     }
   } else if (depth < kTextDepth && value.is(Value::Kind::kMapping)) {
     for (const auto& [key, item] : value.as_mapping()) {
       total += text_bytes_at(item, depth + 1, enough - std::min(enough, total));
-      if (total >= enough) break;
+      if (total >= enough) {
+        break;
+      }
     }
   }
   return total;
