@@ -553,10 +553,12 @@ const TokenId* WordCache::find(std::string_view word, std::uint64_t hash, std::s
     if (slot.word_length == 0) {
       return nullptr;
     }
-    if (slot.tag == tag && slot.word_length == word.size() &&
-        std::memcmp(words_.data() + slot.word_offset, word.data(), word.size()) == 0) {
-      count = slot.ids_count;
-      return ids_.data() + slot.ids_offset;
+    if (slot.tag == tag && slot.word_length == word.size()) {
+      const TokenId* ids = entries_.data() + slot.offset;
+      if (std::memcmp(ids + slot.ids_count, word.data(), word.size()) == 0) {
+        count = slot.ids_count;
+        return ids;
+      }
     }
   }
 }
@@ -565,7 +567,8 @@ void WordCache::insert(std::string_view word, std::uint64_t hash, const TokenId*
   if (word.empty() || word.size() > kLongestWord || count > UINT16_MAX) {
     return;
   }
-  if ((used_ + 1) * 2 > slots_.size() || words_.size() + word.size() > UINT32_MAX / 2) {
+  const std::size_t elements = count + (word.size() + sizeof(TokenId) - 1) / sizeof(TokenId);
+  if ((used_ + 1) * 2 > slots_.size() || entries_.size() + elements > UINT32_MAX / 2) {
     clear();
   }
   const std::size_t mask = slots_.size() - 1;
@@ -574,11 +577,12 @@ void WordCache::insert(std::string_view word, std::uint64_t hash, const TokenId*
     if (slot.word_length != 0) {
       continue;
     }
-    slot = Slot{static_cast<std::uint32_t>(hash >> 32), static_cast<std::uint32_t>(words_.size()),
-                static_cast<std::uint32_t>(ids_.size()), static_cast<std::uint16_t>(word.size()),
-                static_cast<std::uint16_t>(count)};
-    words_.append(word);
-    ids_.insert(ids_.end(), ids, ids + count);
+    const std::size_t offset = entries_.size();
+    slot = Slot{static_cast<std::uint32_t>(hash >> 32), static_cast<std::uint32_t>(offset),
+                static_cast<std::uint16_t>(word.size()), static_cast<std::uint16_t>(count)};
+    entries_.resize(offset + elements);
+    std::copy(ids, ids + count, entries_.begin() + static_cast<std::ptrdiff_t>(offset));
+    std::memcpy(entries_.data() + offset + count, word.data(), word.size());
     ++used_;
     return;
   }
@@ -586,8 +590,7 @@ void WordCache::insert(std::string_view word, std::uint64_t hash, const TokenId*
 
 void WordCache::clear() {
   std::fill(slots_.begin(), slots_.end(), Slot{});
-  words_.clear();
-  ids_.clear();
+  entries_.clear();
   used_ = 0;
 }
 

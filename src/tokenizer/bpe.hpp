@@ -134,20 +134,20 @@ class WordCache {
   void count_miss() { ++misses_; }
 
  private:
-  // 16 bytes, so that the table's probes touch half the memory. Words are
+  // 12 bytes, so that the table's probes touch little memory. Words are
   // under 256 bytes (kCacheableLength) and give at most as many ids.
   struct Slot {
-    std::uint32_t tag = 0;  // the hash's high half (its low bits pick the slot)
-    std::uint32_t word_offset = 0;
-    std::uint32_t ids_offset = 0;
+    std::uint32_t tag = 0;          // the hash's high half (its low bits pick the slot)
+    std::uint32_t offset = 0;       // of the entry in entries_
     std::uint16_t word_length = 0;  // 0: an empty slot (no word is empty)
     std::uint16_t ids_count = 0;
   };
   void clear();
 
   std::vector<Slot> slots_;
-  std::string words_;
-  std::vector<TokenId> ids_;
+  // One entry per word: its ids, then its bytes packed four to an element,
+  // so that a hit reads one place after the slot.
+  std::vector<TokenId> entries_;
   std::size_t used_ = 0;
   std::uint64_t hits_ = 0;
   std::uint64_t misses_ = 0;
@@ -189,7 +189,6 @@ class MergeQueue {
   std::size_t radix_size_ = 0;
 };
 
-// Reused buffers of one encoding thread.
 // Recent merge-table answers, direct-mapped: 256 kB that stay in the
 // core's cache, in front of a table of megabytes whose probes miss it.
 // Short words of random letters (base64) ask about the same few thousand
@@ -220,6 +219,7 @@ class PairMemo {
   std::vector<Slot> slots_;
 };
 
+// Reused buffers of one encoding thread.
 struct BpeScratch {
   std::vector<BpeSymbol> symbols;
   std::vector<Merge> pairs;

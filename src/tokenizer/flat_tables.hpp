@@ -8,6 +8,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -99,21 +100,33 @@ class StringTable {
   }
 
  private:
-  struct Slot {
+  // Keys up to kInlineBytes long (most tokens) are held in the slot, so a
+  // hit costs the slot's cache line alone, not another miss in `keys_`.
+  static constexpr std::size_t kInlineBytes = 16;
+  struct alignas(32) Slot {
     std::uint64_t hash = 0;
-    std::uint32_t offset = 0;
     std::uint32_t length = 0;
     TokenId id = kNoToken;
+    union {
+      char bytes[kInlineBytes];
+      std::uint32_t offset;  // in keys_, for longer keys
+    } key{};
   };
   [[nodiscard]] std::string_view key_of(const Slot& slot) const {
-    return std::string_view(keys_).substr(slot.offset, slot.length);
+    if (slot.length <= kInlineBytes) return {slot.key.bytes, slot.length};
+    return std::string_view(keys_).substr(slot.key.offset, slot.length);
   }
   void place(std::string_view key, std::uint64_t hash, TokenId id) {
     for (std::size_t index = hash & mask_;; index = (index + 1) & mask_) {
       Slot& slot = slots_[index];
       if (slot.id == kNoToken) {
-        slot = Slot{hash, static_cast<std::uint32_t>(keys_.size()), static_cast<std::uint32_t>(key.size()), id};
-        keys_.append(key);
+        slot = Slot{hash, static_cast<std::uint32_t>(key.size()), id, {}};
+        if (key.size() <= kInlineBytes) {
+          std::memcpy(slot.key.bytes, key.data(), key.size());
+        } else {
+          slot.key.offset = static_cast<std::uint32_t>(keys_.size());
+          keys_.append(key);
+        }
         ++size_;
         return;
       }

@@ -356,5 +356,54 @@ TEST(FlatTables, TheVocabularyFilterHidesNoKeyAndAnswersMissesAlone) {
   EXPECT_EQ(absent, 100'000);
 }
 
+TEST(FlatTables, KeysInsideTheSlotAndKeysBesideItAreFoundWhole) {
+  // Keys up to the slot's inline size and past it, with every length
+  // around the boundary; keys differing only in their last byte or in
+  // length stay apart, and for_each gives each key back whole.
+  StringTable table;
+  std::map<std::string, TokenId> inserted;
+  TokenId next = 0;
+  for (std::size_t length = 1; length <= 40; ++length) {
+    for (char last : {'x', 'y'}) {
+      std::string key(length - 1, 'k');
+      key += last;
+      table.insert(key, next);
+      inserted[key] = next++;
+    }
+  }
+  for (const auto& [key, id] : inserted) {
+    ASSERT_EQ(table.find(key), id) << key;
+    ASSERT_EQ(table.find(key + "z"), kNoToken) << key;
+  }
+  std::map<std::string, TokenId> listed;
+  table.for_each([&listed](std::string_view key, TokenId id) { listed[std::string(key)] = id; });
+  EXPECT_EQ(listed, inserted);
+}
+
+TEST(WordCache, GivesBackEachWordsIdsAndTellsWordsOfOneLengthApart) {
+  WordCache cache(1 << 12);
+  std::map<std::string, std::vector<TokenId>> kept;
+  for (std::size_t length = 1; length <= WordCache::kLongestWord; length += 7) {
+    for (char letter : {'a', 'b'}) {
+      const std::string word(length, letter);
+      std::vector<TokenId> ids;
+      for (std::size_t index = 0; index < length % 5 + 1; ++index) {
+        ids.push_back(static_cast<TokenId>(length * 10 + index + (letter == 'b' ? 5 : 0)));
+      }
+      cache.insert(word, hash_bytes(word), ids.data(), ids.size());
+      kept[word] = ids;
+    }
+  }
+  for (const auto& [word, ids] : kept) {
+    std::size_t count = 0;
+    const TokenId* found = cache.find(word, hash_bytes(word), count);
+    ASSERT_NE(found, nullptr) << word.size();
+    EXPECT_EQ(std::vector<TokenId>(found, found + count), ids) << word.size();
+    std::string other = word;
+    other.back() = 'c';
+    EXPECT_EQ(cache.find(other, hash_bytes(other), count), nullptr);
+  }
+}
+
 }  // namespace
 }  // namespace kvgate::tokenizer
