@@ -14,6 +14,9 @@
 # DWARF call graphs; its CPU figure then includes perf's overhead).
 # KVGATE_BASELINE=PATH adds another kvgate binary (an earlier build) as a
 # fourth target with the same config, for a before/after in one run.
+# KVGATE_SYSCALLS=1 counts each proxy's system calls during its run (perf
+# stat on syscall tracepoints; the counting itself adds CPU, so take the CPU
+# figures from a run without it) and prints them per request.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
@@ -122,6 +125,15 @@ run_wrk() {
   local proxy_pid=${3:-}
   local cpu_before=0 perf_pid=""
   [[ -n $proxy_pid ]] && cpu_before=$(cpu_seconds "$proxy_pid")
+  local stat_pid=""
+  if [[ -n ${KVGATE_SYSCALLS:-} && -n $proxy_pid ]]; then
+    local events=raw_syscalls:sys_enter call
+    for call in sendmsg sendto writev write recvmsg recvfrom readv read epoll_wait epoll_ctl; do
+      events+=",syscalls:sys_enter_$call"
+    done
+    perf stat -x, -e "$events" -p "$(pgrep -P "$proxy_pid" | tr "\n" , )$proxy_pid" -o "$work/$2.syscalls" 2>/dev/null &
+    stat_pid=$!
+  fi
   if [[ -n ${KVGATE_PERF:-} && $2 == kvgate ]]; then
     perf record -q -F 1999 --call-graph=dwarf,16384 -o "$KVGATE_PERF" -p "$proxy_pid" 2>/dev/null &
     perf_pid=$!
@@ -132,6 +144,10 @@ run_wrk() {
     kill -INT "$perf_pid"
     wait "$perf_pid" || true
   fi
+  if [[ -n $stat_pid ]]; then
+    kill -INT "$stat_pid"
+    wait "$stat_pid" || true
+  fi
   local rps p50 p99 non2xx
   rps=$(awk '/^Requests\/sec/ { print $2 }' "$work/$2.txt")
   p50=$(awk '$1 == "50%" { print $2 }' "$work/$2.txt")
@@ -139,6 +155,7 @@ run_wrk() {
   non2xx=$(awk '/Non-2xx/ { print $NF }' "$work/$2.txt")
   local requests cpu_us="-"
   requests=$(awk '/requests in/ { print $1 }' "$work/$2.txt")
+  echo "$requests" >"$work/$2.requests"
   if [[ -n $proxy_pid ]]; then
     cpu_us=$(awk -v a="$cpu_before" -v b="$(cpu_seconds "$proxy_pid")" -v n="$requests" \
       'BEGIN { printf "%.1f", (b - a) * 1e6 / n }')
@@ -171,3 +188,15 @@ awk '{ rps[$1] = $2; cpu[$1] = $6 }
           if ("baseline" in rps)
             printf "kvgate / baseline: requests/s %.2f, proxy CPU per request %.2f\n",
                    rps["kvgate"] / rps["baseline"], cpu["kvgate"] / cpu["baseline"] }' "$work/summary.txt"
+if [[ -n ${KVGATE_SYSCALLS:-} ]]; then
+  echo
+  echo "System calls per request (perf stat on the proxy's process):"
+  echo
+  for target in kvgate nginx baseline; do
+    [[ -f $work/$target.syscalls ]] || continue
+    awk -F, -v t="$target" -v n="$(cat "$work/$target.requests")" '
+      $3 ~ /sys_enter/ { name = $3; sub(/.*sys_enter_?/, "", name); if (name == "") name = "all"
+                         line = line sprintf(" %s %.2f", name, $1 / n) }
+      END { print "- " t ":" line }' "$work/$target.syscalls"
+  done
+fi
