@@ -52,7 +52,7 @@ std::unique_ptr<BacktrackingEncoder> BacktrackingEncoder::build(const std::vecto
     // BPE on the token's own text reaches (left, right) and joins them at
     // this rank unless a merge across their boundary comes first.
     if (tokens[left].order == kNotMatched || tokens[right].order == kNotMatched ||
-        !encoder->compatible(left, right, order)) {
+        !encoder->compatible(left, right, order, nullptr)) {
       unplaced.push_back(merged);
       continue;
     }
@@ -141,14 +141,16 @@ void ByteTrie::build(Entries entries, const std::function<void(TokenId, TokenId)
 // always undoing the later-made of the two tokens that meet at the
 // boundary, and fails when a merge across the boundary would come before
 // the merge being undone (on equal terms the left pair wins, as in BPE).
-bool BacktrackingEncoder::compatible(TokenId left, TokenId right, std::uint32_t limit) const {
+bool BacktrackingEncoder::compatible(TokenId left, TokenId right, std::uint32_t limit, PairMemo* memo) const {
   for (;;) {
     const TokenInfo& left_info = tokens_[left];
     const TokenInfo& right_info = tokens_[right];
     // Both pieces are made before `limit` (each is an input of the token
     // whose merge set it), so the pair can fire before it exactly when its
     // rank does, even for a pair listed before its inputs exist.
-    if (const Merge across = merges_.find(left, right);
+    if (const Merge across = memo != nullptr && merges_.may_hold(left, right)
+                                 ? memo->find(left, right, [&] { return merges_.find(left, right); })
+                                 : merges_.find(left, right);
         across.merged != kNoToken && base_count_ + across.rank < limit) {
       return false;
     }
@@ -186,8 +188,8 @@ namespace {
 constexpr unsigned kAnswerBits = 17;
 }  // namespace
 
-bool BacktrackingEncoder::remembered_compatible(TokenId left, TokenId right,
-                                                std::vector<std::uint64_t>& answers) const {
+bool BacktrackingEncoder::remembered_compatible(TokenId left, TokenId right, BacktrackScratch& scratch) const {
+  std::vector<std::uint64_t>& answers = scratch.answers;
   if (tokens_[left].left == left && tokens_[right].left == right) {
     // Two base tokens (text where few merges apply, such as CJK): only their
     // own merge could join them, and the merge table's filter answers that
@@ -199,7 +201,7 @@ bool BacktrackingEncoder::remembered_compatible(TokenId left, TokenId right,
   if (slot != 0 && (slot - 1) >> 1 == pair) {
     return ((slot - 1) & 1) != 0;
   }
-  const bool answer = compatible(left, right, kNotMatched);
+  const bool answer = compatible(left, right, kNotMatched, &scratch.merges);
   slot = ((pair << 1) | static_cast<std::uint64_t>(answer)) + 1;
   return answer;
 }
@@ -282,7 +284,7 @@ std::optional<std::size_t> BacktrackingEncoder::encode_run(std::string_view text
     const TokenId last = tokens.empty() ? kNoToken : tokens.back();
     for (;;) {
       const std::size_t end = position + tokens_[token].length;
-      if (!is_dead(end) && (last == kNoToken || remembered_compatible(last, token, scratch.answers))) {
+      if (!is_dead(end) && (last == kNoToken || remembered_compatible(last, token, scratch))) {
         tokens.push_back(token);
         position = end;
         next = matched_.longest_match(text.substr(end));

@@ -45,6 +45,7 @@ struct BacktrackScratch {
   // token pair recurs often, and each answer costs several merge-table probes):
   // ((left << 32 | right) << 1 | answer) + 1, 0 for an empty slot.
   std::vector<std::uint64_t> answers;
+  PairMemo merges;          // the replays' merge-table answers
   std::uint64_t words = 0;  // encoded here (not left to the merge)
 };
 
@@ -126,8 +127,9 @@ class BacktrackingEncoder {
     std::uint32_t length = 0;
   };
 
-  [[nodiscard]] bool compatible(TokenId left, TokenId right, std::uint32_t limit) const;
-  [[nodiscard]] bool remembered_compatible(TokenId left, TokenId right, std::vector<std::uint64_t>& answers) const;
+  // `memo`: a thread's memo of merge-table answers; nullptr at build.
+  [[nodiscard]] bool compatible(TokenId left, TokenId right, std::uint32_t limit, PairMemo* memo) const;
+  [[nodiscard]] bool remembered_compatible(TokenId left, TokenId right, BacktrackScratch& scratch) const;
 
   const PairTable& merges_;
   std::uint32_t base_count_ = 0;

@@ -229,4 +229,36 @@ class PairTable {
   BitFilter filter_;
 };
 
+// Recent merge-table answers, direct-mapped: 256 kB that stay in the
+// core's cache, in front of a table of megabytes whose probes miss it.
+// Short words of random letters (base64) ask about the same few thousand
+// pairs of letters and their merges over and over, and so do the
+// backtracking encoder's replays on long words of them (each its own memo:
+// shared, the two thrashed each other's on CJK). Per thread and per
+// tokenizer (a workspace keeps one scratch per loaded tokenizer, so a pair
+// of ids means one thing); a slot holds the last pair that hashed there.
+class PairMemo {
+ public:
+  PairMemo() : slots_(kSlots) {}
+  template <class Find>
+  Merge find(TokenId left, TokenId right, Find&& find_in_table) {
+    const std::uint64_t key = (std::uint64_t{left} << 32) | right;
+    Slot& slot = slots_[(key * 0x9E3779B97F4A7C15ULL) >> (64 - kSlotsLog2)];
+    if (slot.key != key) {
+      slot.key = key;
+      slot.merge = find_in_table();
+    }
+    return slot.merge;
+  }
+
+ private:
+  static constexpr unsigned kSlotsLog2 = 14;
+  static constexpr std::size_t kSlots = std::size_t{1} << kSlotsLog2;
+  struct Slot {
+    std::uint64_t key = UINT64_MAX;  // no pair: ids are below kNoToken
+    Merge merge;
+  };
+  std::vector<Slot> slots_;
+};
+
 }  // namespace kvgate::tokenizer
