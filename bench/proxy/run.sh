@@ -145,7 +145,7 @@ run_wrk() {
     wait "$perf_pid" || true
   fi
   if [[ -n $stat_pid ]]; then
-    kill -INT "$stat_pid"
+    kill -INT "$stat_pid" 2>/dev/null || true  # perf stat may have failed to start
     wait "$stat_pid" || true
   fi
   local rps p50 p99 non2xx
@@ -193,7 +193,7 @@ if [[ -n ${KVGATE_SYSCALLS:-} ]]; then
   echo "System calls per request (perf stat on the proxy's process):"
   echo
   for target in kvgate nginx baseline; do
-    [[ -f $work/$target.syscalls ]] || continue
+    [[ -s $work/$target.syscalls ]] || continue
     awk -F, -v t="$target" -v n="$(cat "$work/$target.requests")" '
       $3 ~ /sys_enter/ { name = $3; sub(/.*sys_enter_?/, "", name); if (name == "") name = "all"
                          line = line sprintf(" %s %.2f", name, $1 / n) }
