@@ -3,7 +3,12 @@
 # 100 kB, whitespace runs, base64, minified JSON, CJK without spaces: ten
 # draws of each, about 20 MB of JSON lines), per family: the whole run and
 # the start-up alone (a one-line input), and MB/s. KVGATE_BASELINE=PATH adds
-# another kvgate binary, run alternately with this one.
+# another kvgate binary, run alternately with this one. KVGATE_ROUNDS=N
+# (default 4) runs each binary N times and reports the median of each
+# figure: start-up alone moves by a tenth of a second from one run to the
+# next on a busy machine, as much as a change to the encoder. The order
+# swaps every round (A B, B A, ...): the binary run second in a round came
+# out up to a tenth faster, whichever it was.
 # Usage: bench/tokenizer/tokenize_command.sh [FAMILY...]   (default: all five;
 # needs a release build in build/ and scripts/fetch_tokenizers.sh)
 set -euo pipefail
@@ -27,14 +32,31 @@ seconds() {  # wall-clock seconds of one run of "$@" < $2's input
 }
 echo "input: $(awk -v b="$bytes" 'BEGIN { printf "%.1f", b / 1e6 }') MB of JSON lines"
 echo
+rounds=${KVGATE_ROUNDS:-4}
+median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 echo "| family | binary | whole run (s) | start-up (s) | MB/s whole run |"
 echo "|---|---|---|---|---|"
 for family in "${families[@]}"; do
+  declare -A wholes=() startups=()
+  for ((round = 0; round < rounds; ++round)); do
+    order=("${binaries[@]}")
+    if ((round % 2 == 1)); then
+      order=()
+      for ((index = ${#binaries[@]} - 1; index >= 0; --index)); do order+=("${binaries[index]}"); done
+    fi
+    for binary in "${order[@]}"; do
+      whole=$(seconds "$binary" tokenize --tokenizer ".cache/tokenizers/$family" <"$input")
+      errors=$(grep -c '"error"' "$input.out" || true)
+      [[ $errors -eq 0 ]] || { echo "$family: $errors lines failed" >&2; exit 1; }
+      startup=$(seconds "$binary" tokenize --tokenizer ".cache/tokenizers/$family" <"$input.one")
+      wholes[$binary]+="$whole "
+      startups[$binary]+="$startup "
+    done
+  done
   for binary in "${binaries[@]}"; do
-    whole=$(seconds "$binary" tokenize --tokenizer ".cache/tokenizers/$family" <"$input")
-    errors=$(grep -c '"error"' "$input.out" || true)
-    [[ $errors -eq 0 ]] || { echo "$family: $errors lines failed" >&2; exit 1; }
-    startup=$(seconds "$binary" tokenize --tokenizer ".cache/tokenizers/$family" <"$input.one")
+    whole=$(tr ' ' '\n' <<<"${wholes[$binary]}" | grep . | median)
+    startup=$(tr ' ' '\n' <<<"${startups[$binary]}" | grep . | median)
     echo "| $family | $binary | $whole | $startup | $(awk -v b="$bytes" -v t="$whole" 'BEGIN { printf "%.1f", b / 1e6 / t }') |"
   done
+  unset wholes startups
 done

@@ -405,5 +405,44 @@ TEST(WordCache, GivesBackEachWordsIdsAndTellsWordsOfOneLengthApart) {
   }
 }
 
+TEST(ByteTrie, FindsTheLongestEntryForStringsThatShareLongPrefixes) {
+  // Strings over four bytes (zero and 0xFF among them), 1-12 long: many
+  // share their first eight bytes, and some differ from another only by a
+  // trailing zero byte, which the build's sort must still order as the
+  // bytes do. Small and large tries (the large one takes its first two
+  // bytes from a table).
+  const std::string alphabet{'\0', 'a', 'b', '\xff'};
+  for (std::size_t count : {300U, 6000U}) {
+    std::mt19937_64 random(count);
+    std::map<std::string, TokenId> entries;
+    while (entries.size() < count) {
+      std::string text(1 + random() % 12, 'a');
+      for (char& byte : text) byte = alphabet[random() % alphabet.size()];
+      entries.emplace(text, static_cast<TokenId>(entries.size()));
+    }
+    ByteTrie::Entries listed(entries.begin(), entries.end());
+    std::shuffle(listed.begin(), listed.end(), random);
+    std::map<TokenId, TokenId> shorter_of;
+    ByteTrie trie;
+    trie.build(listed, [&shorter_of](TokenId id, TokenId shorter) { shorter_of[id] = shorter; });
+    auto longest_entry = [&entries](std::string_view text, std::size_t below) {
+      for (std::size_t length = std::min(text.size(), below); length > 0; --length) {
+        if (auto found = entries.find(std::string(text.substr(0, length))); found != entries.end()) {
+          return found->second;
+        }
+      }
+      return kNoToken;
+    };
+    for (const auto& [text, id] : entries) {
+      ASSERT_EQ(shorter_of.at(id), longest_entry(text, text.size() - 1)) << count;
+    }
+    for (int probe = 0; probe < 20'000; ++probe) {
+      std::string text(1 + random() % 16, 'a');
+      for (char& byte : text) byte = alphabet[random() % alphabet.size()];
+      ASSERT_EQ(trie.longest_match(text), longest_entry(text, text.size())) << count;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvgate::tokenizer
