@@ -100,7 +100,9 @@ namespace {
 // settled by the whole strings).
 std::uint64_t order_prefix(std::string_view text) {
   unsigned char bytes[8] = {};
-  std::memcpy(bytes, text.data(), std::min<std::size_t>(text.size(), sizeof bytes));
+  if (!text.empty()) {  // an empty view may hold no pointer, which memcpy must not get
+    std::memcpy(bytes, text.data(), std::min<std::size_t>(text.size(), sizeof bytes));
+  }
   std::uint64_t prefix = 0;
   for (unsigned char byte : bytes) {
     prefix = (prefix << 8) | byte;
