@@ -48,9 +48,13 @@ class SteadyTraffic {
     std::lock_guard lock(mutex_);
     return workers_;
   }
+  // Starts the set of answering workers again, counting only requests sent
+  // from now on: one already in flight may still be answered by a worker
+  // that has since been removed.
   void forget_workers() {
     std::lock_guard lock(mutex_);
     workers_.clear();
+    ++epoch_;
   }
 
  private:
@@ -61,13 +65,18 @@ class SteadyTraffic {
           {"prompt", "request " + std::to_string(sent_.load()) + std::string(200, 'x')},
           {"max_tokens", 2}}.dump();
       ++sent_;
+      int epoch = 0;
+      {
+        std::lock_guard lock(mutex_);
+        epoch = epoch_;
+      }
       try {
         auto response = post_json(port, "/v1/completions", body);
         std::lock_guard lock(mutex_);
         if (response.status != 200) {
           ++failed_;
           failures_ += std::to_string(response.status) + " " + response.body + "\n";
-        } else {
+        } else if (epoch == epoch_) {
           workers_.insert(response.header("x-kvgate-worker"));
         }
       } catch (const std::exception& error) {
@@ -83,6 +92,7 @@ class SteadyTraffic {
   std::mutex mutex_;
   std::string failures_;
   std::set<std::string> workers_;
+  int epoch_ = 0;  // forget_workers calls; under mutex_
   std::thread thread_;
 };
 
