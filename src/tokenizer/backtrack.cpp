@@ -192,9 +192,8 @@ bool BacktrackingEncoder::compatible(TokenId left, TokenId right, std::uint32_t 
     // Both pieces are made before `limit` (each is an input of the token
     // whose merge set it), so the pair can fire before it exactly when its
     // rank does, even for a pair listed before its inputs exist.
-    if (const Merge across = memo != nullptr && merges_.may_hold(left, right)
-                                 ? memo->find(left, right, [&] { return merges_.find(left, right); })
-                                 : merges_.find(left, right);
+    if (const Merge across = memo != nullptr && merges_.may_hold(left, right) ? memo->find(merges_, left, right)
+                                                                              : merges_.find(left, right);
         across.merged != kNoToken && base_count_ + across.rank < limit) {
       return false;
     }

@@ -234,7 +234,7 @@ void BpeModel::merge_small(std::vector<Symbol>& symbols, std::vector<Merge>& pai
     if (a.id == kNoToken || b.id == kNoToken) {
       return Merge{};
     }
-    return memo.find(a.id, b.id, [&] { return merges_.find(a.id, b.id); });
+    return memo.find(merges_, a.id, b.id);
   };
   // Probes of different pairs are independent: a slot the filter does not
   // rule out starts loading before the first probe is read, so that their

@@ -122,7 +122,9 @@ class StringTable {
       if (slot.id == kNoToken) {
         slot = Slot{hash, static_cast<std::uint32_t>(key.size()), id, {}};
         if (key.size() <= kInlineBytes) {
-          std::memcpy(slot.key.bytes, key.data(), key.size());
+          if (!key.empty()) {  // an empty view may hold no pointer, which memcpy must not get
+            std::memcpy(slot.key.bytes, key.data(), key.size());
+          }
         } else {
           slot.key.offset = static_cast<std::uint32_t>(keys_.size());
           keys_.append(key);
@@ -224,6 +226,8 @@ class PairTable {
     }
   }
 
+  friend class PairMemo;  // keys and spreads pairs as the table does
+
   std::vector<Slot> slots_;
   std::size_t mask_ = 0;
   BitFilter filter_;
@@ -240,13 +244,14 @@ class PairTable {
 class PairMemo {
  public:
   PairMemo() : slots_(kSlots) {}
-  template <class Find>
-  Merge find(TokenId left, TokenId right, Find&& find_in_table) {
-    const std::uint64_t key = (std::uint64_t{left} << 32) | right;
-    Slot& slot = slots_[(key * 0x9E3779B97F4A7C15ULL) >> (64 - kSlotsLog2)];
+  // What `table.find(left, right)` answers, from the memo when the pair was
+  // the last asked about in its slot.
+  Merge find(const PairTable& table, TokenId left, TokenId right) {
+    const std::uint64_t key = PairTable::pack(left, right);
+    Slot& slot = slots_[PairTable::spread(key) >> (64 - kSlotsLog2)];
     if (slot.key != key) {
       slot.key = key;
-      slot.merge = find_in_table();
+      slot.merge = table.find(left, right);
     }
     return slot.merge;
   }
