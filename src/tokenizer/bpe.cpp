@@ -333,17 +333,27 @@ void BpeModel::merge_large(std::vector<Symbol>& symbols, MergeQueue& queue) cons
 }
 
 void MergeQueue::push(std::uint64_t key) {
-  if (key < last_) {
+  const std::size_t bucket = bucket_of(key);
+  if (key < last_ || (bucket == 0 && taking_)) {
     late_.push_back(key);
     std::push_heap(late_.begin(), late_.end(), std::greater<>{});
   } else {
-    buckets_[bucket_of(key)].push_back(key);
+    buckets_[bucket].push_back(key);
     ++radix_size_;
   }
 }
 
 std::uint64_t MergeQueue::pop() {
-  if (radix_size_ > 0 && buckets_[0].empty()) {
+  std::vector<std::uint64_t>& lowest = buckets_[0];
+  if (!taking_) {
+    // The word's first candidates of rank 0 (a list's first merge, such as
+    // Llama 3.1's two spaces) were pushed in position order.
+    std::sort(lowest.begin(), lowest.end(), std::greater<>{});
+    taking_ = true;
+  }
+  // A late key of last_'s rank or below is smaller than any key in the
+  // other buckets: taken first, so that last_ does not move past it.
+  if (radix_size_ > 0 && lowest.empty() && (late_.empty() || (late_.front() >> 32) > (last_ >> 32))) {
     std::size_t index = 1;
     while (buckets_[index].empty()) {
       ++index;
@@ -351,19 +361,21 @@ std::uint64_t MergeQueue::pop() {
     std::vector<std::uint64_t>& source = buckets_[index];
     last_ = *std::min_element(source.begin(), source.end());
     for (std::uint64_t key : source) {
-      buckets_[bucket_of(key)].push_back(key);  // a lower bucket: every key here shares bit index-1 with last_
+      buckets_[bucket_of(key)].push_back(key);  // a lower bucket: every rank here shares bit index-1 with last_'s
     }
     source.clear();
+    // One rank's candidates, taken from the left (the word's merge order
+    // among equal ranks): popped from the back.
+    std::sort(lowest.begin(), lowest.end(), std::greater<>{});
   }
-  // Bucket 0 now holds the radix keys' minimum (last_), unless there are none.
-  if (!late_.empty() && (radix_size_ == 0 || late_.front() < last_)) {
+  if (!late_.empty() && (lowest.empty() || late_.front() < lowest.back())) {
     std::pop_heap(late_.begin(), late_.end(), std::greater<>{});
     const std::uint64_t key = late_.back();
     late_.pop_back();
     return key;
   }
-  const std::uint64_t key = buckets_[0].back();
-  buckets_[0].pop_back();
+  const std::uint64_t key = lowest.back();
+  lowest.pop_back();
   --radix_size_;
   return key;
 }
@@ -374,6 +386,7 @@ void MergeQueue::clear() {
   }
   late_.clear();
   last_ = 0;
+  taking_ = false;
   radix_size_ = 0;
 }
 

@@ -161,14 +161,22 @@ struct BpeSymbol {
 };
 
 // The long-word merge queue of 64-bit keys ((rank << 32) | position): a
-// radix heap (Ahuja, Mehlhorn, Orlin and Tarjan, 1990) for keys not below
-// the last popped one, and a binary heap for the rest. In a merge list
-// learned in order a merge only makes candidates of higher rank, so nearly
-// every key is a radix key: pushes append, and each key moves down at most
-// once per bit in sequential passes, where a binary heap of a long word's
-// ~100,000 candidates sifts through memory that does not fit the cache.
+// radix heap (Ahuja, Mehlhorn, Orlin and Tarjan, 1990) over the ranks for
+// keys above the rank being taken, and a binary heap for the rest. In a
+// merge list learned in order a merge only makes candidates of higher rank,
+// so nearly every key is a radix key: pushes append, and each key moves
+// down at most once per bit of its rank in sequential passes, where a
+// binary heap of a long word's ~100,000 candidates sifts through memory
+// that does not fit the cache. The buckets go by rank alone: a rank's
+// candidates (a run of one character makes thousands) reach bucket 0
+// together and are sorted there by position once. Keyed by position too,
+// they were passed down bucket by bucket through the position's bits, most
+// of the merge on Gemma 3's runs of whitespace.
 // Lists converted from tiktoken ranks also name pairs whose inputs appear
-// later (Llama 3.1: 49,630 of 280,147): those keys go to the binary heap.
+// later (Llama 3.1: 49,630 of 280,147): those keys go to the binary heap,
+// as does a key of the rank being taken once taking has begun (a merge
+// never makes its own rank's pair, a token being longer than its inputs,
+// so only such a late merge does).
 // The buckets keep their capacity from word to word.
 class MergeQueue {
  public:
@@ -178,14 +186,18 @@ class MergeQueue {
   void clear();
 
  private:
-  // The highest bit where `key` differs from last_, plus one; 0 if equal.
+  // The highest bit where `key`'s rank differs from last_'s, plus one; 0 if
+  // they are equal.
   [[nodiscard]] std::size_t bucket_of(std::uint64_t key) const {
-    return key == last_ ? 0 : 64 - static_cast<std::size_t>(std::countl_zero(key ^ last_));
+    const std::uint64_t differ = (key ^ last_) >> 32;
+    return differ == 0 ? 0 : 64 - static_cast<std::size_t>(std::countl_zero(differ));
   }
-  std::array<std::vector<std::uint64_t>, 65> buckets_;
-  std::vector<std::uint64_t> late_;  // a min-heap of keys pushed below last_
+  // buckets_[0]: keys of last_'s rank, sorted from the highest.
+  std::array<std::vector<std::uint64_t>, 33> buckets_;
+  std::vector<std::uint64_t> late_;  // a min-heap of keys pushed below last_ or of its rank
   std::uint64_t last_ = 0;
   std::size_t radix_size_ = 0;
+  bool taking_ = false;  // popped from since the last clear: buckets_[0] is sorted
 };
 
 // Reused buffers of one encoding thread.

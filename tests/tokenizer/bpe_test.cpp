@@ -296,6 +296,48 @@ TEST(BpeMerge, TheQueuePopsTheSmallestKeyWhereverItWasPushed) {
   EXPECT_GT(late, 1000);
 }
 
+// The merge's own pattern: a word's first candidates pushed in position
+// order (rank 0 among them, the bucket the queue starts from), then keys of
+// a few ranks only, many of them the rank being taken, to the left and the
+// right of the position last taken. The queue is cleared and reused between
+// words, as the merge reuses it.
+TEST(BpeMerge, TheQueuePopsCandidatesOfOneRankByPositionFromTheFirstPushOn) {
+  MergeQueue queue;
+  std::mt19937_64 random(9);
+  int same_rank = 0;
+  for (int word = 0; word < 40; ++word) {
+    queue.clear();
+    std::multiset<std::uint64_t> pending;
+    auto push = [&](std::uint64_t rank, std::uint64_t position) {
+      const std::uint64_t key = (rank << 32) | position;
+      queue.push(key);
+      pending.insert(key);
+    };
+    const std::uint64_t ranks = 1 + word % 5;  // word 0: every key has rank 0
+    for (std::uint64_t position = 0; position < 500; ++position) {
+      push(random() % ranks, position);
+    }
+    std::uint64_t taken = 0;
+    for (int step = 0; step < 3'000; ++step) {
+      if (pending.empty() || random() % 2 == 0) {
+        const std::uint64_t rank = (taken >> 32) + random() % 3;
+        same_rank += rank == taken >> 32;
+        push(rank, random() % 1'000);
+      } else {
+        taken = queue.pop();
+        ASSERT_EQ(taken, *pending.begin()) << "word " << word << " step " << step;
+        pending.erase(pending.begin());
+      }
+    }
+    while (!pending.empty()) {
+      ASSERT_EQ(queue.pop(), *pending.begin()) << "word " << word;
+      pending.erase(pending.begin());
+    }
+    EXPECT_TRUE(queue.empty());
+  }
+  EXPECT_GT(same_rank, 10'000);
+}
+
 TEST(BpeMerge, ThePairMemoAnswersWhatTheTableAnswersAfterEveryCollision) {
   // Far more distinct pairs than the memo has slots, asked in a random
   // order with repeats: each answer is the table's, whichever pair held the
