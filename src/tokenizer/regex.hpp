@@ -51,6 +51,8 @@ class Regex {
  private:
   explicit Regex(std::shared_ptr<pcre2_real_code_8> code) : code_(std::move(code)) {}
   std::shared_ptr<pcre2_real_code_8> code_;  // immutable once compiled; shared by copies
+  std::string literal_;                      // a `literal` regex's text, found without PCRE2
+  bool is_literal_ = false;
 };
 
 // Exposed for tests: the Oniguruma -> PCRE2 rewrite described above.
