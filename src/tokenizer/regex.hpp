@@ -53,6 +53,7 @@ class Regex {
   std::shared_ptr<pcre2_real_code_8> code_;  // immutable once compiled; shared by copies
   std::string literal_;                      // a `literal` regex's text, found without PCRE2
   bool is_literal_ = false;
+  bool jit_ = false;  // JIT-compiled: matched through pcre2_jit_match
 };
 
 // Exposed for tests: the Oniguruma -> PCRE2 rewrite described above.

@@ -63,5 +63,22 @@ TEST(Regex, ALiteralFindsEveryMatchPcre2FindsFromEveryStart) {
   EXPECT_GT(found, 1000);
 }
 
+// Patterns that match the empty string match it at the end, and nowhere
+// past it: the JIT's fast entry does not check the start itself.
+TEST(Regex, APatternMatchesAtTheEndButFindsNothingPastIt) {
+  MatchScratch scratch;
+  for (const char* pattern : {"\\s*", "a?", "(?=x)?", "\\p{L}*"}) {
+    auto regex = Regex::compile(pattern);
+    ASSERT_TRUE(regex.has_value()) << pattern;
+    for (std::string_view text : {"", "ab c", "\u2581\u2581"}) {
+      const MatchSpan at_end = regex->find(text, text.size(), scratch);
+      EXPECT_EQ(at_end.begin, text.size()) << pattern << " in '" << text << "'";
+      EXPECT_EQ(at_end.end, text.size()) << pattern << " in '" << text << "'";
+      EXPECT_EQ(regex->find(text, text.size() + 1, scratch).end, std::string_view::npos)
+          << pattern << " in '" << text << "'";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvgate::tokenizer
