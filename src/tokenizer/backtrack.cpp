@@ -142,10 +142,8 @@ void ByteTrie::build(Entries entries, const std::function<void(TokenId, TokenId)
     std::size_t shared = 0;
     if (index > 0) {
       const std::string_view before = matched[index - 1].first;
-      const std::size_t most = std::min(before.size(), text.size());
-      while (shared < most && before[shared] == text[shared]) {
-        ++shared;
-      }
+      shared = static_cast<std::size_t>(std::mismatch(text.begin(), text.end(), before.begin(), before.end()).first -
+                                        text.begin());
     }
     node_count += text.size() - shared;
   }

@@ -180,6 +180,12 @@ bool marker_at(std::string_view word, std::size_t position) {
          word[position + 2] == kWordMarker[2];
 }
 
+// Whether a marker ends where `position` is: a marker after a marker never
+// starts a piece, since a run of markers merges with itself.
+bool follows_marker(std::string_view word, std::size_t position) {
+  return position >= kWordMarker.size() && marker_at(word, position - kWordMarker.size());
+}
+
 // The first marker at or after `from`; npos if none.
 std::size_t next_marker(std::string_view word, std::size_t from) {
   while (from < word.size()) {
@@ -203,10 +209,9 @@ void BpeModel::find_word_boundaries(const VocabularyEntries& vocabulary) {
     return;
   }
   for (const auto& [token, id] : vocabulary) {
-    for (auto at = token.find(kWordMarker, 1); at != std::string::npos; at = token.find(kWordMarker, at + 1)) {
-      const bool after_marker =
-          at >= kWordMarker.size() && token.compare(at - kWordMarker.size(), kWordMarker.size(), kWordMarker) == 0;
-      if (!after_marker) {
+    for (auto at = next_marker(token, 1); at != std::string_view::npos;
+         at = next_marker(token, at + kWordMarker.size())) {
+      if (!follows_marker(token, at)) {
         bridges_.emplace_back(std::string(token), at);
       }
     }
@@ -222,7 +227,7 @@ void BpeModel::find_word_boundaries(const VocabularyEntries& vocabulary) {
 // follows another character (a run of markers merges with itself) and no
 // bridging token covers it.
 bool BpeModel::splits_before(std::string_view word, std::size_t position) const {
-  if (position < kWordMarker.size() || marker_at(word, position - kWordMarker.size())) {
+  if (position < kWordMarker.size() || follows_marker(word, position)) {
     return false;
   }
   for (const auto& [token, offset] : bridges_) {
@@ -467,7 +472,7 @@ void BpeModel::encode_word(std::string_view word, std::vector<TokenId>& out, Bpe
         encode_piece(word.substr(start, at - start), out, scratch);
         start = at;
       }
-      // The rest of a run of markers: a marker after a marker never splits.
+      // The rest of a run of markers, which never split (follows_marker).
       do {
         at += kWordMarker.size();
       } while (marker_at(word, at));

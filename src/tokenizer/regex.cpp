@@ -122,17 +122,9 @@ Result<Regex, std::string> Regex::compile(std::string_view oniguruma_pattern) {
 }
 
 Regex Regex::literal(std::string_view text) {
-  std::string escaped;
-  for (char symbol : text) {
-    if (std::string_view("\\^$.|?*+()[]{}").find(symbol) != std::string_view::npos) {
-      escaped += '\\';
-    }
-    escaped += symbol;
-  }
-  // An escaped literal always compiles; it is matched by plain search (see
-  // find). Literals come from the tokenizer file's JSON strings, which the
-  // parser has checked as UTF-8.
-  Regex regex = std::move(compile(escaped).value());
+  // Matched by plain search (see find), never by PCRE2. Literals come from
+  // the tokenizer file's JSON strings, which the parser has checked as UTF-8.
+  Regex regex(nullptr);
   regex.literal_ = std::string(text);
   regex.is_literal_ = true;
   return regex;

@@ -42,7 +42,7 @@ class Regex {
  public:
   // Errors carry PCRE2's message and the offset in the rewritten pattern.
   static Result<Regex, std::string> compile(std::string_view oniguruma_pattern);
-  static Regex literal(std::string_view text);  // a fixed string, escaped
+  static Regex literal(std::string_view text);  // a fixed string, found by byte search
 
   // First match at or after `start` in valid UTF-8 `text`; end == npos when
   // there is none.
@@ -50,7 +50,7 @@ class Regex {
 
  private:
   explicit Regex(std::shared_ptr<pcre2_real_code_8> code) : code_(std::move(code)) {}
-  std::shared_ptr<pcre2_real_code_8> code_;  // immutable once compiled; shared by copies
+  std::shared_ptr<pcre2_real_code_8> code_;  // immutable once compiled; shared by copies; none for a literal
   std::string literal_;                      // a `literal` regex's text, found without PCRE2
   bool is_literal_ = false;
   bool jit_ = false;  // JIT-compiled: matched through pcre2_jit_match
