@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Side-by-side timings of Google Benchmark binaries on a noisy machine.
 
-Runs each binary in turn, ROUNDS times (A B, A B, ...), on the benchmarks
-FILTER selects, and prints per benchmark each binary's median real time and
-its time ratio to the first binary in every round. Quote the per-round
-ratios: a burst of load on the machine moves one round, not the rest.
+Runs each binary in turn, ROUNDS times, on the benchmarks FILTER selects,
+and prints per benchmark each binary's median real time and its time ratio
+to the first binary in every round. Quote the per-round ratios: a burst of
+load on the machine moves one round, not the rest. The order swaps every
+round (A B, B A, ...): on this machine the binary run second in a pair was
+hit by bursts more often (1.4-1.8x in some rounds, whichever binary it was).
 
 Usage: bench/alternate.py FILTER ROUNDS BINARY [BINARY...]
 Environment: MIN_TIME (seconds per benchmark, default 0.5); the binaries'
@@ -35,8 +37,8 @@ def main():
     pattern, rounds, binaries = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
     min_time = os.environ.get("MIN_TIME", "0.5")
     times = collections.defaultdict(lambda: collections.defaultdict(list))
-    for _ in range(rounds):
-        for binary in binaries:
+    for round_index in range(rounds):
+        for binary in binaries if round_index % 2 == 0 else binaries[::-1]:
             for name, real_time in run_once(binary, pattern, min_time).items():
                 times[name][binary].append(real_time)
     for name, by_binary in times.items():
