@@ -51,11 +51,12 @@ cmake --build build-asan -j"$jobs"
   -E "$once")
 stage "ThreadSanitizer (the code shared between threads without Asio)"
 # The prefix index (one writer, lock-free readers), the tokenizer's shared
-# segment cache, the worker state atomics (and drift window) and the
-# router's session table, each with a multi-threaded test.
+# segment cache, the worker state atomics (and drift window), the router's
+# session table and `kvgate tokenize`'s ordered lines, each with a
+# multi-threaded test.
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVGATE_SANITIZE_THREAD=ON >/dev/null
-cmake --build build-tsan -j"$jobs" --target index_test tokenizer_test workers_test session_table_test
-for target in index_test tokenizer_test workers_test; do
+cmake --build build-tsan -j"$jobs" --target index_test tokenizer_test workers_test session_table_test ordered_lines_test
+for target in index_test tokenizer_test workers_test ordered_lines_test; do
   TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/"$target" --gtest_brief=1
 done
 TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/session_table_test --gtest_brief=1 --gtest_filter="*Threads*"

@@ -1,10 +1,13 @@
 // kvgate command line: run the gateway, validate a config file.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <iostream>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kvgate/app/gateway.hpp"
@@ -15,13 +18,30 @@ namespace {
 
 constexpr int kExitUsage = 64;
 constexpr int kExitBadConfig = 2;
+// Each thread holds a tokenizer workspace of a few megabytes.
+constexpr unsigned kMaxTokenizeThreads = 256;
+
+unsigned default_tokenize_threads() {
+  return std::clamp(std::thread::hardware_concurrency(), 1U, kMaxTokenizeThreads);
+}
+
+std::optional<unsigned> parse_threads(const std::string& text) {
+  unsigned value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc{} || end != text.data() + text.size() || value < 1 || value > kMaxTokenizeThreads) {
+    return std::nullopt;
+  }
+  return value;
+}
 
 void print_help() {
   std::cout << "kvgate " << KVGATE_VERSION << ": cache-aware routing gateway for LLM serving\n\n"
             << "usage:\n"
             << "  kvgate --config FILE [--log-level LEVEL]   run the gateway\n"
             << "  kvgate check-config FILE                    validate a config file (exit 0 or 2)\n"
-            << "  kvgate tokenize --tokenizer DIR [--chat]    JSON lines on stdin -> token ids on stdout\n"
+            << "  kvgate tokenize --tokenizer DIR [--chat] [--threads N]\n"
+            << "                                              JSON lines on stdin -> token ids on stdout, in order;\n"
+            << "                                              N lines at a time (default: one per core)\n"
             << "  kvgate --version | --help\n\n"
             << "signals: SIGTERM/SIGINT drain and exit, SIGHUP reloads the config file\n"
             << "log levels: trace, debug, info, warn, error, off\n";
@@ -89,24 +109,33 @@ int main(int argc, char** argv) {
   if (args[0] == "tokenize") {
     std::optional<std::string> folder;
     bool chat = false;
+    unsigned threads = default_tokenize_threads();
     for (std::size_t index = 1; index < args.size(); ++index) {
       if (args[index] == "--tokenizer" && index + 1 < args.size()) {
         folder = args[++index];
       } else if (args[index] == "--chat") {
         chat = true;
+      } else if (args[index] == "--threads" && index + 1 < args.size()) {
+        auto parsed = parse_threads(args[++index]);
+        if (!parsed) {
+          std::cerr << "kvgate tokenize: --threads takes a whole number from 1 to " << kMaxTokenizeThreads << ", not '"
+                    << args[index] << "'\n";
+          return kExitUsage;
+        }
+        threads = *parsed;
       } else {
         folder.reset();
         break;
       }
     }
     if (!folder) {
-      std::cerr << "usage: kvgate tokenize --tokenizer DIR [--chat]\n";
+      std::cerr << "usage: kvgate tokenize --tokenizer DIR [--chat] [--threads N]\n";
       return kExitUsage;
     }
     // Buffered standard streams: synchronised with stdio, std::getline
     // read stdin a character at a time (a tenth of the command's time).
     std::ios::sync_with_stdio(false);
-    return kvgate::app::run_tokenize(*folder, chat, std::cin, std::cout, std::cerr);
+    return kvgate::app::run_tokenize(*folder, chat, threads, std::cin, std::cout, std::cerr);
   }
   std::optional<std::string> config_path;
   std::optional<std::string> log_level;

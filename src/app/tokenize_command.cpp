@@ -2,10 +2,13 @@
 
 #include <charconv>
 #include <ctime>
+#include <exception>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "kvgate/app/ordered_lines.hpp"
 #include "kvgate/chat_template/chat_template.hpp"
 #include "kvgate/jsonio/parse.hpp"
 #include "kvgate/prompt/chat_request.hpp"
@@ -96,7 +99,7 @@ void encode_chat(const tokenizer::Tokenizer& tokenizer, const chat_template::Cha
 
 }  // namespace
 
-int run_tokenize(const std::string& folder, bool chat, std::istream& input, std::ostream& output,
+int run_tokenize(const std::string& folder, bool chat, unsigned threads, std::istream& input, std::ostream& output,
                  std::ostream& errors) {
   std::optional<tokenizer::Tokenizer> tokenizer;
   std::optional<chat_template::ChatTemplate> chat_template;
@@ -124,22 +127,26 @@ int run_tokenize(const std::string& folder, bool chat, std::istream& input, std:
     }
     chat_template.emplace(std::move(*compiled));
   }
-  tokenizer::EncodeWorkspace workspace;
-  std::vector<kvgate::TokenId> ids;
-  std::string line;
-  std::string out;
-  while (std::getline(input, line)) {
-    if (line.empty()) continue;
-    out.clear();
-    if (chat) {
-      encode_chat(*tokenizer, *chat_template, workspace, line, ids, out);
-    } else {
-      encode_text(*tokenizer, workspace, line, ids, out);
-    }
-    out += '\n';
-    output.write(out.data(), static_cast<std::streamsize>(out.size()));
-  }
-  output.flush();
+  // One workspace per thread (its caches and scratch are not shared); the
+  // tokenizer and the template are read-only here.
+  auto make_processor = [&]() -> LineProcessor {
+    auto workspace = std::make_shared<tokenizer::EncodeWorkspace>();
+    auto ids = std::make_shared<std::vector<kvgate::TokenId>>();
+    return [&, workspace, ids](const std::string& line, std::string& out) {
+      try {
+        if (chat) {
+          encode_chat(*tokenizer, *chat_template, *workspace, line, *ids, out);
+        } else {
+          encode_text(*tokenizer, *workspace, line, *ids, out);
+        }
+      } catch (const std::exception& error) {
+        // Out of memory, mostly: this line fails, the next is read.
+        out = error_line(std::string("the line could not be processed: ") + error.what()).dump();
+      }
+    };
+  };
+  process_lines_in_order(input, output, OrderedLinesOptions{.threads = threads, .window = std::size_t{4} * threads},
+                         make_processor);
   return 0;
 }
 

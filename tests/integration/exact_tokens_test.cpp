@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "../support/gzip_file.hpp"
 #include "support/fleet.hpp"
@@ -217,6 +218,51 @@ TEST(TokenizeCommand, TextLinesGiveIdsWithoutSpecialTokens) {
   EXPECT_EQ(lines[0]["ids"], json::array({9707, 1879}));
   EXPECT_TRUE(lines[1].contains("error"));
   EXPECT_EQ(run_tokenize("--tokenizer /nonexistent", "").second, 2);
+}
+
+// Lines are encoded several at a time; the output is the one-thread output,
+// line for line in input order, whatever finishes first (long words and
+// failing lines mixed with short ones).
+TEST(TokenizeCommand, SeveralThreadsWriteTheOneThreadOutputInInputOrder) {
+  std::mt19937 random(7);
+  std::string input;
+  for (int index = 0; index < 60; ++index) {
+    std::string text;
+    switch (index % 6) {
+      case 0:
+        for (int letter = 0; letter < 20000 + index * 300; ++letter) text += static_cast<char>('a' + random() % 26);
+        break;
+      case 1:
+        text = "line " + std::to_string(index);
+        break;
+      case 2:
+        text = std::string(static_cast<std::size_t>(3000 + index), ' ') + "x";
+        break;
+      case 3:
+        input += "{\"text\": " + std::to_string(index) + "}\n";
+        continue;  // not a string: an error line
+      case 4:
+        input += "{broken\n\n";
+        continue;  // not JSON, then an empty line
+      default:
+        text = "\u6771\u4eac\u306e\u5929\u6c17 " + std::to_string(index);
+        break;
+    }
+    input += json{{"text", text}}.dump() + "\n";
+  }
+  auto [one, one_status] = run_tokenize("--tokenizer " + model_folder("qwen3") + " --threads 1", input);
+  auto [three, three_status] = run_tokenize("--tokenizer " + model_folder("qwen3") + " --threads 3", input);
+  EXPECT_EQ(one_status, 0);
+  EXPECT_EQ(three_status, 0);
+  const auto lines = lines_of(three);
+  ASSERT_EQ(lines.size(), 60U) << three.substr(0, 400);
+  EXPECT_EQ(three, one);
+  for (std::size_t index = 0; index < lines.size(); ++index) {
+    const bool fails = index % 6 == 3 || index % 6 == 4;
+    EXPECT_EQ(lines[index].contains("error"), fails) << index;
+  }
+  EXPECT_EQ(lines[1]["ids"], json::array({1056, 220, 16})) << lines[1].dump();  // "line 1"
+  EXPECT_EQ(run_tokenize("--tokenizer " + model_folder("qwen3") + " --threads 0", input).second, 64);
 }
 
 }  // namespace
