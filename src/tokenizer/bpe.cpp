@@ -552,8 +552,8 @@ void BpeModel::merge_word(std::string_view word, std::vector<TokenId>& out, BpeS
 
 std::size_t BpeModel::memory_bytes() const {
   std::size_t bytes = vocabulary_.memory_bytes() + merges_.memory_bytes();
-  // Not through call_once, which would build it: a build in progress on
-  // another thread is counted once it is published.
+  // Not through backtracking(), which would build it: a build in progress
+  // on another thread is counted once it is published.
   if (const BacktrackingEncoder* built = backtracking_built_.load(std::memory_order_acquire)) {
     bytes += built->memory_bytes();
   }
@@ -564,11 +564,43 @@ const BacktrackingEncoder* BpeModel::backtracking() const {
   if (!options_.backtracking) {
     return nullptr;
   }
-  std::call_once(backtracking_once_, [this] {
+  auto state = backtracking_state_.load(std::memory_order_acquire);
+  if (state == BuildState::kDone) {
+    return backtracking_.get();
+  }
+  if (state == BuildState::kBuilding ||
+      !backtracking_state_.compare_exchange_strong(state, BuildState::kBuilding, std::memory_order_acquire)) {
+    // Another thread builds it (or has just built it: `state` says which).
+    return state == BuildState::kDone ? backtracking_.get() : nullptr;
+  }
+  try {
     backtracking_ = build_backtracking();
-    backtracking_built_.store(backtracking_.get(), std::memory_order_release);
-  });
+  } catch (...) {
+    // Out of memory: as call_once would, the next call tries again.
+    backtracking_state_.store(BuildState::kNotStarted, std::memory_order_release);
+    backtracking_state_.notify_all();
+    throw;
+  }
+  backtracking_built_.store(backtracking_.get(), std::memory_order_release);
+  backtracking_state_.store(BuildState::kDone, std::memory_order_release);
+  backtracking_state_.notify_all();
   return backtracking_.get();
+}
+
+void BpeModel::prepare_backtracking() const {
+  if (!options_.backtracking) {
+    return;
+  }
+  for (;;) {
+    (void)backtracking();
+    const auto state = backtracking_state_.load(std::memory_order_acquire);
+    if (state == BuildState::kDone) {
+      return;
+    }
+    if (state == BuildState::kBuilding) {
+      backtracking_state_.wait(BuildState::kBuilding, std::memory_order_acquire);
+    }
+  }
 }
 
 std::unique_ptr<BacktrackingEncoder> BpeModel::build_backtracking() const {

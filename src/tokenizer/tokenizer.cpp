@@ -234,7 +234,7 @@ std::size_t Tokenizer::vocabulary_size() const {
 }
 
 void Tokenizer::prepare_long_words() const {
-  (void)impl_->model->backtracking();
+  impl_->model->prepare_backtracking();
 }
 
 std::size_t Tokenizer::memory_bytes() const {

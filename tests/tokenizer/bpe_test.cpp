@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <latch>
 #include <map>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "bpe.hpp"
 
@@ -211,6 +213,55 @@ TEST(BpeBacktracking, ACharacterOutsideTheVocabularyEndsARunNotTheWord) {
     ASSERT_EQ(fast, merged) << word;
   }
   EXPECT_EQ(scratch.backtrack.words, 100u);
+}
+
+// The first long word builds the encoder. Other threads' long words that
+// arrive during the build are merged pair by pair instead of waiting for
+// it, and get the same ids; prepare_backtracking() returns only once the
+// encoder is built, whichever thread builds it.
+TEST(BpeBacktracking, WordsArrivingDuringTheBuildGetTheReferenceIdsAndPrepareWaitsForIt) {
+  const Fixture fixture = make_fixture(true, 3);
+  const Reference reference(fixture);
+  std::mt19937 random(11);
+  std::vector<std::string> words;
+  std::vector<std::vector<TokenId>> expected;
+  for (int index = 0; index < 30; ++index) {
+    words.push_back(random_word(random, 60 + random() % 300, "abc"));
+    expected.push_back(reference.encode(words.back()));
+  }
+  for (int round = 0; round < 30; ++round) {
+    const BpeModel model = model_of(fixture);
+    std::atomic<int> mismatches{0};
+    std::atomic<int> prepared_without_encoder{0};
+    std::latch start(3);
+    auto encode_all = [&] {
+      BpeScratch scratch;
+      start.arrive_and_wait();
+      for (std::size_t index = 0; index < words.size(); ++index) {
+        std::vector<TokenId> ids;
+        model.encode_word(words[index], ids, scratch);
+        if (ids != expected[index]) {
+          ++mismatches;
+        }
+      }
+    };
+    auto prepare = [&] {
+      start.arrive_and_wait();
+      model.prepare_backtracking();
+      if (model.backtracking() == nullptr) {
+        ++prepared_without_encoder;
+      }
+    };
+    std::thread first(encode_all);
+    std::thread second(encode_all);
+    std::thread third(prepare);
+    first.join();
+    second.join();
+    third.join();
+    EXPECT_EQ(mismatches.load(), 0) << "round " << round;
+    EXPECT_EQ(prepared_without_encoder.load(), 0) << "round " << round;
+    EXPECT_NE(model.backtracking(), nullptr);
+  }
 }
 
 // Found by the tokenizer fuzzer: a file giving two texts one id. The

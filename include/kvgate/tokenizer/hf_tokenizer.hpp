@@ -103,8 +103,10 @@ class Tokenizer {
   [[nodiscard]] std::size_t vocabulary_size() const;
   [[nodiscard]] std::size_t memory_bytes() const;
   // Builds the backtracking encoder's tables now rather than on the first
-  // word over 48 bytes (0.1-0.4 s on the large vocabularies): for callers
-  // that load before they serve.
+  // word over 48 bytes (0.1-0.4 s on the large vocabularies), or waits for
+  // the thread building them: for callers that load before they serve.
+  // (Without it, long words that other threads encode during that first
+  // build are merged pair by pair meanwhile: the same ids, no wait.)
   void prepare_long_words() const;
 
   struct Impl;
