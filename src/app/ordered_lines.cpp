@@ -72,10 +72,19 @@ class Window {
         lines_.pop_front();
         ++first_;
       }
+      // Every line read so far is answered: the reader may be waiting for
+      // input that depends on these answers (a program driving the command
+      // a line at a time), so they leave the stream's buffer now. Under a
+      // steady stream of input the window is rarely empty and writes stay
+      // buffered.
+      const bool caught_up = lines_.empty();
       space_.notify_one();
       lock.unlock();
       for (const std::string& text : ready) {
         output.write(text.data(), static_cast<std::streamsize>(text.size()));
+      }
+      if (caught_up) {
+        output.flush();
       }
       ready.clear();
       lock.lock();

@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -153,6 +155,105 @@ TEST(OrderedLines, ManyLinesThroughMoreThreadsThanTheWindowHoldsStayInOrder) {
     return LineProcessor([](const std::string& line, std::string& out) { out = upper(line); });
   });
   EXPECT_EQ(output.str(), upper(numbered_lines(3000)));
+}
+
+// A program driving the command a line at a time: it sends the next line
+// only once the answer to the one before has been delivered (flushed out
+// of the output stream's buffer). Gives up after ten seconds, ending the
+// input, so a missing flush fails the test instead of hanging it.
+class Conversation {
+ public:
+  explicit Conversation(int lines) : lines_(lines) {}
+
+  class Input : public std::streambuf {
+   public:
+    explicit Input(Conversation& owner) : owner_(owner) {}
+
+   protected:
+    int_type underflow() override {
+      if (!owner_.next_line(line_)) return traits_type::eof();
+      setg(line_.data(), line_.data(), line_.data() + line_.size());
+      return traits_type::to_int_type(line_.front());
+    }
+
+   private:
+    Conversation& owner_;
+    std::string line_;
+  };
+
+  // Holds what is written until the stream is flushed.
+  class Output : public std::streambuf {
+   public:
+    explicit Output(Conversation& owner) : owner_(owner) { setp(buffer_, buffer_ + sizeof buffer_); }
+
+   protected:
+    int_type overflow(int_type character) override {
+      sync();
+      if (!traits_type::eq_int_type(character, traits_type::eof())) {
+        *pptr() = traits_type::to_char_type(character);
+        pbump(1);
+      }
+      return traits_type::not_eof(character);
+    }
+    int sync() override {
+      owner_.deliver(std::string(pbase(), pptr()));
+      setp(buffer_, buffer_ + sizeof buffer_);
+      return 0;
+    }
+
+   private:
+    Conversation& owner_;
+    char buffer_[4096];
+  };
+
+  [[nodiscard]] std::string delivered() {
+    const std::lock_guard lock(mutex_);
+    return delivered_;
+  }
+  [[nodiscard]] bool gave_up() {
+    const std::lock_guard lock(mutex_);
+    return gave_up_;
+  }
+
+ private:
+  bool next_line(std::string& line) {
+    std::unique_lock lock(mutex_);
+    if (sent_ == lines_) return false;
+    const bool answered = changed_.wait_for(lock, std::chrono::seconds(10), [&] {
+      return static_cast<int>(std::count(delivered_.begin(), delivered_.end(), '\n')) == sent_;
+    });
+    if (!answered) {
+      gave_up_ = true;
+      return false;
+    }
+    line = "line " + std::to_string(sent_++) + "\n";
+    return true;
+  }
+  void deliver(const std::string& text) {
+    const std::lock_guard lock(mutex_);
+    delivered_ += text;
+    changed_.notify_all();
+  }
+
+  const int lines_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::string delivered_;
+  int sent_ = 0;
+  bool gave_up_ = false;
+};
+
+TEST(OrderedLines, EachAnswerIsFlushedWhenEveryLineReadSoFarIsAnswered) {
+  Conversation conversation(5);
+  Conversation::Input input_buffer(conversation);
+  Conversation::Output output_buffer(conversation);
+  std::istream input(&input_buffer);
+  std::ostream output(&output_buffer);
+  process_lines_in_order(input, output, OrderedLinesOptions{.threads = 2}, [] {
+    return LineProcessor([](const std::string& line, std::string& out) { out = upper(line); });
+  });
+  EXPECT_FALSE(conversation.gave_up()) << "an answer stayed in the stream's buffer";
+  EXPECT_EQ(conversation.delivered(), upper(numbered_lines(5)));
 }
 
 // std::cin is tied to std::cout: every read would flush the output from the

@@ -34,8 +34,10 @@ struct OrderedLinesOptions {
 // Reads `input` to its end; empty lines are skipped (no output line). Each
 // worker thread calls `make_processor` once. Unties `input` from any output
 // stream while it runs (a tied stream is flushed by every read, from the
-// reading thread, which would race with the workers' writes) and flushes
-// `output` at the end.
+// reading thread, which would race with the workers' writes); instead the
+// writing worker flushes `output` whenever every line read so far has been
+// written, so a program that sends a line and waits for its answer gets
+// it. Flushes `output` at the end.
 void process_lines_in_order(std::istream& input, std::ostream& output, const OrderedLinesOptions& options,
                             const std::function<LineProcessor()>& make_processor);
 
