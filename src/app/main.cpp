@@ -18,7 +18,7 @@ namespace {
 
 constexpr int kExitUsage = 64;
 constexpr int kExitBadConfig = 2;
-// Each thread adds its tokenizer workspace and allocator heap (about 17 MB
+// Each thread adds its tokenizer workspace and allocator heap (about 19 MB
 // resident with Qwen3).
 constexpr unsigned kMaxTokenizeThreads = 256;
 

@@ -41,7 +41,7 @@ namespace kvgate::tokenizer {
 struct BacktrackScratch {
   std::vector<TokenId> tokens;
   std::vector<std::uint64_t> dead;  // bit per byte position: no compatible continuation from here
-  // Answers of `compatible` by token pair, direct-mapped, 128k slots (a
+  // Answers of `compatible` by token pair, direct-mapped, 512k slots (a
   // token pair recurs often, and each answer costs several merge-table probes):
   // ((left << 32 | right) << 1 | answer) + 1, 0 for an empty slot.
   std::vector<std::uint64_t> answers;
