@@ -13,7 +13,7 @@ files=(src/core/*.cpp src/jsonio/*.cpp src/policy/*.cpp src/openai/*.cpp src/con
   src/kv_events/sequence_tracker.cpp src/kv_events/block_recency.cpp src/kv_events/sequence_slots.cpp src/route/session_table.cpp
   src/route/session_gaps.cpp src/route/router.cpp
   src/discovery/discovered_workers.cpp src/obs/recent_activity.cpp src/crypto/*.cpp src/tenant/*.cpp
-  src/admission/*.cpp src/app/ordered_lines.cpp src/app/tokenize_command.cpp
+  src/admission/*.cpp src/app/ordered_lines.cpp src/app/tokenize_command.cpp src/app/cpus.cpp
   bench/load/workload.cpp bench/load/answer.cpp bench/load/report.cpp bench/load/report_html.cpp
   bench/load/dial.cpp bench/load/capacity.cpp)
 # -Wno-unknown-warning-option: the build's GCC-only flags (-Wno-restrict).

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <iostream>
 
+#include "kvgate/app/cpus.hpp"
 #include "kvgate/config/loader.hpp"
 
 namespace kvgate::app {
@@ -86,7 +87,7 @@ bool Gateway::start() {
     spdlog::critical("{}", !listen ? listen.error() : admin_listen.error());
     return false;
   }
-  auto thread_count = options_->threads != 0 ? options_->threads : std::max(1u, std::thread::hardware_concurrency());
+  auto thread_count = options_->threads != 0 ? options_->threads : available_cpus();
   auto bind_to = *listen;
   for (unsigned index = 0; index < thread_count; ++index) {
     auto& thread = threads_.emplace_back(std::make_unique<proxy::IoThread>(context_, *options_));

@@ -7,9 +7,9 @@
 #include <iostream>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "kvgate/app/cpus.hpp"
 #include "kvgate/app/gateway.hpp"
 #include "kvgate/config/loader.hpp"
 #include "tokenize_command.hpp"
@@ -23,7 +23,7 @@ constexpr int kExitBadConfig = 2;
 constexpr unsigned kMaxTokenizeThreads = 256;
 
 unsigned default_tokenize_threads() {
-  return std::clamp(std::thread::hardware_concurrency(), 1U, kMaxTokenizeThreads);
+  return std::clamp(kvgate::app::available_cpus(), 1U, kMaxTokenizeThreads);
 }
 
 std::optional<unsigned> parse_threads(const std::string& text) {
@@ -42,7 +42,7 @@ void print_help() {
             << "  kvgate check-config FILE                    validate a config file (exit 0 or 2)\n"
             << "  kvgate tokenize --tokenizer DIR [--chat] [--threads N]\n"
             << "                                              JSON lines on stdin -> token ids on stdout, in order;\n"
-            << "                                              N lines at a time (default: one per core)\n"
+            << "                                              N lines at a time (default: one per usable CPU)\n"
             << "  kvgate --version | --help\n\n"
             << "signals: SIGTERM/SIGINT drain and exit, SIGHUP reloads the config file\n"
             << "log levels: trace, debug, info, warn, error, off\n";

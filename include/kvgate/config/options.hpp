@@ -318,7 +318,7 @@ struct SecurityOptions {
 struct Options {
   HostPort listen{"127.0.0.1", 8080};
   HostPort admin_listen{"127.0.0.1", 9090};
-  std::uint32_t threads = 0;  // 0: one per core
+  std::uint32_t threads = 0;  // 0: one per CPU the process may use (app/cpus.hpp)
   std::string log_level = "info";
   bool access_log = true;
   // Empty: no authentication (every request is the anonymous tenant).
