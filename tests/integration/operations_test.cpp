@@ -1,11 +1,13 @@
 // Operating the daemon: config validation, reload, drain, admin endpoints
 // and the Prometheus exposition as promtool sees it.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "support/admin.hpp"
 #include "support/harness.hpp"
@@ -21,6 +23,33 @@ int run_check_config(Harness& harness, const std::string& path, std::string& std
   auto status = process.wait_exit(10s);
   stderr_text = process.stderr_text();
   return status.value_or(-1);
+}
+
+// `threads: 0` is one I/O thread per CPU the process may use, not per CPU
+// of the machine: a gateway started on one CPU (as a cpuset or taskset
+// pins a container) runs one I/O thread, and serves.
+TEST(Operations, ThreadsZeroStartsOneIoThreadPerCpuTheProcessMayUse) {
+  Harness harness;
+  harness.start_upstream("a");
+  cpu_set_t saved;
+  CPU_ZERO(&saved);
+  ASSERT_EQ(::sched_getaffinity(0, sizeof saved, &saved), 0);
+  int first = 0;
+  while (!CPU_ISSET(first, &saved)) ++first;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  ASSERT_EQ(::sched_setaffinity(0, sizeof one, &one), 0);  // the child inherits it
+  harness.start_gateway("threads: 0\n", harness.models_for_upstreams());
+  ASSERT_EQ(::sched_setaffinity(0, sizeof saved, &saved), 0);
+  EXPECT_EQ(post_json(harness.api_port(), "/v1/chat/completions", chat_body()).status, 200);
+  // The start-up line follows the listening line on stderr.
+  std::string log;
+  for (int attempt = 0; attempt < 100 && log.find("I/O thread(s)") == std::string::npos; ++attempt) {
+    std::this_thread::sleep_for(50ms);
+    log = harness.gateway().stderr_text();
+  }
+  EXPECT_NE(log.find("with 1 I/O thread(s)"), std::string::npos) << log.substr(0, 2000);
 }
 
 TEST(Operations, CheckConfigExitsZeroOrTwoWithEveryProblem) {
