@@ -30,8 +30,11 @@ std::tm local_now() {
   return local;
 }
 
-ordered_json error_line(const std::string& message) {
-  return ordered_json{{"error", message}};
+// {"error": message}. A message may quote the line (a template's error, a
+// tokenizer's), so bytes that are not UTF-8 are replaced rather than make
+// the dump throw.
+std::string error_line(const std::string& message) {
+  return ordered_json{{"error", message}}.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
 }
 
 // `{"ids":[...]}` (and the prompt, for chat lines) written by hand: a json
@@ -53,13 +56,13 @@ void encode_text(const tokenizer::Tokenizer& tokenizer, tokenizer::EncodeWorkspa
                  std::vector<kvgate::TokenId>& ids, std::string& out) {
   auto request = jsonio::parse(line);
   if (!request || !request->is_object() || !request->contains("text") || !(*request)["text"].is_string()) {
-    out += error_line("each line must be a JSON object with a string \"text\"").dump();
+    out += error_line("each line must be a JSON object with a string \"text\"");
     return;
   }
   ids.clear();
   auto encoded = tokenizer.encode((*request)["text"].get_ref<const std::string&>(), false, workspace, ids);
   if (!encoded) {
-    out += error_line(encoded.error()).dump();
+    out += error_line(encoded.error());
     return;
   }
   out += '{';
@@ -70,7 +73,7 @@ void encode_text(const tokenizer::Tokenizer& tokenizer, tokenizer::EncodeWorkspa
 void encode_chat(const tokenizer::Tokenizer& tokenizer, const chat_template::ChatTemplate& chat_template,
                  tokenizer::EncodeWorkspace& workspace, const std::string& line, std::vector<kvgate::TokenId>& ids,
                  std::string& out) {
-  auto fail = [&out](const std::string& message) { out += error_line(message).dump(); };
+  auto fail = [&out](const std::string& message) { out += error_line(message); };
   auto request = jsonio::parse_ordered(line);
   if (!request) {
     return fail("the line is not valid JSON");
@@ -141,7 +144,7 @@ int run_tokenize(const std::string& folder, bool chat, unsigned threads, std::is
         }
       } catch (const std::exception& error) {
         // Out of memory, mostly: this line fails, the next is read.
-        out = error_line(std::string("the line could not be processed: ") + error.what()).dump();
+        out = error_line(std::string("the line could not be processed: ") + error.what());
       }
     };
   };
