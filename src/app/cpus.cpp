@@ -3,12 +3,12 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdint>
 #include <string>
 #include <thread>
 
 #include "kvgate/core/file.hpp"
+#include "kvgate/core/units.hpp"
 
 namespace kvgate::app {
 
@@ -21,11 +21,6 @@ std::string_view trimmed(std::string_view text) {
     text.remove_suffix(1);
   }
   return text;
-}
-
-bool parse_whole(std::string_view text, std::uint64_t& value) {
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  return error == std::errc{} && end == text.data() + text.size();
 }
 
 std::optional<std::string> read_small(const std::string& path) {
@@ -58,13 +53,12 @@ std::optional<unsigned> smallest_quota(const std::string& mount, std::string gro
 }  // namespace
 
 std::optional<unsigned> cpus_of_quota(std::string_view quota, std::string_view period) {
-  std::uint64_t quota_us = 0;
-  std::uint64_t period_us = 0;
-  if (!parse_whole(trimmed(quota), quota_us) || !parse_whole(trimmed(period), period_us) || quota_us == 0 ||
-      period_us == 0) {
+  const auto quota_us = parse_whole_number(trimmed(quota));
+  const auto period_us = parse_whole_number(trimmed(period));
+  if (!quota_us || !period_us || *quota_us == 0 || *period_us == 0) {
     return std::nullopt;  // "max", "-1", or not a quota
   }
-  return static_cast<unsigned>(std::min<std::uint64_t>((quota_us + period_us - 1) / period_us, UINT32_MAX));
+  return static_cast<unsigned>(std::min<std::uint64_t>((*quota_us + *period_us - 1) / *period_us, UINT32_MAX));
 }
 
 std::optional<unsigned> cpus_of_cpu_max(std::string_view cpu_max) {

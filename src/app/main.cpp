@@ -2,7 +2,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstring>
 #include <iostream>
 #include <optional>
@@ -12,6 +11,7 @@
 #include "kvgate/app/cpus.hpp"
 #include "kvgate/app/gateway.hpp"
 #include "kvgate/config/loader.hpp"
+#include "kvgate/core/units.hpp"
 #include "tokenize_command.hpp"
 
 namespace {
@@ -27,12 +27,11 @@ unsigned default_tokenize_threads() {
 }
 
 std::optional<unsigned> parse_threads(const std::string& text) {
-  unsigned value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc{} || end != text.data() + text.size() || value < 1 || value > kMaxTokenizeThreads) {
+  const auto value = kvgate::parse_whole_number(text);
+  if (!value || *value < 1 || *value > kMaxTokenizeThreads) {
     return std::nullopt;
   }
-  return value;
+  return static_cast<unsigned>(*value);
 }
 
 void print_help() {

@@ -2,7 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
+
+#include "kvgate/core/units.hpp"
 
 namespace kvgate {
 namespace {
@@ -13,12 +14,11 @@ bool is_hostname_char(char character) {
 }
 
 Result<std::uint16_t, std::string> parse_port(std::string_view text) {
-  unsigned value = 0;
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || error != std::errc{} || end != text.data() + text.size() || value > 65535) {
+  const auto value = parse_whole_number(text);
+  if (!value || *value > 65535) {
     return unexpected(std::string("port must be a number from 0 to 65535"));
   }
-  return static_cast<std::uint16_t>(value);
+  return static_cast<std::uint16_t>(*value);
 }
 
 Result<HostPort, std::string> parse_authority(std::string_view text) {

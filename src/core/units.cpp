@@ -39,6 +39,14 @@ std::optional<std::uint64_t> checked_multiply(std::uint64_t value, std::uint64_t
 
 }  // namespace
 
+std::optional<std::uint64_t> parse_whole_number(std::string_view text) {
+  auto number = split_number(text);
+  if (!number || !number->unit.empty()) {
+    return std::nullopt;
+  }
+  return number->value;
+}
+
 std::optional<Milliseconds> parse_duration(std::string_view text) {
   auto number = split_number(text);
   if (!number) {

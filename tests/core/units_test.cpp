@@ -5,6 +5,16 @@
 namespace kvgate {
 namespace {
 
+TEST(ParseWholeNumber, AcceptsDigitsAloneWithin64Bits) {
+  EXPECT_EQ(parse_whole_number("0"), 0U);
+  EXPECT_EQ(parse_whole_number("200000"), 200000U);
+  EXPECT_EQ(parse_whole_number("18446744073709551615"), UINT64_MAX);
+  EXPECT_EQ(parse_whole_number("18446744073709551616"), std::nullopt);
+  for (const char* text : {"", "-1", "+1", " 1", "1 ", "1.5", "2e5", "max", "12ms"}) {
+    EXPECT_EQ(parse_whole_number(text), std::nullopt) << text;
+  }
+}
+
 TEST(ParseDuration, AcceptsEachUnit) {
   EXPECT_EQ(parse_duration("250ms"), Milliseconds(250));
   EXPECT_EQ(parse_duration("5s"), Milliseconds(5000));

@@ -1,6 +1,7 @@
 #pragma once
 // Parsing of the human-written quantities used in configuration files:
-// durations ("250ms", "5s", "2m", "1h") and byte sizes ("64KiB", "16MiB").
+// durations ("250ms", "5s", "2m", "1h") and byte sizes ("64KiB", "16MiB"),
+// and of plain whole numbers.
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -10,6 +11,10 @@
 namespace kvgate {
 
 using Milliseconds = std::chrono::milliseconds;
+
+// Decimal digits only (no sign, no space, no unit), within 64 bits: counts
+// and numbers read from command lines and kernel files.
+std::optional<std::uint64_t> parse_whole_number(std::string_view text);
 
 // Accepts a non-negative integer followed by one of ms, s, m, h. No unit, a
 // fraction or a sign is rejected: config durations must say what they mean.
