@@ -66,11 +66,14 @@ class Window {
     }
     writing_ = true;
     std::vector<std::string> ready;
-    while (!lines_.empty() && lines_.front().done) {
+    for (;;) {
       while (!lines_.empty() && lines_.front().done) {
         ready.push_back(std::move(lines_.front().out));
         lines_.pop_front();
         ++first_;
+      }
+      if (ready.empty()) {
+        break;  // none left, or the oldest is still in a worker's hands
       }
       // Every line read so far is answered: the reader may be waiting for
       // input that depends on these answers (a program driving the command
@@ -136,7 +139,6 @@ void process_lines_in_order(std::istream& input, std::ostream& output, const Ord
     while (std::getline(input, text)) {
       if (!text.empty()) {
         window.push(std::move(text));
-        text = std::string();
       }
     }
     window.close();

@@ -553,9 +553,9 @@ void BpeModel::merge_word(std::string_view word, std::vector<TokenId>& out, BpeS
 std::size_t BpeModel::memory_bytes() const {
   std::size_t bytes = vocabulary_.memory_bytes() + merges_.memory_bytes();
   // Not through backtracking(), which would build it: a build in progress
-  // on another thread is counted once it is published.
-  if (const BacktrackingEncoder* built = backtracking_built_.load(std::memory_order_acquire)) {
-    bytes += built->memory_bytes();
+  // on another thread is counted once it is done.
+  if (backtracking_state_.load(std::memory_order_acquire) == BuildState::kDone && backtracking_ != nullptr) {
+    bytes += backtracking_->memory_bytes();
   }
   return bytes;
 }
@@ -581,7 +581,6 @@ const BacktrackingEncoder* BpeModel::backtracking() const {
     backtracking_state_.notify_all();
     throw;
   }
-  backtracking_built_.store(backtracking_.get(), std::memory_order_release);
   backtracking_state_.store(BuildState::kDone, std::memory_order_release);
   backtracking_state_.notify_all();
   return backtracking_.get();

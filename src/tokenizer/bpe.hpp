@@ -110,7 +110,6 @@ class BpeModel {
   enum class BuildState : std::uint8_t { kNotStarted, kBuilding, kDone };
   mutable std::atomic<BuildState> backtracking_state_{BuildState::kNotStarted};
   mutable std::unique_ptr<BacktrackingEncoder> backtracking_;
-  mutable std::atomic<const BacktrackingEncoder*> backtracking_built_{nullptr};  // for memory_bytes
 };
 
 // GPT-2's reversible byte <-> character table (printable bytes map to
