@@ -2,9 +2,10 @@
 
 #include "kvgate/admin/admin_server.hpp"
 #include "kvgate/admin/status_page.hpp"
+#include "kvgate/core/clock.hpp"
 #include "kvgate/openai/request.hpp"
-#include "kvgate/proxy/decision_record.hpp"
-#include "kvgate/proxy/inference_request.hpp"
+#include "kvgate/route/candidates_json.hpp"
+#include "kvgate/route/inference_request.hpp"
 
 namespace kvgate::admin {
 
@@ -31,7 +32,7 @@ std::string_view index_mode(const route::WorkerRoute& route) {
   return route.state->event_stream().stale ? "stale" : "events";
 }
 
-AdminResponse readiness(proxy::GatewayContext& context) {
+AdminResponse readiness(gateway::GatewayContext& context) {
   auto table = context.table();
   json models = json::object();
   bool ready = !context.draining();
@@ -47,7 +48,7 @@ AdminResponse readiness(proxy::GatewayContext& context) {
                        {{"ready", ready}, {"draining", context.draining()}, {"models", std::move(models)}});
 }
 
-AdminResponse metrics(proxy::GatewayContext& context) {
+AdminResponse metrics(gateway::GatewayContext& context) {
   auto table = context.table();
   for (const auto& model : table->models) {
     std::vector<double> speeds;
@@ -62,14 +63,14 @@ AdminResponse metrics(proxy::GatewayContext& context) {
       context.metrics().set_worker_state(
           worker.id(), {worker.healthy(), worker.in_flight(), worker.pending_prefill_tokens(),
                         worker.recent_time_to_first_token_seconds(), prefill.ms_per_token, prefill.ms_per_token_pair,
-                        prefill.base_ms, worker.prefill_rates().samples, worker.ejected(proxy::unix_now_ms())});
+                        prefill.base_ms, worker.prefill_rates().samples, worker.ejected(unix_now_ms())});
       context.metrics().set_event_stream_state(
           worker.id(), {!route.options.kv_events.empty(), stream.connected, stream.stale, stream.silent,
                         model.cache->index.entries_of(route.slot)});
       context.metrics().set_index_drifting(worker.id(), worker.drifting());
     }
   }
-  context.metrics().set_sessions_active(context.sessions().active(proxy::unix_now_ms()));
+  context.metrics().set_sessions_active(context.sessions().active(unix_now_ms()));
   return {200, "text/plain; version=0.0.4; charset=utf-8", context.metrics().serialize()};
 }
 
@@ -96,7 +97,7 @@ json returns_json(const route::SessionGaps& gaps) {
           {"gaps_by_age", idle_age_json(counts.gaps)}};
 }
 
-AdminResponse debug_workers(proxy::GatewayContext& context) {
+AdminResponse debug_workers(gateway::GatewayContext& context) {
   auto table = context.table();
   json workers = json::array();
   for (const auto& model : table->models) {
@@ -147,7 +148,7 @@ AdminResponse debug_workers(proxy::GatewayContext& context) {
       const auto priced = route::effective_prefill_rates(table->options->routing.cache_aware,
                                                          model.pooled_prefill->rates(), median_speed, worker);
       const auto speed = worker.prefill_speed_fit();
-      const auto outlier = worker.outlier_status(proxy::unix_now_ms());
+      const auto outlier = worker.outlier_status(unix_now_ms());
       workers.push_back({
           {"id", worker.id()},
           {"model", model.name},
@@ -204,7 +205,7 @@ AdminResponse debug_workers(proxy::GatewayContext& context) {
             {"evicted_blocks", stream.evicted_blocks.load()},
             {"gpu_blocks", stream.gpu_blocks.load()},
             {"capacity_blocks", stream.capacity_blocks.load()},
-            {"gpu_blocks_by_idle_age", idle_age_json(stream.lru_profile(proxy::unix_now_ms()).blocks)}}},
+            {"gpu_blocks_by_idle_age", idle_age_json(stream.lru_profile(unix_now_ms()).blocks)}}},
           {"engine_kind", config::to_string(route.options.engine)},
           {"cache_model", config::to_string(route.options.cache_model)},
           {"slots", route.options.cache_model == config::CacheModel::sequences
@@ -218,9 +219,9 @@ AdminResponse debug_workers(proxy::GatewayContext& context) {
   return json_response(200, {{"policy", table->policy->name()}, {"workers", std::move(workers)}});
 }
 
-AdminResponse status_page(proxy::GatewayContext& context) {
+AdminResponse status_page(gateway::GatewayContext& context) {
   auto table = context.table();
-  const auto now = proxy::unix_now_ms();
+  const auto now = unix_now_ms();
   StatusView view;
   view.version = KVGATE_VERSION;
   view.policy = std::string(table->policy->name());
@@ -287,7 +288,7 @@ std::string_view query_value(std::string_view query, std::string_view name) {
 // (chat_completions, completions), else the body's shape: a body with
 // `prompt` and no `messages` is a completions request. `tenant=NAME` runs
 // it as that tenant (its cache salt and session namespace).
-AdminResponse debug_route(proxy::GatewayContext& context, std::string_view query, std::string_view body,
+AdminResponse debug_route(gateway::GatewayContext& context, std::string_view query, std::string_view body,
                           std::string_view session_header) {
   std::optional<openai::Endpoint> endpoint;
   if (query.find("endpoint=completions") != std::string_view::npos) {
@@ -305,8 +306,8 @@ AdminResponse debug_route(proxy::GatewayContext& context, std::string_view query
   }
   // Routing-time inserts reach the index through the ingestion thread; the
   // next request decides after them, so the dry run waits for them too.
-  if (auto* ingestion = context.ingestion()) {
-    ingestion->settle(std::chrono::milliseconds(200));
+  if (auto* writer = context.index_writer()) {
+    writer->settle(std::chrono::milliseconds(200));
   }
   auto table = context.table();
   const tenant::Tenant* tenant = &table->tenants->anonymous();
@@ -317,14 +318,13 @@ AdminResponse debug_route(proxy::GatewayContext& context, std::string_view query
           openai::invalid_request("no tenant is named '" + std::string(name) + "'", "tenant", "invalid_value"));
     }
   }
-  auto prepared = proxy::prepare_inference(*table, body, *endpoint, session_header, *tenant);
+  auto prepared = route::prepare_inference(*table, body, *endpoint, session_header, *tenant, local_now());
   if (!prepared) {
     return error_response(prepared.error().error);
   }
   const auto& inference = *prepared;
   const auto& model = *inference.model;
-  route::RouteContext route_context{
-      inference.session_key(), context.peek_decision_sequence(), {}, proxy::unix_now_ms()};
+  route::RouteContext route_context{inference.session_key(), context.peek_decision_sequence(), {}, unix_now_ms()};
   auto decision = context.router().decide(*table, model, &inference.prompt, route_context);
   auto worker_id = [&](const std::optional<std::size_t>& index) {
     return index ? json(model.workers[*index].state->id()) : json(nullptr);
@@ -351,7 +351,7 @@ AdminResponse debug_route(proxy::GatewayContext& context, std::string_view query
             {"tokenization", model.tokenizer ? "exact" : "approximate"},
             {"blocks", inference.prompt.blocks.size()},
             {"returns", returns_json(*model.session_gaps)},
-            {"candidates", proxy::candidates_json(decision.candidates)}});
+            {"candidates", route::candidates_json(decision.candidates)}});
 }
 
 // %XX escapes in a path segment (a session key may hold any byte).
@@ -383,13 +383,13 @@ std::optional<std::string> percent_decode(std::string_view text) {
   return decoded;
 }
 
-AdminResponse debug_session(proxy::GatewayContext& context, std::string_view encoded_key) {
+AdminResponse debug_session(gateway::GatewayContext& context, std::string_view encoded_key) {
   auto key = percent_decode(encoded_key);
   if (!key || key->empty()) {
     return error_response(openai::invalid_request("The session key in the path is empty or badly escaped.", "key",
                                                   "invalid_session_key"));
   }
-  const auto now = proxy::unix_now_ms();
+  const auto now = unix_now_ms();
   auto found = context.sessions().detail(*key, now);
   if (!found) {
     // The key is not echoed: it is the client's, and may be anything.
@@ -424,7 +424,7 @@ AdminResponse debug_session(proxy::GatewayContext& context, std::string_view enc
 
 }  // namespace
 
-AdminResponse handle_admin_request(proxy::GatewayContext& context, bhttp::verb method, std::string_view target,
+AdminResponse handle_admin_request(gateway::GatewayContext& context, bhttp::verb method, std::string_view target,
                                    std::string_view body, std::string_view session_header) {
   const auto query_at = target.find('?');
   const auto path = target.substr(0, query_at);

@@ -77,7 +77,7 @@ bool Gateway::start() {
   context_.publish(*initial);
   ingestion_ = std::make_unique<kv_events::Ingestion>(metrics_, options_->index, options_->kv_events);
   ingestion_->configure(route::worker_feeds(**initial), options_->index, options_->kv_events);
-  context_.set_ingestion(ingestion_.get());
+  context_.set_index_writer(ingestion_.get());
   if (!open_decision_log(*options_)) {
     return false;
   }
@@ -90,7 +90,7 @@ bool Gateway::start() {
   auto thread_count = options_->threads != 0 ? options_->threads : available_cpus();
   auto bind_to = *listen;
   for (unsigned index = 0; index < thread_count; ++index) {
-    auto& thread = threads_.emplace_back(std::make_unique<proxy::IoThread>(context_, *options_));
+    auto& thread = threads_.emplace_back(std::make_unique<proxy::IoThread>(context_, admission_, *options_));
     auto bound = thread->bind(bind_to);
     if (!bound) {
       spdlog::critical("{}", bound.error());

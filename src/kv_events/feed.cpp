@@ -5,6 +5,8 @@
 #include <atomic>
 #include <chrono>
 
+#include "kvgate/core/clock.hpp"
+
 namespace kvgate::kv_events {
 namespace {
 
@@ -52,12 +54,6 @@ void configure_reconnect(zmq::socket_t& socket) {
   socket.set(zmq::sockopt::linger, 0);
   socket.set(zmq::sockopt::reconnect_ivl, 100);       // ms; first retry
   socket.set(zmq::sockopt::reconnect_ivl_max, 5000);  // ms; exponential back-off up to this
-}
-
-std::uint64_t unix_ms() {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count());
 }
 
 }  // namespace
@@ -328,7 +324,7 @@ void Feed::apply(const EventMessage& message, std::uint64_t now_ms) {
     spdlog::error("kv events: worker {} reported more blocks than any engine holds; its entries were reset",
                   worker_id_);
   }
-  status_.last_event_unix_ms = unix_ms();
+  status_.last_event_unix_ms = unix_now_ms();
 }
 
 void Feed::assume(std::span<const BlockHash> blocks, std::uint64_t now_ms, std::uint64_t ticket) {
@@ -398,7 +394,7 @@ void Feed::publish_counts(std::uint64_t now_ms) {
   for (std::size_t bucket = 0; bucket < ages.size(); ++bucket) {
     status_.gpu_block_ages[bucket].store(ages[bucket], std::memory_order_relaxed);
   }
-  status_.gpu_block_ages_unix_ms = unix_ms();
+  status_.gpu_block_ages_unix_ms = unix_now_ms();
 }
 
 void Feed::drop_entries() {

@@ -7,6 +7,9 @@
 #include <algorithm>
 #include <chrono>
 
+#include "kvgate/core/clock.hpp"
+#include "kvgate/route/outlier_filter.hpp"
+
 namespace kvgate::proxy {
 
 namespace asio = boost::asio;
@@ -76,17 +79,7 @@ bool AdmissionGate::has_room(const route::RoutingTable& table, const route::Mode
   if (options.max_in_flight_per_worker == 0) {
     return true;
   }
-  // The workers the router may pick; all of them when none (its panic mode).
-  const auto now = static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count());
-  std::size_t routable = 0;
-  for (const auto& worker : model.workers) {
-    routable += worker.state->healthy() && !worker.state->ejected(now) ? 1 : 0;
-  }
-  if (routable == 0) {
-    routable = model.workers.size();
-  }
+  const auto routable = route::routable_workers(model, unix_now_ms());
   auto held = per_model_.find(model.name);
   const std::uint64_t in_flight = held == per_model_.end() ? 0 : held->second;
   return in_flight < routable * std::uint64_t{options.max_in_flight_per_worker};

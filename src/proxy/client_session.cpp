@@ -4,8 +4,8 @@
 
 #include <tuple>
 
+#include "kvgate/core/clock.hpp"
 #include "kvgate/proxy/decision_record.hpp"
-#include "kvgate/proxy/inference_request.hpp"
 #include "kvgate/proxy/request_pipeline.hpp"
 
 namespace kvgate::proxy {
@@ -181,18 +181,12 @@ awaitable<void> ClientSession::respond_error(Exchange& exchange, const openai::A
 void ClientSession::finish(Exchange& exchange) {
   auto elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange.started).count();
   exchange.total_seconds = elapsed;
-  if (exchange.route && exchange.route->worker && exchange.route_model != nullptr) {
-    auto& worker = *exchange.route_model->workers[*exchange.route->worker].state;
+  if (exchange.attempt) {
     const double ttft = exchange.first_token_seconds >= 0 ? exchange.first_token_seconds : exchange.first_byte_seconds;
-    std::optional<std::string_view> session_key;
-    if (exchange.session) {
-      session_key = *exchange.session;
-    }
-    context().router().record_outcome(
-        *exchange.table, *exchange.route_model, worker, *exchange.route, session_key, exchange.session_turn,
-        {exchange.status, exchange.retries, exchange.reported.cached_tokens, exchange.reported.prompt_tokens,
-         ttft < 0 ? std::nullopt : std::optional<double>(ttft * 1000), exchange.first_token_seconds >= 0,
-         exchange.reported.completion_tokens});
+    exchange.attempt->complete({exchange.status, exchange.retries, exchange.reported.cached_tokens,
+                                exchange.reported.prompt_tokens,
+                                ttft < 0 ? std::nullopt : std::optional<double>(ttft * 1000),
+                                exchange.first_token_seconds >= 0, exchange.reported.completion_tokens});
   }
   if (exchange.route && exchange.route->worker) {
     obs::RoutedRequest routed;
@@ -217,8 +211,7 @@ void ClientSession::finish(Exchange& exchange) {
     context().activity().record(routed);
   }
   if (exchange.decision_log) {
-    auto now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    exchange.decision_log->write(decision_record(exchange, now));
+    exchange.decision_log->write(decision_record(exchange, unix_now_seconds()));
   }
   thread_.metrics().request_finished(exchange.model, exchange.worker, exchange.status, elapsed,
                                      exchange.first_byte_seconds, exchange.first_token_seconds);

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kvgate/route/candidates_json.hpp"
+
 namespace kvgate::proxy {
 
 using nlohmann::json;
@@ -16,28 +18,6 @@ json optional_count(const std::optional<std::uint32_t>& value) {
   return value ? json(*value) : json(nullptr);
 }
 
-json candidate_json(const policy::Candidate& candidate) {
-  return {
-      {"worker", candidate.worker},
-      {"eligible", candidate.eligible},
-      {"ineligible_because", candidate.ineligible_because == policy::Ineligible::none
-                                 ? json(nullptr)
-                                 : json(policy::to_string(candidate.ineligible_because))},
-      {"drifting", candidate.drifting},
-      {"in_flight", candidate.in_flight},
-      {"score", candidate.score},
-      {"cached_tokens", candidate.cached_tokens},
-      {"queue_delay_ms", optional_number(candidate.queue_delay_ms)},
-      {"prefill_ms", optional_number(candidate.prefill_ms)},
-      {"receive_ms", optional_number(candidate.receive_ms)},
-      {"offloaded_cached_tokens", candidate.receive_ms < 0 ? json(nullptr) : json(candidate.offloaded_cached_tokens)},
-      {"expected_ttft_ms", optional_number(candidate.expected_ttft_ms)},
-      {"evicts_ms", optional_number(candidate.evicts_ms)},
-      {"evicted_blocks", candidate.evicts_ms < 0 ? json(nullptr) : json(candidate.evicted_blocks)},
-      {"score_noise_ms", candidate.expected_ttft_ms < 0 ? json(nullptr) : json(candidate.score_noise_ms)},
-      {"indexed_blocks", candidate.indexed_blocks}};
-}
-
 json route_runner_up(const Exchange& exchange, const route::RouteDecision& route) {
   if (!route.runner_up || exchange.route_model == nullptr) {
     return nullptr;
@@ -46,14 +26,6 @@ json route_runner_up(const Exchange& exchange, const route::RouteDecision& route
 }
 
 }  // namespace
-
-json candidates_json(const std::vector<policy::Candidate>& candidates) {
-  json result = json::array();
-  for (const auto& candidate : candidates) {
-    result.push_back(candidate_json(candidate));
-  }
-  return result;
-}
 
 std::string decision_record(const Exchange& exchange, double unix_seconds) {
   // A stream's first token is its first body byte (its header comes at
@@ -65,6 +37,7 @@ std::string decision_record(const Exchange& exchange, double unix_seconds) {
   static const route::RouteDecision kNotRouted;
   const auto& route = exchange.route ? *exchange.route : kNotRouted;
   const bool routed = exchange.route.has_value() && route.worker.has_value();
+  const std::uint64_t session_turn = exchange.attempt ? exchange.attempt->session_turn() : 0;
   json record = {
       {"ts", unix_seconds},
       {"request_id", exchange.request_id},
@@ -76,12 +49,12 @@ std::string decision_record(const Exchange& exchange, double unix_seconds) {
       {"policy", exchange.table->policy->name()},
       {"reason", policy::to_string(route.reason)},
       {"policy_reason", policy::to_string(route.policy_reason)},
-      {"session_turn", exchange.session_turn == 0 ? json(nullptr) : json(exchange.session_turn)},
+      {"session_turn", session_turn == 0 ? json(nullptr) : json(session_turn)},
       {"input_tokens", route.input_tokens == 0 ? json(nullptr) : json(route.input_tokens)},
       {"predicted_cached_tokens", routed ? json(route.indexed_cached_tokens) : json(nullptr)},
       {"runner_up", route_runner_up(exchange, route)},
       {"gap_ms", optional_number(route.gap_ms)},
-      {"candidates", candidates_json(route.candidates)},
+      {"candidates", route::candidates_json(route.candidates)},
       {"status", exchange.status},
       {"cached_tokens", optional_count(exchange.reported.cached_tokens)},
       {"ttft_ms", optional_number(ttft_ms)},

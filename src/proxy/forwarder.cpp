@@ -4,7 +4,7 @@
 #include <array>
 #include <utility>
 
-#include "kvgate/proxy/inference_request.hpp"
+#include "kvgate/core/clock.hpp"
 #include "kvgate/proxy/relay.hpp"
 
 namespace kvgate::proxy {
@@ -58,7 +58,7 @@ class Attempts {
     auto& router = session_.context().router();
     std::vector<std::size_t> excluded;
     std::optional<openai::ApiError> last_error;
-    for (std::uint32_t attempt = 0; attempt <= options.upstream.retries; ++attempt) {
+    for (std::uint32_t try_number = 0; try_number <= options.upstream.retries; ++try_number) {
       route::RouteContext context{target_.session_key, session_.context().next_decision_sequence(), excluded,
                                   unix_now_ms()};
       auto decision = router.decide(target_.table, target_.model, target_.prompt, context);
@@ -69,7 +69,7 @@ class Attempts {
         break;
       }
       const auto chosen = *decision.worker;
-      if (attempt == 0) {
+      if (try_number == 0) {
         session_.thread().retry_budget().record_request(context.now_unix_ms);
       } else {
         if (!session_.thread().retry_budget().try_retry(context.now_unix_ms, options.upstream.retry_budget)) {
@@ -80,20 +80,16 @@ class Attempts {
         ++exchange_.retries;
         session_.context().metrics().retry(target_.model.name);
       }
-      auto commitment = router.commit(target_.model, decision, context);
-      exchange_.session_turn = commitment.session_turn;
-      const auto blocks = decision.blocks;  // views the prompt, alive for the whole forward
+      auto& attempt =
+          exchange_.attempt.emplace(router.commit(target_.table, target_.model, decision, target_.prompt, context));
       note_decision(std::move(decision));
       auto& worker = *target_.model.workers[chosen].state;
       set_upstream_key(upstream_request, request, target_.model.workers[chosen].options);
-      auto outcome = co_await try_worker(worker, upstream_request, commitment.in_flight);
-      commitment.in_flight.finish();
+      auto outcome = co_await try_worker(worker, upstream_request, attempt);
       const bool engine_refused = outcome.kind == AttemptOutcome::Kind::relayed && exchange_.status >= 400;
-      if (engine_refused || outcome.kind == AttemptOutcome::Kind::retryable) {
-        router.withdraw(target_.model, chosen, blocks, commitment);
-      } else {
-        router.finish(target_.model, chosen, commitment);
-      }
+      const bool not_run = engine_refused || outcome.kind == AttemptOutcome::Kind::retryable;
+      attempt.end(not_run ? route::AttemptEnd::not_run : route::AttemptEnd::served,
+                  outcome.reached_worker ? std::optional(outcome.failure) : std::nullopt, unix_now_ms());
       if (outcome.kind != AttemptOutcome::Kind::retryable) {
         if (outcome.kind == AttemptOutcome::Kind::failed && !link_.client_gone) {
           co_await session_.respond_error(exchange_, *outcome.error);
@@ -142,12 +138,11 @@ class Attempts {
         exchange_.receipt = route::route_receipt(target_.model, decision);
       }
     }
-    decision.blocks = {};  // views the prompt, which ends before the exchange does
     exchange_.route = std::move(decision);
   }
 
   awaitable<AttemptOutcome> try_worker(workers::WorkerState& worker, UpstreamRequest& upstream_request,
-                                       workers::InFlightRequest& in_flight) {
+                                       route::Attempt& attempt) {
     const auto& options = *target_.table.options;
     auto& metrics = session_.context().metrics();
     auto& pool = session_.thread().pool();
@@ -160,16 +155,17 @@ class Attempts {
       if (!*connection) {
         const auto& error = connection->error();
         metrics.upstream_error(worker.id(), error == beast::error::timeout ? "connect_timeout" : "connect");
-        note_traffic(worker, workers::FailureCause::connect);
         co_return AttemptOutcome::retry(
             openai::upstream_failure("cannot connect to worker " + worker.id() + ": " + error.message()),
             workers::FailureCause::connect);
       }
       if (link_.client_gone) {
-        co_return AttemptOutcome::client_left();
+        auto left = AttemptOutcome::client_left();
+        left.reached_worker = false;
+        co_return left;
       }
       auto& upstream = connection->value();
-      Relay relay(session_, exchange_, worker, *upstream.stream, link_, options, in_flight);
+      Relay relay(session_, exchange_, worker, *upstream.stream, link_, options, attempt);
       auto outcome = co_await relay.run(upstream_request, upstream.reused && fresh_tries == 0);
       if (outcome.kind == AttemptOutcome::Kind::stale_connection) {
         connection.emplace(co_await pool.connect(worker, options.timeouts.upstream_connect));
@@ -178,35 +174,7 @@ class Attempts {
       if (outcome.kind == AttemptOutcome::Kind::relayed && relay.upstream_reusable()) {
         pool.release(worker, std::move(upstream.stream));
       }
-      note_traffic(worker, outcome.failure);
       co_return outcome;
-    }
-  }
-
-  // Into the worker's circuit breaker. At most max_ejected_percent of the
-  // model's workers are out at once (at least one, in a fleet of two or
-  // more): beyond, failures are counted but the worker keeps serving.
-  void note_traffic(workers::WorkerState& worker, workers::FailureCause failure) {
-    const auto now = unix_now_ms();
-    const auto& table = target_.table;
-    bool may_eject = true;
-    if (failure != workers::FailureCause::none) {
-      const auto& fleet = target_.model.workers;
-      std::size_t ejected = 0;
-      for (const auto& route : fleet) {
-        ejected += route.state->ejected(now) ? 1 : 0;
-      }
-      may_eject =
-          workers::ejection_allowed(ejected, fleet.size(), table.options->outlier_detection.max_ejected_percent);
-    }
-    const auto change = worker.record_traffic(failure, now, table.ejection, may_eject);
-    if (change == workers::CircuitBreaker::Change::ejected) {
-      const auto status = worker.outlier_status(now);
-      spdlog::warn("worker {} ejected for {} ms after failed requests (last: {}; ejection {} in a row)", worker.id(),
-                   status.ejected_until_unix_ms - now, workers::to_string(failure), status.ejections_in_a_row);
-      session_.context().metrics().worker_ejected(worker.id(), workers::to_string(failure));
-    } else if (change == workers::CircuitBreaker::Change::restored) {
-      spdlog::info("worker {} answered its probe after an ejection: back in routing", worker.id());
     }
   }
 

@@ -28,8 +28,9 @@ void log_if_failed(const std::exception_ptr& failure, const char* what) {
 
 }  // namespace
 
-IoThread::IoThread(GatewayContext& context, const config::Options& options)
+IoThread::IoThread(gateway::GatewayContext& context, AdmissionGate& admission, const config::Options& options)
     : context_(context),
+      admission_(admission),
       pool_(io_, options.upstream.max_idle_connections, options.upstream.idle_connection_timeout),
       metrics_(context.metrics()) {}
 

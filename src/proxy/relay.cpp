@@ -11,15 +11,14 @@ namespace kvgate::proxy {
 using namespace kvgate::http;
 
 Relay::Relay(ClientSession& session, Exchange& exchange, const workers::WorkerState& worker,
-             http::DeadlineStream& upstream, CancelLink& link, const config::Options& options,
-             workers::InFlightRequest& in_flight)
+             http::DeadlineStream& upstream, CancelLink& link, const config::Options& options, route::Attempt& attempt)
     : session_(session),
       exchange_(exchange),
       worker_(worker),
       upstream_(upstream),
       link_(link),
       options_(options),
-      in_flight_(in_flight) {
+      attempt_(attempt) {
   link_.upstream = &upstream_;
   parser_.body_limit(boost::none);  // the worker's answer is relayed, never held whole
 }
@@ -45,7 +44,7 @@ awaitable<AttemptOutcome> Relay::send_and_read_header(UpstreamRequest& request, 
   }
   if (!write_error) {
     if (media_type(parser_.get()) != "text/event-stream") {
-      in_flight_.answering();
+      attempt_.answering();
     }
     exchange_.first_byte_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange_.started).count();
@@ -160,7 +159,7 @@ awaitable<AttemptOutcome> Relay::relay_body() {
     }
     const bool last = !response.body().more;
     if (last) {
-      in_flight_.finish();
+      attempt_.engine_done();
     }
     exchange_.response_bytes += response.body().size;
     const std::string_view piece(static_cast<const char*>(response.body().data),
@@ -192,7 +191,7 @@ void Relay::observe_piece(bhttp::buffer_body::value_type& piece) {
   if (event_stream_ && !bytes.empty() && exchange_.first_token_seconds < 0) {
     exchange_.first_token_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange_.started).count();
-    in_flight_.first_token(exchange_.first_token_seconds);
+    attempt_.first_token(exchange_.first_token_seconds);
   }
   usage_.feed(bytes);
   if (!piece.more) {

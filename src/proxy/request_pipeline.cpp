@@ -6,9 +6,10 @@
 #include <algorithm>
 #include <random>
 
+#include "kvgate/core/clock.hpp"
 #include "kvgate/openai/request.hpp"
 #include "kvgate/proxy/forwarder.hpp"
-#include "kvgate/proxy/inference_request.hpp"
+#include "kvgate/route/inference_request.hpp"
 
 namespace kvgate::proxy {
 
@@ -46,7 +47,8 @@ const route::ModelRoute* model_for_passthrough(const route::RoutingTable& table,
 
 awaitable<void> handle_inference(ClientSession& session, ClientRequest& request, Exchange& exchange,
                                  const route::RoutingTable& table, openai::Endpoint endpoint) {
-  auto prepared = prepare_inference(table, request.body(), endpoint, request["x-session-id"], *exchange.tenant);
+  auto prepared =
+      route::prepare_inference(table, request.body(), endpoint, request["x-session-id"], *exchange.tenant, local_now());
   if (!prepared) {
     const auto& [error, model] = prepared.error();
     if (model != nullptr) {
@@ -70,7 +72,7 @@ awaitable<void> handle_inference(ClientSession& session, ClientRequest& request,
   }
   // Admission: the tenant's budgets (prompt tokens as kvgate counted
   // them), then a slot within the in-flight limits, perhaps after a wait.
-  auto& gate = session.context().admission();
+  auto& gate = session.thread().admission();
   if (auto refused = gate.check_rates(*exchange.tenant, inference.prompt.input_tokens, unix_now_ms())) {
     const bool tokens = refused->reason == admission::RefusalReason::prompt_tokens_per_minute;
     co_await session.respond_error(

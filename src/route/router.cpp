@@ -9,6 +9,8 @@
 #include <new>
 #include <type_traits>
 
+#include "kvgate/route/outlier_filter.hpp"
+
 namespace kvgate::route {
 
 using policy::Reason;
@@ -165,15 +167,7 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
     views[index].offloaded_cached_tokens =
         views[index].cached_tokens - std::min(scratch.indexed_gpu[index], views[index].cached_tokens);
   }
-  // Panic mode (Envoy's): when every healthy worker is ejected, ejection is
-  // ignored, so a fleet failing as a whole keeps serving what it can.
-  const bool all_ejected = std::none_of(views.begin(), views.begin() + static_cast<std::ptrdiff_t>(count),
-                                        [](const policy::WorkerView& view) { return view.healthy && !view.ejected; });
-  if (all_ejected) {
-    for (std::size_t index = 0; index < count; ++index) {
-      views[index].ejected = false;
-    }
-  }
+  lift_ejections_in_panic(std::span(views.data(), count));
   if (const auto limit = table.options->admission.max_in_flight_per_worker; limit > 0) {
     bool any_room = false;
     for (std::size_t index = 0; index < count; ++index) {
@@ -208,7 +202,6 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
     request.input_tokens = prompt->input_tokens;
     request.prompt_blocks = prompt->blocks;
     result.input_tokens = prompt->input_tokens;
-    result.blocks = prompt->blocks;
   }
   // Not the per-process sequence: gateways that share a fleet must break
   // the same ties the same way (README, "Several gateways").
@@ -248,22 +241,33 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   return result;
 }
 
-Commitment Router::commit(const ModelRoute& model, const RouteDecision& decision, const RouteContext& context) {
-  const auto& worker = model.workers[*decision.worker];
+Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const RouteDecision& decision,
+                       const prompt::PreparedPrompt* prompt, const RouteContext& context) {
+  const auto chosen = *decision.worker;
+  const auto& worker = model.workers[chosen];
   const auto uncached = decision.input_tokens - std::min(decision.predicted_cached_tokens, decision.input_tokens);
-  Commitment commitment{workers::InFlightRequest(*worker.state, uncached, decision.input_tokens)};
+  Attempt attempt(*this, table, model, chosen,
+                  workers::InFlightRequest(*worker.state, uncached, decision.input_tokens));
+  attempt.prediction_ = {decision.reason,
+                         decision.input_tokens,
+                         decision.indexed_cached_tokens,
+                         decision.evicted_blocks_at_decision,
+                         decision.queued_tokens,
+                         decision.active_tokens};
   // Decision sequence numbers are unique: they name this attempt's insert.
-  commitment.ticket = context.sequence;
+  attempt.ticket_ = context.sequence;
   // The chosen worker will hold these blocks once it has run the prompt:
   // the index learns it now, so that a burst sharing a new prefix follows
   // the first request instead of scattering before the engine's events.
-  if (ingestion_ != nullptr && !decision.blocks.empty()) {
-    ingestion_->assume(model.cache, worker.slot, decision.blocks, commitment.ticket);
+  if (index_writer_ != nullptr && prompt != nullptr && !prompt->blocks.empty()) {
+    attempt.blocks_.assign(prompt->blocks.begin(), prompt->blocks.end());
+    index_writer_->assume(model.cache, worker.slot, attempt.blocks_, attempt.ticket_);
   }
   if (context.session_key) {
+    attempt.session_key_.assign(*context.session_key);
     SessionTurn turn;
     turn.worker = worker.state->id();
-    turn.worker_position = static_cast<std::uint32_t>(*decision.worker);
+    turn.worker_position = static_cast<std::uint32_t>(chosen);
     turn.reason = decision.reason;
     turn.input_tokens = decision.input_tokens;
     turn.predicted_cached_tokens = decision.indexed_cached_tokens;
@@ -276,32 +280,51 @@ Commitment Router::commit(const ModelRoute& model, const RouteDecision& decision
         model.session_gaps->record_first_turn();
       }
     }
-    commitment.session_turn =
+    attempt.session_turn_ =
         sessions_.commit_turn(*context.session_key, std::move(turn), context.now_unix_ms, same_request);
     if (policy::is_session_move(decision.reason)) {
       metrics_.session_move(model.name, policy::to_string(decision.reason));
     }
   }
-  return commitment;
+  return attempt;
 }
 
-void Router::withdraw(const ModelRoute& model, std::size_t worker, std::span<const prefix::BlockHash> blocks,
-                      const Commitment& commitment) {
-  if (ingestion_ != nullptr && !blocks.empty()) {
-    ingestion_->withdraw(model.cache, model.workers[worker].slot, blocks, commitment.ticket);
+void Router::withdraw(const Attempt& attempt) {
+  if (index_writer_ != nullptr && !attempt.blocks_.empty()) {
+    index_writer_->withdraw(attempt.model_->cache, attempt.model_->workers[attempt.worker_].slot, attempt.blocks_,
+                            attempt.ticket_);
   }
 }
 
-void Router::finish(const ModelRoute& model, std::size_t worker, const Commitment& commitment) {
-  const auto& route = model.workers[worker];
-  if (ingestion_ != nullptr && route.options.cache_model == config::CacheModel::sequences) {
-    ingestion_->finish(model.cache, route.slot, commitment.ticket);
+void Router::finish(const Attempt& attempt) {
+  const auto& route = attempt.model_->workers[attempt.worker_];
+  if (index_writer_ != nullptr && route.options.cache_model == config::CacheModel::sequences) {
+    index_writer_->finish(attempt.model_->cache, route.slot, attempt.ticket_);
   }
 }
 
-void Router::record_outcome(const RoutingTable& table, const ModelRoute& model, workers::WorkerState& worker,
-                            const RouteDecision& decision, std::optional<std::string_view> session_key,
-                            std::uint64_t session_turn, const Outcome& outcome) {
+void Router::note_traffic(const Attempt& attempt, workers::FailureCause failure, std::uint64_t now_unix_ms) {
+  const auto& table = *attempt.table_;
+  const auto& model = *attempt.model_;
+  auto& worker = *model.workers[attempt.worker_].state;
+  const bool may_eject = failure == workers::FailureCause::none ||
+                         may_eject_another(model, now_unix_ms, table.options->outlier_detection.max_ejected_percent);
+  const auto change = worker.record_traffic(failure, now_unix_ms, table.ejection, may_eject);
+  if (change == workers::CircuitBreaker::Change::ejected) {
+    const auto status = worker.outlier_status(now_unix_ms);
+    spdlog::warn("worker {} ejected for {} ms after failed requests (last: {}; ejection {} in a row)", worker.id(),
+                 status.ejected_until_unix_ms - now_unix_ms, workers::to_string(failure), status.ejections_in_a_row);
+    metrics_.worker_ejected(worker.id(), workers::to_string(failure));
+  } else if (change == workers::CircuitBreaker::Change::restored) {
+    spdlog::info("worker {} answered its probe after an ejection: back in routing", worker.id());
+  }
+}
+
+void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outcome) {
+  const auto& table = *attempt.table_;
+  const auto& model = *attempt.model_;
+  auto& worker = *model.workers[attempt.worker_].state;
+  const auto& decision = attempt.prediction_;
   if (outcome.status == 200 && outcome.prompt_tokens && outcome.cached_tokens) {
     metrics_.prompt_tokens(model.name, worker.id(), *outcome.prompt_tokens, *outcome.cached_tokens);
   }
@@ -313,8 +336,7 @@ void Router::record_outcome(const RoutingTable& table, const ModelRoute& model, 
     // An engine that reuses prefixes token by token (llama.cpp's slots)
     // reports up to a block more than kvgate's block-grained prediction:
     // within that, the prediction is as exact as blocks can be.
-    const bool token_grained =
-        model.workers[decision.worker.value_or(0)].options.cache_model == config::CacheModel::sequences;
+    const bool token_grained = model.workers[attempt.worker_].options.cache_model == config::CacheModel::sequences;
     const bool exact =
         predicted == reported || (token_grained && reported > predicted && reported - predicted < model.block_size);
     metrics_.cache_prediction(worker.id(), exact ? "exact" : predicted > reported ? "over" : "under");
@@ -361,13 +383,13 @@ void Router::record_outcome(const RoutingTable& table, const ModelRoute& model, 
       worker.record_prefill_speed(sample.ttft_ms / predicted);
     }
   }
-  if (!session_key || session_turn == 0) {
+  if (attempt.session_turn_ == 0) {
     return;
   }
-  sessions_.record_outcome(*session_key, session_turn,
+  sessions_.record_outcome(attempt.session_key_, attempt.session_turn_,
                            {outcome.status, outcome.cached_tokens, outcome.prompt_tokens, outcome.ttft_ms});
   const auto prompt_tokens = outcome.prompt_tokens.value_or(decision.input_tokens);
-  if (session_turn >= 2 && outcome.status == 200 && outcome.cached_tokens && prompt_tokens > 0) {
+  if (attempt.session_turn_ >= 2 && outcome.status == 200 && outcome.cached_tokens && prompt_tokens > 0) {
     metrics_.session_turn_hit(
         model.name, std::min(1.0, static_cast<double>(*outcome.cached_tokens) / static_cast<double>(prompt_tokens)));
   }

@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "kvgate/core/clock.hpp"
 #include "kvgate/workers/health_checker.hpp"
 
 namespace kvgate::workers {
@@ -15,12 +16,6 @@ namespace {
 // vLLM's exposition with many histograms is ~100-300 KiB; far more is not an
 // engine's metrics page.
 constexpr std::uint64_t kMaxMetricsBytes = 8 * 1024 * 1024;
-
-std::uint64_t unix_ms() {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count());
-}
 
 std::uint64_t steady_ms() {
   return static_cast<std::uint64_t>(
@@ -101,7 +96,7 @@ awaitable<void> MetricsScraper::scrape(std::shared_ptr<WorkerState> worker, std:
   auto parsed = parse_prometheus_text(page->body);
   auto snapshot = std::make_shared<WorkerState::ScrapedLoad>();
   snapshot->load = extract_engine_load(parsed);
-  snapshot->unix_ms = unix_ms();
+  snapshot->unix_ms = unix_now_ms();
   worker->publish_engine_load(std::move(snapshot), std::max(pending_before, worker->pending_requests()));
   metrics_.metrics_scrape(id, obs::ScrapeResult::success);
 }

@@ -4,6 +4,7 @@
 
 #include <numeric>
 
+#include "kvgate/route/outlier_filter.hpp"
 #include "kvgate/route/router.hpp"
 
 namespace kvgate::route {
@@ -63,8 +64,20 @@ class Fleet {
   RouteDecision turn(const prompt::PreparedPrompt& prompt, std::string_view session, std::uint64_t now = kNow) {
     RouteContext context{session, 0, {}, now};
     auto decision = router.decide(table, model, &prompt, context);
-    auto commitment = router.commit(model, decision, context);
+    auto attempt = router.commit(table, model, decision, &prompt, context);
+    attempt.end(AttemptEnd::served, workers::FailureCause::none, now);
     return decision;
+  }
+
+  // Serves `decision` on `worker` (whatever it chose) and completes it with
+  // the engine's `outcome`, as a response that ended would.
+  void serve(RouteDecision decision, const prompt::PreparedPrompt& prompt, std::size_t worker,
+             const ResponseOutcome& outcome) {
+    decision.worker = worker;
+    RouteContext context{std::nullopt, 0, {}, kNow};
+    auto attempt = router.commit(table, model, decision, &prompt, context);
+    attempt.end(AttemptEnd::served, workers::FailureCause::none, kNow);
+    attempt.complete(outcome);
   }
 
   RoutingTable table;
@@ -117,8 +130,8 @@ TEST(Router, CommitAccountsTheLoadAndRemembersTheSession) {
   ASSERT_EQ(decision.worker, 1u);
   EXPECT_EQ(decision.predicted_cached_tokens, 320u);
   {
-    auto commitment = fleet.router.commit(fleet.model, decision, context);
-    EXPECT_EQ(commitment.session_turn, 1u);
+    auto attempt = fleet.router.commit(fleet.table, fleet.model, decision, &prompt, context);
+    EXPECT_EQ(attempt.session_turn(), 1u);
     EXPECT_EQ(fleet.worker(1).in_flight(), 1u);
     EXPECT_EQ(fleet.worker(1).pending_prefill_tokens(), 320u);  // the uncached part
     EXPECT_EQ(fleet.worker(1).active_tokens(), 640u);           // the whole prompt, until it finishes
@@ -127,7 +140,7 @@ TEST(Router, CommitAccountsTheLoadAndRemembersTheSession) {
     EXPECT_EQ(session->worker, "b");
     EXPECT_EQ(session->last_input_tokens, 640u);
   }
-  EXPECT_EQ(fleet.worker(1).in_flight(), 0u);  // the commitment ended
+  EXPECT_EQ(fleet.worker(1).in_flight(), 0u);  // the attempt ended
   EXPECT_EQ(fleet.worker(1).pending_prefill_tokens(), 0u);
   EXPECT_EQ(fleet.worker(1).active_tokens(), 0u);
 }
@@ -323,9 +336,9 @@ TEST(Router, MissesTheEnginesEvictionsExplainDoNotMarkDrift) {
     evicted += blocks_evicted_meanwhile;
     // 624 promised, nothing delivered; the request computed 640 prompt and
     // 32 answer tokens (43 blocks with the partial one).
-    Router::Outcome outcome{200, 0, 0u, 640u, 5.0};
+    ResponseOutcome outcome{200, 0, 0u, 640u, 5.0};
     outcome.completion_tokens = 32;
-    fleet.router.record_outcome(fleet.table, fleet.model, fleet.worker(0), decision, std::nullopt, 0, outcome);
+    fleet.serve(decision, prompt, 0, outcome);
   };
   for (int request = 0; request < 16; ++request) {
     miss(43 + 39);  // its own 43 blocks and the 39 it was promised
@@ -349,8 +362,7 @@ TEST(Router, ADriftingWorkersIndexIsNotCredited) {
   EXPECT_EQ(trusted.predicted_cached_tokens, 624u);
   // The engine keeps reporting nothing cached where the index says 624.
   for (int request = 0; request < 4; ++request) {
-    fleet.router.record_outcome(fleet.table, fleet.model, fleet.worker(0), trusted, std::nullopt, 0,
-                                {200, 0, 0u, 640u, 5.0});
+    fleet.serve(trusted, prompt, 0, {200, 0, 0u, 640u, 5.0});
   }
   ASSERT_TRUE(fleet.worker(0).drifting());
   auto distrusted = fleet.decide(prompt, std::nullopt, 1);
@@ -364,8 +376,7 @@ TEST(Router, ADriftingWorkersIndexIsNotCredited) {
   }
   // The engine agrees again: the worker is credited again.
   for (int request = 0; request < 8 && fleet.worker(0).drifting(); ++request) {
-    fleet.router.record_outcome(fleet.table, fleet.model, fleet.worker(0), trusted, std::nullopt, 0,
-                                {200, 0, 624u, 640u, 5.0});
+    fleet.serve(trusted, prompt, 0, {200, 0, 624u, 640u, 5.0});
   }
   EXPECT_FALSE(fleet.worker(0).drifting());
   EXPECT_EQ(fleet.decide(prompt, std::nullopt, 2).worker, 0u);
@@ -385,8 +396,7 @@ TEST(Router, EachWorkersSpeedIsLearnedAgainstThePooledFitAndPriced) {
     const double ttft = 0.1 * length * (worker == 0 ? 2.0 : 1.0);
     auto prompt = prompt_of(length);
     auto decision = fleet.decide(prompt, std::nullopt, request);
-    fleet.router.record_outcome(fleet.table, fleet.model, fleet.worker(worker), decision, std::nullopt, 0,
-                                {200, 0, 0u, length, ttft, true});
+    fleet.serve(decision, prompt, worker, {200, 0, 0u, length, ttft, true});
   }
   EXPECT_EQ(fleet.model.pooled_prefill->rates().samples, 120u);
   EXPECT_GT(fleet.worker(0).prefill_speed() / fleet.worker(1).prefill_speed(), 1.5);
@@ -421,9 +431,9 @@ TEST(Router, OutcomesCompleteTheSessionsTurn) {
   auto prompt = prompt_of(320);
   RouteContext context{"s", 0, {}, kNow};
   auto decision = fleet.router.decide(fleet.table, fleet.model, &prompt, context);
-  auto commitment = fleet.router.commit(fleet.model, decision, context);
-  fleet.router.record_outcome(fleet.table, fleet.model, fleet.worker(*decision.worker), decision, "s",
-                              commitment.session_turn, {200, 0, 0u, 320u, 7.5});
+  auto attempt = fleet.router.commit(fleet.table, fleet.model, decision, &prompt, context);
+  attempt.end(AttemptEnd::served, workers::FailureCause::none, kNow);
+  attempt.complete({200, 0, 0u, 320u, 7.5});
   auto detail = fleet.sessions.detail("s", kNow);
   ASSERT_TRUE(detail);
   ASSERT_EQ(detail->turns.size(), 1u);
@@ -447,6 +457,159 @@ TEST(Router, AMoveIsCountedOnCommitOnly) {
   EXPECT_NE(fleet.metrics.serialize().find("kvgate_session_moves_total{model=\"m\",reason=\"moved_evicted\"} 1"),
             std::string::npos);
   fleet.worker(*served.worker).prefill_answered(100'000);
+}
+
+// The index writer as the router sees it: each call recorded.
+class RecordingIndexWriter final : public kv_events::IndexWriter {
+ public:
+  struct Call {
+    std::string kind;
+    kv_events::WorkerSlot slot;
+    std::vector<prefix::BlockHash> blocks;
+    std::uint64_t ticket;
+  };
+  void assume(const std::shared_ptr<kv_events::ModelCache>&, kv_events::WorkerSlot slot,
+              std::span<const prefix::BlockHash> blocks, std::uint64_t ticket) override {
+    calls.push_back({"assume", slot, {blocks.begin(), blocks.end()}, ticket});
+  }
+  void withdraw(const std::shared_ptr<kv_events::ModelCache>&, kv_events::WorkerSlot slot,
+                std::span<const prefix::BlockHash> blocks, std::uint64_t ticket) override {
+    calls.push_back({"withdraw", slot, {blocks.begin(), blocks.end()}, ticket});
+  }
+  void finish(const std::shared_ptr<kv_events::ModelCache>&, kv_events::WorkerSlot slot,
+              std::uint64_t ticket) override {
+    calls.push_back({"finish", slot, {}, ticket});
+  }
+  bool settle(std::chrono::milliseconds) override { return true; }
+  std::vector<Call> calls;
+};
+
+// The attempt owns what the commit changed, with its own copy of the
+// blocks: the prompt may be gone by the time the attempt ends.
+TEST(Attempt, NotRunWithdrawsTheInsertWithItsOwnCopyOfTheBlocks) {
+  Fleet fleet(cache_aware());
+  RecordingIndexWriter writer;
+  fleet.router.set_index_writer(&writer);
+  std::optional<Attempt> attempt;
+  std::vector<prefix::BlockHash> expected;
+  {
+    auto prompt = prompt_of(320, 7);
+    expected = prompt.blocks;
+    RouteContext context{std::nullopt, 41, {}, kNow};
+    auto decision = fleet.router.decide(fleet.table, fleet.model, &prompt, context);
+    attempt.emplace(fleet.router.commit(fleet.table, fleet.model, decision, &prompt, context));
+  }
+  const auto worker = attempt->worker_index();
+  EXPECT_EQ(fleet.worker(worker).in_flight(), 1u);
+  ASSERT_EQ(writer.calls.size(), 1u);
+  EXPECT_EQ(writer.calls[0].kind, "assume");
+  EXPECT_EQ(writer.calls[0].ticket, 41u);
+  attempt->end(AttemptEnd::not_run, workers::FailureCause::connect, kNow);
+  EXPECT_EQ(fleet.worker(worker).in_flight(), 0u);
+  ASSERT_EQ(writer.calls.size(), 2u);
+  EXPECT_EQ(writer.calls[1].kind, "withdraw");
+  EXPECT_EQ(writer.calls[1].blocks, expected);
+  EXPECT_EQ(writer.calls[1].ticket, 41u);
+  EXPECT_EQ(writer.calls[1].slot, fleet.model.workers[worker].slot);
+  attempt->end(AttemptEnd::served, workers::FailureCause::none, kNow);  // a second end changes nothing
+  EXPECT_EQ(writer.calls.size(), 2u);
+}
+
+TEST(Attempt, AnAttemptNeverEndedIsWithdrawnAndAMovedFromOneOwnsNothing) {
+  Fleet fleet(cache_aware());
+  RecordingIndexWriter writer;
+  fleet.router.set_index_writer(&writer);
+  auto prompt = prompt_of(320);
+  RouteContext context{std::nullopt, 5, {}, kNow};
+  auto decision = fleet.router.decide(fleet.table, fleet.model, &prompt, context);
+  const auto worker = *decision.worker;
+  {
+    auto first = fleet.router.commit(fleet.table, fleet.model, decision, &prompt, context);
+    Attempt moved(std::move(first));
+    EXPECT_EQ(fleet.worker(worker).in_flight(), 1u);
+  }  // `moved` withdraws once; `first` owns nothing
+  EXPECT_EQ(fleet.worker(worker).in_flight(), 0u);
+  EXPECT_EQ(fleet.worker(worker).pending_prefill_tokens(), 0u);
+  ASSERT_EQ(writer.calls.size(), 2u);
+  EXPECT_EQ(writer.calls[1].kind, "withdraw");
+}
+
+// Served on a worker that keeps whole prompts in slots: its slot is freed
+// (finish), and the blocks stay assumed.
+TEST(Attempt, ServedOnASlotWorkerFreesItsSlotAndKeepsTheBlocks) {
+  Fleet fleet(cache_aware());
+  for (auto& worker : fleet.model.workers) {
+    worker.options.cache_model = config::CacheModel::sequences;
+  }
+  RecordingIndexWriter writer;
+  fleet.router.set_index_writer(&writer);
+  auto prompt = prompt_of(320);
+  RouteContext context{std::nullopt, 9, {}, kNow};
+  auto decision = fleet.router.decide(fleet.table, fleet.model, &prompt, context);
+  auto attempt = fleet.router.commit(fleet.table, fleet.model, decision, &prompt, context);
+  attempt.end(AttemptEnd::served, workers::FailureCause::none, kNow);
+  ASSERT_EQ(writer.calls.size(), 2u);
+  EXPECT_EQ(writer.calls[1].kind, "finish");
+  EXPECT_EQ(writer.calls[1].ticket, 9u);
+}
+
+// The outcome is recorded once, however often the caller reports it.
+TEST(Attempt, AnOutcomeIsRecordedOnce) {
+  Fleet fleet(cache_aware());
+  auto prompt = prompt_of(320);
+  RouteContext context{"s", 0, {}, kNow};
+  auto decision = fleet.router.decide(fleet.table, fleet.model, &prompt, context);
+  auto attempt = fleet.router.commit(fleet.table, fleet.model, decision, &prompt, context);
+  attempt.end(AttemptEnd::served, workers::FailureCause::none, kNow);
+  attempt.complete({200, 0, 0u, 320u, 7.5});
+  attempt.complete({200, 0, 0u, 320u, 7.5});
+  EXPECT_NE(fleet.metrics.serialize().find("kvgate_prompt_tokens_total{model=\"m\",worker=\"" +
+                                           fleet.worker(*decision.worker).id() + "\"} 320"),
+            std::string::npos);
+}
+
+// Failures reported through attempts eject workers, but never more than
+// max_ejected_percent of the model at once; a try that never reached its
+// worker tells the breaker nothing.
+TEST(Attempt, FailuresEjectWorkersUpToTheModelsCap) {
+  config::Options options;
+  options.outlier_detection.max_ejected_percent = 50;
+  Fleet fleet(cache_aware(), 4, options);
+  fleet.table.ejection = workers::EjectionOptions{1, 60'000, 60'000};
+  auto prompt = prompt_of(320);
+  auto fail_on = [&](std::size_t worker, std::optional<workers::FailureCause> traffic) {
+    auto decision = fleet.decide(prompt, std::nullopt);
+    decision.worker = worker;
+    auto attempt = fleet.router.commit(fleet.table, fleet.model, decision, &prompt, {std::nullopt, 0, {}, kNow});
+    attempt.end(AttemptEnd::not_run, traffic, kNow);
+  };
+  fail_on(0, std::nullopt);
+  EXPECT_FALSE(fleet.worker(0).ejected(kNow));
+  for (std::size_t worker = 0; worker < 4; ++worker) {
+    fail_on(worker, workers::FailureCause::connect);
+  }
+  EXPECT_TRUE(fleet.worker(0).ejected(kNow));
+  EXPECT_TRUE(fleet.worker(1).ejected(kNow));
+  EXPECT_FALSE(fleet.worker(2).ejected(kNow));  // two of four is the cap
+  EXPECT_FALSE(fleet.worker(3).ejected(kNow));
+  EXPECT_EQ(routable_workers(fleet.model, kNow), 2u);
+}
+
+TEST(OutlierFilter, PanicModeLiftsEjectionsOnlyWhenNoHealthyWorkerIsLeft) {
+  std::vector<policy::WorkerView> views(3);
+  for (auto& view : views) {
+    view.healthy = true;
+    view.ejected = true;
+  }
+  views[2].healthy = false;
+  views[2].ejected = false;  // down, not ejected: no help
+  lift_ejections_in_panic(views);
+  EXPECT_FALSE(views[0].ejected);
+  EXPECT_FALSE(views[1].ejected);
+  views[0].ejected = true;
+  views[1].ejected = false;
+  lift_ejections_in_panic(views);
+  EXPECT_TRUE(views[0].ejected);  // b is still in routing
 }
 
 }  // namespace

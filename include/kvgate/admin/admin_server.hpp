@@ -5,14 +5,14 @@
 #include <functional>
 #include <string>
 
+#include "kvgate/gateway/context.hpp"
 #include "kvgate/http/beast.hpp"
-#include "kvgate/proxy/gateway_context.hpp"
 
 namespace kvgate::admin {
 
 class AdminServer {
  public:
-  AdminServer(http::asio::io_context& io, proxy::GatewayContext& context) : io_(io), context_(context) {}
+  AdminServer(http::asio::io_context& io, gateway::GatewayContext& context) : io_(io), context_(context) {}
 
   Result<http::tcp::endpoint, std::string> bind(const http::tcp::endpoint& endpoint);
   void start();
@@ -23,7 +23,7 @@ class AdminServer {
   http::awaitable<void> serve(http::tcp::socket socket);
 
   http::asio::io_context& io_;
-  proxy::GatewayContext& context_;
+  gateway::GatewayContext& context_;
   http::tcp::acceptor acceptor_{io_};
 };
 
@@ -35,7 +35,7 @@ struct AdminResponse {
 
 // Request handling, separate from the socket code. `target` is the request
 // target (path and query).
-AdminResponse handle_admin_request(proxy::GatewayContext& context, http::bhttp::verb method, std::string_view target,
+AdminResponse handle_admin_request(gateway::GatewayContext& context, http::bhttp::verb method, std::string_view target,
                                    std::string_view body, std::string_view session_header);
 
 }  // namespace kvgate::admin

@@ -13,8 +13,9 @@
 #include "kvgate/admin/admin_server.hpp"
 #include "kvgate/config/options.hpp"
 #include "kvgate/discovery/discoverer.hpp"
+#include "kvgate/gateway/context.hpp"
+#include "kvgate/kv_events/ingestion.hpp"
 #include "kvgate/obs/metrics.hpp"
-#include "kvgate/proxy/gateway_context.hpp"
 #include "kvgate/proxy/io_thread.hpp"
 #include "kvgate/workers/health_checker.hpp"
 #include "kvgate/workers/metrics_scraper.hpp"
@@ -52,7 +53,8 @@ class Gateway {
   discovery::DiscoveredByModel discovered_;
   http::asio::io_context control_{1};
   obs::Metrics metrics_;
-  proxy::GatewayContext context_{metrics_};
+  gateway::GatewayContext context_{metrics_};
+  proxy::AdmissionGate admission_{metrics_};
   kv_events::CacheRegistry registry_;
   std::unique_ptr<kv_events::Ingestion> ingestion_;  // outlives the I/O threads that feed it
   workers::HealthChecker health_{control_, metrics_};

@@ -29,31 +29,15 @@
 #include <vector>
 
 #include "kvgate/config/options.hpp"
+#include "kvgate/kv_events/index_writer.hpp"
 #include "kvgate/kv_events/model_cache.hpp"
+#include "kvgate/kv_events/worker_feed.hpp"
 #include "kvgate/obs/metrics.hpp"
 #include "kvgate/workers/worker_state.hpp"
 
 namespace kvgate::kv_events {
 
-struct WorkerFeed {
-  std::shared_ptr<workers::WorkerState> worker;
-  std::shared_ptr<ModelCache> cache;
-  WorkerSlot slot = 0;
-  std::string events_endpoint;  // empty: approximate mode
-  std::string replay_endpoint;  // empty: gaps cannot be replayed
-  // The worker's KV capacity in blocks, for approximate mode: the
-  // configured one, else the engine's num_gpu_blocks (scraped), else the
-  // default.
-  std::uint64_t configured_capacity_blocks = 0;  // 0: not configured
-  std::uint64_t default_capacity_blocks = 65'536;
-  // A worker keeping whole prompts in this many slots (config::CacheModel::
-  // sequences, kv_events/sequence_slots.hpp); 0: the blocks model.
-  std::uint32_t sequence_slots = 0;
-  double slot_similarity = 0.1;
-  std::uint64_t slot_ram_blocks = 0;  // its host-RAM prompt cache, in blocks
-};
-
-class Ingestion {
+class Ingestion final : public IndexWriter {
  public:
   Ingestion(obs::Metrics& metrics, config::IndexOptions index_options, config::KvEventOptions event_options);
   ~Ingestion();  // stops and joins the thread
@@ -64,20 +48,14 @@ class Ingestion {
   // Workers no longer present have their entries dropped.
   void configure(std::vector<WorkerFeed> feeds, config::IndexOptions index_options,
                  config::KvEventOptions event_options);
-  // I/O threads: the request `ticket` with these blocks was routed to `slot`.
+  // I/O threads (kv_events/index_writer.hpp says what each call means).
   void assume(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::span<const BlockHash> blocks,
-              std::uint64_t ticket = 0);
-  // I/O threads: the request `ticket` was not run there (an error before
-  // its first token): the assumptions it created are withdrawn.
+              std::uint64_t ticket) override;
   void withdraw(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::span<const BlockHash> blocks,
-                std::uint64_t ticket);
-  // I/O threads: the request `ticket` routed to a worker that keeps whole
-  // prompts in slots has ended there, so its slot is free again.
-  void finish(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::uint64_t ticket);
-  // Any thread, off the request path: waits until every insert handed over
-  // before the call is in the index (false when `timeout` passed first).
-  // Lets /debug/route explain with the state the next request will see.
-  bool settle(std::chrono::milliseconds timeout);
+                std::uint64_t ticket) override;
+  void finish(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::uint64_t ticket) override;
+  // Any thread, off the request path (kv_events/index_writer.hpp).
+  bool settle(std::chrono::milliseconds timeout) override;
 
  private:
   struct Commands;

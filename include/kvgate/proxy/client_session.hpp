@@ -32,7 +32,7 @@ class ClientSession {
 
   http::DeadlineStream& stream() { return stream_; }
   IoThread& thread() { return thread_; }
-  GatewayContext& context() { return thread_.context(); }
+  gateway::GatewayContext& context() { return thread_.context(); }
 
   // Local answers. They set exchange.status, write, and record failures to
   // write (client gone) in the exchange.

@@ -12,7 +12,4 @@ namespace kvgate::proxy {
 
 std::string decision_record(const Exchange& exchange, double unix_seconds);
 
-// The candidates array shared by the decision log and /debug/route.
-nlohmann::json candidates_json(const std::vector<policy::Candidate>& candidates);
-
 }  // namespace kvgate::proxy

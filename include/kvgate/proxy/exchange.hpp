@@ -43,8 +43,11 @@ struct Exchange {
   // one), once the router was asked; its model lives in `table`.
   std::optional<route::RouteDecision> route;
   const route::ModelRoute* route_model = nullptr;
+  // The last committed attempt, ended by the forwarder and completed when
+  // the exchange finishes (route/attempt.hpp). Declared after `table`,
+  // which must outlive it.
+  std::optional<route::Attempt> attempt;
   std::optional<std::string> session;  // the session key, when the request had one
-  std::uint64_t session_turn = 0;      // the turn the session table recorded (0: none)
   // The client asked for the route receipt (x-kvgate-explain: 1), or the
   // configuration adds it to every response.
   bool explain = false;

@@ -7,8 +7,9 @@
 #include <memory>
 #include <unordered_set>
 
+#include "kvgate/gateway/context.hpp"
 #include "kvgate/http/beast.hpp"
-#include "kvgate/proxy/gateway_context.hpp"
+#include "kvgate/proxy/admission_gate.hpp"
 #include "kvgate/proxy/upstream_pool.hpp"
 #include "kvgate/workers/retry_budget.hpp"
 
@@ -18,10 +19,12 @@ class ClientSession;
 
 class IoThread {
  public:
-  IoThread(GatewayContext& context, const config::Options& options);
+  // `admission` is shared by every I/O thread (it locks what it shares).
+  IoThread(gateway::GatewayContext& context, AdmissionGate& admission, const config::Options& options);
 
   http::asio::io_context& io() { return io_; }
-  GatewayContext& context() { return context_; }
+  gateway::GatewayContext& context() { return context_; }
+  AdmissionGate& admission() { return admission_; }
   UpstreamPool& pool() { return pool_; }
   obs::ThreadMetrics& metrics() { return metrics_; }
   workers::RetryBudget& retry_budget() { return retry_budget_; }
@@ -43,7 +46,8 @@ class IoThread {
  private:
   http::awaitable<void> accept_loop();
 
-  GatewayContext& context_;
+  gateway::GatewayContext& context_;
+  AdmissionGate& admission_;
   // Declared before io_: destroying io_ destroys the sessions' coroutine
   // frames, and each session removes itself from this set.
   std::unordered_set<ClientSession*> sessions_;

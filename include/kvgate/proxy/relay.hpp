@@ -8,6 +8,7 @@
 
 #include "kvgate/openai/errors.hpp"
 #include "kvgate/proxy/client_session.hpp"
+#include "kvgate/route/attempt.hpp"
 #include "kvgate/workers/worker_state.hpp"
 
 namespace kvgate::proxy {
@@ -42,6 +43,9 @@ struct AttemptOutcome {
   std::optional<openai::ApiError> error;
   // The worker's fault, if any: counts toward its ejection (circuit breaker).
   workers::FailureCause failure = workers::FailureCause::none;
+  // False when the client left before anything was sent: the try tells the
+  // worker's breaker nothing.
+  bool reached_worker = true;
 
   static AttemptOutcome retry(openai::ApiError error, workers::FailureCause cause) {
     return {Kind::retryable, std::move(error), cause};
@@ -58,7 +62,7 @@ class Relay {
   using UpstreamRequest = http::bhttp::request<http::bhttp::string_body>;
 
   Relay(ClientSession& session, Exchange& exchange, const workers::WorkerState& worker, http::DeadlineStream& upstream,
-        CancelLink& link, const config::Options& options, workers::InFlightRequest& in_flight);
+        CancelLink& link, const config::Options& options, route::Attempt& attempt);
   Relay(const Relay&) = delete;
   Relay& operator=(const Relay&) = delete;
   ~Relay() { link_.upstream = nullptr; }
@@ -88,7 +92,7 @@ class Relay {
   // Finished as soon as the worker's response is read whole, before the last
   // write to the client: the client may send its next request the moment it
   // has the answer, and that routing decision must see the worker as free.
-  workers::InFlightRequest& in_flight_;
+  route::Attempt& attempt_;
   std::string wire_;  // the request's head as the worker gets it
   http::beast::flat_buffer upstream_buffer_;
   http::bhttp::response_parser<http::bhttp::buffer_body> parser_;

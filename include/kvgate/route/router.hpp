@@ -9,15 +9,16 @@
 //
 // decide() has no side effects, so POST /debug/route (which only decides)
 // and the request that follows it, with the same inputs, get the same
-// worker. commit() applies a decision: the worker's in-flight and pending
-// prefill accounting, the routing-time index insert, the session table.
-// record_outcome() closes the loop when the response has ended: the
-// engine's reported cached tokens against the prediction (drift) and the
-// session's turn.
+// worker. commit() applies a decision and returns the Attempt that owns
+// what it changed (the worker's in-flight and pending prefill accounting,
+// the routing-time index insert, the session's turn) until the attempt
+// ends and its outcome is recorded (route/attempt.hpp): one room starts
+// and ends every attempt.
 //
 // Threading: every method may be called from any I/O thread or the admin
 // thread at once (the session table locks a shard; the rest reads atomics
-// and the index's lock-free lookups).
+// and the index's lock-free lookups; inserts go to the index writer's
+// queue).
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -25,10 +26,11 @@
 #include <string_view>
 #include <vector>
 
-#include "kvgate/kv_events/ingestion.hpp"
+#include "kvgate/kv_events/index_writer.hpp"
 #include "kvgate/obs/metrics.hpp"
 #include "kvgate/policy/policy.hpp"
 #include "kvgate/prompt/prepared_prompt.hpp"
+#include "kvgate/route/attempt.hpp"
 #include "kvgate/route/routing_table.hpp"
 #include "kvgate/route/session_table.hpp"
 #include "kvgate/workers/worker_state.hpp"
@@ -72,14 +74,6 @@ struct RouteDecision {
   double gap_ms = -1;
   // The session before this turn (empty: no key, or a key seen first now).
   std::optional<SessionState> session;
-  std::span<const prefix::BlockHash> blocks;  // inserted for the chosen worker on commit
-};
-
-// What a committed decision holds until the response ends.
-struct Commitment {
-  workers::InFlightRequest in_flight;
-  std::uint64_t session_turn = 0;  // 0: no session key
-  std::uint64_t ticket = 0;        // names the routing-time insert (withdraw)
 };
 
 class Router {
@@ -87,47 +81,29 @@ class Router {
   Router(SessionTable& sessions, obs::Metrics& metrics) : sessions_(sessions), metrics_(metrics) {}
 
   // Set once before any I/O thread starts; null: no routing-time inserts.
-  void set_ingestion(kv_events::Ingestion* ingestion) { ingestion_ = ingestion; }
+  void set_index_writer(kv_events::IndexWriter* writer) { index_writer_ = writer; }
 
   // `prompt` null: a request without prefix information (passthrough paths).
   [[nodiscard]] RouteDecision decide(const RoutingTable& table, const ModelRoute& model,
                                      const prompt::PreparedPrompt* prompt, const RouteContext& context) const;
 
-  // Precondition: decision.worker is set.
-  Commitment commit(const ModelRoute& model, const RouteDecision& decision, const RouteContext& context);
-
-  // The committed attempt was not run by the engine: it answered an error
-  // status before the first token (e.g. a prompt over its context length)
-  // or the connection failed before any response byte. The routing-time
-  // insert this attempt created is withdrawn, so the identical request is
-  // not predicted a hit there next time. `blocks` as in the decision.
-  void withdraw(const ModelRoute& model, std::size_t worker, std::span<const prefix::BlockHash> blocks,
-                const Commitment& commitment);
-  // The committed attempt ended on its worker (relayed whole, failed after
-  // its first byte, or abandoned by the client). Only a worker that keeps
-  // whole prompts in slots needs to know: its slot is free again.
-  void finish(const ModelRoute& model, std::size_t worker, const Commitment& commitment);
-
-  struct Outcome {
-    int status = 0;
-    std::uint32_t retries = 0;
-    std::optional<std::uint32_t> cached_tokens;  // the engine's usage
-    std::optional<std::uint32_t> prompt_tokens;
-    std::optional<double> ttft_ms;
-    // ttft_ms is the first streamed token (not the whole body of a
-    // non-streaming answer): only then does it teach the prefill cost.
-    bool first_token_streamed = false;
-    std::optional<std::uint32_t> completion_tokens;  // the engine's usage
-  };
-  // The response to a committed decision has ended.
-  void record_outcome(const RoutingTable& table, const ModelRoute& model, workers::WorkerState& worker,
-                      const RouteDecision& decision, std::optional<std::string_view> session_key,
-                      std::uint64_t session_turn, const Outcome& outcome);
+  // Precondition: decision.worker is set, and `prompt` and `context` are
+  // those the decision was made with. `table` (and its `model`) must
+  // outlive the attempt; the prompt need not.
+  [[nodiscard]] Attempt commit(const RoutingTable& table, const ModelRoute& model, const RouteDecision& decision,
+                               const prompt::PreparedPrompt* prompt, const RouteContext& context);
 
  private:
+  friend class Attempt;
+  void withdraw(const Attempt& attempt);
+  void finish(const Attempt& attempt);
+  // Into the worker's circuit breaker, under the model's ejection cap.
+  void note_traffic(const Attempt& attempt, workers::FailureCause failure, std::uint64_t now_unix_ms);
+  void record_outcome(const Attempt& attempt, const ResponseOutcome& outcome);
+
   SessionTable& sessions_;
   obs::Metrics& metrics_;
-  kv_events::Ingestion* ingestion_ = nullptr;
+  kv_events::IndexWriter* index_writer_ = nullptr;
 };
 
 // The x-kvgate-route receipt (README "Route receipt"):

@@ -11,8 +11,8 @@
 
 #include "kvgate/config/options.hpp"
 #include "kvgate/core/result.hpp"
-#include "kvgate/kv_events/ingestion.hpp"
 #include "kvgate/kv_events/model_cache.hpp"
+#include "kvgate/kv_events/worker_feed.hpp"
 #include "kvgate/policy/policy.hpp"
 #include "kvgate/prompt/model_tokenizer.hpp"
 #include "kvgate/prompt/prepared_prompt.hpp"

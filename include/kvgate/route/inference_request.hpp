@@ -4,6 +4,7 @@
 // the model, prepare its prompt (tokens, blocks). The two must agree, or a
 // dry run would explain a decision the real request does not get.
 #include <cstdint>
+#include <ctime>
 #include <optional>
 #include <string_view>
 
@@ -13,11 +14,11 @@
 #include "kvgate/prompt/prepared_prompt.hpp"
 #include "kvgate/route/routing_table.hpp"
 
-namespace kvgate::proxy {
+namespace kvgate::route {
 
 struct InferenceRequest {
   openai::RequestSummary summary;
-  const route::ModelRoute* model = nullptr;
+  const ModelRoute* model = nullptr;
   prompt::PreparedPrompt prompt;
   // The model isolates tenants' caches: the body the worker gets carries
   // this cache_salt (the tenant's, replacing any the client sent). Empty:
@@ -33,18 +34,16 @@ struct InferenceRequest {
 // chat_template_error), 404 (unknown model).
 struct InferenceError {
   openai::ApiError error;
-  const route::ModelRoute* model = nullptr;  // set when the model was found
+  const ModelRoute* model = nullptr;  // set when the model was found
 };
 
-// Reads the local clock for the chat template's strftime_now. For a model
+// `local_time`: what the chat template's strftime_now reads (the shell's
+// local clock, core/clock.hpp). For a model
 // with cache_isolation: tenant, the prompt is hashed under the tenant's
 // salt and the session key is the tenant's own ("tenant:key"), so neither
 // the index nor the session table mixes tenants.
-Result<InferenceRequest, InferenceError> prepare_inference(const route::RoutingTable& table, std::string_view body,
+Result<InferenceRequest, InferenceError> prepare_inference(const RoutingTable& table, std::string_view body,
                                                            openai::Endpoint endpoint, std::string_view session_header,
-                                                           const tenant::Tenant& tenant);
+                                                           const tenant::Tenant& tenant, const std::tm& local_time);
 
-// Milliseconds since the Unix epoch: the router's notion of now.
-std::uint64_t unix_now_ms();
-
-}  // namespace kvgate::proxy
+}  // namespace kvgate::route

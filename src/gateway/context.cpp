@@ -1,6 +1,6 @@
-#include "kvgate/proxy/gateway_context.hpp"
+#include "kvgate/gateway/context.hpp"
 
-namespace kvgate::proxy {
+namespace kvgate::gateway {
 
 bool GatewayContext::try_open_connection(std::uint32_t limit) {
   auto current = open_connections_.load(std::memory_order_relaxed);
@@ -21,4 +21,4 @@ void GatewayContext::close_connection() {
   }
 }
 
-}  // namespace kvgate::proxy
+}  // namespace kvgate::gateway

@@ -3,9 +3,10 @@
 // scheme: the routing table is an immutable snapshot behind an atomic
 // shared_ptr (readers never block the reload); counters are atomics; metrics
 // are prometheus-cpp's own thread-safe objects; the router's session table
-// locks one shard per call (route/session_table.hpp); admission takes its
-// own lock only when the configuration limits something
-// (proxy/admission_gate.hpp). Nothing else is shared.
+// locks one shard per call (route/session_table.hpp). Admission, which the
+// data plane alone uses, is the I/O threads' own (proxy/admission_gate.hpp).
+// Nothing else is shared. Both front doors (the data plane, proxy/) and the
+// admin plane (admin/) read it; it knows neither.
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -14,17 +15,17 @@
 #include "kvgate/obs/decision_log.hpp"
 #include "kvgate/obs/metrics.hpp"
 #include "kvgate/obs/recent_activity.hpp"
-#include "kvgate/proxy/admission_gate.hpp"
+#include "kvgate/kv_events/index_writer.hpp"
 #include "kvgate/route/router.hpp"
 #include "kvgate/route/routing_table.hpp"
 #include "kvgate/route/session_table.hpp"
 
-namespace kvgate::proxy {
+namespace kvgate::gateway {
 
 class GatewayContext {
  public:
   explicit GatewayContext(obs::Metrics& metrics)
-      : metrics_(metrics), router_(sessions_, metrics), admission_(metrics) {}
+      : metrics_(metrics), router_(sessions_, metrics) {}
 
   [[nodiscard]] std::shared_ptr<const route::RoutingTable> table() const {
     return table_.load(std::memory_order_acquire);
@@ -38,16 +39,15 @@ class GatewayContext {
   [[nodiscard]] const route::SessionTable& sessions() const { return sessions_; }
 
   obs::Metrics& metrics() { return metrics_; }
-  AdmissionGate& admission() { return admission_; }
   // The last routed requests and the recent hit rate (the status page).
   obs::RecentActivity& activity() { return activity_; }
 
   // The index writer; set once before any I/O thread starts.
-  void set_ingestion(kv_events::Ingestion* ingestion) {
-    ingestion_ = ingestion;
-    router_.set_ingestion(ingestion);
+  void set_index_writer(kv_events::IndexWriter* writer) {
+    index_writer_ = writer;
+    router_.set_index_writer(writer);
   }
-  [[nodiscard]] kv_events::Ingestion* ingestion() const { return ingestion_; }
+  [[nodiscard]] kv_events::IndexWriter* index_writer() const { return index_writer_; }
 
   // Empty when no decision_log is configured. Replaced on reload (which
   // reopens the file, so log rotation works with SIGHUP).
@@ -75,7 +75,7 @@ class GatewayContext {
 
  private:
   obs::Metrics& metrics_;
-  kv_events::Ingestion* ingestion_ = nullptr;
+  kv_events::IndexWriter* index_writer_ = nullptr;
   static route::SessionLimits session_limits(const config::SessionOptions& options) {
     return {options.max_sessions, static_cast<std::uint64_t>(options.idle_ttl.count()), options.turns_kept};
   }
@@ -83,7 +83,6 @@ class GatewayContext {
   route::SessionTable sessions_;
   obs::RecentActivity activity_;
   route::Router router_;
-  AdmissionGate admission_;
   std::atomic<std::shared_ptr<const route::RoutingTable>> table_;
   std::atomic<std::shared_ptr<obs::DecisionLog>> decision_log_;
   std::atomic<std::uint64_t> decision_sequence_{0};
@@ -92,4 +91,4 @@ class GatewayContext {
   std::function<void()> on_drained_;
 };
 
-}  // namespace kvgate::proxy
+}  // namespace kvgate::gateway

@@ -1,0 +1,35 @@
+#pragma once
+// One worker as the index writer follows it: where its events come from and
+// how its cache is modelled when they do not. Built from the routing table
+// by the shell that starts the writer (app), read by kv_events/ingestion.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kvgate/kv_events/model_cache.hpp"
+
+namespace kvgate::workers {
+class WorkerState;
+}
+
+namespace kvgate::kv_events {
+
+struct WorkerFeed {
+  std::shared_ptr<workers::WorkerState> worker;
+  std::shared_ptr<ModelCache> cache;
+  WorkerSlot slot = 0;
+  std::string events_endpoint;  // empty: approximate mode
+  std::string replay_endpoint;  // empty: gaps cannot be replayed
+  // The worker's KV capacity in blocks, for approximate mode: the
+  // configured one, else the engine's num_gpu_blocks (scraped), else the
+  // default.
+  std::uint64_t configured_capacity_blocks = 0;  // 0: not configured
+  std::uint64_t default_capacity_blocks = 65'536;
+  // A worker keeping whole prompts in this many slots (config::CacheModel::
+  // sequences, kv_events/sequence_slots.hpp); 0: the blocks model.
+  std::uint32_t sequence_slots = 0;
+  double slot_similarity = 0.1;
+  std::uint64_t slot_ram_blocks = 0;  // its host-RAM prompt cache, in blocks
+};
+
+}  // namespace kvgate::kv_events

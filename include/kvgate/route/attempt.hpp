@@ -1,0 +1,115 @@
+#pragma once
+// One committed try of a request on one worker, from Router::commit to the
+// end of its response: the room that starts an attempt (route) also ends it.
+// While it lives, an attempt holds everything the commit changed: the
+// worker's in-flight and pending-prefill counts, the routing-time index
+// insert (named by its ticket, with its own copy of the blocks), and the
+// session's turn. The caller reports what happened, in order:
+//
+//   answering() / first_token()   the worker started answering
+//   engine_done()                 the worker's answer was read whole
+//   end(how, traffic, now)        the try is over on the worker: counts
+//                                 released, the insert withdrawn when the
+//                                 engine did not run the prompt, the
+//                                 traffic outcome into the breaker
+//   complete(outcome)             the response to the client has ended:
+//                                 hit metrics, drift, learning, session turn
+//
+// An attempt destroyed without end() is withdrawn (the engine is assumed
+// not to have run it); one ended and never completed records nothing more.
+// Move-only; used by one thread at a time (the request's I/O thread).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvgate/policy/reason.hpp"
+#include "kvgate/prefix/block_hash.hpp"
+#include "kvgate/workers/outlier_ejection.hpp"
+#include "kvgate/workers/worker_state.hpp"
+
+namespace kvgate::route {
+
+class Router;
+struct RoutingTable;
+struct ModelRoute;
+
+// How a try ended on its worker.
+enum class AttemptEnd {
+  // The engine ran the prompt (the answer was relayed whole, failed after
+  // its first byte, or the client left): the blocks stay assumed.
+  served,
+  // The engine did not run it: an error status before the first token
+  // (a prompt over the context length), or the connection failed before
+  // any response byte. The routing-time insert is withdrawn.
+  not_run,
+};
+
+// What the response to a committed attempt turned out to be.
+struct ResponseOutcome {
+  int status = 0;
+  std::uint32_t retries = 0;
+  std::optional<std::uint32_t> cached_tokens;  // the engine's usage
+  std::optional<std::uint32_t> prompt_tokens;
+  std::optional<double> ttft_ms;
+  // ttft_ms is the first streamed token (not the whole body of a
+  // non-streaming answer): only then does it teach the prefill cost.
+  bool first_token_streamed = false;
+  std::optional<std::uint32_t> completion_tokens;  // the engine's usage
+};
+
+class Attempt {
+ public:
+  Attempt(Attempt&& other) noexcept;  // the moved-from attempt owns nothing
+  Attempt& operator=(Attempt&&) = delete;
+  Attempt(const Attempt&) = delete;
+  Attempt& operator=(const Attempt&) = delete;
+  ~Attempt();
+
+  [[nodiscard]] std::size_t worker_index() const { return worker_; }
+  [[nodiscard]] workers::WorkerState& worker() const;
+  // The session turn this attempt committed (0: the request has no session key).
+  [[nodiscard]] std::uint64_t session_turn() const { return session_turn_; }
+
+  // A non-streamed answer's header, or a stream's first event.
+  void answering() { in_flight_.answering(); }
+  void first_token(double seconds_since_dispatch) { in_flight_.first_token(seconds_since_dispatch); }
+  // The worker's answer was read to its end: the worker is done with it,
+  // whatever the client still has to receive.
+  void engine_done() { in_flight_.finish(); }
+
+  // `traffic`: what the try tells the worker's circuit breaker (none: an
+  // answer that was not the worker's failure); nullopt: the try never
+  // reached the worker (the client left first), which tells it nothing.
+  void end(AttemptEnd how, std::optional<workers::FailureCause> traffic, std::uint64_t now_unix_ms);
+  void complete(const ResponseOutcome& outcome);
+
+ private:
+  friend class Router;
+  // What the decision predicted, compared with the outcome.
+  struct Prediction {
+    policy::Reason reason = policy::Reason::no_eligible_worker;
+    std::uint32_t input_tokens = 0;
+    std::uint32_t indexed_cached_tokens = 0;
+    std::uint64_t evicted_blocks_at_decision = 0;
+    std::uint64_t queued_tokens = 0;
+    std::uint64_t active_tokens = 0;
+  };
+  Attempt(Router& router, const RoutingTable& table, const ModelRoute& model, std::size_t worker,
+          workers::InFlightRequest in_flight);
+
+  Router* router_;  // null once moved from
+  const RoutingTable* table_;
+  const ModelRoute* model_;
+  std::size_t worker_;
+  workers::InFlightRequest in_flight_;
+  Prediction prediction_;
+  std::uint64_t ticket_ = 0;        // names the routing-time insert
+  std::uint64_t session_turn_ = 0;  // 0: no session key
+  std::string session_key_;
+  std::vector<prefix::BlockHash> blocks_;  // inserted for the worker on commit
+  bool ended_ = false;
+  bool completed_ = false;
+};
+
+}  // namespace kvgate::route
