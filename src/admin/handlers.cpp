@@ -50,6 +50,8 @@ AdminResponse readiness(gateway::GatewayContext& context) {
 
 AdminResponse metrics(gateway::GatewayContext& context) {
   auto table = context.table();
+  // The series of the workers in force: one that left the table left /metrics.
+  std::vector<const obs::WorkerSeries*> series;
   for (const auto& model : table->models) {
     std::vector<double> speeds;
     const double median_speed = route::median_prefill_speed(model, speeds);
@@ -60,18 +62,17 @@ AdminResponse metrics(gateway::GatewayContext& context) {
       // effective_prefill_rates: by default the priors times its relative speed).
       const auto prefill = route::effective_prefill_rates(table->options->routing.cache_aware,
                                                           model.pooled_prefill->rates(), median_speed, worker);
-      context.metrics().set_worker_state(
-          worker.id(), {worker.healthy(), worker.in_flight(), worker.pending_prefill_tokens(),
-                        worker.recent_time_to_first_token_seconds(), prefill.ms_per_token, prefill.ms_per_token_pair,
-                        prefill.base_ms, worker.prefill_rates().samples, worker.ejected(unix_now_ms())});
-      context.metrics().set_event_stream_state(
-          worker.id(), {!route.options.kv_events.empty(), stream.connected, stream.stale, stream.silent,
-                        model.cache->index.entries_of(route.slot)});
-      context.metrics().set_index_drifting(worker.id(), worker.drifting());
+      worker.series().set_state({worker.healthy(), worker.in_flight(), worker.pending_prefill_tokens(),
+                                 worker.recent_time_to_first_token_seconds(), prefill.ms_per_token,
+                                 prefill.ms_per_token_pair, prefill.base_ms, worker.prefill_rates().samples,
+                                 worker.ejected(unix_now_ms()), worker.drifting()});
+      worker.series().set_event_stream_state({!route.options.kv_events.empty(), stream.connected, stream.stale,
+                                              stream.silent, model.cache->index.entries_of(route.slot)});
+      series.push_back(&worker.series());
     }
   }
   context.metrics().set_sessions_active(context.sessions().active(unix_now_ms()));
-  return {200, "text/plain; version=0.0.4; charset=utf-8", context.metrics().serialize()};
+  return {200, "text/plain; version=0.0.4; charset=utf-8", context.metrics().serialize(series)};
 }
 
 // Non-empty age buckets as {"from_ms": lower edge, "count": n}, youngest

@@ -10,6 +10,7 @@
 
 #include "kvgate/app/cpus.hpp"
 #include "kvgate/config/loader.hpp"
+#include "kvgate/openai/errors.hpp"
 
 namespace kvgate::app {
 
@@ -74,6 +75,7 @@ bool Gateway::start() {
     spdlog::critical("{}", initial.error());
     return false;
   }
+  declare_series(**initial);
   context_.publish(*initial);
   ingestion_ = std::make_unique<kv_events::Ingestion>(metrics_, options_->index, options_->kv_events);
   ingestion_->configure(route::worker_feeds(**initial), options_->index, options_->kv_events);
@@ -221,6 +223,21 @@ void Gateway::rediscovered(discovery::DiscoveredByModel discovered) {
   }
 }
 
+// The series whose label values this configuration knows, at 0 (a worker's
+// own are declared with it: obs/worker_series.hpp).
+void Gateway::declare_series(const route::RoutingTable& table) {
+  for (const auto& model : table.models) {
+    metrics_.declare_model(model.name);
+  }
+  metrics_.declare_tenant(table.tenants->anonymous().name);
+  for (const auto& tenant : table.options->tenants) {
+    metrics_.declare_tenant(tenant.name);
+  }
+  for (const auto& error : openai::common_errors()) {
+    metrics_.declare_client_error(error.status, error.code);
+  }
+}
+
 bool Gateway::install(std::shared_ptr<const config::Options> options) {
   auto previous = context_.table();
   auto built = route::build_routing_table(options, previous.get(), unix_now(), registry_);
@@ -229,14 +246,7 @@ bool Gateway::install(std::shared_ptr<const config::Options> options) {
     return false;
   }
   const auto& table = *built;
-  auto current_workers = table->all_workers();
-  for (const auto& old : previous->all_workers()) {
-    bool kept = std::any_of(current_workers.begin(), current_workers.end(),
-                            [&](const auto& current) { return current->id() == old->id(); });
-    if (!kept) {
-      metrics_.forget_worker(old->id());
-    }
-  }
+  declare_series(*table);
   context_.publish(table);
   ingestion_->configure(route::worker_feeds(*table), options->index, options->kv_events);
   options_ = options;

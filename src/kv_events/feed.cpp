@@ -67,11 +67,11 @@ Feed::Feed(zmq::context_t& context, obs::Metrics& metrics, WorkerFeed config, Fe
       status_(config_.worker->event_stream()),
       worker_id_(config_.worker->id()),
       tracker_(sequence_settings(), now_ms),
-      stored_events_(&metrics.kv_events(worker_id_, "BlockStored")),
-      removed_events_(&metrics.kv_events(worker_id_, "BlockRemoved")),
-      cleared_events_(&metrics.kv_events(worker_id_, "AllBlocksCleared")),
-      unknown_events_(&metrics.kv_events(worker_id_, "unknown")),
-      malformed_events_(&metrics.kv_events(worker_id_, "malformed")) {
+      stored_events_(&config_.worker->series().kv_events(obs::KvEventType::block_stored)),
+      removed_events_(&config_.worker->series().kv_events(obs::KvEventType::block_removed)),
+      cleared_events_(&config_.worker->series().kv_events(obs::KvEventType::all_blocks_cleared)),
+      unknown_events_(&config_.worker->series().kv_events(obs::KvEventType::unknown)),
+      malformed_events_(&config_.worker->series().kv_events(obs::KvEventType::malformed)) {
   status_.connected = false;
   status_.stale = false;
   status_.silent = false;
@@ -182,7 +182,7 @@ void Feed::receive_live(std::uint64_t now_ms) {
     auto sequence = frames->size() == 3 ? read_sequence((*frames)[1]) : std::nullopt;
     if (!sequence) {
       ++status_.decode_errors;
-      metrics_.kv_event_decode_error(worker_id_);
+      config_.worker->series().kv_event_decode_error();
       continue;
     }
     perform(tracker_.on_live({*sequence, (*frames)[2].to_string()}, now_ms), now_ms);
@@ -216,7 +216,7 @@ void Feed::receive_replay(std::uint64_t now_ms) {
     }
     if (!sequence) {
       ++status_.decode_errors;
-      metrics_.kv_event_decode_error(worker_id_);
+      config_.worker->series().kv_event_decode_error();
       continue;
     }
     perform(tracker_.on_replay({*sequence, frames->back().to_string()}, now_ms), now_ms);
@@ -232,12 +232,12 @@ void Feed::perform(SequenceActions actions, std::uint64_t now_ms) {
         break;
       case Kind::gap:
         ++status_.gaps;
-        metrics_.kv_event_gap(worker_id_);
+        config_.worker->series().kv_event_gap();
         spdlog::warn("kv events: worker {} sequence gap: expected {}, got {}", worker_id_, action.expected, action.got);
         break;
       case Kind::engine_restarted:
         ++status_.resets;
-        metrics_.kv_event_reset(worker_id_);
+        config_.worker->series().kv_event_reset();
         spdlog::warn("kv events: worker {} restarted (sequence went back); its index entries were dropped", worker_id_);
         config_.cache->caches.drop_worker(config_.slot);
         status_.last_sequence = -1;
@@ -281,7 +281,7 @@ void Feed::finished_replay(const SequenceAction& finished) {
   if (finished.timed_out) {
     spdlog::warn("kv events: worker {} replay timed out", worker_id_);
   }
-  metrics_.kv_event_replay(worker_id_, finished.closed);
+  config_.worker->series().kv_event_replay(finished.closed);
   if (finished.closed) {
     spdlog::info("kv events: worker {} replay closed the gap", worker_id_);
     return;
@@ -300,7 +300,7 @@ void Feed::apply(const EventMessage& message, std::uint64_t now_ms) {
   auto batch = decode_batch(message.payload);
   if (!batch) {
     ++status_.decode_errors;
-    metrics_.kv_event_decode_error(worker_id_);
+    config_.worker->series().kv_event_decode_error();
     spdlog::warn("kv events: worker {} batch {} undecodable: {}", worker_id_, message.sequence, batch.error().message);
     return;
   }
@@ -318,7 +318,7 @@ void Feed::apply(const EventMessage& message, std::uint64_t now_ms) {
     metrics_.index_evictions(stats.evicted_entries);
   }
   if (stats.unindexable_blocks > 0) {
-    metrics_.index_unindexable(worker_id_, stats.unindexable_blocks);
+    config_.worker->series().index_unindexable(stats.unindexable_blocks);
   }
   if (stats.over_limit) {
     spdlog::error("kv events: worker {} reported more blocks than any engine holds; its entries were reset",

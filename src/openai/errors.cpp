@@ -84,6 +84,15 @@ ApiError upstream_stream_interrupted(std::string_view detail) {
               {}, "upstream_stream_interrupted");
 }
 
+std::vector<ApiError> common_errors() {
+  return {invalid_json({}),           unauthorized(),
+          model_not_found({}),        not_found({}),
+          method_not_allowed({}, {}), body_too_large(0),
+          no_healthy_worker({}),      upstream_failure({}),
+          upstream_timeout({}),       upstream_stream_interrupted({}),
+          rate_limited({}, false, 0), rate_limited({}, true, 0)};
+}
+
 // Messages may quote client bytes (a path, a model name) that are not
 // UTF-8: those are replaced, never allowed to throw.
 std::string error_body(const ApiError& error) {

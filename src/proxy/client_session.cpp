@@ -213,7 +213,12 @@ void ClientSession::finish(Exchange& exchange) {
   if (exchange.decision_log) {
     exchange.decision_log->write(decision_record(exchange, unix_now_seconds()));
   }
-  thread_.metrics().request_finished(exchange.model, exchange.worker, exchange.status, elapsed,
+  // The worker the request was routed to, whose series count it.
+  obs::WorkerSeries* worker_series = nullptr;
+  if (exchange.route && exchange.route->worker && exchange.route_model != nullptr) {
+    worker_series = &exchange.route_model->workers[*exchange.route->worker].state->series();
+  }
+  thread_.metrics().request_finished(exchange.model, worker_series, exchange.status, elapsed,
                                      exchange.first_byte_seconds, exchange.first_token_seconds);
   if (!exchange.table->options->access_log) {
     return;

@@ -144,7 +144,6 @@ class Attempts {
   awaitable<AttemptOutcome> try_worker(workers::WorkerState& worker, UpstreamRequest& upstream_request,
                                        route::Attempt& attempt) {
     const auto& options = *target_.table.options;
-    auto& metrics = session_.context().metrics();
     auto& pool = session_.thread().pool();
     // optional<>: a tcp_stream can be moved but not move-assigned.
     std::optional<Result<UpstreamConnection, error_code>> connection;
@@ -154,7 +153,8 @@ class Attempts {
     for (int fresh_tries = 0;; ++fresh_tries) {
       if (!*connection) {
         const auto& error = connection->error();
-        metrics.upstream_error(worker.id(), error == beast::error::timeout ? "connect_timeout" : "connect");
+        worker.series().upstream_error(error == beast::error::timeout ? obs::UpstreamErrorKind::connect_timeout
+                                                                      : obs::UpstreamErrorKind::connect);
         co_return AttemptOutcome::retry(
             openai::upstream_failure("cannot connect to worker " + worker.id() + ": " + error.message()),
             workers::FailureCause::connect);

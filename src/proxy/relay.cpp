@@ -32,7 +32,6 @@ awaitable<AttemptOutcome> Relay::run(UpstreamRequest& request, bool may_be_stale
 }
 
 awaitable<AttemptOutcome> Relay::send_and_read_header(UpstreamRequest& request, bool may_be_stale) {
-  auto& metrics = session_.context().metrics();
   upstream_.expires_after(options_.timeouts.upstream_response);
   wire_.clear();
   append_head(request, wire_);
@@ -54,7 +53,7 @@ awaitable<AttemptOutcome> Relay::send_and_read_header(UpstreamRequest& request, 
     co_return AttemptOutcome::client_left();
   }
   if (write_error == beast::error::timeout) {
-    metrics.upstream_error(worker_.id(), "timeout");
+    worker_.series().upstream_error(obs::UpstreamErrorKind::timeout);
     co_return AttemptOutcome::fail(
         openai::upstream_timeout("worker " + worker_.id() + " sent no response header within " +
                                  format_duration(options_.timeouts.upstream_response)),
@@ -63,7 +62,7 @@ awaitable<AttemptOutcome> Relay::send_and_read_header(UpstreamRequest& request, 
   if (may_be_stale && !parser_.got_some()) {
     co_return AttemptOutcome{AttemptOutcome::Kind::stale_connection, std::nullopt, workers::FailureCause::none};
   }
-  metrics.upstream_error(worker_.id(), "reset");
+  worker_.series().upstream_error(obs::UpstreamErrorKind::reset);
   if (parser_.got_some()) {
     co_return AttemptOutcome::fail(
         openai::upstream_failure("worker " + worker_.id() + " sent a malformed response: " + write_error.message()),
@@ -101,7 +100,7 @@ awaitable<AttemptOutcome> Relay::relay_body() {
   AttemptOutcome outcome;
   if (parser_.get().result_int() >= 500) {
     outcome.failure = workers::FailureCause::status_5xx;
-    session_.context().metrics().upstream_error(worker_.id(), "status_5xx");
+    worker_.series().upstream_error(obs::UpstreamErrorKind::status_5xx);
   }
   prepare_client_header();
   auto& response = parser_.get();
@@ -230,9 +229,9 @@ void Relay::observe_piece(bhttp::buffer_body::value_type& piece) {
 // terminator, so an SDK reports an error instead of a silently short answer;
 // any other body can only be cut off by closing the connection.
 awaitable<void> Relay::end_interrupted_stream(const error_code& error) {
-  auto& metrics = session_.context().metrics();
   const bool timed_out = error == beast::error::timeout;
-  metrics.upstream_error(worker_.id(), timed_out ? "timeout" : "stream_interrupted");
+  worker_.series().upstream_error(timed_out ? obs::UpstreamErrorKind::timeout
+                                            : obs::UpstreamErrorKind::stream_interrupted);
   spdlog::warn("request_id={} worker={} response interrupted after {} bytes: {}", exchange_.request_id, worker_.id(),
                exchange_.response_bytes, error.message());
   exchange_.error_code = "upstream_stream_interrupted";

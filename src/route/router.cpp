@@ -314,7 +314,7 @@ void Router::note_traffic(const Attempt& attempt, workers::FailureCause failure,
     const auto status = worker.outlier_status(now_unix_ms);
     spdlog::warn("worker {} ejected for {} ms after failed requests (last: {}; ejection {} in a row)", worker.id(),
                  status.ejected_until_unix_ms - now_unix_ms, workers::to_string(failure), status.ejections_in_a_row);
-    metrics_.worker_ejected(worker.id(), workers::to_string(failure));
+    worker.series().ejected(workers::to_string(failure));
   } else if (change == workers::CircuitBreaker::Change::restored) {
     spdlog::info("worker {} answered its probe after an ejection: back in routing", worker.id());
   }
@@ -326,7 +326,7 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
   auto& worker = *model.workers[attempt.worker_].state;
   const auto& decision = attempt.prediction_;
   if (outcome.status == 200 && outcome.prompt_tokens && outcome.cached_tokens) {
-    metrics_.prompt_tokens(model.name, worker.id(), *outcome.prompt_tokens, *outcome.cached_tokens);
+    worker.series().prompt_tokens(*outcome.prompt_tokens, *outcome.cached_tokens);
   }
   // Only a clean first attempt compares like with like: a retry's
   // prediction was made for another worker's state.
@@ -339,7 +339,9 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
     const bool token_grained = model.workers[attempt.worker_].options.cache_model == config::CacheModel::sequences;
     const bool exact =
         predicted == reported || (token_grained && reported > predicted && reported - predicted < model.block_size);
-    metrics_.cache_prediction(worker.id(), exact ? "exact" : predicted > reported ? "over" : "under");
+    worker.series().cache_prediction(exact                  ? obs::PredictionOutcome::exact
+                                     : predicted > reported ? obs::PredictionOutcome::over
+                                                            : obs::PredictionOutcome::under);
     const auto& drift_options = table.options->routing.drift;
     // Evictions since the decision, less the most this request's own
     // blocks (its uncached prompt and its answer, plus a partial block) can
@@ -355,7 +357,7 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
     const auto change = worker.record_prediction(predicted, reported, others_evicted, drift_options);
     if (change != workers::DriftChange::none) {
       const auto evidence = worker.drift_evidence();
-      metrics_.set_index_drifting(worker.id(), change == workers::DriftChange::started);
+      worker.series().set_drifting(change == workers::DriftChange::started);
       if (change == workers::DriftChange::started) {
         spdlog::warn(
             "worker {}: cache predictions drifting: {} of the last {} predictions over the engine's figure "

@@ -194,7 +194,7 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
         }
       }
       if (!state) {
-        state = std::make_shared<workers::WorkerState>(worker.id, worker.url, worker.endpoint);
+        state = std::make_shared<workers::WorkerState>(worker.id, worker.url, worker.endpoint, model.name);
       }
       state->set_prefill_prior(prefill_prior);
       model.workers.push_back({std::move(state), assignment.slots[index], worker});

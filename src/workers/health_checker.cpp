@@ -24,7 +24,7 @@ awaitable<void> HealthChecker::check(std::shared_ptr<WorkerState> worker, std::s
   if (*stopped) {
     co_return;
   }
-  metrics_.health_check(worker->id(), healthy);
+  worker->series().health_check(healthy);
   switch (worker->record_check(healthy, thresholds)) {
     case HealthChange::went_down:
       spdlog::warn("worker {} ({}) marked down: {} consecutive failed health checks", worker->id(), worker->url(),

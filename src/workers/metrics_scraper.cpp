@@ -64,7 +64,7 @@ awaitable<void> MetricsScraper::scrape(std::shared_ptr<WorkerState> worker, std:
     auto& schedule = schedules_[id];
     if (!schedule.due(steady_ms())) {
       if (schedule.in_flight()) {
-        metrics_.metrics_scrape(id, obs::ScrapeResult::skipped);  // the last one has not answered yet
+        worker->series().scrape(obs::ScrapeResult::skipped);  // the last one has not answered yet
       }
       co_return;
     }
@@ -90,7 +90,7 @@ awaitable<void> MetricsScraper::scrape(std::shared_ptr<WorkerState> worker, std:
   }
   if (!ok) {
     // Not fatal: the snapshot keeps its time, so readers can tell its age.
-    metrics_.metrics_scrape(id, obs::ScrapeResult::failure);
+    worker->series().scrape(obs::ScrapeResult::failure);
     co_return;
   }
   auto parsed = parse_prometheus_text(page->body);
@@ -98,7 +98,7 @@ awaitable<void> MetricsScraper::scrape(std::shared_ptr<WorkerState> worker, std:
   snapshot->load = extract_engine_load(parsed);
   snapshot->unix_ms = unix_now_ms();
   worker->publish_engine_load(std::move(snapshot), std::max(pending_before, worker->pending_requests()));
-  metrics_.metrics_scrape(id, obs::ScrapeResult::success);
+  worker->series().scrape(obs::ScrapeResult::success);
 }
 
 }  // namespace kvgate::workers

@@ -67,6 +67,43 @@ void add_exposition(std::map<std::string, Family>& families, const std::string& 
   }
 }
 
+// Every kvgate_* name the shipped dashboard and alert rules query is in
+// `families`, with the label names its selectors use.
+void expect_every_queried_metric(std::map<std::string, Family>& families) {
+  std::string queries;
+  const auto dashboard = json::parse(read_file(KVGATE_SOURCE_DIR "/deploy/grafana/kvgate.json"));
+  std::size_t panels_with_queries = 0;
+  for (const auto& panel : dashboard["panels"]) {
+    if (panel.contains("targets")) {
+      ++panels_with_queries;
+      for (const auto& target : panel["targets"]) {
+        queries += target["expr"].get<std::string>() + "\n";
+      }
+    }
+  }
+  EXPECT_GE(panels_with_queries, 15u);
+  queries += read_file(KVGATE_SOURCE_DIR "/deploy/prometheus/alerts.yaml");
+  static const std::regex kSelector(R"((kvgate_[a-z0-9_]+)(\{([^}]*)\})?)");
+  static const std::regex kMatcher(R"((\w+)\s*(=~|!~|!=|=))");
+  std::set<std::string> checked;
+  for (std::sregex_iterator it(queries.begin(), queries.end(), kSelector), end; it != end; ++it) {
+    std::string name = (*it)[1];
+    for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+      const std::string tail = suffix;
+      if (name.ends_with(tail) && families.contains(name.substr(0, name.size() - tail.size()))) {
+        name.resize(name.size() - tail.size());
+      }
+    }
+    checked.insert(name);
+    ASSERT_TRUE(families.contains(name)) << name << " is queried but not exposed";
+    const std::string matchers = (*it)[3];
+    for (std::sregex_iterator label(matchers.begin(), matchers.end(), kMatcher), none; label != none; ++label) {
+      EXPECT_TRUE(families[name].labels.contains((*label)[1])) << name << " has no label " << (*label)[1];
+    }
+  }
+  EXPECT_GE(checked.size(), 25u);
+}
+
 // A ZMQ publisher that sends bytes no engine would: the worker's event
 // stream counts decode errors.
 class JunkPublisher {
@@ -231,40 +268,27 @@ TEST(Deploy, EveryMetricTheDashboardAndTheAlertsUseExistsWithItsLabels) {
     add_exposition(families, get(harness.admin_port(), "/metrics").body);
   }
 
-  // Every kvgate_* name the shipped files query, with the label names its
-  // selectors use.
-  std::string queries;
-  const auto dashboard = json::parse(read_file(KVGATE_SOURCE_DIR "/deploy/grafana/kvgate.json"));
-  std::size_t panels_with_queries = 0;
-  for (const auto& panel : dashboard["panels"]) {
-    if (panel.contains("targets")) {
-      ++panels_with_queries;
-      for (const auto& target : panel["targets"]) {
-        queries += target["expr"].get<std::string>() + "\n";
-      }
-    }
-  }
-  EXPECT_GE(panels_with_queries, 15u);
-  queries += read_file(KVGATE_SOURCE_DIR "/deploy/prometheus/alerts.yaml");
-  static const std::regex kSelector(R"((kvgate_[a-z0-9_]+)(\{([^}]*)\})?)");
-  static const std::regex kMatcher(R"((\w+)\s*(=~|!~|!=|=))");
-  std::set<std::string> checked;
-  for (std::sregex_iterator it(queries.begin(), queries.end(), kSelector), end; it != end; ++it) {
-    std::string name = (*it)[1];
-    for (const char* suffix : {"_bucket", "_sum", "_count"}) {
-      const std::string tail = suffix;
-      if (name.ends_with(tail) && families.contains(name.substr(0, name.size() - tail.size()))) {
-        name.resize(name.size() - tail.size());
-      }
-    }
-    checked.insert(name);
-    ASSERT_TRUE(families.contains(name)) << name << " is queried but not exposed";
-    const std::string matchers = (*it)[3];
-    for (std::sregex_iterator label(matchers.begin(), matchers.end(), kMatcher), none; label != none; ++label) {
-      EXPECT_TRUE(families[name].labels.contains((*label)[1])) << name << " has no label " << (*label)[1];
-    }
-  }
-  EXPECT_GE(checked.size(), 25u);
+  expect_every_queried_metric(families);
+}
+
+// Prometheus's guidance for labelled metrics: the label values known in
+// advance are exported from the start. A gateway that has served nothing
+// yet (in front of a fleet with event streams and tenants configured)
+// already exposes every metric the dashboard and the alerts query, so no
+// panel is empty and no alert is blind until its first event.
+TEST(Deploy, AFreshGatewayExposesEveryMetricTheDashboardAndTheAlertsQuery) {
+  Harness harness;
+  const std::vector<std::string> events{"--kv-events-endpoint", "tcp://127.0.0.1:*"};
+  SimProcess a(harness, events, "a");
+  SimProcess b(harness, {}, "b");
+  harness.start_gateway(
+      "tenants:\n  - {name: t, api_key_sha256: "
+      "'9b026803df327ca79463366dddb11cbe8aface7f290d5414c969a0d6a94be600'}\n",
+      "models:\n  - name: \"sim-model\"\n    block_size: 16\n    workers:\n      - {id: a, url: \"" + a.url() +
+          "\", kv_events: \"" + a.events_endpoint() + "\"}\n      - {id: b, url: \"" + b.url() + "\"}\n");
+  std::map<std::string, Family> families;
+  add_exposition(families, get(harness.admin_port(), "/metrics").body);
+  expect_every_queried_metric(families);
 }
 
 }  // namespace

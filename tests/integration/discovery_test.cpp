@@ -16,6 +16,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -161,6 +162,46 @@ TEST(Discovery, AWatchedFileAddsAndRemovesWorkersWhileTrafficRunsWithoutAFailedR
   EXPECT_EQ(traffic.failed(), 0) << traffic.failures();
   EXPECT_NE(get(harness.admin_port(), "/metrics")
                 .body.find("kvgate_discovered_workers{model=\"sim-model\",source=\"file\"} 2"),
+            std::string::npos);
+}
+
+// Every worker label value in an exposition.
+std::set<std::string> worker_labels(const std::string& exposition) {
+  std::set<std::string> labels;
+  static const std::regex kWorker("worker=\"([^\"]*)\"");
+  for (std::sregex_iterator it(exposition.begin(), exposition.end(), kWorker), end; it != end; ++it) {
+    labels.insert((*it)[1]);
+  }
+  return labels;
+}
+
+// A worker's series leave /metrics with the worker: a pod that discovery
+// replaces a hundred times (a new id each time, as a restarted pod's new
+// address gives it) leaves no series behind, whichever of them counted.
+TEST(Discovery, AReplacedWorkerLeavesNoSeriesBehind) {
+  Harness harness;
+  const std::vector<std::string> events{"--kv-events-endpoint", "tcp://127.0.0.1:*"};
+  SimProcess sim(harness, events, "sim");
+  const auto file = harness.folder() + "/workers.yaml";
+  replace_file(file, worker_line("pod-0", sim));
+  harness.start_gateway(
+      "routing: {policy: cache_aware}\nhealth_check: {interval: 200ms}\n",
+      "models:\n  - name: \"sim-model\"\n    block_size: 16\n    workers_from: {file: \"" + file + "\"}\n");
+  const auto request = json{{"model", "sim-model"}, {"prompt", "hello"}, {"max_tokens", 1}}.dump();
+  for (int pod = 0; pod < 100; ++pod) {
+    const auto id = "pod-" + std::to_string(pod);
+    if (pod > 0) {
+      replace_file(file, worker_line(id, sim));
+    }
+    ASSERT_TRUE(eventually([&] { return worker_ids(harness) == std::set<std::string>{id}; })) << id;
+    const auto answer = post_json(harness.api_port(), "/v1/completions", request, {{"x-session-id", id}});
+    ASSERT_EQ(answer.status, 200);
+    ASSERT_EQ(answer.header("x-kvgate-worker"), id);
+  }
+  const auto exposition = get(harness.admin_port(), "/metrics").body;
+  EXPECT_EQ(worker_labels(exposition), (std::set<std::string>{"pod-99"})) << exposition;
+  // The one that is left counts what it served.
+  EXPECT_NE(exposition.find(R"(kvgate_requests_total{model="sim-model",status="200",worker="pod-99"} 1)"),
             std::string::npos);
 }
 

@@ -6,6 +6,8 @@
 #include <string>
 #include <thread>
 
+#include "kvgate/obs/worker_series.hpp"
+
 namespace kvgate::obs {
 namespace {
 
@@ -18,41 +20,105 @@ double series_value(const std::string& exposition, const std::string& series) {
   return std::stod(exposition.substr(at + series.size() + 1));
 }
 
-TEST(Metrics, PerRequestCountersAddUpAcrossThreads) {
+std::size_t occurrences(const std::string& text, const std::string& part) {
+  std::size_t count = 0;
+  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
+TEST(WorkerSeries, PerRequestCountersAddUpAcrossThreads) {
   Metrics metrics;
+  WorkerSeries w0("m", "w0");
+  WorkerSeries w1("m", "w1");
   std::thread other([&] {
     for (int turn = 0; turn < 100; ++turn) {
-      metrics.prompt_tokens("m", "w0", 10, 4);
-      metrics.cache_prediction("w0", "exact");
+      w0.prompt_tokens(10, 4);
+      w0.cache_prediction(PredictionOutcome::exact);
+      w0.request_finished(502, -1);
     }
   });
   for (int turn = 0; turn < 100; ++turn) {
-    metrics.prompt_tokens("m", "w0", 1, 9);  // more cached than prompted counts as all cached
-    metrics.prompt_tokens("m", "w1", 2, 0);
-    metrics.cache_prediction("w0", "exact");
+    w0.prompt_tokens(1, 9);  // more cached than prompted counts as all cached
+    w1.prompt_tokens(2, 0);
+    w0.cache_prediction(PredictionOutcome::exact);
+    w0.request_finished(502, 0.01);
   }
   other.join();
-  const auto text = metrics.serialize();
+  const WorkerSeries* both[] = {&w0, &w1};
+  const auto text = metrics.serialize(both);
   EXPECT_EQ(series_value(text, R"(kvgate_prompt_tokens_total{model="m",worker="w0"})"), 1100);
   EXPECT_EQ(series_value(text, R"(kvgate_cached_prompt_tokens_total{model="m",worker="w0"})"), 500);
   EXPECT_EQ(series_value(text, R"(kvgate_prompt_tokens_total{model="m",worker="w1"})"), 200);
   EXPECT_EQ(series_value(text, R"(kvgate_cache_predictions_total{outcome="exact",worker="w0"})"), 200);
+  EXPECT_EQ(series_value(text, R"(kvgate_requests_total{model="m",status="502",worker="w0"})"), 200);
+  EXPECT_EQ(series_value(text, R"(kvgate_time_to_first_token_seconds_count{model="m",worker="w0"})"), 100);
 }
 
-TEST(Metrics, ANewMetricsInTheSameStorageStartsFromZero) {
-  // The same address twice: a thread's handles to the first one's series
-  // must not be taken for the second's (they would count into freed memory).
-  std::optional<Metrics> metrics;
-  metrics.emplace();
-  metrics->prompt_tokens("m", "w0", 7, 0);
-  metrics->cache_prediction("w0", "over");
-  metrics.emplace();
-  metrics->prompt_tokens("m", "w0", 3, 1);
-  metrics->cache_prediction("w0", "over");
-  const auto text = metrics->serialize();
-  EXPECT_EQ(series_value(text, R"(kvgate_prompt_tokens_total{model="m",worker="w0"})"), 3);
-  EXPECT_EQ(series_value(text, R"(kvgate_cached_prompt_tokens_total{model="m",worker="w0"})"), 1);
-  EXPECT_EQ(series_value(text, R"(kvgate_cache_predictions_total{outcome="over",worker="w0"})"), 1);
+// The gateway's series and each worker's are one family per name in the
+// exposition; a worker left out (no longer configured) is not shown.
+TEST(WorkerSeries, TheExpositionMergesFamiliesAndShowsOnlyTheWorkersGiven) {
+  Metrics metrics;
+  ThreadMetrics thread(metrics);
+  WorkerSeries kept("m", "kept");
+  WorkerSeries gone("m", "gone");
+  thread.request_finished("m", &kept, 200, 0.1, 0.01, 0.02);
+  thread.request_finished("m", &gone, 200, 0.1, 0.01, 0.02);
+  thread.request_finished("m", nullptr, 503, 0.001, -1, -1);
+  const WorkerSeries* in_force[] = {&kept};
+  const auto text = metrics.serialize(in_force);
+  EXPECT_EQ(occurrences(text, "# TYPE kvgate_requests_total counter"), 1u);
+  EXPECT_EQ(occurrences(text, "# TYPE kvgate_upstream_errors_total counter"), 1u);
+  EXPECT_EQ(series_value(text, R"(kvgate_requests_total{model="m",status="200",worker="kept"})"), 1);
+  EXPECT_EQ(series_value(text, R"(kvgate_requests_total{model="m",status="503",worker="none"})"), 1);
+  EXPECT_EQ(text.find("worker=\"gone\""), std::string::npos);
+}
+
+// Label values known in advance exist at 0 before anything happened.
+TEST(WorkerSeries, KnownLabelValuesStartAtZero) {
+  Metrics metrics;
+  WorkerSeries worker("m", "w");
+  metrics.declare_model("m");
+  metrics.declare_tenant("t");
+  metrics.declare_client_error(404, "model_not_found");
+  const WorkerSeries* workers[] = {&worker};
+  const auto text = metrics.serialize(workers);
+  for (const char* series : {
+           R"(kvgate_cache_predictions_total{outcome="over",worker="w"})",
+           R"(kvgate_upstream_errors_total{kind="stream_interrupted",worker="w"})",
+           R"(kvgate_kv_events_total{type="BlockRemoved",worker="w"})",
+           R"(kvgate_kv_event_gaps_total{worker="w"})",
+           R"(kvgate_kv_event_replays_total{outcome="failed",worker="w"})",
+           R"(kvgate_worker_ejections_total{cause="status_5xx",worker="w"})",
+           R"(kvgate_worker_scrapes_total{result="skipped",worker="w"})",
+           R"(kvgate_requests_total{model="m",status="200",worker="w"})",
+           R"(kvgate_session_moves_total{model="m",reason="moved_evicted"})",
+           R"(kvgate_retries_total{model="m"})",
+           R"(kvgate_retries_denied_total{model="m"})",
+           R"(kvgate_admission_rejections_total{reason="queue_full",tenant="t"})",
+           R"(kvgate_client_errors_total{code="model_not_found",status="404"})",
+       }) {
+    EXPECT_EQ(series_value(text, series), 0) << series;
+  }
+  EXPECT_EQ(series_value(text, R"(kvgate_worker_up{worker="w"})"), 1);
+  EXPECT_EQ(series_value(text, R"(kvgate_session_turn_hit_ratio_count{model="m"})"), 0);
+}
+
+// A worker without an event stream has no stream gauges; one whose stream
+// is configured has them, and loses them when it no longer is.
+TEST(WorkerSeries, EventStreamGaugesExistOnlyForAConfiguredStream) {
+  Metrics metrics;
+  WorkerSeries worker("m", "w");
+  const WorkerSeries* workers[] = {&worker};
+  worker.set_event_stream_state({true, true, false, false, 12});
+  auto text = metrics.serialize(workers);
+  EXPECT_EQ(series_value(text, R"(kvgate_kv_events_connected{worker="w"})"), 1);
+  EXPECT_EQ(series_value(text, R"(kvgate_index_blocks{worker="w"})"), 12);
+  worker.set_event_stream_state({false, false, false, false, 0});
+  text = metrics.serialize(workers);
+  EXPECT_EQ(text.find("kvgate_kv_events_connected{"), std::string::npos);
+  EXPECT_EQ(series_value(text, R"(kvgate_index_blocks{worker="w"})"), 0);
 }
 
 }  // namespace

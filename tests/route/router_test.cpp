@@ -38,7 +38,7 @@ class Fleet {
     model.cache = std::make_shared<kv_events::ModelCache>("m", 16, 1u << 20);
     for (std::size_t index = 0; index < workers; ++index) {
       auto id = std::string(1, static_cast<char>('a' + index));
-      model.workers.push_back({std::make_shared<workers::WorkerState>(id, "http://127.0.0.1:1", HttpUrl{}),
+      model.workers.push_back({std::make_shared<workers::WorkerState>(id, "http://127.0.0.1:1", HttpUrl{}, "m"),
                                static_cast<index::WorkerSlot>(index), config::WorkerOptions{}});
       policy::PrefillFitOptions linear;
       linear.prior = kLinearPrefill;
@@ -48,6 +48,15 @@ class Fleet {
   }
 
   workers::WorkerState& worker(std::size_t index) { return *model.workers[index].state; }
+
+  // The gateway's series and the fleet's workers'.
+  std::string exposition() {
+    std::vector<const obs::WorkerSeries*> series;
+    for (const auto& route : model.workers) {
+      series.push_back(&route.state->series());
+    }
+    return metrics.serialize(series);
+  }
 
   // The worker's cache holds the prompt's first `blocks` blocks.
   void hold(std::size_t worker, const prompt::PreparedPrompt& prompt, std::size_t blocks) {
@@ -441,8 +450,10 @@ TEST(Router, OutcomesCompleteTheSessionsTurn) {
   EXPECT_EQ(detail->turns[0].cached_tokens, 0u);
   EXPECT_EQ(detail->turns[0].ttft_ms, 7.5);
   EXPECT_EQ(detail->turns[0].reason, Reason::new_session);
-  auto metrics = fleet.metrics.serialize();
-  EXPECT_NE(metrics.find("kvgate_cache_predictions_total{outcome=\"exact\",worker=\""), std::string::npos);
+  auto metrics = fleet.exposition();
+  EXPECT_NE(metrics.find("kvgate_cache_predictions_total{outcome=\"exact\",worker=\"" +
+                         fleet.worker(*decision.worker).id() + "\"} 1"),
+            std::string::npos);
 }
 
 TEST(Router, AMoveIsCountedOnCommitOnly) {
@@ -563,8 +574,8 @@ TEST(Attempt, AnOutcomeIsRecordedOnce) {
   attempt.end(AttemptEnd::served, workers::FailureCause::none, kNow);
   attempt.complete({200, 0, 0u, 320u, 7.5});
   attempt.complete({200, 0, 0u, 320u, 7.5});
-  EXPECT_NE(fleet.metrics.serialize().find("kvgate_prompt_tokens_total{model=\"m\",worker=\"" +
-                                           fleet.worker(*decision.worker).id() + "\"} 320"),
+  EXPECT_NE(fleet.exposition().find("kvgate_prompt_tokens_total{model=\"m\",worker=\"" +
+                                    fleet.worker(*decision.worker).id() + "\"} 320"),
             std::string::npos);
 }
 

@@ -43,6 +43,7 @@ class Gateway {
   // discovered workers): workers that stay keep their state, removed ones
   // take no new requests and finish what they have. False when rejected.
   bool install(std::shared_ptr<const config::Options> options);
+  void declare_series(const route::RoutingTable& table);
   bool open_decision_log(const config::Options& options);
   void begin_drain();
   void finish();
@@ -57,8 +58,8 @@ class Gateway {
   proxy::AdmissionGate admission_{metrics_};
   kv_events::CacheRegistry registry_;
   std::unique_ptr<kv_events::Ingestion> ingestion_;  // outlives the I/O threads that feed it
-  workers::HealthChecker health_{control_, metrics_};
-  workers::MetricsScraper scraper_{control_, metrics_};
+  workers::HealthChecker health_{control_};
+  workers::MetricsScraper scraper_{control_};
   admin::AdminServer admin_{control_, context_};
   http::asio::signal_set signals_{control_};
   http::asio::steady_timer grace_timer_{control_};

@@ -1,10 +1,14 @@
 #pragma once
-// kvgate's own Prometheus metrics. Names follow Prometheus conventions:
-// prefix kvgate_, unit in the name, counters end in _total. Families are
-// created once; label children are looked up per event (prometheus-cpp keeps
-// them in a mutex-guarded map), except the series counted on every request,
-// whose children each thread looks up once (ThreadMetrics below, and the
-// per-request counters of metrics.cpp).
+// kvgate's own Prometheus metrics that are not a worker's (those live with
+// the worker: obs/worker_series.hpp), and the exposition of both. Names
+// follow Prometheus conventions: prefix kvgate_, unit in the name, counters
+// end in _total. Families are created once; label children are looked up
+// per event (prometheus-cpp keeps them in a mutex-guarded map), except the
+// series counted on every request, whose children each thread looks up
+// once (ThreadMetrics below). Label values known in advance (a model's
+// reasons, the error codes, a tenant's refusals) are declared at 0 when the
+// configuration is installed (declare_model, declare_tenant,
+// declare_client_error), so a fresh gateway exposes every family.
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
@@ -14,25 +18,15 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
+
+#include "kvgate/obs/worker_series.hpp"
 
 namespace kvgate::obs {
-
-// The outcome of one round's visit to a worker's /metrics.
-enum class ScrapeResult { success, failure, skipped };
-[[nodiscard]] constexpr std::string_view to_string(ScrapeResult result) {
-  switch (result) {
-    case ScrapeResult::success:
-      return "success";
-    case ScrapeResult::failure:
-      return "failure";
-    case ScrapeResult::skipped:
-      return "skipped";
-  }
-  return "failure";
-}
 
 // Label children by a string key, looked up with a string_view (no copy of
 // the reused key buffer per lookup): the per-thread handle tables below and
@@ -48,16 +42,23 @@ class Metrics {
  public:
   Metrics();
 
-  // The label children of one (model, worker, status) request series.
+  // The label children of one model's request series: its requests that
+  // reached no worker (worker "none"), by status, made at the first one,
+  // and the model's latency histograms.
   struct RequestSeries {
-    prometheus::Counter* count = nullptr;
+    prometheus::Counter* unrouted = nullptr;
     prometheus::Histogram* duration = nullptr;
     prometheus::Histogram* first_byte = nullptr;
-    prometheus::Histogram* first_token = nullptr;  // by model and worker
   };
-  RequestSeries request_series(std::string_view model, std::string_view worker, int status);
+  RequestSeries request_series(std::string_view model);
+  prometheus::Counter& unrouted_requests(std::string_view model, int status);
 
-  void upstream_error(std::string_view worker, std::string_view kind);
+  // Series whose label values are known once the configuration is: each at
+  // 0 from the start. Idempotent.
+  void declare_model(std::string_view model);
+  void declare_tenant(std::string_view tenant);
+  void declare_client_error(int status, std::string_view code);
+
   void retry(std::string_view model);
   // A retry the retry budget refused (the client got the last error).
   void retry_denied(std::string_view model);
@@ -65,37 +66,12 @@ class Metrics {
   void admission_refused(std::string_view tenant, std::string_view reason);
   void admission_waited(std::string_view tenant, double seconds);
   void set_admission_state(std::size_t waiting, std::uint32_t admitted);
-  // A worker ejected by its circuit breaker, and why.
-  void worker_ejected(std::string_view worker, std::string_view cause);
   void client_error(int status, std::string_view code);
   void connection_rejected();
-  void health_check(std::string_view worker, bool success);
-  void metrics_scrape(std::string_view worker, ScrapeResult result);
   void config_reload(bool success);
 
-  // KV-event ingestion (the index writer thread).
-  prometheus::Counter& kv_events(std::string_view worker, std::string_view type);
-  void kv_event_gap(std::string_view worker);
-  void kv_event_replay(std::string_view worker, bool closed);
-  void kv_event_reset(std::string_view worker);
-  void kv_event_decode_error(std::string_view worker);
+  // The index writer thread.
   void index_evictions(std::uint64_t entries);
-  void index_unindexable(std::string_view worker, std::uint64_t blocks);
-  // Gauges refreshed when /metrics is scraped.
-  struct EventStreamGauges {
-    bool configured = false;
-    bool connected = false;
-    bool stale = false;
-    bool silent = false;
-    std::uint64_t index_blocks = 0;
-  };
-  void set_event_stream_state(std::string_view worker, const EventStreamGauges& state);
-
-  // A routed request whose engine reported its cached tokens: kvgate's
-  // prediction was "exact", "over" or "under" what the engine reported.
-  void cache_prediction(std::string_view worker, std::string_view outcome);
-  // 1 while the worker's predictions drift (route/README.md).
-  void set_index_drifting(std::string_view worker, bool drifting);
 
   // Sessions (the router): a turn that left its session's previous worker,
   // by reason; the engine-reported hit ratio of turns 2 and later; the
@@ -106,9 +82,6 @@ class Metrics {
   // lookups or reads that failed (the last good list is kept).
   void discovered_workers(std::string_view model, std::string_view source, std::size_t workers);
   void discovery_error(std::string_view model, std::string_view source);
-  // A routed request answered 200 with the engine's usage: its prompt
-  // tokens and those the engine reported cached (the hit rate's two sides).
-  void prompt_tokens(std::string_view model, std::string_view worker, std::uint32_t prompt, std::uint32_t cached);
   void set_sessions_active(std::size_t sessions);
 
   // Exact tokenisation of a request: sections served from the segment cache
@@ -125,70 +98,29 @@ class Metrics {
 
   prometheus::Gauge& in_flight_requests() { return *in_flight_requests_; }
   prometheus::Gauge& open_connections() { return *open_connections_; }
-  struct WorkerGauges {
-    bool up = true;
-    std::uint32_t in_flight = 0;
-    std::uint64_t pending_prefill_tokens = 0;
-    std::optional<double> recent_ttft_seconds;  // absent: no streamed answer yet
-    // The learned prefill cost (policy/prefill_rates.hpp) and its samples.
-    double prefill_ms_per_token = 0;
-    double prefill_ms_per_token_pair = 0;
-    double prefill_base_ms = 0;
-    std::uint64_t prefill_samples = 0;
-    bool ejected = false;  // out of routing after traffic failures
-  };
-  void set_worker_state(std::string_view worker, const WorkerGauges& state);
-  void forget_worker(std::string_view worker);
 
-  // Prometheus text exposition of everything registered.
-  [[nodiscard]] std::string serialize() const;
+  // Prometheus text exposition: these series and those of `workers` (the
+  // workers of the routing table in force: a worker that left it is not
+  // shown, whoever still holds its series).
+  [[nodiscard]] std::string serialize(std::span<const WorkerSeries* const> workers = {}) const;
 
  private:
-  std::uint64_t serial_;  // unique per Metrics in the process: keys the per-thread handles of metrics.cpp
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Histogram>& request_duration_;
   prometheus::Family<prometheus::Histogram>& first_byte_;
-  prometheus::Family<prometheus::Histogram>* first_token_ = nullptr;
-  prometheus::Family<prometheus::Counter>& upstream_errors_;
   prometheus::Family<prometheus::Counter>& retries_;
   prometheus::Family<prometheus::Counter>& client_errors_;
-  prometheus::Family<prometheus::Counter>& health_checks_;
-  prometheus::Family<prometheus::Counter>& metrics_scrapes_;
   prometheus::Family<prometheus::Counter>& config_reloads_;
-  prometheus::Family<prometheus::Gauge>& worker_up_;
-  prometheus::Family<prometheus::Gauge>& worker_in_flight_;
-  prometheus::Family<prometheus::Gauge>& worker_pending_prefill_;
-  prometheus::Family<prometheus::Gauge>& worker_recent_ttft_;
-  prometheus::Family<prometheus::Counter>& kv_events_;
-  prometheus::Family<prometheus::Counter>& kv_event_gaps_;
-  prometheus::Family<prometheus::Counter>& kv_event_replays_;
-  prometheus::Family<prometheus::Counter>& kv_event_resets_;
-  prometheus::Family<prometheus::Counter>& kv_event_decode_errors_;
-  prometheus::Family<prometheus::Counter>& index_unindexable_;
-  prometheus::Family<prometheus::Gauge>& kv_events_connected_;
-  prometheus::Family<prometheus::Gauge>& kv_events_stale_;
-  prometheus::Family<prometheus::Gauge>& kv_events_silent_;
-  prometheus::Family<prometheus::Gauge>& index_blocks_;
-  prometheus::Family<prometheus::Counter>& cache_predictions_;
-  prometheus::Family<prometheus::Gauge>* index_drifting_ = nullptr;
-  prometheus::Family<prometheus::Gauge>* prefill_ms_per_token_ = nullptr;
-  prometheus::Family<prometheus::Gauge>* prefill_ms_per_token_pair_ = nullptr;
-  prometheus::Family<prometheus::Gauge>* prefill_base_ms_ = nullptr;
-  prometheus::Family<prometheus::Gauge>* prefill_samples_ = nullptr;
   prometheus::Family<prometheus::Counter>* retries_denied_ = nullptr;
   prometheus::Family<prometheus::Counter>* admission_rejections_ = nullptr;
   prometheus::Family<prometheus::Histogram>* admission_wait_ = nullptr;
   prometheus::Gauge* admission_queue_ = nullptr;
   prometheus::Gauge* admission_admitted_ = nullptr;
-  prometheus::Family<prometheus::Counter>* worker_ejections_ = nullptr;
-  prometheus::Family<prometheus::Gauge>* worker_ejected_ = nullptr;
   prometheus::Family<prometheus::Counter>* session_moves_ = nullptr;
   prometheus::Family<prometheus::Histogram>* session_turn_hit_ = nullptr;
-  prometheus::Family<prometheus::Counter>* prompt_tokens_ = nullptr;
   prometheus::Family<prometheus::Gauge>* discovered_workers_ = nullptr;
   prometheus::Family<prometheus::Counter>* discovery_errors_ = nullptr;
-  prometheus::Family<prometheus::Counter>* cached_prompt_tokens_ = nullptr;
   prometheus::Gauge* sessions_active_ = nullptr;
   prometheus::Family<prometheus::Counter>* prompt_segments_ = nullptr;
   prometheus::Family<prometheus::Counter>* template_iterations_ = nullptr;
@@ -208,9 +140,10 @@ class ThreadMetrics {
  public:
   explicit ThreadMetrics(Metrics& metrics) : metrics_(metrics) {}
 
+  // `worker`: the worker that answered (null: the request reached none).
   // `first_token_seconds`: a stream's first data event (< 0: not a stream,
   // or none).
-  void request_finished(std::string_view model, std::string_view worker, int status, double duration_seconds,
+  void request_finished(std::string_view model, WorkerSeries* worker, int status, double duration_seconds,
                         double first_byte_seconds, double first_token_seconds);
   // What the caches of exact tokenisation did for one prompt.
   struct PromptCacheCounts {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kvgate::openai {
 
@@ -34,6 +35,10 @@ ApiError upstream_stream_interrupted(std::string_view detail);
 // queue_full, queue_timeout).
 ApiError rate_limited(std::string_view detail, bool tokens, std::uint64_t retry_after_ms);
 ApiError overloaded(std::string_view detail, std::string code, std::uint64_t retry_after_ms);
+
+// One of each error kvgate answers by itself whatever its configuration
+// (the metrics declare their status and code at 0 from the start).
+std::vector<ApiError> common_errors();
 
 // The JSON body for a response.
 std::string error_body(const ApiError& error);

@@ -9,7 +9,6 @@
 
 #include "kvgate/config/options.hpp"
 #include "kvgate/http/beast.hpp"
-#include "kvgate/obs/metrics.hpp"
 #include "kvgate/workers/periodic_rounds.hpp"
 #include "kvgate/workers/worker_state.hpp"
 
@@ -17,7 +16,7 @@ namespace kvgate::workers {
 
 class HealthChecker {
  public:
-  HealthChecker(http::asio::io_context& io, obs::Metrics& metrics) : io_(io), metrics_(metrics), rounds_(io) {}
+  explicit HealthChecker(http::asio::io_context& io) : io_(io), rounds_(io) {}
 
   // Replaces the checked set (start-up and every reload). Control thread only.
   void watch(std::vector<std::shared_ptr<WorkerState>> workers, const config::HealthCheckOptions& options,
@@ -29,7 +28,6 @@ class HealthChecker {
                               config::HealthCheckOptions options, HealthThresholds thresholds);
 
   http::asio::io_context& io_;
-  obs::Metrics& metrics_;
   PeriodicRounds rounds_;
 };
 

@@ -14,7 +14,6 @@
 
 #include "kvgate/config/options.hpp"
 #include "kvgate/http/beast.hpp"
-#include "kvgate/obs/metrics.hpp"
 #include "kvgate/workers/periodic_rounds.hpp"
 #include "kvgate/workers/scrape_schedule.hpp"
 #include "kvgate/workers/scrape_target.hpp"
@@ -24,7 +23,7 @@ namespace kvgate::workers {
 
 class MetricsScraper {
  public:
-  MetricsScraper(http::asio::io_context& io, obs::Metrics& metrics) : io_(io), metrics_(metrics), rounds_(io) {}
+  explicit MetricsScraper(http::asio::io_context& io) : io_(io), rounds_(io) {}
 
   // Replaces the scraped set (start-up and every reload). Control thread only.
   void watch(std::vector<ScrapeTarget> targets, const config::MetricsScrapeOptions& options);
@@ -35,7 +34,6 @@ class MetricsScraper {
                                ScrapeTarget target, config::MetricsScrapeOptions options);
 
   http::asio::io_context& io_;
-  obs::Metrics& metrics_;
   PeriodicRounds rounds_;
   // By worker id; control thread only. Kept across reloads for the workers
   // that stay, so a reload does not forget a back-off.

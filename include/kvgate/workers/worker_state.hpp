@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "kvgate/core/address.hpp"
+#include "kvgate/obs/worker_series.hpp"
 #include "kvgate/policy/eviction.hpp"
 #include "kvgate/policy/prefill_fit.hpp"
 #include "kvgate/workers/learned_prefill.hpp"
@@ -102,8 +103,9 @@ struct EventStreamStatus {
 
 class WorkerState {
  public:
-  WorkerState(std::string id, std::string url, HttpUrl endpoint)
-      : id_(std::move(id)), url_(std::move(url)), endpoint_(std::move(endpoint)) {}
+  // `model`: the model the worker serves (its request series' label).
+  WorkerState(std::string id, std::string url, HttpUrl endpoint, std::string_view model = {})
+      : id_(std::move(id)), url_(std::move(url)), endpoint_(std::move(endpoint)), series_(model, id_) {}
 
   [[nodiscard]] const std::string& id() const { return id_; }
   [[nodiscard]] const std::string& url() const { return url_; }
@@ -111,6 +113,10 @@ class WorkerState {
 
   [[nodiscard]] bool healthy() const { return healthy_.load(std::memory_order_relaxed); }
   [[nodiscard]] std::uint32_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
+
+  // The worker's Prometheus series (obs/worker_series.hpp): they live and
+  // leave with the worker.
+  [[nodiscard]] obs::WorkerSeries& series() const { return series_; }
 
   EventStreamStatus& event_stream() { return event_stream_; }
   [[nodiscard]] const EventStreamStatus& event_stream() const { return event_stream_; }
@@ -242,6 +248,7 @@ class WorkerState {
   const std::string id_;
   const std::string url_;
   const HttpUrl endpoint_;
+  mutable obs::WorkerSeries series_;  // thread-safe itself: counting is not a change of the worker's state
   // Workers start healthy so that traffic flows before the first check ends
   // (the same default as Envoy for hosts without a completed check).
   std::atomic<bool> healthy_{true};
