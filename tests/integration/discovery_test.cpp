@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -175,28 +176,44 @@ std::set<std::string> worker_labels(const std::string& exposition) {
   return labels;
 }
 
-// A worker's series leave /metrics with the worker: a pod that discovery
-// replaces a hundred times (a new id each time, as a restarted pod's new
-// address gives it) leaves no series behind, whichever of them counted.
+// A worker's series leave /metrics with the worker: one replaced a hundred
+// times (a new id each time, as a restarted pod's new address gives it),
+// through reloads of the configuration and then through discovery, leaves
+// no series behind, whichever of them counted.
 TEST(Discovery, AReplacedWorkerLeavesNoSeriesBehind) {
   Harness harness;
   const std::vector<std::string> events{"--kv-events-endpoint", "tcp://127.0.0.1:*"};
   SimProcess sim(harness, events, "sim");
-  const auto file = harness.folder() + "/workers.yaml";
-  replace_file(file, worker_line("pod-0", sim));
-  harness.start_gateway(
-      "routing: {policy: cache_aware}\nhealth_check: {interval: 200ms}\n",
-      "models:\n  - name: \"sim-model\"\n    block_size: 16\n    workers_from: {file: \"" + file + "\"}\n");
+  const std::string settings = "routing: {policy: cache_aware}\nhealth_check: {interval: 200ms}\n";
+  auto static_worker = [&](const std::string& id) {
+    return "models:\n  - name: \"sim-model\"\n    block_size: 16\n    workers:\n      " + worker_line(id, sim);
+  };
   const auto request = json{{"model", "sim-model"}, {"prompt", "hello"}, {"max_tokens", 1}}.dump();
-  for (int pod = 0; pod < 100; ++pod) {
-    const auto id = "pod-" + std::to_string(pod);
-    if (pod > 0) {
-      replace_file(file, worker_line(id, sim));
-    }
+  auto serve_on = [&](const std::string& id) {
     ASSERT_TRUE(eventually([&] { return worker_ids(harness) == std::set<std::string>{id}; })) << id;
     const auto answer = post_json(harness.api_port(), "/v1/completions", request, {{"x-session-id", id}});
     ASSERT_EQ(answer.status, 200);
     ASSERT_EQ(answer.header("x-kvgate-worker"), id);
+  };
+  harness.start_gateway(settings, static_worker("pod-0"));
+  serve_on("pod-0");
+  for (int pod = 1; pod < 97; ++pod) {
+    const auto id = "pod-" + std::to_string(pod);
+    harness.write_config(settings, static_worker(id));
+    harness.gateway().send_signal(SIGHUP);
+    serve_on(id);
+  }
+  // Discovery polls its file once a second: the last replacements go that way.
+  const auto file = harness.folder() + "/workers.yaml";
+  replace_file(file, worker_line("pod-97", sim));
+  harness.write_config(
+      settings, "models:\n  - name: \"sim-model\"\n    block_size: 16\n    workers_from: {file: \"" + file + "\"}\n");
+  harness.gateway().send_signal(SIGHUP);
+  serve_on("pod-97");
+  for (int pod = 98; pod < 100; ++pod) {
+    const auto id = "pod-" + std::to_string(pod);
+    replace_file(file, worker_line(id, sim));
+    serve_on(id);
   }
   const auto exposition = get(harness.admin_port(), "/metrics").body;
   EXPECT_EQ(worker_labels(exposition), (std::set<std::string>{"pod-99"})) << exposition;
