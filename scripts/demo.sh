@@ -40,8 +40,8 @@ first="{\"model\":\"demo-model\",\"max_tokens\":8,\"messages\":[{\"role\":\"syst
 first+="{\"role\":\"user\",\"content\":\"Order 1042 has not arrived after ten days. Where is my parcel?\"}]}"
 served=$(curl -s -D - -o /dev/null -H 'x-session-id: demo' -d "$first" "http://$api/v1/chat/completions" |
   awk -F': ' 'tolower($1) == "x-kvgate-worker" { print $2 }' | tr -d '\r')
-echo "turn 1 of session demo was served by $served; the dry run of its turn 2:"
+echo "turn 1 of session demo was served by $served; where its turn 2 would go, and why:"
 follow_up="${first%]\}},{\"role\":\"assistant\",\"content\":\"It left our warehouse on Monday.\"},"
 follow_up+="{\"role\":\"user\",\"content\":\"Can you send it again?\"}]}"
-curl -s -H 'x-session-id: demo' -d "$follow_up" "http://$admin/debug/route"
-echo
+curl -s -H 'x-session-id: demo' -d "$follow_up" "http://$admin/debug/route?format=text"
+echo "(the same as JSON, with every price: POST http://$admin/debug/route without ?format=text)"

@@ -4,7 +4,7 @@
 #include "kvgate/admin/status_page.hpp"
 #include "kvgate/core/clock.hpp"
 #include "kvgate/openai/request.hpp"
-#include "kvgate/route/candidates_json.hpp"
+#include "kvgate/route/explain.hpp"
 #include "kvgate/route/inference_request.hpp"
 
 namespace kvgate::admin {
@@ -327,6 +327,9 @@ AdminResponse debug_route(gateway::GatewayContext& context, std::string_view que
   const auto& model = *inference.model;
   route::RouteContext route_context{inference.session_key(), context.peek_decision_sequence(), {}, unix_now_ms()};
   auto decision = context.router().decide(*table, model, &inference.prompt, route_context);
+  if (query_value(query, "format") == "text") {
+    return {200, "text/plain; charset=utf-8", route::explain_text(model, decision)};
+  }
   auto worker_id = [&](const std::optional<std::size_t>& index) {
     return index ? json(model.workers[*index].state->id()) : json(nullptr);
   };

@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kvgate/route/candidates_json.hpp"
+#include "kvgate/route/explain.hpp"
 
 namespace kvgate::proxy {
 

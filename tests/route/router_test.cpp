@@ -4,6 +4,7 @@
 
 #include <numeric>
 
+#include "kvgate/route/explain.hpp"
 #include "kvgate/route/outlier_filter.hpp"
 #include "kvgate/route/router.hpp"
 
@@ -621,6 +622,25 @@ TEST(OutlierFilter, PanicModeLiftsEjectionsOnlyWhenNoHealthyWorkerIsLeft) {
   views[1].ejected = false;
   lift_ejections_in_panic(views);
   EXPECT_TRUE(views[0].ejected);  // b is still in routing
+}
+
+// The text a person reads: the worker, why, the runner-up and the gap, and
+// one line per candidate with its prices.
+TEST(Explain, TheTextNamesTheWorkerTheReasonTheRunnerUpAndEachCandidate) {
+  Fleet fleet(cache_aware());
+  auto prompt = prompt_of(640);
+  fleet.hold(1, prompt, 39);
+  fleet.turn(prompt, "s");
+  fleet.worker(2).record_traffic(workers::FailureCause::status_5xx, kNow, workers::EjectionOptions{1, 60'000, 60'000});
+  auto decision = fleet.decide(prompt_of(800), "s");
+  ASSERT_EQ(decision.worker, 1u);
+  const auto text = explain_text(fleet.model, decision);
+  EXPECT_NE(text.find("worker b, because sticky (policy: best_cost)\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("session: turn 2, previous worker b\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("prompt: 800 tokens, 624 predicted cached on b\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("runner-up: a, its first token expected "), std::string::npos) << text;
+  EXPECT_NE(text.find("  * b: 624, "), std::string::npos) << text;
+  EXPECT_NE(text.find("    c: not eligible (ejected)\n"), std::string::npos) << text;
 }
 
 }  // namespace
