@@ -150,8 +150,8 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
                                 : 1.0;
   for (std::size_t index = 0; index < count; ++index) {
     const auto& state = *model.workers[index].state;
-    // Built where it is kept: a view is about 340 bytes, and assigning a
-    // returned one copied it (a fifth of this loop at 1,000 workers). The
+    // Built where it is kept: a view is a few hundred bytes, and assigning a
+    // returned one would copy it for every worker of every decision. The
     // view is trivially destructible, so the new one simply replaces it.
     static_assert(std::is_trivially_destructible_v<policy::WorkerView>);
     ::new (&views[index])

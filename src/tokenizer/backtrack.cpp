@@ -114,8 +114,8 @@ std::uint64_t order_prefix(std::string_view text) {
 
 void ByteTrie::build(Entries entries, const std::function<void(TokenId, TokenId)>& on_entry) {
   // Sorted by text, as the breadth-first walk below needs. Most comparisons
-  // are settled by the first eight bytes as one number: comparing the
-  // strings themselves was a fifth of the build on large vocabularies.
+  // are settled by the first eight bytes as one number, cheaper than
+  // comparing the strings themselves on large vocabularies.
   std::vector<std::pair<std::uint64_t, std::uint32_t>> keys(entries.size());
   for (std::size_t index = 0; index < entries.size(); ++index) {
     keys[index] = {order_prefix(entries[index].first), static_cast<std::uint32_t>(index)};
@@ -134,7 +134,7 @@ void ByteTrie::build(Entries entries, const std::function<void(TokenId, TokenId)
   // A node per distinct prefix: each string adds the bytes past what it
   // shares with the one before it. Counted first, the arrays are made once
   // at their size: grown by doubling, their copies and the pages of the
-  // abandoned buffers were a fifth of the build (a large vocabulary makes
+  // abandoned buffers would weigh on the build (a large vocabulary makes
   // about a million nodes).
   std::size_t node_count = 1;
   for (std::size_t index = 0; index < matched.size(); ++index) {
@@ -251,10 +251,9 @@ bool BacktrackingEncoder::compatible(TokenId left, TokenId right, std::uint32_t 
 namespace {
 // 512k slots, 4 MB per workspace: CJK text in byte-level vocabularies
 // (a character often two tokens) asks about tens of thousands of distinct
-// pairs, which 16k slots thrashed on (GPT-OSS's CJK 1.45x slower), and
-// random-letter words about hundreds of thousands, of which 128k slots
-// held a fifth (median time ratios against 128k: 0.83-0.96 on long words
-// and CJK over the five families; 1M slots gained nothing more).
+// pairs, and random-letter words about hundreds of thousands; smaller
+// tables thrash on them and larger ones gain nothing more (BENCHMARKS.md,
+// Tokenisation).
 constexpr unsigned kAnswerBits = 19;
 }  // namespace
 

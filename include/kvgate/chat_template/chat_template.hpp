@@ -27,10 +27,8 @@ class IterationMemo;
 //
 // An iteration is kept only when it wrote at least `min_output_bytes` or
 // took at least `min_steps` evaluation steps: a short one costs about as
-// much to replay as to evaluate, and recording it costs more (a one-message
-// chat's render took twice as long when every iteration was kept; keeping
-// Gemma 3's 64-step short messages made the next turn of a chat of 40 of
-// them 1.06x slower than not keeping them, chat_next_turn_short). Tests
+// much to replay as to evaluate, and recording it costs more (the
+// benchmarks chat_next_turn and chat_next_turn_short show it). Tests
 // keep everything (0, 0) to check every iteration's replay.
 class RenderCache {
  public:

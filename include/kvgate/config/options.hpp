@@ -215,11 +215,11 @@ struct DriftOptions {
   bool enabled = true;
   std::uint32_t window = 32;
   std::uint32_t min_samples = 8;
-  // Under KV pressure 15-50% of honest predictions run over the engine's
-  // figure (an eviction the events have not told yet); at 0.5 the detector
-  // tripped on healthy workers and cost 11 points of hit rate on the WEKA
-  // replay (BENCHMARKS.md). A misconfigured tokenizer or block size is over
-  // on nearly every prediction.
+  // Under KV pressure a fair share of honest predictions run over the
+  // engine's figure (an eviction the events have not told yet); a lower
+  // trip share marks healthy workers drifting on the WEKA replay. A
+  // misconfigured tokenizer or block size is over on nearly every
+  // prediction.
   double trip_share = 0.8;
   double recover_share = 0.5;
 };

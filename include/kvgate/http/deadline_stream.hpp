@@ -6,7 +6,7 @@
 // Unlike beast::tcp_stream, setting, moving or clearing the deadline arms no
 // timer: tcp_stream starts a timer wait with every operation and cancels it
 // when the operation completes, and each cancelled wait completes through
-// the scheduler (3% of the proxy's CPU on a small request). Here one timer
+// the scheduler, a visible share of a small request's CPU. Here one timer
 // per io_context (DeadlineSweeper) watches every stream that has a deadline,
 // armed for the earliest deadline it knew of when it last woke; it is moved
 // only when a stream asks for an earlier one. A deadline never fires early.

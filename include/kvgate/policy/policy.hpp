@@ -175,9 +175,8 @@ struct CostModel {
   // The request's own prefill counts this many times in the score (not in
   // the expected TTFT shown): it charges the work a placement adds for the
   // requests that will queue behind it. The routing study found 1.5-2 best
-  // near saturation; on the WEKA replay here (bench/load/trace.sh weka70,
-  // BENCHMARKS.md) 1.5 cost 7-12 points of hit rate and 1.4-1.8x the mean
-  // TTFT in three paired runs against 1, so 1 is the default.
+  // near saturation; on the WEKA replay here (bench/load/trace.sh weka70)
+  // more than 1 lost hits and TTFT in paired runs, so 1 is the default.
   double own_prefill_weight = 1;
   // Optional soft load bound (off when empty): a worker whose queue exceeds
   // (1 + load_bound_epsilon) x the fleet's mean queue (plus this request's

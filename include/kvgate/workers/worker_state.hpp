@@ -72,7 +72,7 @@ struct EventStreamStatus {
   // `placing_blocks`: the most blocks the caller will price placing here.
   // When they fit in the free room no placement evicts, and eviction_cost()
   // never reads the ages: they are left empty, which spares the router 20
-  // loads per worker per decision (a third of a 1,000-worker decision).
+  // loads per worker per decision.
   // An unknown capacity (0) has no eviction term either. Without
   // `placing_blocks` (/debug/workers) the ages are always read.
   static constexpr std::uint64_t kAnyPlacement = UINT64_MAX;
@@ -83,8 +83,7 @@ struct EventStreamStatus {
     return profile;
   }
   // The same into `profile`, whose ages must be empty (the router fills the
-  // views it keeps per thread in place: a 184-byte copy per worker showed in
-  // the 1,000-worker profile).
+  // views it keeps per thread in place, without a copy per worker).
   void read_lru_profile(std::uint64_t now_unix_ms, std::uint64_t placing_blocks, policy::LruProfile& profile) const {
     profile.held_blocks = gpu_blocks.load(std::memory_order_relaxed);
     profile.capacity_blocks = capacity_blocks.load(std::memory_order_relaxed);
