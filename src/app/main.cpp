@@ -11,6 +11,7 @@
 #include "kvgate/app/cpus.hpp"
 #include "kvgate/app/gateway.hpp"
 #include "kvgate/config/loader.hpp"
+#include "kvgate/config/option_table.hpp"
 #include "kvgate/core/units.hpp"
 #include "tokenize_command.hpp"
 
@@ -39,6 +40,7 @@ void print_help() {
             << "usage:\n"
             << "  kvgate --config FILE [--log-level LEVEL]   run the gateway\n"
             << "  kvgate check-config FILE                    validate a config file (exit 0 or 2)\n"
+            << "  kvgate config-reference                     every configuration key, in Markdown\n"
             << "  kvgate tokenize --tokenizer DIR [--chat] [--threads N]\n"
             << "                                              JSON lines on stdin -> token ids on stdout, in order;\n"
             << "                                              N lines at a time (default: one per usable CPU)\n"
@@ -105,6 +107,10 @@ int main(int argc, char** argv) {
       return kExitUsage;
     }
     return check_config(args[1]);
+  }
+  if (args[0] == "config-reference") {
+    std::cout << kvgate::config::configuration_reference();
+    return 0;
   }
   if (args[0] == "tokenize") {
     std::optional<std::string> folder;

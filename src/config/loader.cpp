@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "kvgate/config/option_table.hpp"
 #include "kvgate/core/file.hpp"
 #include "yaml_reader.hpp"
 
@@ -32,8 +33,7 @@ void read_address(YamlReader& reader, const YAML::Node& node, const std::string&
 }
 
 void read_limits(YamlReader& reader, const YAML::Node& node, LimitOptions& out) {
-  if (!reader.check_mapping(node, "limits",
-                            {"max_body_size", "max_header_size", "max_header_fields", "max_connections"})) {
+  if (!reader.check_mapping(node, "limits", keys_under("limits"))) {
     return;
   }
   reader.optional(node, "limits", "max_body_size", [&](auto& value, auto path) {
@@ -57,9 +57,7 @@ void read_timeouts(YamlReader& reader, const YAML::Node& node, TimeoutOptions& o
       {"upstream_connect", &out.upstream_connect}, {"upstream_response", &out.upstream_response},
       {"upstream_idle", &out.upstream_idle},       {"shutdown_grace", &out.shutdown_grace},
   };
-  if (!reader.check_mapping(node, "timeouts",
-                            {"header_read", "body_read", "keep_alive_idle", "client_write", "upstream_connect",
-                             "upstream_response", "upstream_idle", "shutdown_grace"})) {
+  if (!reader.check_mapping(node, "timeouts", keys_under("timeouts"))) {
     return;
   }
   for (const auto& field : fields) {
@@ -69,15 +67,14 @@ void read_timeouts(YamlReader& reader, const YAML::Node& node, TimeoutOptions& o
 }
 
 void read_upstream(YamlReader& reader, const YAML::Node& node, UpstreamOptions& out) {
-  if (!reader.check_mapping(node, "upstream",
-                            {"retries", "retry_budget", "max_idle_connections", "idle_connection_timeout"})) {
+  if (!reader.check_mapping(node, "upstream", keys_under("upstream"))) {
     return;
   }
   reader.optional(node, "upstream", "retries",
                   [&](auto& value, auto path) { reader.read(value, path, out.retries, 0, 10); });
   reader.optional(node, "upstream", "retry_budget", [&](auto& budget, auto) {
     const std::string base = "upstream.retry_budget";
-    if (!reader.check_mapping(budget, base, {"ratio", "min_retries_per_second"})) {
+    if (!reader.check_mapping(budget, base, keys_under("upstream.retry_budget"))) {
       return;
     }
     reader.optional(budget, base, "ratio",
@@ -94,9 +91,7 @@ void read_upstream(YamlReader& reader, const YAML::Node& node, UpstreamOptions& 
 }
 
 void read_health_check(YamlReader& reader, const YAML::Node& node, HealthCheckOptions& out) {
-  if (!reader.check_mapping(
-          node, "health_check",
-          {"enabled", "path", "interval", "timeout", "unhealthy_threshold", "healthy_threshold", "passive_failures"})) {
+  if (!reader.check_mapping(node, "health_check", keys_under("health_check"))) {
     return;
   }
   const std::string base = "health_check";
@@ -124,8 +119,7 @@ void read_health_check(YamlReader& reader, const YAML::Node& node, HealthCheckOp
 
 void read_outlier_detection(YamlReader& reader, const YAML::Node& node, OutlierDetectionOptions& out) {
   const std::string base = "outlier_detection";
-  if (!reader.check_mapping(
-          node, base, {"consecutive_failures", "base_ejection_time", "max_ejection_time", "max_ejected_percent"})) {
+  if (!reader.check_mapping(node, base, keys_under("outlier_detection"))) {
     return;
   }
   reader.optional(node, base, "consecutive_failures",
@@ -145,7 +139,7 @@ void read_outlier_detection(YamlReader& reader, const YAML::Node& node, OutlierD
 
 void read_metrics_scrape(YamlReader& reader, const YAML::Node& node, MetricsScrapeOptions& out) {
   const std::string base = "metrics_scrape";
-  if (!reader.check_mapping(node, base, {"enabled", "path", "interval", "timeout", "max_backoff"})) {
+  if (!reader.check_mapping(node, base, keys_under("metrics_scrape"))) {
     return;
   }
   reader.optional(node, base, "enabled", [&](auto& value, auto path) { reader.read(value, path, out.enabled); });
@@ -166,11 +160,7 @@ void read_metrics_scrape(YamlReader& reader, const YAML::Node& node, MetricsScra
 
 void read_cache_aware(YamlReader& reader, const YAML::Node& node, CacheAwareOptions& out) {
   const std::string base = "routing.cache_aware";
-  if (!reader.check_mapping(
-          node, base,
-          {"prefill_ms_per_token", "prefill_ms_per_token_pair", "prefill_base_ms", "prefill_ms_per_active_token",
-           "learn_prefill_cost", "own_prefill_weight", "soft_margin", "load_bound_epsilon", "queue_ms_per_request",
-           "queue_ms_per_waiting_request", "engine_metrics_max_age", "eviction_term", "prefill_fit"})) {
+  if (!reader.check_mapping(node, base, keys_under("routing.cache_aware"))) {
     return;
   }
   reader.optional(node, base, "prefill_ms_per_token",
@@ -219,7 +209,7 @@ void read_cache_aware(YamlReader& reader, const YAML::Node& node, CacheAwareOpti
 
 void read_drift(YamlReader& reader, const YAML::Node& node, DriftOptions& out) {
   const std::string base = "routing.drift";
-  if (!reader.check_mapping(node, base, {"enabled", "window", "min_samples", "trip_share", "recover_share"})) {
+  if (!reader.check_mapping(node, base, keys_under("routing.drift"))) {
     return;
   }
   reader.optional(node, base, "enabled", [&](auto& value, auto path) { reader.read(value, path, out.enabled); });
@@ -241,7 +231,7 @@ void read_drift(YamlReader& reader, const YAML::Node& node, DriftOptions& out) {
 
 void read_sessions(YamlReader& reader, const YAML::Node& node, SessionOptions& out) {
   const std::string base = "sessions";
-  if (!reader.check_mapping(node, base, {"max_sessions", "idle_ttl", "turns_kept"})) {
+  if (!reader.check_mapping(node, base, keys_under("sessions"))) {
     return;
   }
   reader.optional(node, base, "max_sessions",
@@ -253,9 +243,7 @@ void read_sessions(YamlReader& reader, const YAML::Node& node, SessionOptions& o
 }
 
 void read_routing(YamlReader& reader, const YAML::Node& node, RoutingOptions& out) {
-  if (!reader.check_mapping(
-          node, "routing",
-          {"policy", "cache_aware", "prefix_hash", "dynamo_cost", "sglang_cache_aware", "receipt", "drift"})) {
+  if (!reader.check_mapping(node, "routing", keys_under("routing"))) {
     return;
   }
   reader.optional(node, "routing", "policy", [&](auto& value, auto path) {
@@ -274,7 +262,7 @@ void read_routing(YamlReader& reader, const YAML::Node& node, RoutingOptions& ou
     }
   });
   reader.optional(node, "routing", "dynamo_cost", [&](auto& value, auto) {
-    if (!reader.check_mapping(value, "routing.dynamo_cost", {"overlap_weight"})) {
+    if (!reader.check_mapping(value, "routing.dynamo_cost", keys_under("routing.dynamo_cost"))) {
       return;
     }
     reader.optional(value, "routing.dynamo_cost", "overlap_weight", [&](auto& weight, auto path) {
@@ -283,7 +271,7 @@ void read_routing(YamlReader& reader, const YAML::Node& node, RoutingOptions& ou
   });
   reader.optional(node, "routing", "sglang_cache_aware", [&](auto& value, auto) {
     const std::string base = "routing.sglang_cache_aware";
-    if (!reader.check_mapping(value, base, {"cache_threshold", "balance_abs_threshold", "balance_rel_threshold"})) {
+    if (!reader.check_mapping(value, base, keys_under("routing.sglang_cache_aware"))) {
       return;
     }
     reader.optional(value, base, "cache_threshold",
@@ -296,7 +284,7 @@ void read_routing(YamlReader& reader, const YAML::Node& node, RoutingOptions& ou
     });
   });
   reader.optional(node, "routing", "prefix_hash", [&](auto& value, auto) {
-    if (!reader.check_mapping(value, "routing.prefix_hash", {"prefix_blocks"})) {
+    if (!reader.check_mapping(value, "routing.prefix_hash", keys_under("routing.prefix_hash"))) {
       return;
     }
     reader.optional(value, "routing.prefix_hash", "prefix_blocks",
@@ -309,8 +297,7 @@ void read_routing(YamlReader& reader, const YAML::Node& node, RoutingOptions& ou
 }
 
 void read_index(YamlReader& reader, const YAML::Node& node, IndexOptions& out) {
-  if (!reader.check_mapping(node, "index",
-                            {"max_entries", "speculative_ttl", "approximate_ttl", "default_kv_capacity_blocks"})) {
+  if (!reader.check_mapping(node, "index", keys_under("index"))) {
     return;
   }
   reader.optional(node, "index", "max_entries",
@@ -327,7 +314,7 @@ void read_index(YamlReader& reader, const YAML::Node& node, IndexOptions& out) {
 }
 
 void read_kv_events(YamlReader& reader, const YAML::Node& node, KvEventOptions& out) {
-  if (!reader.check_mapping(node, "kv_events", {"replay_timeout", "silence_after"})) {
+  if (!reader.check_mapping(node, "kv_events", keys_under("kv_events"))) {
     return;
   }
   reader.optional(node, "kv_events", "replay_timeout", [&](auto& value, auto path) {
@@ -458,10 +445,7 @@ void read_engine_fields(YamlReader& reader, const YAML::Node& node, const std::s
 }
 
 void read_worker(YamlReader& reader, const YAML::Node& node, const std::string& path, WorkerOptions& out) {
-  if (!reader.check_mapping(node, path,
-                            {"id", "url", "kv_events", "kv_events_replay", "kv_capacity_blocks", "scrape_interval",
-                             "scrape_timeout", "upstream_api_key_file", "upstream_api_key_env", "engine", "cache_model",
-                             "slots", "slot_similarity", "cache_ram_mib"})) {
+  if (!reader.check_mapping(node, path, keys_under("models[].workers[]"))) {
     return;
   }
   read_engine_fields(reader, node, path, out);
@@ -517,10 +501,7 @@ void read_worker(YamlReader& reader, const YAML::Node& node, const std::string& 
 }
 
 void read_dns_discovery(YamlReader& reader, const YAML::Node& node, const std::string& path, DnsDiscoveryOptions& out) {
-  if (!reader.check_mapping(
-          node, path,
-          {"name", "port", "interval", "kv_events", "kv_events_replay", "nameserver", "kv_capacity_blocks", "engine",
-           "cache_model", "slots", "slot_similarity", "cache_ram_mib"})) {
+  if (!reader.check_mapping(node, path, keys_under("models[].workers_from.dns"))) {
     return;
   }
   read_engine_fields(reader, node, path, out.each);
@@ -565,7 +546,7 @@ void read_dns_discovery(YamlReader& reader, const YAML::Node& node, const std::s
 }
 
 void read_workers_from(YamlReader& reader, const YAML::Node& node, const std::string& path, WorkersFromOptions& out) {
-  if (!reader.check_mapping(node, path, {"dns", "file"})) {
+  if (!reader.check_mapping(node, path, keys_under("models[].workers_from"))) {
     return;
   }
   reader.optional(node, path, "dns",
@@ -583,9 +564,7 @@ void read_workers_from(YamlReader& reader, const YAML::Node& node, const std::st
 }
 
 void read_model(YamlReader& reader, const YAML::Node& node, const std::string& path, ModelOptions& out) {
-  if (!reader.check_mapping(node, path,
-                            {"name", "tokenizer", "block_size", "workers", "workers_from", "cache_isolation",
-                             "upstream_api_key_file", "upstream_api_key_env", "kv_bytes_per_token", "offload_gbps"})) {
+  if (!reader.check_mapping(node, path, keys_under("models[]"))) {
     return;
   }
   reader.optional(node, path, "cache_isolation", [&](auto& value, auto key_path) {
@@ -682,8 +661,7 @@ bool is_tenant_name(std::string_view name) {
 }
 
 void read_tenant(YamlReader& reader, const YAML::Node& node, const std::string& path, TenantOptions& out) {
-  if (!reader.check_mapping(node, path,
-                            {"name", "api_key_sha256", "api_key_file", "api_key_env", "weight", "limits"})) {
+  if (!reader.check_mapping(node, path, keys_under("tenants[]"))) {
     return;
   }
   if (!node["name"]) {
@@ -716,7 +694,7 @@ void read_tenant(YamlReader& reader, const YAML::Node& node, const std::string& 
   reader.optional(node, path, "weight",
                   [&](auto& value, auto key_path) { reader.read(value, key_path, out.weight, 0.01, 1000); });
   reader.optional(node, path, "limits", [&](auto& limits, auto limits_path) {
-    if (!reader.check_mapping(limits, limits_path, {"requests_per_minute", "prompt_tokens_per_minute"})) {
+    if (!reader.check_mapping(limits, limits_path, keys_under("tenants[].limits"))) {
       return;
     }
     reader.optional(limits, limits_path, "requests_per_minute", [&](auto& value, auto key_path) {
@@ -772,7 +750,7 @@ void read_api_keys(YamlReader& reader, const YAML::Node& node, Options& out) {
 }
 
 void read_security(YamlReader& reader, const YAML::Node& node, SecurityOptions& out) {
-  if (!reader.check_mapping(node, "security", {"salt_secret_file"})) {
+  if (!reader.check_mapping(node, "security", keys_under("security"))) {
     return;
   }
   reader.optional(node, "security", "salt_secret_file", [&](auto& value, auto key_path) {
@@ -790,7 +768,7 @@ void read_security(YamlReader& reader, const YAML::Node& node, SecurityOptions& 
 }
 
 void read_admission(YamlReader& reader, const YAML::Node& node, AdmissionOptions& out) {
-  if (!reader.check_mapping(node, "admission", {"max_in_flight", "max_in_flight_per_worker", "queue"})) {
+  if (!reader.check_mapping(node, "admission", keys_under("admission"))) {
     return;
   }
   reader.optional(node, "admission", "max_in_flight",
@@ -799,7 +777,7 @@ void read_admission(YamlReader& reader, const YAML::Node& node, AdmissionOptions
     reader.read(value, path, out.max_in_flight_per_worker, 0, 1'000'000);
   });
   reader.optional(node, "admission", "queue", [&](auto& queue, auto queue_path) {
-    if (!reader.check_mapping(queue, queue_path, {"max_length", "max_wait"})) {
+    if (!reader.check_mapping(queue, queue_path, keys_under("admission.queue"))) {
       return;
     }
     reader.optional(queue, queue_path, "max_length",
@@ -828,11 +806,7 @@ void check_isolation(YamlReader& reader, const YAML::Node& root, const Options& 
 }
 
 void read_root(YamlReader& reader, const YAML::Node& root, Options& out) {
-  if (!reader.check_mapping(
-          root, "",
-          {"listen",         "admin_listen", "threads", "log_level", "access_log", "api_keys",     "tenants",
-           "security",       "admission",    "limits",  "timeouts",  "upstream",   "health_check", "outlier_detection",
-           "metrics_scrape", "models",       "routing", "index",     "kv_events",  "sessions",     "decision_log"})) {
+  if (!reader.check_mapping(root, "", keys_under(""))) {
     return;
   }
   reader.optional(root, "", "listen", [&](auto& value, auto path) { read_address(reader, value, path, out.listen); });

@@ -26,7 +26,7 @@ void YamlReader::problem_at_line(int line, const std::string& path, std::string 
 }
 
 bool YamlReader::check_mapping(const YAML::Node& node, const std::string& path,
-                               std::initializer_list<std::string_view> allowed) {
+                               std::span<const std::string_view> allowed) {
   if (!node.IsMap()) {
     problem(node, path, "expected a mapping");
     return false;

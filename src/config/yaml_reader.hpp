@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,7 +23,10 @@ class YamlReader {
 
   // True when node is a mapping whose keys are all in `allowed`, each once.
   // Reports every unknown or repeated key; false only when node is no mapping.
-  bool check_mapping(const YAML::Node& node, const std::string& path, std::initializer_list<std::string_view> allowed);
+  bool check_mapping(const YAML::Node& node, const std::string& path, std::initializer_list<std::string_view> allowed) {
+    return check_mapping(node, path, std::span<const std::string_view>(allowed.begin(), allowed.size()));
+  }
+  bool check_mapping(const YAML::Node& node, const std::string& path, std::span<const std::string_view> allowed);
   bool check_sequence(const YAML::Node& node, const std::string& path);
 
   // Each reader leaves `out` unchanged (the default) and records a problem

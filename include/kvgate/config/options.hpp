@@ -64,6 +64,7 @@ struct WorkerOptions {
   // default is 8192): slots' sequences saved there are credited as a lower
   // tier, priced by their load time. 0: none (--cache-ram 0).
   std::uint64_t cache_ram_mib = 0;
+  bool operator==(const WorkerOptions&) const = default;
 };
 
 // Workers found in DNS: every address of `name` (A and AAAA records, e.g. a
@@ -83,6 +84,7 @@ struct DnsDiscoveryOptions {
   // cache_model, slots, slot_similarity, cache_ram_mib (the other fields
   // of `each` are unused: they come from the address and the fields above).
   WorkerOptions each;
+  bool operator==(const DnsDiscoveryOptions&) const = default;
 };
 
 // Workers listed in a YAML or JSON file (entries as in `workers`), re-read
@@ -90,12 +92,14 @@ struct DnsDiscoveryOptions {
 // replaced through a symlink, which file watches miss).
 struct FileDiscoveryOptions {
   std::string path;
+  bool operator==(const FileDiscoveryOptions&) const = default;
 };
 
 struct WorkersFromOptions {
   std::optional<DnsDiscoveryOptions> dns;
   std::optional<FileDiscoveryOptions> file;
   [[nodiscard]] bool any() const { return dns.has_value() || file.has_value(); }
+  bool operator==(const WorkersFromOptions&) const = default;
 };
 
 // Whether tenants share the engines' prefix cache (cache_isolation).
@@ -124,6 +128,7 @@ struct ModelOptions {
   // per token) over PCIe 4.0 x16 (~25 GB/s effective).
   double kv_bytes_per_token = 131'072;
   double offload_gbps = 25;
+  bool operator==(const ModelOptions&) const = default;
 };
 
 struct LimitOptions {
@@ -131,6 +136,7 @@ struct LimitOptions {
   std::uint32_t max_header_bytes = 64 * 1024;
   std::uint32_t max_header_fields = 100;  // header lines per request; more is 431
   std::uint32_t max_connections = 10'000;
+  bool operator==(const LimitOptions&) const = default;
 };
 
 struct TimeoutOptions {
@@ -142,6 +148,7 @@ struct TimeoutOptions {
   Milliseconds upstream_response{300'000};  // until the response header (queue + prefill)
   Milliseconds upstream_idle{120'000};      // between two reads of a response body
   Milliseconds shutdown_grace{30'000};
+  bool operator==(const TimeoutOptions&) const = default;
 };
 
 // Retries draw from a budget so that a failing fleet is not hit by a retry
@@ -150,6 +157,7 @@ struct TimeoutOptions {
 struct RetryBudgetOptions {
   double ratio = 0.2;
   double min_retries_per_second = 3;
+  bool operator==(const RetryBudgetOptions&) const = default;
 };
 
 struct UpstreamOptions {
@@ -157,6 +165,7 @@ struct UpstreamOptions {
   RetryBudgetOptions retry_budget;
   std::uint32_t max_idle_connections = 64;       // per worker and per I/O thread
   Milliseconds idle_connection_timeout{30'000};  // pooled connections older than this are closed
+  bool operator==(const UpstreamOptions&) const = default;
 };
 
 struct HealthCheckOptions {
@@ -169,6 +178,7 @@ struct HealthCheckOptions {
   // Deprecated: outlier_detection.consecutive_failures, which it sets when
   // that is not given.
   std::optional<std::uint32_t> passive_failures;
+  bool operator==(const HealthCheckOptions&) const = default;
 };
 
 // Passive outlier ejection (workers/outlier_ejection.hpp): consecutive
@@ -180,6 +190,7 @@ struct OutlierDetectionOptions {
   Milliseconds base_ejection_time{5'000};
   Milliseconds max_ejection_time{300'000};
   std::uint32_t max_ejected_percent = 50;
+  bool operator==(const OutlierDetectionOptions&) const = default;
 };
 
 // How cache_aware prices a worker's prefill (policy/prefill_fit.hpp):
@@ -207,6 +218,7 @@ struct CacheAwareOptions {
   double queue_ms_per_waiting_request = 5;
   // Engine snapshots (scraped /metrics) older than this are ignored.
   Milliseconds engine_metrics_max_age{5'000};
+  bool operator==(const CacheAwareOptions&) const = default;
 };
 
 // The router's check of its cache predictions against the engines' usage
@@ -222,6 +234,7 @@ struct DriftOptions {
   // prediction.
   double trip_share = 0.8;
   double recover_share = 0.5;
+  bool operator==(const DriftOptions&) const = default;
 };
 
 // Scraping each worker's Prometheus /metrics (engine load, KV capacity).
@@ -233,6 +246,7 @@ struct MetricsScrapeOptions {
   // After failed scrapes a worker's next one waits twice as long each time,
   // up to this (workers/scrape_schedule.hpp).
   Milliseconds max_backoff{30'000};
+  bool operator==(const MetricsScrapeOptions&) const = default;
 };
 
 struct RoutingOptions {
@@ -249,6 +263,7 @@ struct RoutingOptions {
   // with x-kvgate-explain: 1).
   bool receipt = false;
   DriftOptions drift;
+  bool operator==(const RoutingOptions&) const = default;
 };
 
 // The session table (route/README.md): one entry per session key.
@@ -256,6 +271,7 @@ struct SessionOptions {
   std::uint32_t max_sessions = 65'536;  // LRU beyond
   Milliseconds idle_ttl{1'800'000};     // a key idle longer starts a new session (session_expired)
   std::uint32_t turns_kept = 8;         // the last turns kept per session for /debug/sessions
+  bool operator==(const SessionOptions&) const = default;
 };
 
 struct IndexOptions {
@@ -267,6 +283,7 @@ struct IndexOptions {
   // stream): how long the gateway assumes the engine keeps a prefix.
   Milliseconds approximate_ttl{600'000};
   std::uint32_t default_kv_capacity_blocks = 65'536;  // when a worker's capacity is unknown
+  bool operator==(const IndexOptions&) const = default;
 };
 
 struct KvEventOptions {
@@ -274,12 +291,14 @@ struct KvEventOptions {
   // A worker with events configured that got traffic but sent no event for
   // this long is flagged as silent.
   Milliseconds silence_after{10'000};
+  bool operator==(const KvEventOptions&) const = default;
 };
 
 // Per-tenant budgets; 0 is unlimited.
 struct TenantLimitOptions {
   double requests_per_minute = 0;
   double prompt_tokens_per_minute = 0;  // counted with the model's own tokenisation
+  bool operator==(const TenantLimitOptions&) const = default;
 };
 
 // A client identity: the SHA-256 of its API key (given as a digest, or read
@@ -290,6 +309,7 @@ struct TenantOptions {
   crypto::Sha256 api_key_sha256{};
   double weight = 1;
   TenantLimitOptions limits;
+  bool operator==(const TenantOptions&) const = default;
 };
 
 // Admission control (proxy/admission_gate.hpp): beyond the in-flight
@@ -299,6 +319,7 @@ struct TenantOptions {
 struct AdmissionQueueOptions {
   std::uint32_t max_length = 1024;
   Milliseconds max_wait{5'000};
+  bool operator==(const AdmissionQueueOptions&) const = default;
 };
 
 struct AdmissionOptions {
@@ -306,6 +327,7 @@ struct AdmissionOptions {
   std::uint32_t max_in_flight_per_worker = 0;  // a worker at it takes no new request
   AdmissionQueueOptions queue;
   [[nodiscard]] bool limits_concurrency() const { return max_in_flight > 0 || max_in_flight_per_worker > 0; }
+  bool operator==(const AdmissionOptions&) const = default;
 };
 
 struct SecurityOptions {
@@ -313,6 +335,7 @@ struct SecurityOptions {
   // The file's contents, read at load: keys every tenant's cache_salt.
   // Never logged or shown.
   std::string salt_secret;
+  bool operator==(const SecurityOptions&) const = default;
 };
 
 struct Options {
@@ -341,6 +364,7 @@ struct Options {
   // Deprecated settings the file used, one sentence each (logged at start,
   // printed by check-config).
   std::vector<std::string> deprecations;
+  bool operator==(const Options&) const = default;
 };
 
 std::string_view to_string(PolicyKind policy);

@@ -24,6 +24,7 @@ Result<HostPort, std::string> parse_listen_address(std::string_view text);
 struct HttpUrl {
   HostPort authority;
   std::string host_header;  // what to send as Host: "name:port"
+  bool operator==(const HttpUrl&) const = default;
 };
 
 // Only plain http:// base URLs without a path: engines serve the OpenAI API
