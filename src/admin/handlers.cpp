@@ -65,13 +65,13 @@ AdminResponse metrics(gateway::GatewayContext& context) {
       worker.series().set_state({worker.healthy(), worker.in_flight(), worker.pending_prefill_tokens(),
                                  worker.recent_time_to_first_token_seconds(), prefill.ms_per_token,
                                  prefill.ms_per_token_pair, prefill.base_ms, worker.prefill_rates().samples,
-                                 worker.ejected(unix_now_ms()), worker.drifting()});
+                                 worker.ejected(monotonic_now_ms()), worker.drifting()});
       worker.series().set_event_stream_state({!route.options.kv_events.empty(), stream.connected, stream.stale,
                                               stream.silent, model.cache->index.entries_of(route.slot)});
       series.push_back(&worker.series());
     }
   }
-  context.metrics().set_sessions_active(context.sessions().active(unix_now_ms()));
+  context.metrics().set_sessions_active(context.sessions().active(monotonic_now_ms()));
   return {200, "text/plain; version=0.0.4; charset=utf-8", context.metrics().serialize(series)};
 }
 
@@ -100,6 +100,10 @@ json returns_json(const route::SessionGaps& gaps) {
 
 AdminResponse debug_workers(gateway::GatewayContext& context) {
   auto table = context.table();
+  // Both clocks at one moment: durations on the monotonic one, its stamps
+  // shown as Unix times.
+  const auto monotonic_now = monotonic_now_ms();
+  const auto unix_now = unix_now_ms();
   json workers = json::array();
   for (const auto& model : table->models) {
     std::vector<double> speeds;
@@ -141,7 +145,7 @@ AdminResponse debug_workers(gateway::GatewayContext& context) {
                   {"prefix_cache_hit_tokens", optional(load.prefix_hit_tokens)},
                   {"block_size", optional(load.block_size)},
                   {"num_gpu_blocks", optional(load.num_gpu_blocks)},
-                  {"scraped_unix_ms", scraped->unix_ms}};
+                  {"scraped_unix_ms", to_unix_ms(scraped->scraped_ms, monotonic_now, unix_now)}};
       }
       const auto recent_ttft = worker.recent_time_to_first_token_seconds();
       const auto drift = worker.drift_evidence();
@@ -149,7 +153,7 @@ AdminResponse debug_workers(gateway::GatewayContext& context) {
       const auto priced = route::effective_prefill_rates(table->options->routing.cache_aware,
                                                          model.pooled_prefill->rates(), median_speed, worker);
       const auto speed = worker.prefill_speed_fit();
-      const auto outlier = worker.outlier_status(unix_now_ms());
+      const auto outlier = worker.outlier_status(monotonic_now);
       workers.push_back({
           {"id", worker.id()},
           {"model", model.name},
@@ -168,8 +172,9 @@ AdminResponse debug_workers(gateway::GatewayContext& context) {
             {"reported_tokens", drift.reported_tokens}}},
           {"outlier",
            {{"state", workers::to_string(outlier.state)},
-            {"ejected_until_unix_ms",
-             outlier.state == workers::BreakerState::open ? json(outlier.ejected_until_unix_ms) : json(nullptr)},
+            {"ejected_until_unix_ms", outlier.state == workers::BreakerState::open
+                                          ? json(to_unix_ms(outlier.ejected_until_ms, monotonic_now, unix_now))
+                                          : json(nullptr)},
             {"ejections_in_a_row", outlier.ejections_in_a_row},
             {"ejections", outlier.ejections_total},
             {"failure_streak", outlier.failure_streak},
@@ -206,7 +211,7 @@ AdminResponse debug_workers(gateway::GatewayContext& context) {
             {"evicted_blocks", stream.evicted_blocks.load()},
             {"gpu_blocks", stream.gpu_blocks.load()},
             {"capacity_blocks", stream.capacity_blocks.load()},
-            {"gpu_blocks_by_idle_age", idle_age_json(stream.lru_profile(unix_now_ms()).blocks)}}},
+            {"gpu_blocks_by_idle_age", idle_age_json(stream.lru_profile(monotonic_now).blocks)}}},
           {"engine_kind", config::to_string(route.options.engine)},
           {"cache_model", config::to_string(route.options.cache_model)},
           {"slots", route.options.cache_model == config::CacheModel::sequences
@@ -222,11 +227,12 @@ AdminResponse debug_workers(gateway::GatewayContext& context) {
 
 AdminResponse status_page(gateway::GatewayContext& context) {
   auto table = context.table();
-  const auto now = unix_now_ms();
+  const auto now = monotonic_now_ms();
   StatusView view;
   view.version = KVGATE_VERSION;
   view.policy = std::string(table->policy->name());
-  view.now_unix_ms = now;
+  view.now_ms = now;
+  view.now_unix_ms = unix_now_ms();
   view.draining = context.draining();
   for (const auto& model : table->models) {
     for (const auto& route : model.workers) {
@@ -258,7 +264,7 @@ AdminResponse status_page(gateway::GatewayContext& context) {
       view.workers.push_back(std::move(row));
     }
   }
-  view.hit_buckets = context.activity().hit_buckets(now);
+  view.hit_buckets = context.activity().hit_buckets(view.now_unix_ms);
   view.bucket_ms = context.activity().bucket_ms();
   view.recent = context.activity().recent(25);
   view.sessions = context.sessions().recent(15, now);
@@ -325,7 +331,7 @@ AdminResponse debug_route(gateway::GatewayContext& context, std::string_view que
   }
   const auto& inference = *prepared;
   const auto& model = *inference.model;
-  route::RouteContext route_context{inference.session_key(), context.peek_decision_sequence(), {}, unix_now_ms()};
+  route::RouteContext route_context{inference.session_key(), context.peek_decision_sequence(), {}, monotonic_now_ms()};
   auto decision = context.router().decide(*table, model, &inference.prompt, route_context);
   if (query_value(query, "format") == "text") {
     return {200, "text/plain; charset=utf-8", route::explain_text(model, decision)};
@@ -393,7 +399,8 @@ AdminResponse debug_session(gateway::GatewayContext& context, std::string_view e
     return error_response(openai::invalid_request("The session key in the path is empty or badly escaped.", "key",
                                                   "invalid_session_key"));
   }
-  const auto now = unix_now_ms();
+  const auto now = monotonic_now_ms();
+  const auto unix_now = unix_now_ms();
   auto found = context.sessions().detail(*key, now);
   if (!found) {
     // The key is not echoed: it is the client's, and may be anything.
@@ -407,7 +414,7 @@ AdminResponse debug_session(gateway::GatewayContext& context, std::string_view e
   json turns = json::array();
   for (const auto& turn : detail.turns) {
     turns.push_back({{"turn", turn.number},
-                     {"unix_ms", turn.unix_ms},
+                     {"unix_ms", to_unix_ms(turn.at_ms, now, unix_now)},
                      {"worker", turn.worker},
                      {"reason", policy::to_string(turn.reason)},
                      {"input_tokens", turn.input_tokens},
@@ -420,8 +427,8 @@ AdminResponse debug_session(gateway::GatewayContext& context, std::string_view e
   return json_response(200, {{"key", detail.key},
                              {"worker", detail.state.worker},
                              {"turns_total", detail.state.turns},
-                             {"started_unix_ms", detail.started_ms},
-                             {"last_seen_unix_ms", detail.state.last_seen_ms},
+                             {"started_unix_ms", to_unix_ms(detail.started_ms, now, unix_now)},
+                             {"last_seen_unix_ms", to_unix_ms(detail.state.last_seen_ms, now, unix_now)},
                              {"expired", detail.state.expired},
                              {"turns", std::move(turns)}});
 }

@@ -206,7 +206,7 @@ std::string render_status_page(const StatusView& view) {
       cell(html, session.key.size() > 48 ? session.key.substr(0, 45) + "…" : session.key);
       cell(html, std::to_string(session.state.turns), "num");
       cell(html, session.state.worker);
-      cell(html, age(view.now_unix_ms, session.state.last_seen_ms));
+      cell(html, age(view.now_ms, session.state.last_seen_ms));
       const auto& turn = session.last_turn;
       cell(html, turn ? std::string(policy::to_string(turn->reason)) : "–");
       cell(html, turn ? or_dash(turn->prompt_tokens) : "–", "num");

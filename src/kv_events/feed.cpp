@@ -394,7 +394,7 @@ void Feed::publish_counts(std::uint64_t now_ms) {
   for (std::size_t bucket = 0; bucket < ages.size(); ++bucket) {
     status_.gpu_block_ages[bucket].store(ages[bucket], std::memory_order_relaxed);
   }
-  status_.gpu_block_ages_unix_ms = unix_now_ms();
+  status_.gpu_block_ages_ms = monotonic_now_ms();
 }
 
 void Feed::drop_entries() {

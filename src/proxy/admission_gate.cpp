@@ -79,7 +79,7 @@ bool AdmissionGate::has_room(const route::RoutingTable& table, const route::Mode
   if (options.max_in_flight_per_worker == 0) {
     return true;
   }
-  const auto routable = route::routable_workers(model, unix_now_ms());
+  const auto routable = route::routable_workers(model, monotonic_now_ms());
   auto held = per_model_.find(model.name);
   const std::uint64_t in_flight = held == per_model_.end() ? 0 : held->second;
   return in_flight < routable * std::uint64_t{options.max_in_flight_per_worker};

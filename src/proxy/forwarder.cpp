@@ -60,7 +60,7 @@ class Attempts {
     std::optional<openai::ApiError> last_error;
     for (std::uint32_t try_number = 0; try_number <= options.upstream.retries; ++try_number) {
       route::RouteContext context{target_.session_key, session_.context().next_decision_sequence(), excluded,
-                                  unix_now_ms()};
+                                  monotonic_now_ms()};
       auto decision = router.decide(target_.table, target_.model, target_.prompt, context);
       if (!decision.worker) {
         if (!exchange_.route) {
@@ -70,9 +70,9 @@ class Attempts {
       }
       const auto chosen = *decision.worker;
       if (try_number == 0) {
-        session_.thread().retry_budget().record_request(context.now_unix_ms);
+        session_.thread().retry_budget().record_request(context.now_ms);
       } else {
-        if (!session_.thread().retry_budget().try_retry(context.now_unix_ms, options.upstream.retry_budget)) {
+        if (!session_.thread().retry_budget().try_retry(context.now_ms, options.upstream.retry_budget)) {
           session_.context().metrics().retry_denied(target_.model.name);
           note_decision(std::move(decision));
           break;
@@ -89,7 +89,7 @@ class Attempts {
       const bool engine_refused = outcome.kind == AttemptOutcome::Kind::relayed && exchange_.status >= 400;
       const bool not_run = engine_refused || outcome.kind == AttemptOutcome::Kind::retryable;
       attempt.end(not_run ? route::AttemptEnd::not_run : route::AttemptEnd::served,
-                  outcome.reached_worker ? std::optional(outcome.failure) : std::nullopt, unix_now_ms());
+                  outcome.reached_worker ? std::optional(outcome.failure) : std::nullopt, monotonic_now_ms());
       if (outcome.kind != AttemptOutcome::Kind::retryable) {
         if (outcome.kind == AttemptOutcome::Kind::failed && !link_.client_gone) {
           co_await session_.respond_error(exchange_, *outcome.error);

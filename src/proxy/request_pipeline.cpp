@@ -73,7 +73,7 @@ awaitable<void> handle_inference(ClientSession& session, ClientRequest& request,
   // Admission: the tenant's budgets (prompt tokens as kvgate counted
   // them), then a slot within the in-flight limits, perhaps after a wait.
   auto& gate = session.thread().admission();
-  if (auto refused = gate.check_rates(*exchange.tenant, inference.prompt.input_tokens, unix_now_ms())) {
+  if (auto refused = gate.check_rates(*exchange.tenant, inference.prompt.input_tokens, monotonic_now_ms())) {
     const bool tokens = refused->reason == admission::RefusalReason::prompt_tokens_per_minute;
     co_await session.respond_error(
         exchange, openai::rate_limited(std::string("Rate limit reached for ") +

@@ -35,7 +35,7 @@ workers::WorkerState& Attempt::worker() const {
   return *model_->workers[worker_].state;
 }
 
-void Attempt::end(AttemptEnd how, std::optional<workers::FailureCause> traffic, std::uint64_t now_unix_ms) {
+void Attempt::end(AttemptEnd how, std::optional<workers::FailureCause> traffic, std::uint64_t now_ms) {
   if (router_ == nullptr || ended_) {
     return;
   }
@@ -47,7 +47,7 @@ void Attempt::end(AttemptEnd how, std::optional<workers::FailureCause> traffic, 
     router_->finish(*this);
   }
   if (traffic) {
-    router_->note_traffic(*this, *traffic, now_unix_ms);
+    router_->note_traffic(*this, *traffic, now_ms);
   }
 }
 

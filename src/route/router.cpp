@@ -61,7 +61,7 @@ std::span<const std::uint32_t> indexed_cached_tokens(const ModelRoute& model, co
   return cached;
 }
 
-policy::WorkerView worker_view(const workers::WorkerState& worker, std::uint32_t indexed, std::uint64_t now_unix_ms,
+policy::WorkerView worker_view(const workers::WorkerState& worker, std::uint32_t indexed, std::uint64_t now_ms,
                                const policy::PrefillRates& prefill) {
   policy::WorkerView view{worker.id(), worker.healthy(), worker.in_flight(), worker.pending_prefill_tokens()};
   view.active_tokens = worker.active_tokens();
@@ -69,11 +69,11 @@ policy::WorkerView worker_view(const workers::WorkerState& worker, std::uint32_t
   view.drifting = worker.drifting();
   view.cached_tokens = view.drifting ? 0 : indexed;
   view.prefill = prefill;
-  view.ejected = worker.ejected(now_unix_ms);
+  view.ejected = worker.ejected(now_ms);
   if (auto engine = worker.engine_queue(); engine.waiting) {
     view.engine_waiting_others = engine.others_waiting;
     view.engine_snapshot_age_ms =
-        now_unix_ms > engine.unix_ms ? static_cast<std::int64_t>(now_unix_ms - engine.unix_ms) : 0;
+        now_ms > engine.scraped_ms ? static_cast<std::int64_t>(now_ms - engine.scraped_ms) : 0;
   }
   return view;
 }
@@ -154,14 +154,13 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
     // returned one would copy it for every worker of every decision. The
     // view is trivially destructible, so the new one simply replaces it.
     static_assert(std::is_trivially_destructible_v<policy::WorkerView>);
-    ::new (&views[index])
-        policy::WorkerView(worker_view(state, indexed[index], context.now_unix_ms,
-                                       effective_prefill_rates(cost_options, pooled, median_speed, state)));
+    ::new (&views[index]) policy::WorkerView(worker_view(
+        state, indexed[index], context.now_ms, effective_prefill_rates(cost_options, pooled, median_speed, state)));
     if (model.cache) {
       views[index].indexed_blocks = model.cache->index.entries_of(model.workers[index].slot);
     }
     if (eviction_priced) {
-      state.event_stream().read_lru_profile(context.now_unix_ms, prompt_blocks, views[index].lru);
+      state.event_stream().read_lru_profile(context.now_ms, prompt_blocks, views[index].lru);
     }
     // Beyond the GPU run the engine loads the prefix from a lower tier.
     views[index].offloaded_cached_tokens =
@@ -188,14 +187,14 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   request.returns = eviction_priced ? &returns : nullptr;
   std::size_t previous = count;
   if (context.session_key) {
-    result.session = sessions_.find(*context.session_key, context.now_unix_ms);
+    result.session = sessions_.find(*context.session_key, context.now_ms);
     if (result.session) {
       previous = model.find_worker(result.session->worker, result.session->worker_position);
     }
-    if (result.session && !result.session->expired && context.now_unix_ms >= result.session->last_seen_ms &&
+    if (result.session && !result.session->expired && context.now_ms >= result.session->last_seen_ms &&
         previous < count) {
       request.previous_turn = policy::RouteRequest::PreviousTurn{
-          previous, static_cast<double>(context.now_unix_ms - result.session->last_seen_ms)};
+          previous, static_cast<double>(context.now_ms - result.session->last_seen_ms)};
     }
   }
   if (prompt != nullptr) {
@@ -274,14 +273,13 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
     // A retry re-targets the request's own turn instead of adding one.
     const bool same_request = !context.excluded.empty();
     if (!same_request) {
-      if (decision.session && !decision.session->expired && context.now_unix_ms >= decision.session->last_seen_ms) {
-        model.session_gaps->record_next_turn(context.now_unix_ms - decision.session->last_seen_ms);
+      if (decision.session && !decision.session->expired && context.now_ms >= decision.session->last_seen_ms) {
+        model.session_gaps->record_next_turn(context.now_ms - decision.session->last_seen_ms);
       } else {
         model.session_gaps->record_first_turn();
       }
     }
-    attempt.session_turn_ =
-        sessions_.commit_turn(*context.session_key, std::move(turn), context.now_unix_ms, same_request);
+    attempt.session_turn_ = sessions_.commit_turn(*context.session_key, std::move(turn), context.now_ms, same_request);
     if (policy::is_session_move(decision.reason)) {
       metrics_.session_move(model.name, policy::to_string(decision.reason));
     }
@@ -303,17 +301,17 @@ void Router::finish(const Attempt& attempt) {
   }
 }
 
-void Router::note_traffic(const Attempt& attempt, workers::FailureCause failure, std::uint64_t now_unix_ms) {
+void Router::note_traffic(const Attempt& attempt, workers::FailureCause failure, std::uint64_t now_ms) {
   const auto& table = *attempt.table_;
   const auto& model = *attempt.model_;
   auto& worker = *model.workers[attempt.worker_].state;
   const bool may_eject = failure == workers::FailureCause::none ||
-                         may_eject_another(model, now_unix_ms, table.options->outlier_detection.max_ejected_percent);
-  const auto change = worker.record_traffic(failure, now_unix_ms, table.ejection, may_eject);
+                         may_eject_another(model, now_ms, table.options->outlier_detection.max_ejected_percent);
+  const auto change = worker.record_traffic(failure, now_ms, table.ejection, may_eject);
   if (change == workers::CircuitBreaker::Change::ejected) {
-    const auto status = worker.outlier_status(now_unix_ms);
+    const auto status = worker.outlier_status(now_ms);
     spdlog::warn("worker {} ejected for {} ms after failed requests (last: {}; ejection {} in a row)", worker.id(),
-                 status.ejected_until_unix_ms - now_unix_ms, workers::to_string(failure), status.ejections_in_a_row);
+                 status.ejected_until_ms - now_ms, workers::to_string(failure), status.ejections_in_a_row);
     worker.series().ejected(workers::to_string(failure));
   } else if (change == workers::CircuitBreaker::Change::restored) {
     spdlog::info("worker {} answered its probe after an ejection: back in routing", worker.id());

@@ -123,7 +123,7 @@ std::uint64_t SessionTable::commit_turn(std::string_view key, SessionTurn turn, 
     entry->worker = turn.worker;
     entry->worker_position = turn.worker_position;
     turn.number = entry->turns;
-    turn.unix_ms = now_ms;
+    turn.at_ms = now_ms;
     entry->recent.push_back(std::move(turn));
     while (entry->recent.size() > turns_kept) {
       entry->recent.pop_front();

@@ -96,7 +96,7 @@ awaitable<void> MetricsScraper::scrape(std::shared_ptr<WorkerState> worker, std:
   auto parsed = parse_prometheus_text(page->body);
   auto snapshot = std::make_shared<WorkerState::ScrapedLoad>();
   snapshot->load = extract_engine_load(parsed);
-  snapshot->unix_ms = unix_now_ms();
+  snapshot->scraped_ms = monotonic_now_ms();
   worker->publish_engine_load(std::move(snapshot), std::max(pending_before, worker->pending_requests()));
   worker->series().scrape(obs::ScrapeResult::success);
 }

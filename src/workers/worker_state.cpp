@@ -23,14 +23,14 @@ HealthChange WorkerState::record_check(bool success, const HealthThresholds& thr
   return HealthChange::none;
 }
 
-CircuitBreaker::Change WorkerState::record_traffic(FailureCause failure, std::uint64_t now_unix_ms,
+CircuitBreaker::Change WorkerState::record_traffic(FailureCause failure, std::uint64_t now_ms,
                                                    const EjectionOptions& options, bool may_eject) {
   if (failure == FailureCause::none && breaker_clean_.load(std::memory_order_relaxed)) {
     return CircuitBreaker::Change::none;
   }
   std::lock_guard lock(breaker_mutex_);
-  const auto change = breaker_.record(failure, now_unix_ms, options, may_eject);
-  ejected_until_unix_ms_.store(breaker_.open_until_ms(), std::memory_order_relaxed);
+  const auto change = breaker_.record(failure, now_ms, options, may_eject);
+  ejected_until_ms_.store(breaker_.open_until_ms(), std::memory_order_relaxed);
   breaker_clean_.store(breaker_.open_until_ms() == 0 && breaker_.failure_streak() == 0, std::memory_order_relaxed);
   if (change == CircuitBreaker::Change::ejected) {
     ejections_total_.fetch_add(1, std::memory_order_relaxed);
@@ -38,10 +38,10 @@ CircuitBreaker::Change WorkerState::record_traffic(FailureCause failure, std::ui
   return change;
 }
 
-WorkerState::OutlierStatus WorkerState::outlier_status(std::uint64_t now_unix_ms) const {
+WorkerState::OutlierStatus WorkerState::outlier_status(std::uint64_t now_ms) const {
   std::lock_guard lock(breaker_mutex_);
-  return {breaker_.state(now_unix_ms), breaker_.open_until_ms(), breaker_.ejections_in_a_row(),
-          breaker_.failure_streak(),   breaker_.last_cause(),    ejections_total_.load(std::memory_order_relaxed)};
+  return {breaker_.state(now_ms),    breaker_.open_until_ms(), breaker_.ejections_in_a_row(),
+          breaker_.failure_streak(), breaker_.last_cause(),    ejections_total_.load(std::memory_order_relaxed)};
 }
 
 // Each sample weighs a fifth: about the last ten answers matter, so a worker
@@ -75,7 +75,7 @@ void WorkerState::publish_engine_load(std::shared_ptr<const ScrapedLoad> load, s
     engine_waiting_.store(waiting, std::memory_order_relaxed);
     engine_others_waiting_.store(static_cast<std::uint32_t>(std::max<std::int64_t>(0, waiting - own_pending)),
                                  std::memory_order_relaxed);
-    engine_scraped_unix_ms_.store(load->unix_ms, std::memory_order_relaxed);
+    engine_scraped_ms_.store(load->scraped_ms, std::memory_order_relaxed);
   } else {
     engine_waiting_.store(-1, std::memory_order_relaxed);
     engine_others_waiting_.store(0, std::memory_order_relaxed);

@@ -47,7 +47,7 @@ TEST(WorkerState, TrafficFailuresEjectThroughTheBreakerAndAProbeRestores) {
   EXPECT_TRUE(worker.healthy());  // ejection is not the active checks' verdict
   auto status = worker.outlier_status(131);
   EXPECT_EQ(status.state, BreakerState::open);
-  EXPECT_EQ(status.ejected_until_unix_ms, 1'130u);
+  EXPECT_EQ(status.ejected_until_ms, 1'130u);
   EXPECT_EQ(status.last_cause, FailureCause::reset);
   EXPECT_EQ(status.ejections_total, 1u);
   EXPECT_FALSE(worker.ejected(1'130));  // half-open: takes traffic again
@@ -121,7 +121,7 @@ TEST(WorkerState, TheEnginesWaitingRequestsBeyondOurOwnAreOthers) {
   auto worker = make_worker();
   auto load = std::make_shared<WorkerState::ScrapedLoad>();
   load->load.waiting = 7;
-  load->unix_ms = 1'000;
+  load->scraped_ms = 1'000;
   worker.publish_engine_load(load, 3);
   EXPECT_EQ(worker.engine_queue().waiting, 7u);
   EXPECT_EQ(worker.engine_queue().others_waiting, 4u);
@@ -218,7 +218,7 @@ TEST(EventStreamStatus, TheAgesAreReadOnlyWhereAPlacementCouldEvict) {
   stream.capacity_blocks = 100;
   stream.gpu_block_ages[3] = 60;
   stream.gpu_block_ages[7] = 30;
-  stream.gpu_block_ages_unix_ms = 1'000;
+  stream.gpu_block_ages_ms = 1'000;
   const auto fits = stream.lru_profile(1'500, 10);
   EXPECT_EQ(fits.held_blocks, 90u);
   EXPECT_EQ(fits.capacity_blocks, 100u);

@@ -38,7 +38,8 @@ struct WorkerRow {
 struct StatusView {
   std::string version;
   std::string policy;
-  std::uint64_t now_unix_ms = 0;
+  std::uint64_t now_ms = 0;       // monotonic: the sessions' stamps
+  std::uint64_t now_unix_ms = 0;  // the recent requests' stamps
   bool draining = false;
   unsigned refresh_seconds = 5;
   std::vector<WorkerRow> workers;

@@ -8,7 +8,8 @@
 //
 //   answering() / first_token()   the worker started answering
 //   engine_done()                 the worker's answer was read whole
-//   end(how, traffic, now)        the try is over on the worker: counts
+//   end(how, traffic, now)        the try is over on the worker (now on the
+//                                 monotonic clock): counts
 //                                 released, the insert withdrawn when the
 //                                 engine did not run the prompt, the
 //                                 traffic outcome into the breaker
@@ -81,7 +82,7 @@ class Attempt {
   // `traffic`: what the try tells the worker's circuit breaker (none: an
   // answer that was not the worker's failure); nullopt: the try never
   // reached the worker (the client left first), which tells it nothing.
-  void end(AttemptEnd how, std::optional<workers::FailureCause> traffic, std::uint64_t now_unix_ms);
+  void end(AttemptEnd how, std::optional<workers::FailureCause> traffic, std::uint64_t now_ms);
   void complete(const ResponseOutcome& outcome);
 
  private:

@@ -21,10 +21,9 @@ void lift_ejections_in_panic(std::span<policy::WorkerView> views);
 
 // The workers the router may pick now: healthy and not ejected, or all of
 // them in panic mode.
-[[nodiscard]] std::size_t routable_workers(const ModelRoute& model, std::uint64_t now_unix_ms);
+[[nodiscard]] std::size_t routable_workers(const ModelRoute& model, std::uint64_t now_ms);
 
 // May one more of the model's workers be ejected now?
-[[nodiscard]] bool may_eject_another(const ModelRoute& model, std::uint64_t now_unix_ms,
-                                     std::uint32_t max_ejected_percent);
+[[nodiscard]] bool may_eject_another(const ModelRoute& model, std::uint64_t now_ms, std::uint32_t max_ejected_percent);
 
 }  // namespace kvgate::route

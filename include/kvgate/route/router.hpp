@@ -46,7 +46,7 @@ struct RouteContext {
   std::uint64_t sequence = 0;
   // Workers of the model already tried for this request (retries).
   std::span<const std::size_t> excluded;
-  std::uint64_t now_unix_ms = 0;
+  std::uint64_t now_ms = 0;  // the monotonic clock (core/clock.hpp): ages, TTLs, ejections
 };
 
 struct RouteDecision {
@@ -98,7 +98,7 @@ class Router {
   void withdraw(const Attempt& attempt);
   void finish(const Attempt& attempt);
   // Into the worker's circuit breaker, under the model's ejection cap.
-  void note_traffic(const Attempt& attempt, workers::FailureCause failure, std::uint64_t now_unix_ms);
+  void note_traffic(const Attempt& attempt, workers::FailureCause failure, std::uint64_t now_ms);
   void record_outcome(const Attempt& attempt, const ResponseOutcome& outcome);
 
   SessionTable& sessions_;

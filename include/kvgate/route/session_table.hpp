@@ -44,8 +44,8 @@ std::string session_table_key(std::string_view key);
 // One turn as routed, then completed.
 struct SessionTurn {
   std::uint64_t number = 0;  // 1-based, counted since the session started
-  std::uint64_t unix_ms = 0;
-  std::string worker;  // worker ids are short: no allocation (small-string storage)
+  std::uint64_t at_ms = 0;   // when routed, on the caller's clock (the gateway's: monotonic)
+  std::string worker;        // worker ids are short: no allocation (small-string storage)
   // The worker's position in its model's routing table when routed: a hint
   // for the next turn's lookup, trusted only where that position still
   // holds `worker` (a reload or discovery may have moved it).

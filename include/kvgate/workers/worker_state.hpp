@@ -57,12 +57,12 @@ struct EventStreamStatus {
   // cache_aware's eviction input (policy/eviction.hpp), each ingestion tick:
   // GPU blocks the index credits the worker, its KV capacity in blocks, and
   // (while it is at least half full, the only time a placement can evict)
-  // the same blocks by idle age as of gpu_block_ages_unix_ms. A reader may
+  // the same blocks by idle age as of gpu_block_ages_ms (monotonic). A reader may
   // mix buckets of two ticks: an estimate, never a torn count.
   std::atomic<std::uint64_t> gpu_blocks{0};
   std::atomic<std::uint64_t> capacity_blocks{0};
   std::array<std::atomic<std::uint64_t>, policy::kAgeBuckets> gpu_block_ages{};
-  std::atomic<std::uint64_t> gpu_block_ages_unix_ms{0};
+  std::atomic<std::uint64_t> gpu_block_ages_ms{0};
   // A worker that keeps whole prompts in slots (cache_model: sequences), as
   // the index writer models it: slots running a request, and requests
   // waiting for one.
@@ -76,15 +76,15 @@ struct EventStreamStatus {
   // An unknown capacity (0) has no eviction term either. Without
   // `placing_blocks` (/debug/workers) the ages are always read.
   static constexpr std::uint64_t kAnyPlacement = UINT64_MAX;
-  [[nodiscard]] policy::LruProfile lru_profile(std::uint64_t now_unix_ms,
+  [[nodiscard]] policy::LruProfile lru_profile(std::uint64_t now_ms,
                                                std::uint64_t placing_blocks = kAnyPlacement) const {
     policy::LruProfile profile;
-    read_lru_profile(now_unix_ms, placing_blocks, profile);
+    read_lru_profile(now_ms, placing_blocks, profile);
     return profile;
   }
   // The same into `profile`, whose ages must be empty (the router fills the
   // views it keeps per thread in place, without a copy per worker).
-  void read_lru_profile(std::uint64_t now_unix_ms, std::uint64_t placing_blocks, policy::LruProfile& profile) const {
+  void read_lru_profile(std::uint64_t now_ms, std::uint64_t placing_blocks, policy::LruProfile& profile) const {
     profile.held_blocks = gpu_blocks.load(std::memory_order_relaxed);
     profile.capacity_blocks = capacity_blocks.load(std::memory_order_relaxed);
     const bool fits =
@@ -95,8 +95,8 @@ struct EventStreamStatus {
     for (std::size_t bucket = 0; bucket < policy::kAgeBuckets; ++bucket) {
       profile.blocks[bucket] = gpu_block_ages[bucket].load(std::memory_order_relaxed);
     }
-    const auto taken = gpu_block_ages_unix_ms.load(std::memory_order_relaxed);
-    profile.age_offset_ms = now_unix_ms > taken ? static_cast<double>(now_unix_ms - taken) : 0.0;
+    const auto taken = gpu_block_ages_ms.load(std::memory_order_relaxed);
+    profile.age_offset_ms = now_ms > taken ? static_cast<double>(now_ms - taken) : 0.0;
   }
 };
 
@@ -124,7 +124,7 @@ class WorkerState {
   // before the first): an immutable snapshot, replaced whole by the scraper.
   struct ScrapedLoad {
     EngineLoad load;
-    std::uint64_t unix_ms = 0;  // when it was scraped
+    std::uint64_t scraped_ms = 0;  // when it was scraped, on the monotonic clock
   };
   [[nodiscard]] std::shared_ptr<const ScrapedLoad> engine_load() const {
     return engine_load_.load(std::memory_order_acquire);
@@ -139,14 +139,13 @@ class WorkerState {
   // and time may come from two successive scrapes, which is harmless.
   struct EngineQueue {
     std::optional<std::uint32_t> waiting;  // nullopt: never scraped, or the engine does not report it
-    std::uint64_t unix_ms = 0;
-    std::uint32_t others_waiting = 0;  // of `waiting`, beyond this gateway's pending requests at the scrape
+    std::uint64_t scraped_ms = 0;          // monotonic
+    std::uint32_t others_waiting = 0;      // of `waiting`, beyond this gateway's pending requests at the scrape
   };
   [[nodiscard]] EngineQueue engine_queue() const {
     const auto waiting = engine_waiting_.load(std::memory_order_relaxed);
     return {waiting < 0 ? std::nullopt : std::optional(static_cast<std::uint32_t>(waiting)),
-            engine_scraped_unix_ms_.load(std::memory_order_relaxed),
-            engine_others_waiting_.load(std::memory_order_relaxed)};
+            engine_scraped_ms_.load(std::memory_order_relaxed), engine_others_waiting_.load(std::memory_order_relaxed)};
   }
 
   [[nodiscard]] std::uint64_t pending_prefill_tokens() const {
@@ -226,22 +225,22 @@ class WorkerState {
   // (outlier_ejection.hpp): FailureCause::none for an answer that was not
   // the worker's failure. `may_eject`: the model's cap on ejected workers
   // allows one more. A clean success on a closed breaker takes no lock.
-  CircuitBreaker::Change record_traffic(FailureCause failure, std::uint64_t now_unix_ms, const EjectionOptions& options,
+  CircuitBreaker::Change record_traffic(FailureCause failure, std::uint64_t now_ms, const EjectionOptions& options,
                                         bool may_eject = true);
   // Lock-free, for the router: out of routing until the ejection time ends.
-  [[nodiscard]] bool ejected(std::uint64_t now_unix_ms) const {
-    const auto until = ejected_until_unix_ms_.load(std::memory_order_relaxed);
-    return until != 0 && now_unix_ms < until;
+  [[nodiscard]] bool ejected(std::uint64_t now_ms) const {
+    const auto until = ejected_until_ms_.load(std::memory_order_relaxed);
+    return until != 0 && now_ms < until;
   }
   struct OutlierStatus {
     BreakerState state = BreakerState::closed;
-    std::uint64_t ejected_until_unix_ms = 0;
+    std::uint64_t ejected_until_ms = 0;  // monotonic
     std::uint32_t ejections_in_a_row = 0;
     std::uint32_t failure_streak = 0;
     FailureCause last_cause = FailureCause::none;
     std::uint64_t ejections_total = 0;
   };
-  [[nodiscard]] OutlierStatus outlier_status(std::uint64_t now_unix_ms) const;
+  [[nodiscard]] OutlierStatus outlier_status(std::uint64_t now_ms) const;
 
  private:
   const std::string id_;
@@ -260,7 +259,7 @@ class WorkerState {
   mutable std::mutex breaker_mutex_;
   CircuitBreaker breaker_;
   std::atomic<bool> breaker_clean_{true};  // closed with no failure streak: a success needs no lock
-  std::atomic<std::uint64_t> ejected_until_unix_ms_{0};
+  std::atomic<std::uint64_t> ejected_until_ms_{0};
   std::atomic<std::uint64_t> ejections_total_{0};
   EventStreamStatus event_stream_;
   std::atomic<bool> drifting_{false};
@@ -268,7 +267,7 @@ class WorkerState {
   PredictionDrift drift_;
   std::atomic<std::int64_t> engine_waiting_{-1};  // < 0: not known
   std::atomic<std::uint32_t> engine_others_waiting_{0};
-  std::atomic<std::uint64_t> engine_scraped_unix_ms_{0};
+  std::atomic<std::uint64_t> engine_scraped_ms_{0};
   LearnedPrefill prefill_;
   std::atomic<double> prefill_speed_{1};
   std::atomic<double> prefill_speed_noise_{0};
