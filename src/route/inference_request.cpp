@@ -1,6 +1,5 @@
 #include "kvgate/route/inference_request.hpp"
 
-
 namespace kvgate::route {
 
 Result<InferenceRequest, InferenceError> prepare_inference(const RoutingTable& table, std::string_view body,

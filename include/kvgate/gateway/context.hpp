@@ -12,10 +12,10 @@
 #include <functional>
 #include <memory>
 
+#include "kvgate/kv_events/index_writer.hpp"
 #include "kvgate/obs/decision_log.hpp"
 #include "kvgate/obs/metrics.hpp"
 #include "kvgate/obs/recent_activity.hpp"
-#include "kvgate/kv_events/index_writer.hpp"
 #include "kvgate/route/router.hpp"
 #include "kvgate/route/routing_table.hpp"
 #include "kvgate/route/session_table.hpp"
@@ -24,8 +24,7 @@ namespace kvgate::gateway {
 
 class GatewayContext {
  public:
-  explicit GatewayContext(obs::Metrics& metrics)
-      : metrics_(metrics), router_(sessions_, metrics) {}
+  explicit GatewayContext(obs::Metrics& metrics) : metrics_(metrics), router_(sessions_, metrics) {}
 
   [[nodiscard]] std::shared_ptr<const route::RoutingTable> table() const {
     return table_.load(std::memory_order_acquire);
