@@ -182,7 +182,7 @@ void router_decide(benchmark::State& state) {
     auto held = std::min<std::size_t>(prompt.blocks.size(), 128 * (index % 16 + 1));
     model.cache->index.insert(static_cast<kvgate::index::WorkerSlot>(index), std::span(prompt.blocks).first(held),
                               kvgate::index::Tier::gpu, 1);
-    model.workers.back().state->prefill_added(1'000 * (index % 5));
+    model.workers.back().state->load().prefill_added(1'000 * (index % 5));
   }
   route::SessionTable sessions({200'000, 3'600'000, 8});
   kvgate::obs::Metrics metrics;

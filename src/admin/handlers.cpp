@@ -39,7 +39,7 @@ AdminResponse readiness(gateway::GatewayContext& context) {
   for (const auto& model : table->models) {
     std::size_t healthy = 0;
     for (const auto& worker : model.workers) {
-      healthy += worker.state->healthy() ? 1 : 0;
+      healthy += worker.state->health().healthy() ? 1 : 0;
     }
     models[model.name] = {{"healthy_workers", healthy}, {"workers", model.workers.size()}};
     ready = ready && healthy > 0;
@@ -62,10 +62,11 @@ AdminResponse metrics(gateway::GatewayContext& context) {
       // effective_prefill_rates: by default the priors times its relative speed).
       const auto prefill = route::effective_prefill_rates(table->options->routing.cache_aware,
                                                           model.pooled_prefill->rates(), median_speed, worker);
-      worker.series().set_state({worker.healthy(), worker.in_flight(), worker.pending_prefill_tokens(),
-                                 worker.recent_time_to_first_token_seconds(), prefill.ms_per_token,
-                                 prefill.ms_per_token_pair, prefill.base_ms, worker.prefill_rates().samples,
-                                 worker.ejected(monotonic_now_ms()), worker.drifting()});
+      worker.series().set_state({worker.health().healthy(), worker.load().in_flight(),
+                                 worker.load().pending_prefill_tokens(),
+                                 worker.load().recent_time_to_first_token_seconds(), prefill.ms_per_token,
+                                 prefill.ms_per_token_pair, prefill.base_ms, worker.costs().prefill_rates().samples,
+                                 worker.breaker().ejected(monotonic_now_ms()), worker.costs().drifting()});
       worker.series().set_event_stream_state({!route.options.kv_events.empty(), stream.connected, stream.stale,
                                               stream.silent, model.cache->index.entries_of(route.slot)});
       series.push_back(&worker.series());
@@ -135,7 +136,7 @@ AdminResponse debug_workers(gateway::GatewayContext& context) {
              stream.last_event_unix_ms.load() == 0 ? json(nullptr) : json(stream.last_event_unix_ms.load())}};
       }
       json engine = nullptr;
-      if (auto scraped = worker.engine_load()) {
+      if (auto scraped = worker.engine().last()) {
         auto optional = [](const auto& value) { return value ? json(*value) : json(nullptr); };
         const auto& load = scraped->load;
         engine = {{"running", optional(load.running)},
@@ -147,24 +148,24 @@ AdminResponse debug_workers(gateway::GatewayContext& context) {
                   {"num_gpu_blocks", optional(load.num_gpu_blocks)},
                   {"scraped_unix_ms", to_unix_ms(scraped->scraped_ms, monotonic_now, unix_now)}};
       }
-      const auto recent_ttft = worker.recent_time_to_first_token_seconds();
-      const auto drift = worker.drift_evidence();
-      const auto prefill = worker.prefill_fit_status();
+      const auto recent_ttft = worker.load().recent_time_to_first_token_seconds();
+      const auto drift = worker.costs().drift_evidence();
+      const auto prefill = worker.costs().prefill_fit_status();
       const auto priced = route::effective_prefill_rates(table->options->routing.cache_aware,
                                                          model.pooled_prefill->rates(), median_speed, worker);
-      const auto speed = worker.prefill_speed_fit();
-      const auto outlier = worker.outlier_status(monotonic_now);
+      const auto speed = worker.costs().prefill_speed_fit();
+      const auto outlier = worker.breaker().status(monotonic_now);
       workers.push_back({
           {"id", worker.id()},
           {"model", model.name},
           {"url", worker.url()},
-          {"healthy", worker.healthy()},
-          {"in_flight", worker.in_flight()},
-          {"pending_prefill_tokens", worker.pending_prefill_tokens()},
+          {"healthy", worker.health().healthy()},
+          {"in_flight", worker.load().in_flight()},
+          {"pending_prefill_tokens", worker.load().pending_prefill_tokens()},
           {"recent_ttft_ms", recent_ttft ? json(*recent_ttft * 1000) : json(nullptr)},
           {"mode", index_mode(route)},
           {"engine", std::move(engine)},
-          {"drifting", worker.drifting()},
+          {"drifting", worker.costs().drifting()},
           {"predictions",
            {{"samples", drift.samples},
             {"over_predicted", drift.over_predicted},
@@ -242,25 +243,25 @@ AdminResponse status_page(gateway::GatewayContext& context) {
       row.id = worker.id();
       row.model = model.name;
       row.url = worker.url();
-      row.healthy = worker.healthy();
-      row.ejected = worker.ejected(now);
+      row.healthy = worker.health().healthy();
+      row.ejected = worker.breaker().ejected(now);
       const bool events_configured = !route.options.kv_events.empty();
       row.mode = std::string(index_mode(route));
       row.events = !events_configured ? "none"
                    : stream.silent    ? "silent"
                    : stream.connected ? "connected"
                                       : "disconnected";
-      row.in_flight = worker.in_flight();
-      if (auto scraped = worker.engine_load()) {
+      row.in_flight = worker.load().in_flight();
+      if (auto scraped = worker.engine().last()) {
         row.engine_waiting = scraped->load.waiting;
         row.engine_running = scraped->load.running;
         row.kv_usage = scraped->load.kv_usage;
       }
-      if (auto ttft = worker.recent_time_to_first_token_seconds()) {
+      if (auto ttft = worker.load().recent_time_to_first_token_seconds()) {
         row.recent_ttft_ms = *ttft * 1000;
       }
       row.index_blocks = model.cache->index.entries_of(route.slot);
-      row.drifting = worker.drifting();
+      row.drifting = worker.costs().drifting();
       view.workers.push_back(std::move(row));
     }
   }

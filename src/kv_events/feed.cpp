@@ -359,7 +359,7 @@ std::uint64_t Feed::capacity_blocks() const {
   if (config_.configured_capacity_blocks != 0) {
     return config_.configured_capacity_blocks;
   }
-  auto scraped = config_.worker->engine_load();
+  auto scraped = config_.worker->engine().last();
   if (scraped && scraped->load.num_gpu_blocks && *scraped->load.num_gpu_blocks > 0) {
     return *scraped->load.num_gpu_blocks;
   }

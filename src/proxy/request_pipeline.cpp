@@ -38,7 +38,7 @@ const route::ModelRoute* model_for_passthrough(const route::RoutingTable& table,
   }
   for (const auto& model : table.models) {
     if (std::any_of(model.workers.begin(), model.workers.end(),
-                    [](const auto& worker) { return worker.state->healthy(); })) {
+                    [](const auto& worker) { return worker.state->health().healthy(); })) {
       return &model;
     }
   }

@@ -19,7 +19,7 @@ void lift_ejections_in_panic(std::span<policy::WorkerView> views) {
 std::size_t routable_workers(const ModelRoute& model, std::uint64_t now_ms) {
   std::size_t routable = 0;
   for (const auto& worker : model.workers) {
-    routable += worker.state->healthy() && !worker.state->ejected(now_ms) ? 1 : 0;
+    routable += worker.state->health().healthy() && !worker.state->breaker().ejected(now_ms) ? 1 : 0;
   }
   return routable == 0 ? model.workers.size() : routable;
 }
@@ -27,7 +27,7 @@ std::size_t routable_workers(const ModelRoute& model, std::uint64_t now_ms) {
 bool may_eject_another(const ModelRoute& model, std::uint64_t now_ms, std::uint32_t max_ejected_percent) {
   std::size_t ejected = 0;
   for (const auto& worker : model.workers) {
-    ejected += worker.state->ejected(now_ms) ? 1 : 0;
+    ejected += worker.state->breaker().ejected(now_ms) ? 1 : 0;
   }
   return workers::ejection_allowed(ejected, model.workers.size(), max_ejected_percent);
 }

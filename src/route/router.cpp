@@ -63,14 +63,15 @@ std::span<const std::uint32_t> indexed_cached_tokens(const ModelRoute& model, co
 
 policy::WorkerView worker_view(const workers::WorkerState& worker, std::uint32_t indexed, std::uint64_t now_ms,
                                const policy::PrefillRates& prefill) {
-  policy::WorkerView view{worker.id(), worker.healthy(), worker.in_flight(), worker.pending_prefill_tokens()};
-  view.active_tokens = worker.active_tokens();
-  view.mean_uncached_tokens = worker.mean_uncached_tokens();
-  view.drifting = worker.drifting();
+  policy::WorkerView view{worker.id(), worker.health().healthy(), worker.load().in_flight(),
+                          worker.load().pending_prefill_tokens()};
+  view.active_tokens = worker.load().active_tokens();
+  view.mean_uncached_tokens = worker.load().mean_uncached_tokens();
+  view.drifting = worker.costs().drifting();
   view.cached_tokens = view.drifting ? 0 : indexed;
   view.prefill = prefill;
-  view.ejected = worker.ejected(now_ms);
-  if (auto engine = worker.engine_queue(); engine.waiting) {
+  view.ejected = worker.breaker().ejected(now_ms);
+  if (auto engine = worker.engine().queue(); engine.waiting) {
     view.engine_waiting_others = engine.others_waiting;
     view.engine_snapshot_age_ms =
         now_ms > engine.scraped_ms ? static_cast<std::int64_t>(now_ms - engine.scraped_ms) : 0;
@@ -307,9 +308,9 @@ void Router::note_traffic(const Attempt& attempt, workers::FailureCause failure,
   auto& worker = *model.workers[attempt.worker_].state;
   const bool may_eject = failure == workers::FailureCause::none ||
                          may_eject_another(model, now_ms, table.options->outlier_detection.max_ejected_percent);
-  const auto change = worker.record_traffic(failure, now_ms, table.ejection, may_eject);
+  const auto change = worker.breaker().record_traffic(failure, now_ms, table.ejection, may_eject);
   if (change == workers::CircuitBreaker::Change::ejected) {
-    const auto status = worker.outlier_status(now_ms);
+    const auto status = worker.breaker().status(now_ms);
     spdlog::warn("worker {} ejected for {} ms after failed requests (last: {}; ejection {} in a row)", worker.id(),
                  status.ejected_until_ms - now_ms, workers::to_string(failure), status.ejections_in_a_row);
     worker.series().ejected(workers::to_string(failure));
@@ -352,9 +353,9 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
     const std::uint64_t own_tokens = prompt_tokens - std::min<std::uint64_t>(reported, prompt_tokens) +
                                      outcome.completion_tokens.value_or(0) + model.block_size;
     const auto others_evicted = evicted_tokens > own_tokens ? evicted_tokens - own_tokens : 0;
-    const auto change = worker.record_prediction(predicted, reported, others_evicted, drift_options);
+    const auto change = worker.costs().record_prediction(predicted, reported, others_evicted, drift_options);
     if (change != workers::DriftChange::none) {
-      const auto evidence = worker.drift_evidence();
+      const auto evidence = worker.costs().drift_evidence();
       worker.series().set_drifting(change == workers::DriftChange::started);
       if (change == workers::DriftChange::started) {
         spdlog::warn(
@@ -375,12 +376,12 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
       outcome.status == 200 && outcome.retries == 0 && outcome.cached_tokens && outcome.prompt_tokens) {
     const policy::PrefillSample sample{*outcome.prompt_tokens, std::min(*outcome.cached_tokens, *outcome.prompt_tokens),
                                        decision.queued_tokens, decision.active_tokens, *outcome.ttft_ms};
-    worker.record_prefill(sample);
+    worker.costs().record_prefill(sample);
     // The worker's speed is judged against the pooled fit as it stood
     // before this sample, which then joins it.
     const double predicted = policy::predicted_ttft_ms(model.pooled_prefill->rates(), sample);
     if (model.pooled_prefill->observe(sample) != policy::PrefillFit::Verdict::rejected && predicted > 0) {
-      worker.record_prefill_speed(sample.ttft_ms / predicted);
+      worker.costs().record_prefill_speed(sample.ttft_ms / predicted);
     }
   }
   if (attempt.session_turn_ == 0) {

@@ -79,7 +79,7 @@ policy::PrefillRates prefill_priors(const config::CacheAwareOptions& options) {
 double median_prefill_speed(const ModelRoute& model, std::vector<double>& buffer) {
   buffer.clear();
   for (const auto& worker : model.workers) {
-    buffer.push_back(worker.state->prefill_speed());
+    buffer.push_back(worker.state->costs().prefill_speed());
   }
   if (buffer.empty()) {
     return 1;
@@ -97,9 +97,9 @@ policy::PrefillRates effective_prefill_rates(const config::CacheAwareOptions& op
                                              const workers::WorkerState& worker) {
   switch (options.prefill_fit) {
     case config::PrefillFitScope::per_worker:
-      return worker.prefill_rates();
+      return worker.costs().prefill_rates();
     case config::PrefillFitScope::pooled:
-      return pooled.scaled(worker.prefill_speed());
+      return pooled.scaled(worker.costs().prefill_speed());
     case config::PrefillFitScope::relative:
       break;
   }
@@ -107,9 +107,9 @@ policy::PrefillRates effective_prefill_rates(const config::CacheAwareOptions& op
   // differ, which is what a fit confounded by queueing still measures (its
   // bias is common to every worker and cancels in the ratio).
   auto priors = prefill_priors(options);
-  priors.samples = worker.prefill_rates().samples;
-  priors.relative_noise = worker.prefill_speed_noise();
-  return priors.scaled(median_speed > 0 ? worker.prefill_speed() / median_speed : 1.0);
+  priors.samples = worker.costs().prefill_rates().samples;
+  priors.relative_noise = worker.costs().prefill_speed_noise();
+  return priors.scaled(median_speed > 0 ? worker.costs().prefill_speed() / median_speed : 1.0);
 }
 
 namespace {
@@ -196,7 +196,7 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
       if (!state) {
         state = std::make_shared<workers::WorkerState>(worker.id, worker.url, worker.endpoint, model.name);
       }
-      state->set_prefill_prior(prefill_prior);
+      state->costs().set_prefill_prior(prefill_prior);
       model.workers.push_back({std::move(state), assignment.slots[index], worker});
     }
     names.push_back(model.name);

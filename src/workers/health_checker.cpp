@@ -25,7 +25,7 @@ awaitable<void> HealthChecker::check(std::shared_ptr<WorkerState> worker, std::s
     co_return;
   }
   worker->series().health_check(healthy);
-  switch (worker->record_check(healthy, thresholds)) {
+  switch (worker->health().record_check(healthy, thresholds)) {
     case HealthChange::went_down:
       spdlog::warn("worker {} ({}) marked down: {} consecutive failed health checks", worker->id(), worker->url(),
                    thresholds.unhealthy_after);

@@ -70,7 +70,7 @@ awaitable<void> MetricsScraper::scrape(std::shared_ptr<WorkerState> worker, std:
     }
     schedule.started();
   }
-  const auto pending_before = worker->pending_requests();
+  const auto pending_before = worker->load().pending_requests();
   auto page = co_await fetch_http(io_, worker->endpoint(), options.path, target.timeout, kMaxMetricsBytes);
   if (*stopped) {
     co_return;
@@ -94,10 +94,10 @@ awaitable<void> MetricsScraper::scrape(std::shared_ptr<WorkerState> worker, std:
     co_return;
   }
   auto parsed = parse_prometheus_text(page->body);
-  auto snapshot = std::make_shared<WorkerState::ScrapedLoad>();
+  auto snapshot = std::make_shared<EngineView::Scrape>();
   snapshot->load = extract_engine_load(parsed);
   snapshot->scraped_ms = monotonic_now_ms();
-  worker->publish_engine_load(std::move(snapshot), std::max(pending_before, worker->pending_requests()));
+  worker->engine().publish(std::move(snapshot), std::max(pending_before, worker->load().pending_requests()));
   worker->series().scrape(obs::ScrapeResult::success);
 }
 

@@ -5,7 +5,7 @@
 
 namespace kvgate::workers {
 
-HealthChange WorkerState::record_check(bool success, const HealthThresholds& thresholds) {
+HealthChange HealthStatus::record_check(bool success, const HealthThresholds& thresholds) {
   if (success) {
     check_failure_streak_ = 0;
     ++check_success_streak_;
@@ -23,30 +23,30 @@ HealthChange WorkerState::record_check(bool success, const HealthThresholds& thr
   return HealthChange::none;
 }
 
-CircuitBreaker::Change WorkerState::record_traffic(FailureCause failure, std::uint64_t now_ms,
-                                                   const EjectionOptions& options, bool may_eject) {
-  if (failure == FailureCause::none && breaker_clean_.load(std::memory_order_relaxed)) {
+CircuitBreaker::Change OutlierBreaker::record_traffic(FailureCause failure, std::uint64_t now_ms,
+                                                      const EjectionOptions& options, bool may_eject) {
+  if (failure == FailureCause::none && clean_.load(std::memory_order_relaxed)) {
     return CircuitBreaker::Change::none;
   }
-  std::lock_guard lock(breaker_mutex_);
+  std::lock_guard lock(mutex_);
   const auto change = breaker_.record(failure, now_ms, options, may_eject);
   ejected_until_ms_.store(breaker_.open_until_ms(), std::memory_order_relaxed);
-  breaker_clean_.store(breaker_.open_until_ms() == 0 && breaker_.failure_streak() == 0, std::memory_order_relaxed);
+  clean_.store(breaker_.open_until_ms() == 0 && breaker_.failure_streak() == 0, std::memory_order_relaxed);
   if (change == CircuitBreaker::Change::ejected) {
     ejections_total_.fetch_add(1, std::memory_order_relaxed);
   }
   return change;
 }
 
-WorkerState::OutlierStatus WorkerState::outlier_status(std::uint64_t now_ms) const {
-  std::lock_guard lock(breaker_mutex_);
+OutlierBreaker::Status OutlierBreaker::status(std::uint64_t now_ms) const {
+  std::lock_guard lock(mutex_);
   return {breaker_.state(now_ms),    breaker_.open_until_ms(), breaker_.ejections_in_a_row(),
           breaker_.failure_streak(), breaker_.last_cause(),    ejections_total_.load(std::memory_order_relaxed)};
 }
 
 // Each sample weighs a fifth: about the last ten answers matter, so a worker
 // whose queue grows shows it within a few requests.
-void WorkerState::record_time_to_first_token(double seconds) {
+void LoadCounters::record_time_to_first_token(double seconds) {
   constexpr double kWeight = 0.2;
   double current = recent_ttft_seconds_.load(std::memory_order_relaxed);
   double next = 0;
@@ -55,42 +55,42 @@ void WorkerState::record_time_to_first_token(double seconds) {
   } while (!recent_ttft_seconds_.compare_exchange_weak(current, next, std::memory_order_relaxed));
 }
 
-DriftChange WorkerState::record_prediction(std::uint32_t predicted, std::uint32_t reported,
-                                           std::uint64_t evicted_tokens, const DriftOptions& options) {
+DriftChange LearnedCosts::record_prediction(std::uint32_t predicted, std::uint32_t reported,
+                                            std::uint64_t evicted_tokens, const DriftOptions& options) {
   std::lock_guard lock(drift_mutex_);
   auto change = drift_.record(predicted, reported, evicted_tokens, options);
   drifting_.store(drift_.drifting(), std::memory_order_relaxed);
   return change;
 }
 
-DriftEvidence WorkerState::drift_evidence() const {
+DriftEvidence LearnedCosts::drift_evidence() const {
   std::lock_guard lock(drift_mutex_);
   return drift_.evidence();
 }
 
-void WorkerState::publish_engine_load(std::shared_ptr<const ScrapedLoad> load, std::uint32_t own_pending) {
-  if (load) {
+void EngineView::publish(std::shared_ptr<const Scrape> scrape, std::uint32_t own_pending) {
+  if (scrape) {
     const auto waiting =
-        load->load.waiting ? static_cast<std::int64_t>(std::max(0.0, std::floor(*load->load.waiting))) : -1;
-    engine_waiting_.store(waiting, std::memory_order_relaxed);
-    engine_others_waiting_.store(static_cast<std::uint32_t>(std::max<std::int64_t>(0, waiting - own_pending)),
-                                 std::memory_order_relaxed);
-    engine_scraped_ms_.store(load->scraped_ms, std::memory_order_relaxed);
+        scrape->load.waiting ? static_cast<std::int64_t>(std::max(0.0, std::floor(*scrape->load.waiting))) : -1;
+    waiting_.store(waiting, std::memory_order_relaxed);
+    others_waiting_.store(static_cast<std::uint32_t>(std::max<std::int64_t>(0, waiting - own_pending)),
+                          std::memory_order_relaxed);
+    scraped_ms_.store(scrape->scraped_ms, std::memory_order_relaxed);
   } else {
-    engine_waiting_.store(-1, std::memory_order_relaxed);
-    engine_others_waiting_.store(0, std::memory_order_relaxed);
+    waiting_.store(-1, std::memory_order_relaxed);
+    others_waiting_.store(0, std::memory_order_relaxed);
   }
-  engine_load_.store(std::move(load), std::memory_order_release);
+  last_.store(std::move(scrape), std::memory_order_release);
 }
 
-void WorkerState::record_prefill_speed(double observed_over_predicted) {
+void LearnedCosts::record_prefill_speed(double observed_over_predicted) {
   std::lock_guard lock(speed_mutex_);
   speed_fit_.observe(observed_over_predicted);
   prefill_speed_.store(speed_fit_.speed(), std::memory_order_relaxed);
   prefill_speed_noise_.store(speed_fit_.relative_noise(), std::memory_order_relaxed);
 }
 
-policy::SpeedFit WorkerState::prefill_speed_fit() const {
+policy::SpeedFit LearnedCosts::prefill_speed_fit() const {
   std::lock_guard lock(speed_mutex_);
   return speed_fit_;
 }

@@ -43,7 +43,7 @@ class Fleet {
                                static_cast<index::WorkerSlot>(index), config::WorkerOptions{}});
       policy::PrefillFitOptions linear;
       linear.prior = kLinearPrefill;
-      model.workers.back().state->set_prefill_prior(linear);
+      model.workers.back().state->costs().set_prefill_prior(linear);
       model.pooled_prefill->set_prior(linear);
     }
   }
@@ -125,8 +125,8 @@ TEST(Router, DecideHasNoSideEffects) {
   EXPECT_EQ(again.reason, Reason::new_session);
   EXPECT_FALSE(fleet.sessions.find("s", kNow));
   for (std::size_t worker = 0; worker < 3; ++worker) {
-    EXPECT_EQ(fleet.worker(worker).in_flight(), 0u);
-    EXPECT_EQ(fleet.worker(worker).pending_prefill_tokens(), 0u);
+    EXPECT_EQ(fleet.worker(worker).load().in_flight(), 0u);
+    EXPECT_EQ(fleet.worker(worker).load().pending_prefill_tokens(), 0u);
     EXPECT_EQ(fleet.model.cache->index.entries_of(fleet.model.workers[worker].slot), 0u);
   }
 }
@@ -142,17 +142,17 @@ TEST(Router, CommitAccountsTheLoadAndRemembersTheSession) {
   {
     auto attempt = fleet.router.commit(fleet.table, fleet.model, decision, &prompt, context);
     EXPECT_EQ(attempt.session_turn(), 1u);
-    EXPECT_EQ(fleet.worker(1).in_flight(), 1u);
-    EXPECT_EQ(fleet.worker(1).pending_prefill_tokens(), 320u);  // the uncached part
-    EXPECT_EQ(fleet.worker(1).active_tokens(), 640u);           // the whole prompt, until it finishes
+    EXPECT_EQ(fleet.worker(1).load().in_flight(), 1u);
+    EXPECT_EQ(fleet.worker(1).load().pending_prefill_tokens(), 320u);  // the uncached part
+    EXPECT_EQ(fleet.worker(1).load().active_tokens(), 640u);           // the whole prompt, until it finishes
     auto session = fleet.sessions.find("s", kNow);
     ASSERT_TRUE(session);
     EXPECT_EQ(session->worker, "b");
     EXPECT_EQ(session->last_input_tokens, 640u);
   }
-  EXPECT_EQ(fleet.worker(1).in_flight(), 0u);  // the attempt ended
-  EXPECT_EQ(fleet.worker(1).pending_prefill_tokens(), 0u);
-  EXPECT_EQ(fleet.worker(1).active_tokens(), 0u);
+  EXPECT_EQ(fleet.worker(1).load().in_flight(), 0u);  // the attempt ended
+  EXPECT_EQ(fleet.worker(1).load().pending_prefill_tokens(), 0u);
+  EXPECT_EQ(fleet.worker(1).load().active_tokens(), 0u);
 }
 
 TEST(Router, ASessionStaysWhereItsTurnsAreCached) {
@@ -204,12 +204,12 @@ TEST(Router, ASessionLeavesAQueuedWorkerAndSaysSo) {
   const auto home = *served.worker;
   fleet.hold(home, first, 19);
   // 10,000 prompt tokens queued there (1 s) against 30 ms of prefill saved.
-  fleet.worker(home).prefill_added(10'000);
+  fleet.worker(home).load().prefill_added(10'000);
   auto next = fleet.decide(prompt_of(480), "s");
   ASSERT_TRUE(next.worker);
   EXPECT_NE(*next.worker, home);
   EXPECT_EQ(next.reason, Reason::moved_queue);
-  fleet.worker(home).prefill_answered(10'000);
+  fleet.worker(home).load().prefill_answered(10'000);
 }
 
 TEST(Router, ASessionWhoseBlocksWereEvictedMovesWithThatReason) {
@@ -219,12 +219,12 @@ TEST(Router, ASessionWhoseBlocksWereEvictedMovesWithThatReason) {
   const auto home = *served.worker;
   // The home worker holds nothing any more (its engine evicted the blocks),
   // and is a little busier than the others.
-  fleet.worker(home).request_started();
+  fleet.worker(home).load().request_started();
   auto next = fleet.decide(prompt_of(480), "s");
   ASSERT_TRUE(next.worker);
   EXPECT_NE(*next.worker, home);
   EXPECT_EQ(next.reason, Reason::moved_evicted);
-  fleet.worker(home).request_finished();
+  fleet.worker(home).load().request_finished();
 }
 
 TEST(Router, ASessionMovesToAWorkerHoldingMoreOfItsPrompt) {
@@ -248,8 +248,8 @@ TEST(Router, ASessionOnADownWorkerMovesAsUnhealthy) {
   const auto home = *served.worker;
   fleet.hold(home, first, 19);
   workers::HealthThresholds thresholds{1, 1};
-  fleet.worker(home).record_check(false, thresholds);
-  ASSERT_FALSE(fleet.worker(home).healthy());
+  fleet.worker(home).health().record_check(false, thresholds);
+  ASSERT_FALSE(fleet.worker(home).health().healthy());
   auto next = fleet.decide(prompt_of(480), "s");
   ASSERT_TRUE(next.worker);
   EXPECT_NE(*next.worker, home);
@@ -261,14 +261,14 @@ TEST(Router, AnEjectedWorkerIsNotACandidateUnlessAllAre) {
   auto prompt = prompt_of(320);
   fleet.hold(1, prompt, 19);  // b holds the prompt
   const workers::EjectionOptions eject_at_once{1, 60'000, 60'000};
-  fleet.worker(1).record_traffic(workers::FailureCause::status_5xx, kNow, eject_at_once);
+  fleet.worker(1).breaker().record_traffic(workers::FailureCause::status_5xx, kNow, eject_at_once);
   auto decision = fleet.decide(prompt, std::nullopt);
   ASSERT_TRUE(decision.worker);
   EXPECT_NE(*decision.worker, 1u);
   EXPECT_EQ(decision.candidates[1].ineligible_because, policy::Ineligible::ejected);
   // Every worker ejected: panic mode routes as if none were.
-  fleet.worker(0).record_traffic(workers::FailureCause::connect, kNow, eject_at_once);
-  fleet.worker(2).record_traffic(workers::FailureCause::timeout, kNow, eject_at_once);
+  fleet.worker(0).breaker().record_traffic(workers::FailureCause::connect, kNow, eject_at_once);
+  fleet.worker(2).breaker().record_traffic(workers::FailureCause::timeout, kNow, eject_at_once);
   auto panic = fleet.decide(prompt, std::nullopt);
   EXPECT_EQ(panic.worker, 1u);
   // The ejection ends by itself.
@@ -353,14 +353,14 @@ TEST(Router, MissesTheEnginesEvictionsExplainDoNotMarkDrift) {
   for (int request = 0; request < 16; ++request) {
     miss(43 + 39);  // its own 43 blocks and the 39 it was promised
   }
-  EXPECT_FALSE(fleet.worker(0).drifting());
-  EXPECT_EQ(fleet.worker(0).drift_evidence().samples, 0u);
+  EXPECT_FALSE(fleet.worker(0).costs().drifting());
+  EXPECT_EQ(fleet.worker(0).costs().drift_evidence().samples, 0u);
   for (int request = 0; request < 3; ++request) {
     miss(43 + 38);  // one block short of explaining the miss
-    EXPECT_FALSE(fleet.worker(0).drifting());
+    EXPECT_FALSE(fleet.worker(0).costs().drifting());
   }
   miss(43 + 38);
-  EXPECT_TRUE(fleet.worker(0).drifting());
+  EXPECT_TRUE(fleet.worker(0).costs().drifting());
 }
 
 TEST(Router, ADriftingWorkersIndexIsNotCredited) {
@@ -374,7 +374,7 @@ TEST(Router, ADriftingWorkersIndexIsNotCredited) {
   for (int request = 0; request < 4; ++request) {
     fleet.serve(trusted, prompt, 0, {200, 0, 0u, 640u, 5.0});
   }
-  ASSERT_TRUE(fleet.worker(0).drifting());
+  ASSERT_TRUE(fleet.worker(0).costs().drifting());
   auto distrusted = fleet.decide(prompt, std::nullopt, 1);
   EXPECT_EQ(distrusted.candidates[0].cached_tokens, 0u);
   EXPECT_TRUE(distrusted.candidates[0].drifting);
@@ -385,10 +385,10 @@ TEST(Router, ADriftingWorkersIndexIsNotCredited) {
     EXPECT_EQ(on_a.indexed_cached_tokens, 624u);  // the index's own claim is still reported
   }
   // The engine agrees again: the worker is credited again.
-  for (int request = 0; request < 8 && fleet.worker(0).drifting(); ++request) {
+  for (int request = 0; request < 8 && fleet.worker(0).costs().drifting(); ++request) {
     fleet.serve(trusted, prompt, 0, {200, 0, 624u, 640u, 5.0});
   }
-  EXPECT_FALSE(fleet.worker(0).drifting());
+  EXPECT_FALSE(fleet.worker(0).costs().drifting());
   EXPECT_EQ(fleet.decide(prompt, std::nullopt, 2).worker, 0u);
 }
 
@@ -409,8 +409,8 @@ TEST(Router, EachWorkersSpeedIsLearnedAgainstThePooledFitAndPriced) {
     fleet.serve(decision, prompt, worker, {200, 0, 0u, length, ttft, true});
   }
   EXPECT_EQ(fleet.model.pooled_prefill->rates().samples, 120u);
-  EXPECT_GT(fleet.worker(0).prefill_speed() / fleet.worker(1).prefill_speed(), 1.5);
-  EXPECT_NEAR(fleet.worker(1).prefill_speed(), fleet.worker(2).prefill_speed(), 0.05);
+  EXPECT_GT(fleet.worker(0).costs().prefill_speed() / fleet.worker(1).costs().prefill_speed(), 1.5);
+  EXPECT_NEAR(fleet.worker(1).costs().prefill_speed(), fleet.worker(2).costs().prefill_speed(), 0.05);
   // A cold prompt: in every mode a's prefill is priced at about twice b's,
   // so it goes to b or c.
   for (auto scope :
@@ -461,14 +461,14 @@ TEST(Router, AMoveIsCountedOnCommitOnly) {
   Fleet fleet(cache_aware());
   auto first = prompt_of(320);
   auto served = fleet.turn(first, "s");
-  fleet.worker(*served.worker).prefill_added(100'000);
+  fleet.worker(*served.worker).load().prefill_added(100'000);
   auto second = prompt_of(480);
   ASSERT_EQ(fleet.decide(second, "s").reason, Reason::moved_evicted);
   EXPECT_EQ(fleet.metrics.serialize().find("kvgate_session_moves_total{"), std::string::npos);
   fleet.turn(second, "s");
   EXPECT_NE(fleet.metrics.serialize().find("kvgate_session_moves_total{model=\"m\",reason=\"moved_evicted\"} 1"),
             std::string::npos);
-  fleet.worker(*served.worker).prefill_answered(100'000);
+  fleet.worker(*served.worker).load().prefill_answered(100'000);
 }
 
 // The index writer as the router sees it: each call recorded.
@@ -512,12 +512,12 @@ TEST(Attempt, NotRunWithdrawsTheInsertWithItsOwnCopyOfTheBlocks) {
     attempt.emplace(fleet.router.commit(fleet.table, fleet.model, decision, &prompt, context));
   }
   const auto worker = attempt->worker_index();
-  EXPECT_EQ(fleet.worker(worker).in_flight(), 1u);
+  EXPECT_EQ(fleet.worker(worker).load().in_flight(), 1u);
   ASSERT_EQ(writer.calls.size(), 1u);
   EXPECT_EQ(writer.calls[0].kind, "assume");
   EXPECT_EQ(writer.calls[0].ticket, 41u);
   attempt->end(AttemptEnd::not_run, workers::FailureCause::connect, kNow);
-  EXPECT_EQ(fleet.worker(worker).in_flight(), 0u);
+  EXPECT_EQ(fleet.worker(worker).load().in_flight(), 0u);
   ASSERT_EQ(writer.calls.size(), 2u);
   EXPECT_EQ(writer.calls[1].kind, "withdraw");
   EXPECT_EQ(writer.calls[1].blocks, expected);
@@ -538,10 +538,10 @@ TEST(Attempt, AnAttemptNeverEndedIsWithdrawnAndAMovedFromOneOwnsNothing) {
   {
     auto first = fleet.router.commit(fleet.table, fleet.model, decision, &prompt, context);
     Attempt moved(std::move(first));
-    EXPECT_EQ(fleet.worker(worker).in_flight(), 1u);
+    EXPECT_EQ(fleet.worker(worker).load().in_flight(), 1u);
   }  // `moved` withdraws once; `first` owns nothing
-  EXPECT_EQ(fleet.worker(worker).in_flight(), 0u);
-  EXPECT_EQ(fleet.worker(worker).pending_prefill_tokens(), 0u);
+  EXPECT_EQ(fleet.worker(worker).load().in_flight(), 0u);
+  EXPECT_EQ(fleet.worker(worker).load().pending_prefill_tokens(), 0u);
   ASSERT_EQ(writer.calls.size(), 2u);
   EXPECT_EQ(writer.calls[1].kind, "withdraw");
 }
@@ -596,14 +596,14 @@ TEST(Attempt, FailuresEjectWorkersUpToTheModelsCap) {
     attempt.end(AttemptEnd::not_run, traffic, kNow);
   };
   fail_on(0, std::nullopt);
-  EXPECT_FALSE(fleet.worker(0).ejected(kNow));
+  EXPECT_FALSE(fleet.worker(0).breaker().ejected(kNow));
   for (std::size_t worker = 0; worker < 4; ++worker) {
     fail_on(worker, workers::FailureCause::connect);
   }
-  EXPECT_TRUE(fleet.worker(0).ejected(kNow));
-  EXPECT_TRUE(fleet.worker(1).ejected(kNow));
-  EXPECT_FALSE(fleet.worker(2).ejected(kNow));  // two of four is the cap
-  EXPECT_FALSE(fleet.worker(3).ejected(kNow));
+  EXPECT_TRUE(fleet.worker(0).breaker().ejected(kNow));
+  EXPECT_TRUE(fleet.worker(1).breaker().ejected(kNow));
+  EXPECT_FALSE(fleet.worker(2).breaker().ejected(kNow));  // two of four is the cap
+  EXPECT_FALSE(fleet.worker(3).breaker().ejected(kNow));
   EXPECT_EQ(routable_workers(fleet.model, kNow), 2u);
 }
 
@@ -631,7 +631,8 @@ TEST(Explain, TheTextNamesTheWorkerTheReasonTheRunnerUpAndEachCandidate) {
   auto prompt = prompt_of(640);
   fleet.hold(1, prompt, 39);
   fleet.turn(prompt, "s");
-  fleet.worker(2).record_traffic(workers::FailureCause::status_5xx, kNow, workers::EjectionOptions{1, 60'000, 60'000});
+  fleet.worker(2).breaker().record_traffic(workers::FailureCause::status_5xx, kNow,
+                                           workers::EjectionOptions{1, 60'000, 60'000});
   auto decision = fleet.decide(prompt_of(800), "s");
   ASSERT_EQ(decision.worker, 1u);
   const auto text = explain_text(fleet.model, decision);

@@ -16,83 +16,83 @@ WorkerState make_worker() {
 TEST(WorkerState, ActiveChecksMarkDownAndUpAfterThresholds) {
   auto worker = make_worker();
   HealthThresholds thresholds{3, 2};
-  EXPECT_TRUE(worker.healthy());
-  EXPECT_EQ(worker.record_check(false, thresholds), HealthChange::none);
-  EXPECT_EQ(worker.record_check(false, thresholds), HealthChange::none);
-  EXPECT_EQ(worker.record_check(false, thresholds), HealthChange::went_down);
-  EXPECT_FALSE(worker.healthy());
-  EXPECT_EQ(worker.record_check(false, thresholds), HealthChange::none);
-  EXPECT_EQ(worker.record_check(true, thresholds), HealthChange::none);
-  EXPECT_EQ(worker.record_check(true, thresholds), HealthChange::went_up);
-  EXPECT_TRUE(worker.healthy());
+  EXPECT_TRUE(worker.health().healthy());
+  EXPECT_EQ(worker.health().record_check(false, thresholds), HealthChange::none);
+  EXPECT_EQ(worker.health().record_check(false, thresholds), HealthChange::none);
+  EXPECT_EQ(worker.health().record_check(false, thresholds), HealthChange::went_down);
+  EXPECT_FALSE(worker.health().healthy());
+  EXPECT_EQ(worker.health().record_check(false, thresholds), HealthChange::none);
+  EXPECT_EQ(worker.health().record_check(true, thresholds), HealthChange::none);
+  EXPECT_EQ(worker.health().record_check(true, thresholds), HealthChange::went_up);
+  EXPECT_TRUE(worker.health().healthy());
 }
 
 TEST(WorkerState, APassInTheMiddleResetsTheFailureStreak) {
   auto worker = make_worker();
   HealthThresholds thresholds{2, 1};
-  worker.record_check(false, thresholds);
-  worker.record_check(true, thresholds);
-  EXPECT_EQ(worker.record_check(false, thresholds), HealthChange::none);
-  EXPECT_TRUE(worker.healthy());
+  worker.health().record_check(false, thresholds);
+  worker.health().record_check(true, thresholds);
+  EXPECT_EQ(worker.health().record_check(false, thresholds), HealthChange::none);
+  EXPECT_TRUE(worker.health().healthy());
 }
 
 TEST(WorkerState, TrafficFailuresEjectThroughTheBreakerAndAProbeRestores) {
   auto worker = make_worker();
   EjectionOptions options{2, 1'000, 8'000};
-  EXPECT_EQ(worker.record_traffic(FailureCause::connect, 100, options), CircuitBreaker::Change::none);
-  EXPECT_EQ(worker.record_traffic(FailureCause::none, 110, options), CircuitBreaker::Change::none);
-  EXPECT_EQ(worker.record_traffic(FailureCause::status_5xx, 120, options), CircuitBreaker::Change::none);
-  EXPECT_EQ(worker.record_traffic(FailureCause::reset, 130, options), CircuitBreaker::Change::ejected);
-  EXPECT_TRUE(worker.ejected(131));
-  EXPECT_TRUE(worker.healthy());  // ejection is not the active checks' verdict
-  auto status = worker.outlier_status(131);
+  EXPECT_EQ(worker.breaker().record_traffic(FailureCause::connect, 100, options), CircuitBreaker::Change::none);
+  EXPECT_EQ(worker.breaker().record_traffic(FailureCause::none, 110, options), CircuitBreaker::Change::none);
+  EXPECT_EQ(worker.breaker().record_traffic(FailureCause::status_5xx, 120, options), CircuitBreaker::Change::none);
+  EXPECT_EQ(worker.breaker().record_traffic(FailureCause::reset, 130, options), CircuitBreaker::Change::ejected);
+  EXPECT_TRUE(worker.breaker().ejected(131));
+  EXPECT_TRUE(worker.health().healthy());  // ejection is not the active checks' verdict
+  auto status = worker.breaker().status(131);
   EXPECT_EQ(status.state, BreakerState::open);
   EXPECT_EQ(status.ejected_until_ms, 1'130u);
   EXPECT_EQ(status.last_cause, FailureCause::reset);
   EXPECT_EQ(status.ejections_total, 1u);
-  EXPECT_FALSE(worker.ejected(1'130));  // half-open: takes traffic again
-  EXPECT_EQ(worker.record_traffic(FailureCause::none, 1'200, options), CircuitBreaker::Change::restored);
-  EXPECT_EQ(worker.outlier_status(1'200).state, BreakerState::closed);
+  EXPECT_FALSE(worker.breaker().ejected(1'130));  // half-open: takes traffic again
+  EXPECT_EQ(worker.breaker().record_traffic(FailureCause::none, 1'200, options), CircuitBreaker::Change::restored);
+  EXPECT_EQ(worker.breaker().status(1'200).state, BreakerState::closed);
 
   auto never = make_worker();
   for (int index = 0; index < 100; ++index) {
-    never.record_traffic(FailureCause::connect, 100, {0, 1'000, 8'000});
+    never.breaker().record_traffic(FailureCause::connect, 100, {0, 1'000, 8'000});
   }
-  EXPECT_FALSE(never.ejected(101));
+  EXPECT_FALSE(never.breaker().ejected(101));
 }
 
 TEST(WorkerState, InFlightCountsDispatchAndCompletion) {
   auto worker = make_worker();
-  worker.request_started();
-  worker.request_started();
-  worker.request_finished();
-  EXPECT_EQ(worker.in_flight(), 1u);
+  worker.load().request_started();
+  worker.load().request_started();
+  worker.load().request_finished();
+  EXPECT_EQ(worker.load().in_flight(), 1u);
 }
 
 TEST(WorkerState, RecentTimeToFirstTokenFollowsTheLastAnswers) {
   auto worker = make_worker();
-  EXPECT_FALSE(worker.recent_time_to_first_token_seconds());
-  worker.record_time_to_first_token(0.1);
-  EXPECT_DOUBLE_EQ(*worker.recent_time_to_first_token_seconds(), 0.1);
+  EXPECT_FALSE(worker.load().recent_time_to_first_token_seconds());
+  worker.load().record_time_to_first_token(0.1);
+  EXPECT_DOUBLE_EQ(*worker.load().recent_time_to_first_token_seconds(), 0.1);
   // A queue builds up: within ten answers the mean is most of the way there.
   for (int answer = 0; answer < 10; ++answer) {
-    worker.record_time_to_first_token(1.0);
+    worker.load().record_time_to_first_token(1.0);
   }
-  EXPECT_GT(*worker.recent_time_to_first_token_seconds(), 0.85);
-  EXPECT_LT(*worker.recent_time_to_first_token_seconds(), 1.0);
+  EXPECT_GT(*worker.load().recent_time_to_first_token_seconds(), 0.85);
+  EXPECT_LT(*worker.load().recent_time_to_first_token_seconds(), 1.0);
 }
 
 TEST(WorkerState, AStreamsPrefillIsPendingUntilItsFirstToken) {
   auto worker = make_worker();
   {
     InFlightRequest request(worker, 500);
-    EXPECT_EQ(worker.pending_prefill_tokens(), 500u);
+    EXPECT_EQ(worker.load().pending_prefill_tokens(), 500u);
     request.first_token(0.25);
-    EXPECT_EQ(worker.pending_prefill_tokens(), 0u);
-    EXPECT_EQ(worker.in_flight(), 1u);
+    EXPECT_EQ(worker.load().pending_prefill_tokens(), 0u);
+    EXPECT_EQ(worker.load().in_flight(), 1u);
   }
-  EXPECT_EQ(worker.in_flight(), 0u);
-  EXPECT_DOUBLE_EQ(*worker.recent_time_to_first_token_seconds(), 0.25);
+  EXPECT_EQ(worker.load().in_flight(), 0u);
+  EXPECT_DOUBLE_EQ(*worker.load().recent_time_to_first_token_seconds(), 0.25);
 }
 
 // The pending request count (the gateway's own share of the engine's
@@ -103,35 +103,35 @@ TEST(WorkerState, PendingRequestsCountEveryRequestUntilItAnswersOnce) {
   {
     InFlightRequest cached(worker, 0, 800);
     InFlightRequest fresh(worker, 1'000, 1'000);
-    EXPECT_EQ(worker.pending_requests(), 2u);
+    EXPECT_EQ(worker.load().pending_requests(), 2u);
     InFlightRequest moved(std::move(fresh));
-    EXPECT_EQ(worker.pending_requests(), 2u);
+    EXPECT_EQ(worker.load().pending_requests(), 2u);
     moved.answering();
     moved.answering();
-    EXPECT_EQ(worker.pending_requests(), 1u);
-    EXPECT_EQ(worker.pending_prefill_tokens(), 0u);
+    EXPECT_EQ(worker.load().pending_requests(), 1u);
+    EXPECT_EQ(worker.load().pending_prefill_tokens(), 0u);
   }
-  EXPECT_EQ(worker.pending_requests(), 0u);
-  EXPECT_DOUBLE_EQ(worker.mean_uncached_tokens(), 50.0);  // 0, then 5% of the way to 1,000
+  EXPECT_EQ(worker.load().pending_requests(), 0u);
+  EXPECT_DOUBLE_EQ(worker.load().mean_uncached_tokens(), 50.0);  // 0, then 5% of the way to 1,000
 }
 
 // The engine's waiting requests beyond the gateway's own pending ones at
 // the scrape are other gateways' load; a scrape without the figure clears it.
 TEST(WorkerState, TheEnginesWaitingRequestsBeyondOurOwnAreOthers) {
   auto worker = make_worker();
-  auto load = std::make_shared<WorkerState::ScrapedLoad>();
+  auto load = std::make_shared<EngineView::Scrape>();
   load->load.waiting = 7;
   load->scraped_ms = 1'000;
-  worker.publish_engine_load(load, 3);
-  EXPECT_EQ(worker.engine_queue().waiting, 7u);
-  EXPECT_EQ(worker.engine_queue().others_waiting, 4u);
-  worker.publish_engine_load(load, 9);  // ours are more than the engine shows: none are others'
-  EXPECT_EQ(worker.engine_queue().others_waiting, 0u);
-  auto without = std::make_shared<WorkerState::ScrapedLoad>();
-  worker.publish_engine_load(load, 0);
-  worker.publish_engine_load(without, 0);
-  EXPECT_FALSE(worker.engine_queue().waiting);
-  EXPECT_EQ(worker.engine_queue().others_waiting, 0u);
+  worker.engine().publish(load, 3);
+  EXPECT_EQ(worker.engine().queue().waiting, 7u);
+  EXPECT_EQ(worker.engine().queue().others_waiting, 4u);
+  worker.engine().publish(load, 9);  // ours are more than the engine shows: none are others'
+  EXPECT_EQ(worker.engine().queue().others_waiting, 0u);
+  auto without = std::make_shared<EngineView::Scrape>();
+  worker.engine().publish(load, 0);
+  worker.engine().publish(without, 0);
+  EXPECT_FALSE(worker.engine().queue().waiting);
+  EXPECT_EQ(worker.engine().queue().others_waiting, 0u);
 }
 
 }  // namespace
@@ -150,18 +150,18 @@ TEST(WorkerState, PredictionsRecordedFromSeveralThreadsWhileTheRouterReads) {
   for (int thread = 0; thread < 3; ++thread) {
     threads.emplace_back([&] {
       for (int sample = 0; sample < 2'000; ++sample) {
-        worker.record_prediction(256, 0, 0, options);
-        seen_drifting += worker.drifting() ? 1 : 0;
-        (void)worker.drift_evidence();
+        worker.costs().record_prediction(256, 0, 0, options);
+        seen_drifting += worker.costs().drifting() ? 1 : 0;
+        (void)worker.costs().drift_evidence();
       }
     });
   }
   for (auto& thread : threads) {
     thread.join();
   }
-  EXPECT_TRUE(worker.drifting());
+  EXPECT_TRUE(worker.costs().drifting());
   EXPECT_GT(seen_drifting.load(), 0);
-  EXPECT_EQ(worker.drift_evidence().samples, options.window);
+  EXPECT_EQ(worker.costs().drift_evidence().samples, options.window);
 }
 
 // I/O threads record traffic outcomes and prefill samples while routers
@@ -176,11 +176,11 @@ TEST(WorkerState, OutcomesAndPrefillSamplesFromSeveralThreadsWhileTheRouterReads
   std::atomic<int> bad_rates{0};
   std::thread router([&] {
     while (!done.load()) {
-      ejected_reads += worker.ejected(clock.load()) ? 1 : 0;
-      const auto rates = worker.prefill_rates();
+      ejected_reads += worker.breaker().ejected(clock.load()) ? 1 : 0;
+      const auto rates = worker.costs().prefill_rates();
       bad_rates += rates.ms_per_token > 0 && rates.ms_per_token_pair >= 0 && rates.base_ms >= 0 ? 0 : 1;
-      bad_rates += worker.prefill_speed() > 0 ? 0 : 1;
-      (void)worker.outlier_status(clock.load());
+      bad_rates += worker.costs().prefill_speed() > 0 ? 0 : 1;
+      (void)worker.breaker().status(clock.load());
     }
   });
   std::vector<std::thread> io_threads;
@@ -190,9 +190,9 @@ TEST(WorkerState, OutcomesAndPrefillSamplesFromSeveralThreadsWhileTheRouterReads
         const auto now = clock.fetch_add(1);
         // Bursts of failures on one thread, successes on the other.
         const auto failure = thread == 0 && request % 10 < 4 ? FailureCause::reset : FailureCause::none;
-        worker.record_traffic(failure, now, ejection);
-        worker.record_prefill({1'000 + request, 0, 0, 0, 30.0 + request % 7});
-        worker.record_prefill_speed(thread == 0 ? 1.5 : 2.5);
+        worker.breaker().record_traffic(failure, now, ejection);
+        worker.costs().record_prefill({1'000 + request, 0, 0, 0, 30.0 + request % 7});
+        worker.costs().record_prefill_speed(thread == 0 ? 1.5 : 2.5);
       }
     });
   }
@@ -202,11 +202,93 @@ TEST(WorkerState, OutcomesAndPrefillSamplesFromSeveralThreadsWhileTheRouterReads
   done = true;
   router.join();
   EXPECT_EQ(bad_rates.load(), 0);
-  EXPECT_GT(worker.outlier_status(clock.load()).ejections_total, 0u);
-  EXPECT_EQ(worker.prefill_rates().samples, 6'000u);
-  EXPECT_EQ(worker.prefill_speed_fit().samples(), 6'000u);
-  EXPECT_GT(worker.prefill_speed(), 1.4);  // between the two threads' ratios
-  EXPECT_LT(worker.prefill_speed(), 2.6);
+  EXPECT_GT(worker.breaker().status(clock.load()).ejections_total, 0u);
+  EXPECT_EQ(worker.costs().prefill_rates().samples, 6'000u);
+  EXPECT_EQ(worker.costs().prefill_speed_fit().samples(), 6'000u);
+  EXPECT_GT(worker.costs().prefill_speed(), 1.4);  // between the two threads' ratios
+  EXPECT_LT(worker.costs().prefill_speed(), 2.6);
+}
+
+// Each part of a worker's state has one kind of writer; these run each
+// writer on its threads against a reader that reads as the router does
+// (the ThreadSanitizer stage runs them).
+
+// load(): the I/O threads dispatch and answer requests.
+TEST(WorkerStateWriters, LoadCountersFromSeveralIoThreadsWhileTheRouterReads) {
+  auto worker = make_worker();
+  std::atomic<bool> done{false};
+  std::atomic<int> reads{0};
+  std::thread router([&] {
+    while (!done.load()) {
+      const auto& load = worker.load();
+      reads += static_cast<int>(load.in_flight() + load.pending_requests() > 1'000'000 ? 0 : 1);
+      (void)load.pending_prefill_tokens();
+      (void)load.active_tokens();
+      (void)load.mean_uncached_tokens();
+      (void)load.recent_time_to_first_token_seconds();
+    }
+  });
+  std::vector<std::thread> io_threads;
+  for (int thread = 0; thread < 3; ++thread) {
+    io_threads.emplace_back([&] {
+      for (int request = 0; request < 2'000; ++request) {
+        InFlightRequest in_flight(worker, 100, 400);
+        if (request % 2 == 0) {
+          in_flight.first_token(0.01);
+        }
+      }
+    });
+  }
+  for (auto& thread : io_threads) {
+    thread.join();
+  }
+  done = true;
+  router.join();
+  EXPECT_GT(reads.load(), 0);
+  EXPECT_EQ(worker.load().in_flight(), 0u);
+  EXPECT_EQ(worker.load().pending_prefill_tokens(), 0u);
+  EXPECT_EQ(worker.load().pending_requests(), 0u);
+  EXPECT_EQ(worker.load().active_tokens(), 0u);
+  EXPECT_TRUE(worker.load().recent_time_to_first_token_seconds());
+}
+
+// health() and engine(): the control thread checks and scrapes.
+TEST(WorkerStateWriters, ChecksAndScrapesFromTheControlThreadWhileRoutersRead) {
+  auto worker = make_worker();
+  std::atomic<bool> done{false};
+  std::atomic<int> torn{0};
+  std::vector<std::thread> routers;
+  for (int thread = 0; thread < 2; ++thread) {
+    routers.emplace_back([&] {
+      while (!done.load()) {
+        (void)worker.health().healthy();
+        // The per-decision fields may come from two successive scrapes.
+        (void)worker.engine().queue();
+        // A snapshot's fields agree with each other: scraped at 10x its waiting.
+        if (auto last = worker.engine().last();
+            last && last->load.waiting && last->scraped_ms != static_cast<std::uint64_t>(*last->load.waiting) * 10) {
+          ++torn;
+        }
+      }
+    });
+  }
+  std::thread control([&] {
+    const HealthThresholds thresholds{2, 2};
+    for (std::uint32_t round = 1; round <= 3'000; ++round) {
+      worker.health().record_check(round % 7 != 0, thresholds);
+      auto scrape = std::make_shared<EngineView::Scrape>();
+      scrape->load.waiting = round % 50;
+      scrape->scraped_ms = static_cast<std::uint64_t>(round % 50) * 10;
+      worker.engine().publish(std::move(scrape), round % 3);
+    }
+  });
+  control.join();
+  done = true;
+  for (auto& thread : routers) {
+    thread.join();
+  }
+  EXPECT_EQ(torn.load(), 0);
+  EXPECT_TRUE(worker.engine().last());
 }
 
 // The router reads the ages only for a worker where the prompt's blocks do

@@ -1,10 +1,18 @@
 #pragma once
-// Live state of one worker (engine replica), shared by all I/O threads.
-// Concurrency: every mutable field is an atomic with a single purpose; the
-// health-check counters are written only by the control thread's checker,
-// the passive-failure counter by any I/O thread. A reload keeps the same
-// WorkerState object for a worker whose id and URL did not change, so its
-// health and in-flight count survive the reload.
+// Live state of one worker (engine replica), shared by the I/O threads, the
+// control thread and the index writer, split by who writes it. Each part
+// below states its writer and how readers see it; nothing is written by
+// two kinds of thread. A reload keeps the same WorkerState for a worker
+// whose id and URL did not change, so its health, load and learning survive
+// the reload.
+//
+//   part            written by                             read by
+//   load()          I/O threads (dispatch, answers)        router, admin
+//   health()        control thread (active checks)         router, admin
+//   breaker()       I/O threads (a try's outcome)          router, admission, admin
+//   engine()        control thread (the /metrics scraper)  router, admin
+//   event_stream()  the index writer thread                router, admin
+//   costs()         I/O threads (a response's outcome)     router, admin
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -100,54 +108,12 @@ struct EventStreamStatus {
   }
 };
 
-class WorkerState {
+// The gateway's own load on the worker. Written by the I/O threads as they
+// dispatch requests and read answers; each field is a relaxed atomic count
+// of its own (a reader may see one newer than another, never a torn one).
+class LoadCounters {
  public:
-  // `model`: the model the worker serves (its request series' label).
-  WorkerState(std::string id, std::string url, HttpUrl endpoint, std::string_view model = {})
-      : id_(std::move(id)), url_(std::move(url)), endpoint_(std::move(endpoint)), series_(model, id_) {}
-
-  [[nodiscard]] const std::string& id() const { return id_; }
-  [[nodiscard]] const std::string& url() const { return url_; }
-  [[nodiscard]] const HttpUrl& endpoint() const { return endpoint_; }
-
-  [[nodiscard]] bool healthy() const { return healthy_.load(std::memory_order_relaxed); }
   [[nodiscard]] std::uint32_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
-
-  // The worker's Prometheus series (obs/worker_series.hpp): they live and
-  // leave with the worker.
-  [[nodiscard]] obs::WorkerSeries& series() const { return series_; }
-
-  EventStreamStatus& event_stream() { return event_stream_; }
-  [[nodiscard]] const EventStreamStatus& event_stream() const { return event_stream_; }
-
-  // The engine's own load, from the last good scrape of its /metrics (null
-  // before the first): an immutable snapshot, replaced whole by the scraper.
-  struct ScrapedLoad {
-    EngineLoad load;
-    std::uint64_t scraped_ms = 0;  // when it was scraped, on the monotonic clock
-  };
-  [[nodiscard]] std::shared_ptr<const ScrapedLoad> engine_load() const {
-    return engine_load_.load(std::memory_order_acquire);
-  }
-  // `own_pending`: this gateway's pending requests here while the scrape
-  // was under way (the larger of before and after): the engine's waiting
-  // requests beyond them are other gateways' and clients'.
-  void publish_engine_load(std::shared_ptr<const ScrapedLoad> load, std::uint32_t own_pending = 0);
-  // The two fields the router reads per decision, as plain atomics: loading
-  // the shared snapshot takes libstdc++'s lock bit and a reference count
-  // per worker, a shared cache line every I/O thread would write. Waiting
-  // and time may come from two successive scrapes, which is harmless.
-  struct EngineQueue {
-    std::optional<std::uint32_t> waiting;  // nullopt: never scraped, or the engine does not report it
-    std::uint64_t scraped_ms = 0;          // monotonic
-    std::uint32_t others_waiting = 0;      // of `waiting`, beyond this gateway's pending requests at the scrape
-  };
-  [[nodiscard]] EngineQueue engine_queue() const {
-    const auto waiting = engine_waiting_.load(std::memory_order_relaxed);
-    return {waiting < 0 ? std::nullopt : std::optional(static_cast<std::uint32_t>(waiting)),
-            engine_scraped_ms_.load(std::memory_order_relaxed), engine_others_waiting_.load(std::memory_order_relaxed)};
-  }
-
   [[nodiscard]] std::uint64_t pending_prefill_tokens() const {
     return pending_prefill_tokens_.load(std::memory_order_relaxed);
   }
@@ -165,7 +131,6 @@ class WorkerState {
     return value < 0 ? std::nullopt : std::optional(value);
   }
   void record_time_to_first_token(double seconds);
-
   // Uncached prompt tokens per request dispatched here (an exponentially
   // weighted mean, 0 before the first): what each request the engine reports
   // waiting is likely to cost, when other gateways put it there.
@@ -180,7 +145,6 @@ class WorkerState {
     mean_uncached_tokens_.store(previous < 0 ? tokens : previous + 0.05 * (tokens - previous),
                                 std::memory_order_relaxed);
   }
-
   void request_started() { in_flight_.fetch_add(1, std::memory_order_relaxed); }
   void request_finished() { in_flight_.fetch_sub(1, std::memory_order_relaxed); }
   void prefill_added(std::uint64_t tokens) {
@@ -194,45 +158,46 @@ class WorkerState {
   void active_added(std::uint64_t tokens) { active_tokens_.fetch_add(tokens, std::memory_order_relaxed); }
   void active_finished(std::uint64_t tokens) { active_tokens_.fetch_sub(tokens, std::memory_order_relaxed); }
 
-  // Prediction drift (prediction_drift.hpp): fed by any I/O thread when a
-  // routed request ends with the engine's cached tokens; read lock-free by
-  // the router. The mutex guards only the sample window (held for one
-  // sample).
-  [[nodiscard]] bool drifting() const { return drifting_.load(std::memory_order_relaxed); }
-  DriftChange record_prediction(std::uint32_t predicted, std::uint32_t reported, std::uint64_t evicted_tokens,
-                                const DriftOptions& options);
-  [[nodiscard]] DriftEvidence drift_evidence() const;
+ private:
+  std::atomic<std::uint32_t> in_flight_{0};
+  std::atomic<std::uint64_t> pending_prefill_tokens_{0};
+  std::atomic<double> mean_uncached_tokens_{-1};  // negative: no dispatch yet
+  std::atomic<std::uint32_t> pending_requests_{0};
+  std::atomic<std::uint64_t> active_tokens_{0};
+  std::atomic<double> recent_ttft_seconds_{-1};  // < 0: no sample yet
+};
 
-  // The worker's own learned prefill cost (learned_prefill.hpp), and its
-  // speed against its model's pooled fit (policy::SpeedFit: the ratio of
-  // its requests' TTFT to what the pooled fit predicted for them), read
-  // lock-free by the router.
-  [[nodiscard]] policy::PrefillRates prefill_rates() const { return prefill_.rates(); }
-  policy::PrefillFit::Verdict record_prefill(const policy::PrefillSample& sample) { return prefill_.observe(sample); }
-  using PrefillFitStatus = LearnedPrefill::Status;
-  [[nodiscard]] PrefillFitStatus prefill_fit_status() const { return prefill_.status(); }
-  // The priors to start from; called once before traffic (the routing table
-  // build), and again only for a worker that has learned nothing yet.
-  void set_prefill_prior(const policy::PrefillFitOptions& options) { prefill_.set_prior(options); }
-  void record_prefill_speed(double observed_over_predicted);
-  [[nodiscard]] double prefill_speed() const { return prefill_speed_.load(std::memory_order_relaxed); }
-  [[nodiscard]] double prefill_speed_noise() const { return prefill_speed_noise_.load(std::memory_order_relaxed); }
-  [[nodiscard]] policy::SpeedFit prefill_speed_fit() const;
-
-  // Active checks (control thread only).
+// Active health checks. Written by the control thread's checker alone (the
+// streaks are its own); the verdict is an atomic the router reads.
+class HealthStatus {
+ public:
+  // Workers start healthy so that traffic flows before the first check ends
+  // (the same default as Envoy for hosts without a completed check).
+  [[nodiscard]] bool healthy() const { return healthy_.load(std::memory_order_relaxed); }
   HealthChange record_check(bool success, const HealthThresholds& thresholds);
-  // Traffic outcomes (any I/O thread), into the worker's circuit breaker
-  // (outlier_ejection.hpp): FailureCause::none for an answer that was not
-  // the worker's failure. `may_eject`: the model's cap on ejected workers
-  // allows one more. A clean success on a closed breaker takes no lock.
+
+ private:
+  std::atomic<bool> healthy_{true};
+  std::uint32_t check_failure_streak_ = 0;
+  std::uint32_t check_success_streak_ = 0;
+};
+
+// The worker's circuit breaker (outlier_ejection.hpp). Written by the I/O
+// threads as tries end (under one mutex, taken only when there is a failure
+// or a streak to clear); the ejection's end is an atomic the router reads
+// lock-free. Times are on the monotonic clock.
+class OutlierBreaker {
+ public:
+  // FailureCause::none for an answer that was not the worker's failure.
+  // `may_eject`: the model's cap on ejected workers allows one more.
   CircuitBreaker::Change record_traffic(FailureCause failure, std::uint64_t now_ms, const EjectionOptions& options,
                                         bool may_eject = true);
-  // Lock-free, for the router: out of routing until the ejection time ends.
+  // Out of routing until the ejection time ends.
   [[nodiscard]] bool ejected(std::uint64_t now_ms) const {
     const auto until = ejected_until_ms_.load(std::memory_order_relaxed);
     return until != 0 && now_ms < until;
   }
-  struct OutlierStatus {
+  struct Status {
     BreakerState state = BreakerState::closed;
     std::uint64_t ejected_until_ms = 0;  // monotonic
     std::uint32_t ejections_in_a_row = 0;
@@ -240,42 +205,128 @@ class WorkerState {
     FailureCause last_cause = FailureCause::none;
     std::uint64_t ejections_total = 0;
   };
-  [[nodiscard]] OutlierStatus outlier_status(std::uint64_t now_ms) const;
+  [[nodiscard]] Status status(std::uint64_t now_ms) const;
 
  private:
-  const std::string id_;
-  const std::string url_;
-  const HttpUrl endpoint_;
-  mutable obs::WorkerSeries series_;  // thread-safe itself: counting is not a change of the worker's state
-  // Workers start healthy so that traffic flows before the first check ends
-  // (the same default as Envoy for hosts without a completed check).
-  std::atomic<bool> healthy_{true};
-  std::atomic<std::uint32_t> in_flight_{0};
-  std::atomic<std::uint64_t> pending_prefill_tokens_{0};
-  std::atomic<double> mean_uncached_tokens_{-1};  // negative: no dispatch yet
-  std::atomic<std::uint32_t> pending_requests_{0};
-  std::atomic<std::uint64_t> active_tokens_{0};
-  std::atomic<double> recent_ttft_seconds_{-1};  // < 0: no sample yet
-  mutable std::mutex breaker_mutex_;
+  mutable std::mutex mutex_;
   CircuitBreaker breaker_;
-  std::atomic<bool> breaker_clean_{true};  // closed with no failure streak: a success needs no lock
+  std::atomic<bool> clean_{true};  // closed with no failure streak: a success needs no lock
   std::atomic<std::uint64_t> ejected_until_ms_{0};
   std::atomic<std::uint64_t> ejections_total_{0};
-  EventStreamStatus event_stream_;
+};
+
+// What the engine says of itself, from the last good scrape of its
+// /metrics. Written by the scraper (control thread): the whole scrape as an
+// immutable snapshot, replaced whole, because its fields must agree with
+// each other; and the two fields the router reads per decision as plain
+// atomics (loading the shared snapshot takes libstdc++'s lock bit and a
+// reference count per worker, a cache line every I/O thread would write).
+class EngineView {
+ public:
+  struct Scrape {
+    EngineLoad load;
+    std::uint64_t scraped_ms = 0;  // when it was scraped, on the monotonic clock
+  };
+  // Null before the first good scrape.
+  [[nodiscard]] std::shared_ptr<const Scrape> last() const { return last_.load(std::memory_order_acquire); }
+  // `own_pending`: this gateway's pending requests here while the scrape
+  // was under way (the larger of before and after): the engine's waiting
+  // requests beyond them are other gateways' and clients'.
+  void publish(std::shared_ptr<const Scrape> scrape, std::uint32_t own_pending = 0);
+  // Waiting and time may come from two successive scrapes, which is harmless.
+  struct Queue {
+    std::optional<std::uint32_t> waiting;  // nullopt: never scraped, or the engine does not report it
+    std::uint64_t scraped_ms = 0;          // monotonic
+    std::uint32_t others_waiting = 0;      // of `waiting`, beyond this gateway's pending requests at the scrape
+  };
+  [[nodiscard]] Queue queue() const {
+    const auto waiting = waiting_.load(std::memory_order_relaxed);
+    return {waiting < 0 ? std::nullopt : std::optional(static_cast<std::uint32_t>(waiting)),
+            scraped_ms_.load(std::memory_order_relaxed), others_waiting_.load(std::memory_order_relaxed)};
+  }
+
+ private:
+  std::atomic<std::int64_t> waiting_{-1};  // < 0: not known
+  std::atomic<std::uint32_t> others_waiting_{0};
+  std::atomic<std::uint64_t> scraped_ms_{0};
+  std::atomic<std::shared_ptr<const Scrape>> last_;
+};
+
+// What kvgate learns of the worker from its answers: the prediction drift
+// window (prediction_drift.hpp), its own prefill fit (learned_prefill.hpp)
+// and its speed against the model's pooled fit (policy::SpeedFit). Written
+// by the I/O threads when a response completes, each under its own mutex
+// held for one sample; the router reads the results lock-free.
+class LearnedCosts {
+ public:
+  [[nodiscard]] bool drifting() const { return drifting_.load(std::memory_order_relaxed); }
+  DriftChange record_prediction(std::uint32_t predicted, std::uint32_t reported, std::uint64_t evicted_tokens,
+                                const DriftOptions& options);
+  [[nodiscard]] DriftEvidence drift_evidence() const;
+
+  [[nodiscard]] policy::PrefillRates prefill_rates() const { return prefill_.rates(); }
+  policy::PrefillFit::Verdict record_prefill(const policy::PrefillSample& sample) { return prefill_.observe(sample); }
+  using PrefillFitStatus = LearnedPrefill::Status;
+  [[nodiscard]] PrefillFitStatus prefill_fit_status() const { return prefill_.status(); }
+  // The priors to start from; called once before traffic (the routing table
+  // build, on the control thread), and again only for a worker that has
+  // learned nothing yet.
+  void set_prefill_prior(const policy::PrefillFitOptions& options) { prefill_.set_prior(options); }
+  void record_prefill_speed(double observed_over_predicted);
+  [[nodiscard]] double prefill_speed() const { return prefill_speed_.load(std::memory_order_relaxed); }
+  [[nodiscard]] double prefill_speed_noise() const { return prefill_speed_noise_.load(std::memory_order_relaxed); }
+  [[nodiscard]] policy::SpeedFit prefill_speed_fit() const;
+
+ private:
   std::atomic<bool> drifting_{false};
   mutable std::mutex drift_mutex_;
   PredictionDrift drift_;
-  std::atomic<std::int64_t> engine_waiting_{-1};  // < 0: not known
-  std::atomic<std::uint32_t> engine_others_waiting_{0};
-  std::atomic<std::uint64_t> engine_scraped_ms_{0};
   LearnedPrefill prefill_;
   std::atomic<double> prefill_speed_{1};
   std::atomic<double> prefill_speed_noise_{0};
   mutable std::mutex speed_mutex_;
   policy::SpeedFit speed_fit_;
-  std::atomic<std::shared_ptr<const ScrapedLoad>> engine_load_;
-  std::uint32_t check_failure_streak_ = 0;
-  std::uint32_t check_success_streak_ = 0;
+};
+
+class WorkerState {
+ public:
+  // `model`: the model the worker serves (its request series' label).
+  WorkerState(std::string id, std::string url, HttpUrl endpoint, std::string_view model = {})
+      : id_(std::move(id)), url_(std::move(url)), endpoint_(std::move(endpoint)), series_(model, id_) {}
+
+  [[nodiscard]] const std::string& id() const { return id_; }
+  [[nodiscard]] const std::string& url() const { return url_; }
+  [[nodiscard]] const HttpUrl& endpoint() const { return endpoint_; }
+
+  // The parts, by writer (the table at the top of this file).
+  LoadCounters& load() { return load_; }
+  [[nodiscard]] const LoadCounters& load() const { return load_; }
+  HealthStatus& health() { return health_; }
+  [[nodiscard]] const HealthStatus& health() const { return health_; }
+  OutlierBreaker& breaker() { return breaker_; }
+  [[nodiscard]] const OutlierBreaker& breaker() const { return breaker_; }
+  EngineView& engine() { return engine_; }
+  [[nodiscard]] const EngineView& engine() const { return engine_; }
+  EventStreamStatus& event_stream() { return event_stream_; }
+  [[nodiscard]] const EventStreamStatus& event_stream() const { return event_stream_; }
+  LearnedCosts& costs() { return costs_; }
+  [[nodiscard]] const LearnedCosts& costs() const { return costs_; }
+
+  // The worker's Prometheus series (obs/worker_series.hpp): they live and
+  // leave with the worker. Thread-safe themselves: any writer counts there.
+  [[nodiscard]] obs::WorkerSeries& series() const { return series_; }
+
+ private:
+  const std::string id_;
+  const std::string url_;
+  const HttpUrl endpoint_;
+  mutable obs::WorkerSeries series_;
+  LoadCounters load_;
+  HealthStatus health_;
+  OutlierBreaker breaker_;
+  EngineView engine_;
+  EventStreamStatus event_stream_;
+  LearnedCosts costs_;
 };
 
 // Counts one request in the worker's in-flight total from construction
@@ -289,11 +340,11 @@ class InFlightRequest {
   // `prompt_tokens`: the whole prompt, counted as the worker's active load
   // until the request finishes.
   explicit InFlightRequest(WorkerState& worker, std::uint64_t prefill_tokens = 0, std::uint64_t prompt_tokens = 0)
-      : worker_(&worker), prefill_tokens_(prefill_tokens), prompt_tokens_(prompt_tokens) {
-    worker.request_started();
-    worker.record_dispatch(prefill_tokens);
-    worker.prefill_added(prefill_tokens);
-    worker.active_added(prompt_tokens);
+      : worker_(&worker.load()), prefill_tokens_(prefill_tokens), prompt_tokens_(prompt_tokens) {
+    worker_->request_started();
+    worker_->record_dispatch(prefill_tokens);
+    worker_->prefill_added(prefill_tokens);
+    worker_->active_added(prompt_tokens);
   }
   InFlightRequest(const InFlightRequest&) = delete;
   InFlightRequest& operator=(const InFlightRequest&) = delete;
@@ -330,7 +381,7 @@ class InFlightRequest {
   }
 
  private:
-  WorkerState* worker_;
+  LoadCounters* worker_;
   std::uint64_t prefill_tokens_;
   std::uint64_t prompt_tokens_;
   bool pending_ = true;  // counted in the worker's pending requests until answering
