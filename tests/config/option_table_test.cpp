@@ -14,17 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "../support/text_file.hpp"
 #include "kvgate/config/loader.hpp"
 
 namespace kvgate::config {
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
 
 // A configuration as a tree of keys, rendered as YAML flow style with each
 // leaf's text as written (quoted when YAML needs it).
@@ -189,7 +183,7 @@ TEST(OptionTable, TheExampleConfigShowsEveryKeyWithItsDefault) {
   }
   std::map<std::string, std::string> shown;  // table path -> value as written
   std::vector<std::pair<std::size_t, std::string>> stack;
-  std::istringstream lines(read_file(KVGATE_SOURCE_DIR "/config/kvgate.example.yaml"));
+  std::istringstream lines(test_support::read_text_file(KVGATE_SOURCE_DIR "/config/kvgate.example.yaml"));
   static const std::regex kKey(R"(^( *)(# ?)?( *)(- )?([a-z_0-9]+):(.*)$)");
   for (std::string line; std::getline(lines, line);) {
     std::smatch match;
@@ -261,7 +255,7 @@ TEST(OptionTable, TheExampleConfigShowsEveryKeyWithItsDefault) {
 }
 
 TEST(OptionTable, TheReferenceInTheDocsIsTheGeneratedOne) {
-  EXPECT_TRUE(read_file(KVGATE_SOURCE_DIR "/docs/configuration.md") == configuration_reference())
+  EXPECT_TRUE(test_support::read_text_file(KVGATE_SOURCE_DIR "/docs/configuration.md") == configuration_reference())
       << "regenerate it: build/src/kvgate config-reference > docs/configuration.md";
 }
 

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../support/text_file.hpp"
 #include "support/fleet.hpp"
 
 namespace kvgate::testing {
@@ -44,13 +45,6 @@ Outcome run_bench(const std::string& arguments) {
   const int status = ::pclose(pipe);
   outcome.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return outcome;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
 }
 
 // kvgate-sim replicas with these ids behind one gateway; returns the
@@ -82,7 +76,7 @@ TEST(Bench, ComparesRunsFromColdCachesAndReportsHitRatesByTurn) {
                            " --workload chat --sessions 6 --concurrency 3 --seed 3" + resets + " --out " + out);
   ASSERT_EQ(outcome.status, 0) << outcome.output;
 
-  auto summary = json::parse(read_file(out + "/summary.json"));
+  auto summary = json::parse(test_support::read_text_file(out + "/summary.json"));
   ASSERT_EQ(summary["runs"].size(), 2u);
   for (const auto& run : summary["runs"]) {
     SCOPED_TRACE(run["name"].get<std::string>());
@@ -97,10 +91,10 @@ TEST(Bench, ComparesRunsFromColdCachesAndReportsHitRatesByTurn) {
     EXPECT_GT(run["ttft_ms"]["p50"].get<double>(), 0.0);
   }
   EXPECT_EQ(summary["runs"][0]["prompt_tokens"], summary["runs"][1]["prompt_tokens"]);
-  auto markdown = read_file(out + "/report.md");
+  auto markdown = test_support::read_text_file(out + "/report.md");
   EXPECT_NE(markdown.find("| first |"), std::string::npos);
   EXPECT_NE(markdown.find("| second |"), std::string::npos);
-  EXPECT_NE(read_file(out + "/report.html").find("<svg"), std::string::npos);
+  EXPECT_NE(test_support::read_text_file(out + "/report.html").find("<svg"), std::string::npos);
   EXPECT_NE(outcome.output.find("# kvgate-bench report"), std::string::npos);
 }
 
@@ -142,7 +136,7 @@ TEST(Bench, TwoGatewaysTakingTurnsKeepTheConversationsCached) {
   auto outcome = run_bench("compare --run one=" + one + " --run two=" + two + " --run sessions='" + by_session +
                            "' --workload chat --sessions 8 --concurrency 4 --seed 3" + resets + " --out " + out);
   ASSERT_EQ(outcome.status, 0) << outcome.output;
-  auto summary = json::parse(read_file(out + "/summary.json"));
+  auto summary = json::parse(test_support::read_text_file(out + "/summary.json"));
   ASSERT_EQ(summary["runs"].size(), 3u);
   // Per request, every session (the chat preset's have 4 to 8 turns) sent
   // its first two turns to different gateways, so the second saw all 8;
@@ -274,7 +268,7 @@ TEST(Bench, PeersAreTargetsLikeAnyOther) {
   auto outcome = run_bench("compare" + runs + " --workload chat --sessions 6 --concurrency 3 --seed 5" + resets +
                            " --baseline nginx_sticky --fleet 'three sims' --out " + out);
   ASSERT_EQ(outcome.status, 0) << outcome.output;
-  auto summary = json::parse(read_file(out + "/summary.json"));
+  auto summary = json::parse(test_support::read_text_file(out + "/summary.json"));
   ASSERT_EQ(summary["runs"].size(), 4u);
   for (const auto& run : summary["runs"]) {
     const auto name = run["name"].get<std::string>();
@@ -291,7 +285,7 @@ TEST(Bench, PeersAreTargetsLikeAnyOther) {
   // Sticky peers keep each session on one replica.
   for (const auto* sticky : {"nginx_sticky", "haproxy_sticky"}) {
     std::map<std::size_t, std::set<std::string>> replicas_of;
-    std::istringstream records(read_file(out + "/records-" + sticky + ".jsonl"));
+    std::istringstream records(test_support::read_text_file(out + "/records-" + sticky + ".jsonl"));
     for (std::string line; std::getline(records, line);) {
       auto record = json::parse(line);
       replicas_of[record["session"].get<std::size_t>()].insert(record["worker"].get<std::string>());
@@ -301,10 +295,10 @@ TEST(Bench, PeersAreTargetsLikeAnyOther) {
       EXPECT_EQ(used.size(), 1u) << sticky << " session " << session;
     }
   }
-  auto markdown = read_file(out + "/report.md");
+  auto markdown = test_support::read_text_file(out + "/report.md");
   EXPECT_NE(markdown.find("Against `nginx_sticky`"), std::string::npos) << markdown;
   EXPECT_NE(markdown.find("Fleet: three sims."), std::string::npos) << markdown;
-  EXPECT_NE(read_file(out + "/report.html").find("data-chart='worker-timeline'"), std::string::npos);
+  EXPECT_NE(test_support::read_text_file(out + "/report.html").find("data-chart='worker-timeline'"), std::string::npos);
   for (auto& peer : peers) {
     peer->stop();
   }
@@ -321,7 +315,7 @@ TEST(Bench, TheLoadDialSetsTheRateAndReportsTheMeasuredUtilisation) {
   auto outcome = run_bench("run --name dialled --target " + target + " --workload chat --sessions 8 --load 0.3" +
                            resets + " --out " + out);
   ASSERT_EQ(outcome.status, 0) << outcome.output;
-  auto summary = json::parse(read_file(out + "/summary.json"));
+  auto summary = json::parse(test_support::read_text_file(out + "/summary.json"));
   EXPECT_EQ(summary["errors"], 0);
   const auto& dial = summary["dial"];
   EXPECT_DOUBLE_EQ(dial["load"].get<double>(), 0.3);
@@ -345,7 +339,7 @@ TEST(Bench, CapacitySearchesLoadsAgainstTheSlo) {
   auto outcome = run_bench("capacity --run gw=" + target + " --workload chat --sessions 4 --slo-p90-ttft-ms 60000" +
                            " --start-load 0.1 --max-steps 3" + resets + " --out " + out);
   ASSERT_EQ(outcome.status, 0) << outcome.output;
-  auto capacity = json::parse(read_file(out + "/capacity.json"));
+  auto capacity = json::parse(test_support::read_text_file(out + "/capacity.json"));
   ASSERT_EQ(capacity["targets"].size(), 1u);
   const auto& target_result = capacity["targets"][0];
   ASSERT_EQ(target_result["steps"].size(), 3u);
@@ -353,8 +347,9 @@ TEST(Bench, CapacitySearchesLoadsAgainstTheSlo) {
   EXPECT_DOUBLE_EQ(target_result["steps"][1]["load"].get<double>(), 0.2);
   EXPECT_DOUBLE_EQ(target_result["capacity_load"].get<double>(), 0.4);
   EXPECT_GT(target_result["capacity"]["sessions_per_minute"].get<double>(), 0);
-  EXPECT_NE(read_file(out + "/report.md").find("| gw | 40.0% |"), std::string::npos) << read_file(out + "/report.md");
-  EXPECT_NE(read_file(out + "/report.html").find("data-chart='capacity'"), std::string::npos);
+  EXPECT_NE(test_support::read_text_file(out + "/report.md").find("| gw | 40.0% |"), std::string::npos)
+      << test_support::read_text_file(out + "/report.md");
+  EXPECT_NE(test_support::read_text_file(out + "/report.html").find("data-chart='capacity'"), std::string::npos);
 }
 
 }  // namespace

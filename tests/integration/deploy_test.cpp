@@ -19,6 +19,7 @@
 #include <set>
 #include <sstream>
 
+#include "../support/text_file.hpp"
 #include "support/admin.hpp"
 #include "support/harness.hpp"
 #include "support/sim_process.hpp"
@@ -28,13 +29,6 @@ namespace {
 
 using nlohmann::json;
 using namespace std::chrono_literals;
-
-std::string read_file(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
 
 // Family name -> its type and every label name its samples carry.
 struct Family {
@@ -71,7 +65,7 @@ void add_exposition(std::map<std::string, Family>& families, const std::string& 
 // `families`, with the label names its selectors use.
 void expect_every_queried_metric(std::map<std::string, Family>& families) {
   std::string queries;
-  const auto dashboard = json::parse(read_file(KVGATE_SOURCE_DIR "/deploy/grafana/kvgate.json"));
+  const auto dashboard = json::parse(test_support::read_text_file(KVGATE_SOURCE_DIR "/deploy/grafana/kvgate.json"));
   std::size_t panels_with_queries = 0;
   for (const auto& panel : dashboard["panels"]) {
     if (panel.contains("targets")) {
@@ -82,7 +76,7 @@ void expect_every_queried_metric(std::map<std::string, Family>& families) {
     }
   }
   EXPECT_GE(panels_with_queries, 15u);
-  queries += read_file(KVGATE_SOURCE_DIR "/deploy/prometheus/alerts.yaml");
+  queries += test_support::read_text_file(KVGATE_SOURCE_DIR "/deploy/prometheus/alerts.yaml");
   static const std::regex kSelector(R"((kvgate_[a-z0-9_]+)(\{([^}]*)\})?)");
   static const std::regex kMatcher(R"((\w+)\s*(=~|!~|!=|=))");
   std::set<std::string> checked;

@@ -444,6 +444,7 @@ TEST(Router, OutcomesCompleteTheSessionsTurn) {
   auto attempt = fleet.router.commit(fleet.table, fleet.model, decision, &prompt, context);
   attempt.end(AttemptEnd::served, workers::FailureCause::none, kNow);
   attempt.complete({200, 0, 0u, 320u, 7.5});
+  attempt.complete({200, 0, 0u, 320u, 7.5});  // recorded once, however often reported
   auto detail = fleet.sessions.detail("s", kNow);
   ASSERT_TRUE(detail);
   ASSERT_EQ(detail->turns.size(), 1u);
@@ -454,6 +455,9 @@ TEST(Router, OutcomesCompleteTheSessionsTurn) {
   auto metrics = fleet.exposition();
   EXPECT_NE(metrics.find("kvgate_cache_predictions_total{outcome=\"exact\",worker=\"" +
                          fleet.worker(*decision.worker).id() + "\"} 1"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("kvgate_prompt_tokens_total{model=\"m\",worker=\"" + fleet.worker(*decision.worker).id() +
+                         "\"} 320"),
             std::string::npos);
 }
 
@@ -563,21 +567,6 @@ TEST(Attempt, ServedOnASlotWorkerFreesItsSlotAndKeepsTheBlocks) {
   ASSERT_EQ(writer.calls.size(), 2u);
   EXPECT_EQ(writer.calls[1].kind, "finish");
   EXPECT_EQ(writer.calls[1].ticket, 9u);
-}
-
-// The outcome is recorded once, however often the caller reports it.
-TEST(Attempt, AnOutcomeIsRecordedOnce) {
-  Fleet fleet(cache_aware());
-  auto prompt = prompt_of(320);
-  RouteContext context{"s", 0, {}, kNow};
-  auto decision = fleet.router.decide(fleet.table, fleet.model, &prompt, context);
-  auto attempt = fleet.router.commit(fleet.table, fleet.model, decision, &prompt, context);
-  attempt.end(AttemptEnd::served, workers::FailureCause::none, kNow);
-  attempt.complete({200, 0, 0u, 320u, 7.5});
-  attempt.complete({200, 0, 0u, 320u, 7.5});
-  EXPECT_NE(fleet.exposition().find("kvgate_prompt_tokens_total{model=\"m\",worker=\"" +
-                                    fleet.worker(*decision.worker).id() + "\"} 320"),
-            std::string::npos);
 }
 
 // Failures reported through attempts eject workers, but never more than
