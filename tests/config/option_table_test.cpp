@@ -24,16 +24,29 @@ namespace {
 // leaf's text as written (quoted when YAML needs it).
 struct Tree {
   std::optional<std::string> leaf;
-  std::vector<std::pair<std::string, Tree>> keys;
+  // Two vectors, not one of pairs: a pair needs Tree complete here.
+  std::vector<std::string> names;
+  std::vector<Tree> children;
   bool list_of_one = false;  // rendered as [ {keys} ]
 
   Tree& at(const std::string& key) {
-    for (auto& [name, child] : keys) {
-      if (name == key) {
-        return child;
+    for (std::size_t index = 0; index < names.size(); ++index) {
+      if (names[index] == key) {
+        return children[index];
       }
     }
-    return keys.emplace_back(key, Tree{}).second;
+    names.push_back(key);
+    return children.emplace_back();
+  }
+
+  void erase(const std::string& key) {
+    for (std::size_t index = 0; index < names.size(); ++index) {
+      if (names[index] == key) {
+        names.erase(names.begin() + static_cast<std::ptrdiff_t>(index));
+        children.erase(children.begin() + static_cast<std::ptrdiff_t>(index));
+        return;
+      }
+    }
   }
 
   [[nodiscard]] std::string render() const {
@@ -42,8 +55,8 @@ struct Tree {
       return plain ? *leaf : "\"" + *leaf + "\"";
     }
     std::string text = "{";
-    for (std::size_t index = 0; index < keys.size(); ++index) {
-      text += (index == 0 ? "" : ", ") + keys[index].first + ": " + keys[index].second.render();
+    for (std::size_t index = 0; index < names.size(); ++index) {
+      text += (index == 0 ? "" : ", ") + names[index] + ": " + children[index].render();
     }
     text += "}";
     return list_of_one ? "[" + text + "]" : text;
@@ -119,7 +132,7 @@ TEST(OptionTable, TheLoaderReadsEveryKeyOfTheTable) {
     auto root = base_config();
     if (option.path.starts_with("tenants[].api_key_")) {
       // A tenant gives exactly one key source.
-      std::erase_if(place(root, "tenants[]").keys, [](const auto& key) { return key.first == "api_key_sha256"; });
+      place(root, "tenants[]").erase("api_key_sha256");
     }
     auto& target = place(root, option.path);
     target = Tree{};
