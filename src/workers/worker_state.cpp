@@ -80,7 +80,8 @@ void EngineView::publish(std::shared_ptr<const Scrape> scrape, std::uint32_t own
     waiting_.store(-1, std::memory_order_relaxed);
     others_waiting_.store(0, std::memory_order_relaxed);
   }
-  last_.store(std::move(scrape), std::memory_order_release);
+  std::lock_guard lock(last_mutex_);
+  last_ = std::move(scrape);
 }
 
 void LearnedCosts::record_prefill_speed(double observed_over_predicted) {

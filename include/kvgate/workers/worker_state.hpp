@@ -218,9 +218,9 @@ class OutlierBreaker {
 // What the engine says of itself, from the last good scrape of its
 // /metrics. Written by the scraper (control thread): the whole scrape as an
 // immutable snapshot, replaced whole, because its fields must agree with
-// each other; and the two fields the router reads per decision as plain
-// atomics (loading the shared snapshot takes libstdc++'s lock bit and a
-// reference count per worker, a cache line every I/O thread would write).
+// each other (behind a mutex held for a pointer copy: it is read by the
+// admin plane and the index writer's tick, never per request); and the two
+// fields the router reads per decision as plain atomics.
 class EngineView {
  public:
   struct Scrape {
@@ -228,7 +228,10 @@ class EngineView {
     std::uint64_t scraped_ms = 0;  // when it was scraped, on the monotonic clock
   };
   // Null before the first good scrape.
-  [[nodiscard]] std::shared_ptr<const Scrape> last() const { return last_.load(std::memory_order_acquire); }
+  [[nodiscard]] std::shared_ptr<const Scrape> last() const {
+    std::lock_guard lock(last_mutex_);
+    return last_;
+  }
   // `own_pending`: this gateway's pending requests here while the scrape
   // was under way (the larger of before and after): the engine's waiting
   // requests beyond them are other gateways' and clients'.
@@ -249,7 +252,8 @@ class EngineView {
   std::atomic<std::int64_t> waiting_{-1};  // < 0: not known
   std::atomic<std::uint32_t> others_waiting_{0};
   std::atomic<std::uint64_t> scraped_ms_{0};
-  std::atomic<std::shared_ptr<const Scrape>> last_;
+  mutable std::mutex last_mutex_;
+  std::shared_ptr<const Scrape> last_;
 };
 
 // What kvgate learns of the worker from its answers: the prediction drift
