@@ -31,10 +31,6 @@ Attempt::~Attempt() {
   }
 }
 
-workers::WorkerState& Attempt::worker() const {
-  return *model_->workers[worker_].state;
-}
-
 void Attempt::end(AttemptEnd how, std::optional<workers::FailureCause> traffic, std::uint64_t now_ms) {
   if (router_ == nullptr || ended_) {
     return;

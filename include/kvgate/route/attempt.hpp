@@ -68,7 +68,6 @@ class Attempt {
   ~Attempt();
 
   [[nodiscard]] std::size_t worker_index() const { return worker_; }
-  [[nodiscard]] workers::WorkerState& worker() const;
   // The session turn this attempt committed (0: the request has no session key).
   [[nodiscard]] std::uint64_t session_turn() const { return session_turn_; }
 
