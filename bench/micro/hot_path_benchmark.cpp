@@ -18,6 +18,7 @@
 #include "kvgate/index/prefix_index.hpp"
 #include "kvgate/kv_events/decoder.hpp"
 #include "kvgate/kv_events/worker_caches.hpp"
+#include "kvgate/obs/exposition.hpp"
 #include "kvgate/openai/errors.hpp"
 #include "kvgate/openai/request.hpp"
 #include "kvgate/policy/policy.hpp"
@@ -185,8 +186,9 @@ void router_decide(benchmark::State& state) {
     model.workers.back().state->load().prefill_added(1'000 * (index % 5));
   }
   route::SessionTable sessions({200'000, 3'600'000, 8});
-  kvgate::obs::Metrics metrics;
-  route::Router router(sessions, metrics);
+  kvgate::obs::Exposition metrics;
+  route::SessionStats session_stats(metrics.registry());
+  route::Router router(sessions, session_stats);
   for (int session = 0; session < 100'000; ++session) {
     route::SessionTurn turn;
     turn.worker = "worker-" + std::to_string(session % workers);

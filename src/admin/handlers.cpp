@@ -72,8 +72,8 @@ AdminResponse metrics(gateway::GatewayContext& context) {
       series.push_back(&worker.series());
     }
   }
-  context.metrics().set_sessions_active(context.sessions().active(monotonic_now_ms()));
-  return {200, "text/plain; version=0.0.4; charset=utf-8", context.metrics().serialize(series)};
+  context.session_stats().set_active(context.sessions().active(monotonic_now_ms()));
+  return {200, "text/plain; version=0.0.4; charset=utf-8", context.exposition().serialize(series)};
 }
 
 // Non-empty age buckets as {"from_ms": lower edge, "count": n}, youngest

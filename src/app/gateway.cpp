@@ -14,6 +14,14 @@
 
 namespace kvgate::app {
 
+ReloadStats::ReloadStats(prometheus::Registry& registry)
+    : reloads_(prometheus::BuildCounter()
+                   .Name("kvgate_config_reloads_total")
+                   .Help("Configuration reloads (SIGHUP), by result")
+                   .Register(registry)),
+      success_(reloads_.Add({{"result", "success"}})),
+      failure_(reloads_.Add({{"result", "failure"}})) {}
+
 using namespace kvgate::http;
 
 namespace {
@@ -77,7 +85,7 @@ bool Gateway::start() {
   }
   declare_series(**initial);
   context_.publish(*initial);
-  ingestion_ = std::make_unique<kv_events::Ingestion>(metrics_, options_->index, options_->kv_events);
+  ingestion_ = std::make_unique<kv_events::Ingestion>(exposition_.registry(), options_->index, options_->kv_events);
   ingestion_->configure(route::worker_feeds(**initial), options_->index, options_->kv_events);
   context_.set_index_writer(ingestion_.get());
   if (!open_decision_log(*options_)) {
@@ -92,7 +100,8 @@ bool Gateway::start() {
   auto thread_count = options_->threads != 0 ? options_->threads : available_cpus();
   auto bind_to = *listen;
   for (unsigned index = 0; index < thread_count; ++index) {
-    auto& thread = threads_.emplace_back(std::make_unique<proxy::IoThread>(context_, admission_, *options_));
+    auto& thread =
+        threads_.emplace_back(std::make_unique<proxy::IoThread>(context_, admission_, request_stats_, *options_));
     auto bound = thread->bind(bind_to);
     if (!bound) {
       spdlog::critical("{}", bound.error());
@@ -154,7 +163,7 @@ void Gateway::reload() {
     for (const auto& problem : loaded.error()) {
       spdlog::error("  {}", problem.to_string());
     }
-    metrics_.config_reload(false);
+    reloads_.reloaded(false);
     return;
   }
   auto base = std::make_shared<const config::Options>(std::move(*loaded));
@@ -166,7 +175,7 @@ void Gateway::reload() {
     spdlog::warn("config reload: listen, admin_listen and threads take effect only after a restart");
   }
   if (!open_decision_log(*base)) {
-    metrics_.config_reload(false);
+    reloads_.reloaded(false);
     return;
   }
   // Models and sources the new file drops take their discoveries with them.
@@ -175,14 +184,14 @@ void Gateway::reload() {
                         [&](const auto& model) { return model.name == entry.first && model.workers_from.any(); });
   });
   if (!install(effective(*base))) {
-    metrics_.config_reload(false);
+    reloads_.reloaded(false);
     return;
   }
   base_options_ = base;
   discoverer_.watch(*base_options_, [this](const discovery::DiscoveredByModel& discovered) {
     asio::post(control_, [this, discovered] { rediscovered(discovered); });
   });
-  metrics_.config_reload(true);
+  reloads_.reloaded(true);
   spdlog::info("config reloaded from {}: {} model(s), policy {}", config_path_, options_->models.size(),
                config::to_string(options_->routing.policy));
 }
@@ -227,14 +236,15 @@ void Gateway::rediscovered(discovery::DiscoveredByModel discovered) {
 // own are declared with it: obs/worker_series.hpp).
 void Gateway::declare_series(const route::RoutingTable& table) {
   for (const auto& model : table.models) {
-    metrics_.declare_model(model.name);
+    request_stats_.declare_model(model.name);
+    context_.session_stats().declare_model(model.name);
   }
-  metrics_.declare_tenant(table.tenants->anonymous().name);
+  admission_.stats().declare_tenant(table.tenants->anonymous().name);
   for (const auto& tenant : table.options->tenants) {
-    metrics_.declare_tenant(tenant.name);
+    admission_.stats().declare_tenant(tenant.name);
   }
   for (const auto& error : openai::common_errors()) {
-    metrics_.declare_client_error(error.status, error.code);
+    request_stats_.declare_client_error(error.status, error.code);
   }
 }
 

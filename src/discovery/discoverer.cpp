@@ -94,6 +94,33 @@ Discoverer::~Discoverer() {
   stop();
 }
 
+std::string_view to_string(SourceKind kind) {
+  return kind == SourceKind::dns ? "dns" : "file";
+}
+
+DiscoveryStats::DiscoveryStats(prometheus::Registry& registry)
+    : workers_(prometheus::BuildGauge()
+                   .Name("kvgate_discovered_workers")
+                   .Help("Workers a model's workers_from source (dns, file) last returned")
+                   .Register(registry)),
+      errors_(prometheus::BuildCounter()
+                  .Name("kvgate_discovery_errors_total")
+                  .Help("Failed DNS lookups and unreadable or invalid workers files (the last good list is kept)")
+                  .Register(registry)) {}
+
+void DiscoveryStats::declare(std::string_view model, SourceKind kind) {
+  errors_.Add({{"model", std::string(model)}, {"source", std::string(to_string(kind))}});
+}
+
+void DiscoveryStats::found(std::string_view model, SourceKind kind, std::size_t workers) {
+  workers_.Add({{"model", std::string(model)}, {"source", std::string(to_string(kind))}})
+      .Set(static_cast<double>(workers));
+}
+
+void DiscoveryStats::failed(std::string_view model, SourceKind kind) {
+  errors_.Add({{"model", std::string(model)}, {"source", std::string(to_string(kind))}}).Increment();
+}
+
 std::vector<Discoverer::Source> Discoverer::sources_of(const config::Options& base) {
   std::vector<Source> sources;
   for (const auto& model : base.models) {
@@ -102,6 +129,17 @@ std::vector<Discoverer::Source> Discoverer::sources_of(const config::Options& ba
     }
   }
   return sources;
+}
+
+void Discoverer::declare(const std::vector<Source>& sources) {
+  for (const auto& source : sources) {
+    if (source.dns) {
+      stats_.declare(source.model, SourceKind::dns);
+    }
+    if (source.file) {
+      stats_.declare(source.model, SourceKind::file);
+    }
+  }
 }
 
 bool Discoverer::poll(std::vector<Source>& sources, DiscoveredByModel& result, bool force) {
@@ -120,10 +158,10 @@ bool Discoverer::poll(std::vector<Source>& sources, DiscoveredByModel& result, b
           spdlog::warn("discovery: model {}: {} has no addresses now; its {} discovered worker(s) drain", source.model,
                        source.dns->name, found.dns->size());
         }
-        metrics_.discovered_workers(source.model, "dns", workers.size());
+        stats_.found(source.model, SourceKind::dns, workers.size());
         found.dns = std::move(workers);
       } else {
-        metrics_.discovery_error(source.model, "dns");
+        stats_.failed(source.model, SourceKind::dns);
         spdlog::warn("discovery: model {}: {}; keeping the last {} worker(s)", source.model, addresses.error(),
                      found.dns ? found.dns->size() : 0);
       }
@@ -133,7 +171,7 @@ bool Discoverer::poll(std::vector<Source>& sources, DiscoveredByModel& result, b
       auto signature = signature_of(source.file->path);
       if (signature.empty()) {
         if (source.file_signature != "missing") {
-          metrics_.discovery_error(source.model, "file");
+          stats_.failed(source.model, SourceKind::file);
           spdlog::warn("discovery: model {}: cannot read {}; keeping the last {} worker(s)", source.model,
                        source.file->path, found.file ? found.file->size() : 0);
           source.file_signature = "missing";
@@ -147,10 +185,10 @@ bool Discoverer::poll(std::vector<Source>& sources, DiscoveredByModel& result, b
                             : config::WorkerListResult(unexpected(std::vector<config::Problem>{
                                   config::Problem{source.file->path, 0, "", text.error().message}}));
         if (workers) {
-          metrics_.discovered_workers(source.model, "file", workers->size());
+          stats_.found(source.model, SourceKind::file, workers->size());
           found.file = std::move(*workers);
         } else {
-          metrics_.discovery_error(source.model, "file");
+          stats_.failed(source.model, SourceKind::file);
           for (const auto& problem : workers.error()) {
             spdlog::error("discovery: model {}: {}", source.model, problem.to_string());
           }
@@ -169,6 +207,7 @@ bool Discoverer::poll(std::vector<Source>& sources, DiscoveredByModel& result, b
 
 DiscoveredByModel Discoverer::discover_now(const config::Options& base) {
   auto sources = sources_of(base);
+  declare(sources);
   DiscoveredByModel result;
   poll(sources, result, true);
   std::lock_guard lock(mutex_);
@@ -180,6 +219,7 @@ void Discoverer::watch(const config::Options& base, OnChange on_change) {
   {
     std::lock_guard lock(mutex_);
     pending_sources_ = sources_of(base);
+    declare(pending_sources_);
     on_change_ = std::move(on_change);
     retarget_ = true;
   }

@@ -9,12 +9,10 @@ bool GatewayContext::try_open_connection(std::uint32_t limit) {
       return false;
     }
   } while (!open_connections_.compare_exchange_weak(current, current + 1, std::memory_order_relaxed));
-  metrics_.open_connections().Increment();
   return true;
 }
 
 void GatewayContext::close_connection() {
-  metrics_.open_connections().Decrement();
   auto remaining = open_connections_.fetch_sub(1, std::memory_order_acq_rel) - 1;
   if (remaining == 0 && draining() && on_drained_) {
     on_drained_();

@@ -58,10 +58,9 @@ void configure_reconnect(zmq::socket_t& socket) {
 
 }  // namespace
 
-Feed::Feed(zmq::context_t& context, obs::Metrics& metrics, WorkerFeed config, FeedSettings settings,
-           std::uint64_t now_ms)
+Feed::Feed(zmq::context_t& context, IndexStats& stats, WorkerFeed config, FeedSettings settings, std::uint64_t now_ms)
     : context_(context),
-      metrics_(metrics),
+      stats_(stats),
       config_(std::move(config)),
       settings_(settings),
       status_(config_.worker->event_stream()),
@@ -315,7 +314,7 @@ void Feed::apply(const EventMessage& message, std::uint64_t now_ms) {
   auto stats = config_.cache->caches.apply(config_.slot, *batch, now_ms);
   status_.evicted_blocks.fetch_add(stats.gpu_evicted_blocks, std::memory_order_relaxed);
   if (stats.evicted_entries > 0) {
-    metrics_.index_evictions(stats.evicted_entries);
+    stats_.evictions.Increment(static_cast<double>(stats.evicted_entries));
   }
   if (stats.unindexable_blocks > 0) {
     config_.worker->series().index_unindexable(stats.unindexable_blocks);
@@ -333,7 +332,7 @@ void Feed::assume(std::span<const BlockHash> blocks, std::uint64_t now_ms, std::
   auto result = config_.cache->caches.assume(config_.slot, blocks, now_ms, static_cast<std::uint64_t>(ttl),
                                              capacity_blocks(), ticket);
   if (result.evicted_entries > 0) {
-    metrics_.index_evictions(result.evicted_entries);
+    stats_.evictions.Increment(static_cast<double>(result.evicted_entries));
   }
   if (events_on()) {
     tracker_.on_routed(result.new_blocks, now_ms);

@@ -24,7 +24,7 @@ struct FeedSettings {
 
 class Feed {
  public:
-  Feed(zmq::context_t& context, obs::Metrics& metrics, WorkerFeed config, FeedSettings settings, std::uint64_t now_ms);
+  Feed(zmq::context_t& context, IndexStats& stats, WorkerFeed config, FeedSettings settings, std::uint64_t now_ms);
   ~Feed();
   Feed(const Feed&) = delete;
   Feed& operator=(const Feed&) = delete;
@@ -57,7 +57,7 @@ class Feed {
   [[nodiscard]] SequenceSettings sequence_settings() const;
 
   zmq::context_t& context_;
-  obs::Metrics& metrics_;
+  IndexStats& stats_;
   WorkerFeed config_;
   FeedSettings settings_;
   workers::EventStreamStatus& status_;

@@ -14,6 +14,13 @@
 
 namespace kvgate::kv_events {
 
+IndexStats::IndexStats(prometheus::Registry& registry)
+    : evictions(prometheus::BuildCounter()
+                    .Name("kvgate_index_evictions_total")
+                    .Help("(block, worker) entries dropped from the prefix index to stay under index.max_entries")
+                    .Register(registry)
+                    .Add({})) {}
+
 struct Ingestion::Commands {
   // A routing-time insert, its withdrawal or its request's end; kept in
   // one queue so that neither of the last two overtakes the insert.
@@ -42,8 +49,8 @@ struct Ingestion::Commands {
 // Everything the ingestion thread owns. Only that thread touches it.
 class Ingestion::Loop {
  public:
-  Loop(obs::Metrics& metrics, config::IndexOptions index_options, config::KvEventOptions event_options)
-      : context_(1), metrics_(metrics), index_options_(index_options), event_options_(event_options) {}
+  Loop(prometheus::Registry& registry, config::IndexOptions index_options, config::KvEventOptions event_options)
+      : context_(1), stats_(registry), index_options_(index_options), event_options_(event_options) {}
 
   void run(Commands& commands, int wake_fd) {
     auto next_tick = Clock::now();
@@ -144,7 +151,7 @@ class Ingestion::Loop {
         found->second->drop_entries();  // other endpoints: what we knew is about another process
         feeds_.erase(found);
       }
-      next.emplace(key, std::make_unique<Feed>(context_, metrics_, std::move(worker_feed), settings(), now_ms()));
+      next.emplace(key, std::make_unique<Feed>(context_, stats_, std::move(worker_feed), settings(), now_ms()));
     }
     for (auto& [key, feed] : feeds_) {
       feed->drop_entries();  // removed from the config
@@ -173,16 +180,17 @@ class Ingestion::Loop {
   }
 
   zmq::context_t context_;
-  obs::Metrics& metrics_;
+  IndexStats stats_;
   config::IndexOptions index_options_;
   config::KvEventOptions event_options_;
   std::map<FeedKey, std::unique_ptr<Feed>> feeds_;
   const Clock::time_point started_ = Clock::now();
 };
 
-Ingestion::Ingestion(obs::Metrics& metrics, config::IndexOptions index_options, config::KvEventOptions event_options)
+Ingestion::Ingestion(prometheus::Registry& registry, config::IndexOptions index_options,
+                     config::KvEventOptions event_options)
     : commands_(std::make_unique<Commands>()),
-      loop_(std::make_unique<Loop>(metrics, index_options, event_options)),
+      loop_(std::make_unique<Loop>(registry, index_options, event_options)),
       wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
   if (wake_fd_ < 0) {
     throw std::runtime_error("eventfd failed");

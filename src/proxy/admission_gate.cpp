@@ -12,6 +12,49 @@
 
 namespace kvgate::proxy {
 
+AdmissionStats::AdmissionStats(prometheus::Registry& registry)
+    : rejections_(prometheus::BuildCounter()
+                      .Name("kvgate_admission_rejections_total")
+                      .Help("Requests admission refused with 429 (or that left while queued), by tenant and reason "
+                            "(requests_per_minute, prompt_tokens_per_minute, queue_full, queue_timeout, abandoned)")
+                      .Register(registry)),
+      wait_(prometheus::BuildHistogram()
+                .Name("kvgate_admission_wait_seconds")
+                .Help("Time an admitted request waited for a slot, by tenant (0 when it got one at once)")
+                .Register(registry)),
+      queue_(prometheus::BuildGauge()
+                 .Name("kvgate_admission_queue_length")
+                 .Help("Requests waiting for an admission slot")
+                 .Register(registry)
+                 .Add({})),
+      admitted_(prometheus::BuildGauge()
+                    .Name("kvgate_admission_admitted")
+                    .Help("Inference requests holding an admission slot (only when admission limits concurrency)")
+                    .Register(registry)
+                    .Add({})) {}
+
+void AdmissionStats::declare_tenant(std::string_view tenant) {
+  const std::string name(tenant);
+  for (auto reason : admission::kRefusalReasons) {
+    rejections_.Add({{"tenant", name}, {"reason", std::string(admission::to_string(reason))}});
+  }
+}
+
+void AdmissionStats::refused(std::string_view tenant, admission::RefusalReason reason) {
+  rejections_.Add({{"tenant", std::string(tenant)}, {"reason", std::string(admission::to_string(reason))}}).Increment();
+}
+
+void AdmissionStats::waited(std::string_view tenant, double seconds) {
+  // Seconds: a slot freed at once to the longest admission.queue.max_wait.
+  static const prometheus::Histogram::BucketBoundaries kBuckets{0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+  wait_.Add({{"tenant", std::string(tenant)}}, kBuckets).Observe(seconds);
+}
+
+void AdmissionStats::set_state(std::size_t waiting, std::uint32_t admitted) {
+  queue_.Set(static_cast<double>(waiting));
+  admitted_.Set(admitted);
+}
+
 namespace asio = boost::asio;
 using namespace boost::asio::experimental::awaitable_operators;
 
@@ -59,7 +102,7 @@ std::optional<admission::Refusal> AdmissionGate::check_rates(const tenant::Tenan
   if (requests_wait > 0 || tokens_wait > 0) {
     const auto reason = requests_wait > 0 ? admission::RefusalReason::requests_per_minute
                                           : admission::RefusalReason::prompt_tokens_per_minute;
-    metrics_.admission_refused(tenant.name, admission::to_string(reason));
+    stats_.refused(tenant.name, reason);
     return admission::Refusal{reason, std::max(requests_wait, tokens_wait)};
   }
   if (buckets.requests) {
@@ -132,7 +175,7 @@ void AdmissionGate::release(const route::ModelRoute& model) {
 }
 
 void AdmissionGate::publish_queue_length() {
-  metrics_.set_admission_state(waiting_, admitted_);
+  stats_.set_state(waiting_, admitted_);
 }
 
 http::awaitable<Result<AdmissionTicket, admission::Refusal>> AdmissionGate::admit(
@@ -175,7 +218,7 @@ http::awaitable<Result<AdmissionTicket, admission::Refusal>> AdmissionGate::admi
   }
   wake(granted, waiter.get());
   if (full) {
-    metrics_.admission_refused(tenant.name, admission::to_string(admission::RefusalReason::queue_full));
+    stats_.refused(tenant.name, admission::RefusalReason::queue_full);
     co_return unexpected(admission::Refusal{admission::RefusalReason::queue_full, 1000});
   }
   if (!granted_at_once) {
@@ -195,12 +238,11 @@ http::awaitable<Result<AdmissionTicket, admission::Refusal>> AdmissionGate::admi
       --waiting_;
       publish_queue_length();
       const auto reason = client_gone ? admission::RefusalReason::abandoned : admission::RefusalReason::queue_timeout;
-      metrics_.admission_refused(tenant.name, admission::to_string(reason));
+      stats_.refused(tenant.name, reason);
       co_return unexpected(admission::Refusal{reason, 1000});
     }
   }
-  metrics_.admission_waited(tenant.name,
-                            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  stats_.waited(tenant.name, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   co_return AdmissionTicket{this, std::move(table), &model};
 }
 

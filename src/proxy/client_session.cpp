@@ -14,6 +14,7 @@ using namespace kvgate::http;
 
 ClientSession::ClientSession(IoThread& thread, tcp::socket socket) : thread_(thread), stream_(std::move(socket)) {
   thread_.add(this);
+  thread_.stats().shared().open_connections().Increment();
 }
 
 ClientSession::~ClientSession() {
@@ -21,6 +22,7 @@ ClientSession::~ClientSession() {
   error_code ignored;
   stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
   stream_.socket().close(ignored);
+  thread_.stats().shared().open_connections().Decrement();
   context().close_connection();
 }
 
@@ -49,7 +51,7 @@ awaitable<void> ClientSession::serve() {
 }
 
 awaitable<bool> ClientSession::serve_one(bool first_request) {
-  auto table = context().table();
+  auto table = thread_.table();
   const auto& options = *table->options;
   bhttp::request_parser<bhttp::string_body> parser;
   parser.header_limit(options.limits.max_header_bytes);
@@ -173,7 +175,7 @@ awaitable<void> ClientSession::respond(Exchange& exchange, unsigned status, std:
 
 awaitable<void> ClientSession::respond_error(Exchange& exchange, const openai::ApiError& error) {
   exchange.error_code = error.code;
-  context().metrics().client_error(error.status, error.code);
+  thread_.stats().shared().client_error(error.status, error.code);
   co_await respond(exchange, static_cast<unsigned>(error.status), openai::error_body(error), "application/json",
                    error.retry_after_ms);
 }
@@ -218,8 +220,8 @@ void ClientSession::finish(Exchange& exchange) {
   if (exchange.route && exchange.route->worker && exchange.route_model != nullptr) {
     worker_series = &exchange.route_model->workers[*exchange.route->worker].state->series();
   }
-  thread_.metrics().request_finished(exchange.model, worker_series, exchange.status, elapsed,
-                                     exchange.first_byte_seconds, exchange.first_token_seconds);
+  thread_.stats().request_finished(exchange.model, worker_series, exchange.status, elapsed, exchange.first_byte_seconds,
+                                   exchange.first_token_seconds);
   if (!exchange.table->options->access_log) {
     return;
   }

@@ -73,12 +73,12 @@ class Attempts {
         session_.thread().retry_budget().record_request(context.now_ms);
       } else {
         if (!session_.thread().retry_budget().try_retry(context.now_ms, options.upstream.retry_budget)) {
-          session_.context().metrics().retry_denied(target_.model.name);
+          session_.thread().stats().shared().retry_denied(target_.model.name);
           note_decision(std::move(decision));
           break;
         }
         ++exchange_.retries;
-        session_.context().metrics().retry(target_.model.name);
+        session_.thread().stats().shared().retry(target_.model.name);
       }
       auto& attempt =
           exchange_.attempt.emplace(router.commit(target_.table, target_.model, decision, target_.prompt, context));
@@ -129,7 +129,7 @@ class Attempts {
       if (target_.session_key) {
         exchange_.session = std::string(*target_.session_key);
       }
-      exchange_.decision_log = session_.context().decision_log();
+      exchange_.decision_log = session_.thread().decision_log();
     }
     exchange_.route_model = &target_.model;
     if (decision.worker) {

@@ -28,11 +28,14 @@ void log_if_failed(const std::exception_ptr& failure, const char* what) {
 
 }  // namespace
 
-IoThread::IoThread(gateway::GatewayContext& context, AdmissionGate& admission, const config::Options& options)
+IoThread::IoThread(gateway::GatewayContext& context, AdmissionGate& admission, RequestStats& stats,
+                   const config::Options& options)
     : context_(context),
       admission_(admission),
       pool_(io_, options.upstream.max_idle_connections, options.upstream.idle_connection_timeout),
-      metrics_(context.metrics()) {}
+      stats_(stats),
+      table_(context.tables()),
+      decision_log_(context.decision_logs()) {}
 
 Result<tcp::endpoint, std::string> IoThread::bind(const tcp::endpoint& endpoint) {
   // SO_REUSEPORT: every I/O thread listens on the same port and the kernel
@@ -56,9 +59,9 @@ awaitable<void> IoThread::accept_loop() {
       spdlog::warn("accept failed: {}", error.message());
       continue;
     }
-    auto limit = context_.table()->options->limits.max_connections;
+    auto limit = table()->options->limits.max_connections;
     if (!context_.try_open_connection(limit)) {
-      context_.metrics().connection_rejected();
+      stats_.shared().connection_rejected();
       spdlog::warn("connection refused: max_connections ({}) reached", limit);
       continue;  // the socket closes here
     }

@@ -55,7 +55,7 @@ awaitable<void> handle_inference(ClientSession& session, ClientRequest& request,
       // The model's tokenisation refused the prompt (e.g. the template raised).
       exchange.model = model->name;
       if (error.code == "chat_template_error") {
-        session.context().metrics().template_error(model->name);
+        session.thread().stats().shared().template_error(model->name);
       }
       spdlog::info("request {}: model {}: {}", exchange.request_id, model->name, error.message);
     }
@@ -67,8 +67,8 @@ awaitable<void> handle_inference(ClientSession& session, ClientRequest& request,
   exchange.model = model.name;
   if (inference.prompt.exact) {
     const auto& prompt = inference.prompt;
-    session.thread().metrics().prompt_caches(model.name, {prompt.segment_hits, prompt.segment_misses,
-                                                          prompt.iterations_replayed, prompt.iterations_evaluated});
+    session.thread().stats().prompt_caches(model.name, {prompt.segment_hits, prompt.segment_misses,
+                                                        prompt.iterations_replayed, prompt.iterations_evaluated});
   }
   // Admission: the tenant's budgets (prompt tokens as kvgate counted
   // them), then a slot within the in-flight limits, perhaps after a wait.
@@ -147,7 +147,7 @@ awaitable<void> handle_request(ClientSession& session, ClientRequest& request, E
   exchange.request_id = is_acceptable_request_id(client_id) ? std::string(client_id) : make_request_id();
   exchange.trace = parse_traceparent(request["traceparent"]);
 
-  auto& in_flight = session.context().metrics().in_flight_requests();
+  auto& in_flight = session.thread().stats().shared().in_flight_requests();
   in_flight.Increment();
   struct Decrement {
     prometheus::Gauge& gauge;

@@ -282,7 +282,7 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
     }
     attempt.session_turn_ = sessions_.commit_turn(*context.session_key, std::move(turn), context.now_ms, same_request);
     if (policy::is_session_move(decision.reason)) {
-      metrics_.session_move(model.name, policy::to_string(decision.reason));
+      stats_.moved(model.name, decision.reason);
     }
   }
   return attempt;
@@ -391,8 +391,8 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
                            {outcome.status, outcome.cached_tokens, outcome.prompt_tokens, outcome.ttft_ms});
   const auto prompt_tokens = outcome.prompt_tokens.value_or(decision.input_tokens);
   if (attempt.session_turn_ >= 2 && outcome.status == 200 && outcome.cached_tokens && prompt_tokens > 0) {
-    metrics_.session_turn_hit(
-        model.name, std::min(1.0, static_cast<double>(*outcome.cached_tokens) / static_cast<double>(prompt_tokens)));
+    stats_.turn_hit(model.name,
+                    std::min(1.0, static_cast<double>(*outcome.cached_tokens) / static_cast<double>(prompt_tokens)));
   }
 }
 

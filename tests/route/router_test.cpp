@@ -4,6 +4,7 @@
 
 #include <numeric>
 
+#include "kvgate/obs/exposition.hpp"
 #include "kvgate/route/explain.hpp"
 #include "kvgate/route/outlier_filter.hpp"
 #include "kvgate/route/router.hpp"
@@ -93,8 +94,9 @@ class Fleet {
   RoutingTable table;
   ModelRoute model;
   SessionTable sessions;
-  obs::Metrics metrics;
-  Router router{sessions, metrics};
+  obs::Exposition metrics;
+  SessionStats session_stats{metrics.registry()};
+  Router router{sessions, session_stats};
 };
 
 // A prompt of `tokens` tokens whose blocks are numbered from `first`

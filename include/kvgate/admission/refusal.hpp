@@ -2,6 +2,7 @@
 // Why admission refused a request (a 429 with Retry-After): the reasons
 // label kvgate_admission_rejections_total and the error code the client
 // reads.
+#include <array>
 #include <cstdint>
 #include <string_view>
 
@@ -14,6 +15,9 @@ enum class RefusalReason : std::uint8_t {
   queue_timeout,             // no slot within admission.queue.max_wait
   abandoned,                 // the client closed its connection while queued (nothing is sent)
 };
+inline constexpr std::array kRefusalReasons{RefusalReason::requests_per_minute, RefusalReason::prompt_tokens_per_minute,
+                                            RefusalReason::queue_full, RefusalReason::queue_timeout,
+                                            RefusalReason::abandoned};
 
 inline constexpr std::string_view to_string(RefusalReason reason) {
   switch (reason) {

@@ -15,12 +15,25 @@
 #include "kvgate/discovery/discoverer.hpp"
 #include "kvgate/gateway/context.hpp"
 #include "kvgate/kv_events/ingestion.hpp"
-#include "kvgate/obs/metrics.hpp"
+#include "kvgate/obs/exposition.hpp"
 #include "kvgate/proxy/io_thread.hpp"
+#include "kvgate/proxy/request_stats.hpp"
 #include "kvgate/workers/health_checker.hpp"
 #include "kvgate/workers/metrics_scraper.hpp"
 
 namespace kvgate::app {
+
+// Configuration reloads (SIGHUP), by result; both results at 0 from the start.
+class ReloadStats {
+ public:
+  explicit ReloadStats(prometheus::Registry& registry);
+  void reloaded(bool success) { (success ? success_ : failure_).Increment(); }
+
+ private:
+  prometheus::Family<prometheus::Counter>& reloads_;
+  prometheus::Counter& success_;
+  prometheus::Counter& failure_;
+};
 
 class Gateway {
  public:
@@ -53,9 +66,11 @@ class Gateway {
   std::shared_ptr<const config::Options> options_;       // with the discovered workers
   discovery::DiscoveredByModel discovered_;
   http::asio::io_context control_{1};
-  obs::Metrics metrics_;
-  gateway::GatewayContext context_{metrics_};
-  proxy::AdmissionGate admission_{metrics_};
+  obs::Exposition exposition_;
+  ReloadStats reloads_{exposition_.registry()};
+  proxy::RequestStats request_stats_{exposition_.registry()};
+  gateway::GatewayContext context_{exposition_};
+  proxy::AdmissionGate admission_{exposition_.registry()};
   kv_events::CacheRegistry registry_;
   std::unique_ptr<kv_events::Ingestion> ingestion_;  // outlives the I/O threads that feed it
   workers::HealthChecker health_{control_};
@@ -64,8 +79,8 @@ class Gateway {
   http::asio::signal_set signals_{control_};
   http::asio::steady_timer grace_timer_{control_};
   std::vector<std::unique_ptr<proxy::IoThread>> threads_;
-  std::vector<std::jthread> runners_;           // after threads_: joined before the threads' state is destroyed
-  discovery::Discoverer discoverer_{metrics_};  // last: its thread stops before anything it posts to goes
+  std::vector<std::jthread> runners_;  // after threads_: joined before the threads' state is destroyed
+  discovery::Discoverer discoverer_{exposition_.registry()};  // last: its thread stops before anything it posts to goes
   bool finished_ = false;
 };
 

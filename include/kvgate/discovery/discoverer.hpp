@@ -10,6 +10,11 @@
 // Threading: one thread of its own (resolving blocks). `on_change` runs on
 // it; the gateway posts the result to its control thread. `watch`, `stop`
 // and `discover_now` are called from the control thread.
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -19,7 +24,6 @@
 
 #include "kvgate/core/result.hpp"
 #include "kvgate/discovery/discovered_workers.hpp"
-#include "kvgate/obs/metrics.hpp"
 
 namespace kvgate::discovery {
 
@@ -28,11 +32,30 @@ namespace kvgate::discovery {
 // SERVFAIL). `nameserver`: "ip:port", or empty for the system's.
 Result<std::vector<std::string>, std::string> resolve_addresses(const std::string& name, const std::string& nameserver);
 
+// Where a model's workers come from (the label of discovery's series).
+enum class SourceKind : std::uint8_t { dns, file };
+std::string_view to_string(SourceKind kind);
+
+// Discovery's series: the workers a source last returned, and its failed
+// lookups or reads. Written by the discovery thread.
+class DiscoveryStats {
+ public:
+  explicit DiscoveryStats(prometheus::Registry& registry);
+  // The source's error counter at 0 (a configured source). Idempotent.
+  void declare(std::string_view model, SourceKind kind);
+  void found(std::string_view model, SourceKind kind, std::size_t workers);
+  void failed(std::string_view model, SourceKind kind);
+
+ private:
+  prometheus::Family<prometheus::Gauge>& workers_;
+  prometheus::Family<prometheus::Counter>& errors_;
+};
+
 class Discoverer {
  public:
   using OnChange = std::function<void(const DiscoveredByModel&)>;
 
-  explicit Discoverer(obs::Metrics& metrics) : metrics_(metrics) {}
+  explicit Discoverer(prometheus::Registry& registry) : stats_(registry) {}
   ~Discoverer();
   Discoverer(const Discoverer&) = delete;
   Discoverer& operator=(const Discoverer&) = delete;
@@ -55,11 +78,12 @@ class Discoverer {
     std::string file_signature;  // inode, size and mtime last read
   };
   static std::vector<Source> sources_of(const config::Options& base);
+  void declare(const std::vector<Source>& sources);
   // One pass over the due sources; true when the result changed.
   bool poll(std::vector<Source>& sources, DiscoveredByModel& result, bool force);
   void run();
 
-  obs::Metrics& metrics_;
+  DiscoveryStats stats_;
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;

@@ -1,7 +1,8 @@
 #pragma once
 // State shared by every I/O thread and the control thread. Concurrency
-// scheme: the routing table is an immutable snapshot behind an atomic
-// shared_ptr (readers never block the reload); counters are atomics; metrics
+// scheme: the routing table is an immutable snapshot replaced whole on
+// reload (core/published.hpp: each I/O thread's reader costs one atomic
+// load per request, and never blocks the reload); counters are atomics; series
 // are prometheus-cpp's own thread-safe objects; the router's session table
 // locks one shard per call (route/session_table.hpp). Admission, which the
 // data plane alone uses, is the I/O threads' own (proxy/admission_gate.hpp).
@@ -12,32 +13,37 @@
 #include <functional>
 #include <memory>
 
+#include "kvgate/core/published.hpp"
 #include "kvgate/kv_events/index_writer.hpp"
 #include "kvgate/obs/decision_log.hpp"
-#include "kvgate/obs/metrics.hpp"
+#include "kvgate/obs/exposition.hpp"
 #include "kvgate/obs/recent_activity.hpp"
 #include "kvgate/route/router.hpp"
 #include "kvgate/route/routing_table.hpp"
+#include "kvgate/route/session_stats.hpp"
 #include "kvgate/route/session_table.hpp"
 
 namespace kvgate::gateway {
 
 class GatewayContext {
  public:
-  explicit GatewayContext(obs::Metrics& metrics) : metrics_(metrics), router_(sessions_, metrics) {}
+  explicit GatewayContext(obs::Exposition& exposition)
+      : exposition_(exposition), session_stats_(exposition.registry()), router_(sessions_, session_stats_) {}
 
-  [[nodiscard]] std::shared_ptr<const route::RoutingTable> table() const {
-    return table_.load(std::memory_order_acquire);
-  }
+  [[nodiscard]] std::shared_ptr<const route::RoutingTable> table() const { return table_.load(); }
+  // For a thread that reads the table per request (Published::Reader).
+  [[nodiscard]] const Published<const route::RoutingTable>& tables() const { return table_; }
   void publish(std::shared_ptr<const route::RoutingTable> table) {
     sessions_.set_limits(session_limits(table->options->sessions));
-    table_.store(std::move(table), std::memory_order_release);
+    table_.store(std::move(table));
   }
 
   route::Router& router() { return router_; }
   [[nodiscard]] const route::SessionTable& sessions() const { return sessions_; }
 
-  obs::Metrics& metrics() { return metrics_; }
+  // The registry every component's series live in, and /metrics.
+  obs::Exposition& exposition() { return exposition_; }
+  route::SessionStats& session_stats() { return session_stats_; }
   // The last routed requests and the recent hit rate (the status page).
   obs::RecentActivity& activity() { return activity_; }
 
@@ -51,6 +57,7 @@ class GatewayContext {
   // Empty when no decision_log is configured. Replaced on reload (which
   // reopens the file, so log rotation works with SIGHUP).
   [[nodiscard]] std::shared_ptr<obs::DecisionLog> decision_log() const { return decision_log_.load(); }
+  [[nodiscard]] const Published<obs::DecisionLog>& decision_logs() const { return decision_log_; }
   void publish(std::shared_ptr<obs::DecisionLog> log) { decision_log_.store(std::move(log)); }
 
   // The sequence number of the next routing decision (rotation, ties): the
@@ -73,17 +80,18 @@ class GatewayContext {
   void on_drained(std::function<void()> callback) { on_drained_ = std::move(callback); }
 
  private:
-  obs::Metrics& metrics_;
+  obs::Exposition& exposition_;
   kv_events::IndexWriter* index_writer_ = nullptr;
   static route::SessionLimits session_limits(const config::SessionOptions& options) {
     return {options.max_sessions, static_cast<std::uint64_t>(options.idle_ttl.count()), options.turns_kept};
   }
 
   route::SessionTable sessions_;
+  route::SessionStats session_stats_;
   obs::RecentActivity activity_;
   route::Router router_;
-  std::atomic<std::shared_ptr<const route::RoutingTable>> table_;
-  std::atomic<std::shared_ptr<obs::DecisionLog>> decision_log_;
+  Published<const route::RoutingTable> table_;
+  Published<obs::DecisionLog> decision_log_;
   std::atomic<std::uint64_t> decision_sequence_{0};
   std::atomic<bool> draining_{false};
   std::atomic<std::uint32_t> open_connections_{0};

@@ -19,6 +19,8 @@
 // from 0 (what the engine stored before kvgate connected), without marking
 // the worker stale when it cannot be closed (missing stores only make the
 // index under-report, never claim blocks that are gone).
+#include <prometheus/counter.h>
+#include <prometheus/registry.h>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -32,14 +34,20 @@
 #include "kvgate/kv_events/index_writer.hpp"
 #include "kvgate/kv_events/model_cache.hpp"
 #include "kvgate/kv_events/worker_feed.hpp"
-#include "kvgate/obs/metrics.hpp"
 #include "kvgate/workers/worker_state.hpp"
 
 namespace kvgate::kv_events {
 
+// The index writer's own series (each worker's event series are the
+// worker's: obs/worker_series.hpp). Written by the ingestion thread.
+struct IndexStats {
+  explicit IndexStats(prometheus::Registry& registry);
+  prometheus::Counter& evictions;  // (block, worker) entries dropped to stay under index.max_entries
+};
+
 class Ingestion final : public IndexWriter {
  public:
-  Ingestion(obs::Metrics& metrics, config::IndexOptions index_options, config::KvEventOptions event_options);
+  Ingestion(prometheus::Registry& registry, config::IndexOptions index_options, config::KvEventOptions event_options);
   ~Ingestion();  // stops and joins the thread
   Ingestion(const Ingestion&) = delete;
   Ingestion& operator=(const Ingestion&) = delete;

@@ -2,7 +2,7 @@
 // Every Prometheus series labelled with one worker, declared here beside
 // each other (Envoy's per-host stats): a worker's series live exactly as
 // long as the worker. Each WorkerSeries owns a registry of its own; the
-// gateway's exposition (obs::Metrics::serialize) merges the registries of
+// gateway's exposition (obs::Exposition::serialize) merges the registries of
 // the workers in the current routing table, so a worker that leaves the
 // configuration or discovery leaves /metrics at once, and its memory goes
 // with the last request that still held it.

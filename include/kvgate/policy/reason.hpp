@@ -2,6 +2,8 @@
 // The decision-log vocabulary (contract.md, README "Decision log"): why a
 // request went where it went. One enum, one spelling per value; code
 // compares the enum, only logs and JSON see the strings.
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string_view>
 
@@ -87,9 +89,11 @@ inline constexpr std::string_view to_string(Reason reason) {
 inline constexpr Reason kLastReason = Reason::moved_better_prefix;
 
 // The session moves the router counts (kvgate_session_moves_total).
+// The reasons a session turn leaves its previous worker.
+inline constexpr std::array kSessionMoves{Reason::moved_queue, Reason::moved_evicted, Reason::moved_unhealthy,
+                                          Reason::moved_better_prefix};
 inline constexpr bool is_session_move(Reason reason) {
-  return reason == Reason::moved_queue || reason == Reason::moved_evicted || reason == Reason::moved_unhealthy ||
-         reason == Reason::moved_better_prefix;
+  return std::find(kSessionMoves.begin(), kSessionMoves.end(), reason) != kSessionMoves.end();
 }
 
 // Why a worker was not a candidate for this request.

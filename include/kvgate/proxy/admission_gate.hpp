@@ -10,6 +10,12 @@
 // (a tenant with limits; admission.max_in_flight or
 // max_in_flight_per_worker). Without limits admit() and the ticket cost
 // nothing.
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
 #include <boost/asio/steady_timer.hpp>
 
 #include <cstdint>
@@ -26,7 +32,6 @@
 #include "kvgate/admission/token_bucket.hpp"
 #include "kvgate/core/result.hpp"
 #include "kvgate/http/beast.hpp"
-#include "kvgate/obs/metrics.hpp"
 #include "kvgate/route/routing_table.hpp"
 
 namespace kvgate::proxy {
@@ -53,9 +58,29 @@ class AdmissionTicket {
   const route::ModelRoute* model_ = nullptr;
 };
 
+// Admission's series: refusals by tenant and reason, the wait of admitted
+// requests, and the queue.
+class AdmissionStats {
+ public:
+  explicit AdmissionStats(prometheus::Registry& registry);
+  // Every refusal reason at 0 for a tenant of the configuration. Idempotent.
+  void declare_tenant(std::string_view tenant);
+  void refused(std::string_view tenant, admission::RefusalReason reason);
+  void waited(std::string_view tenant, double seconds);
+  void set_state(std::size_t waiting, std::uint32_t admitted);
+
+ private:
+  prometheus::Family<prometheus::Counter>& rejections_;
+  prometheus::Family<prometheus::Histogram>& wait_;
+  prometheus::Gauge& queue_;
+  prometheus::Gauge& admitted_;
+};
+
 class AdmissionGate {
  public:
-  explicit AdmissionGate(obs::Metrics& metrics) : metrics_(metrics) {}
+  explicit AdmissionGate(prometheus::Registry& registry) : stats_(registry) {}
+
+  AdmissionStats& stats() { return stats_; }
 
   // The tenant's per-minute budgets: nothing is taken unless both have
   // room; then one request and `prompt_tokens` are.
@@ -96,7 +121,7 @@ class AdmissionGate {
   static void wake(const std::vector<WaiterPtr>& granted, const Waiter* except);
   void publish_queue_length();
 
-  obs::Metrics& metrics_;
+  AdmissionStats stats_;
   mutable std::mutex mutex_;
   std::uint32_t admitted_ = 0;                                   // slots held, all models
   std::map<std::string, std::uint32_t, std::less<>> per_model_;  // slots held, by model name (survives reloads)

@@ -10,6 +10,7 @@
 #include "kvgate/gateway/context.hpp"
 #include "kvgate/http/beast.hpp"
 #include "kvgate/proxy/admission_gate.hpp"
+#include "kvgate/proxy/request_stats.hpp"
 #include "kvgate/proxy/upstream_pool.hpp"
 #include "kvgate/workers/retry_budget.hpp"
 
@@ -19,15 +20,21 @@ class ClientSession;
 
 class IoThread {
  public:
-  // `admission` is shared by every I/O thread (it locks what it shares).
-  IoThread(gateway::GatewayContext& context, AdmissionGate& admission, const config::Options& options);
+  // `admission` and `stats` are shared by every I/O thread (each is
+  // thread-safe).
+  IoThread(gateway::GatewayContext& context, AdmissionGate& admission, RequestStats& stats,
+           const config::Options& options);
 
   http::asio::io_context& io() { return io_; }
   gateway::GatewayContext& context() { return context_; }
   AdmissionGate& admission() { return admission_; }
   UpstreamPool& pool() { return pool_; }
-  obs::ThreadMetrics& metrics() { return metrics_; }
+  ThreadStats& stats() { return stats_; }
   workers::RetryBudget& retry_budget() { return retry_budget_; }
+  // The routing table and decision log in force, as this thread last saw
+  // them (one atomic load while unchanged).
+  const std::shared_ptr<const route::RoutingTable>& table() { return table_.current(); }
+  const std::shared_ptr<obs::DecisionLog>& decision_log() { return decision_log_.current(); }
 
   // Binds the listen socket (before run()); returns the bound endpoint, so the
   // first thread can bind port 0 and the others the port it got.
@@ -56,8 +63,10 @@ class IoThread {
   http::asio::io_context io_{1};
   http::tcp::acceptor acceptor_{io_};
   UpstreamPool pool_;
-  obs::ThreadMetrics metrics_;
+  ThreadStats stats_;
   workers::RetryBudget retry_budget_;
+  Published<const route::RoutingTable>::Reader table_;
+  Published<obs::DecisionLog>::Reader decision_log_;
 };
 
 }  // namespace kvgate::proxy

@@ -27,11 +27,11 @@
 #include <vector>
 
 #include "kvgate/kv_events/index_writer.hpp"
-#include "kvgate/obs/metrics.hpp"
 #include "kvgate/policy/policy.hpp"
 #include "kvgate/prompt/prepared_prompt.hpp"
 #include "kvgate/route/attempt.hpp"
 #include "kvgate/route/routing_table.hpp"
+#include "kvgate/route/session_stats.hpp"
 #include "kvgate/route/session_table.hpp"
 #include "kvgate/workers/worker_state.hpp"
 
@@ -78,7 +78,7 @@ struct RouteDecision {
 
 class Router {
  public:
-  Router(SessionTable& sessions, obs::Metrics& metrics) : sessions_(sessions), metrics_(metrics) {}
+  Router(SessionTable& sessions, SessionStats& stats) : sessions_(sessions), stats_(stats) {}
 
   // Set once before any I/O thread starts; null: no routing-time inserts.
   void set_index_writer(kv_events::IndexWriter* writer) { index_writer_ = writer; }
@@ -102,7 +102,7 @@ class Router {
   void record_outcome(const Attempt& attempt, const ResponseOutcome& outcome);
 
   SessionTable& sessions_;
-  obs::Metrics& metrics_;
+  SessionStats& stats_;
   kv_events::IndexWriter* index_writer_ = nullptr;
 };
 

@@ -1,0 +1,34 @@
+#pragma once
+// The router's session series: turns that left their session's previous
+// worker, by reason; the engine-reported hit ratio of turns 2 and later;
+// the sessions seen within their idle TTL (set when /metrics is read).
+// Written from any I/O thread (prometheus-cpp's series are atomics).
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <cstddef>
+#include <string_view>
+
+#include "kvgate/policy/reason.hpp"
+
+namespace kvgate::route {
+
+class SessionStats {
+ public:
+  explicit SessionStats(prometheus::Registry& registry);
+  // Every move reason at 0, and the hit-ratio histogram, for a model of the
+  // configuration. Idempotent.
+  void declare_model(std::string_view model);
+  void moved(std::string_view model, policy::Reason reason);
+  void turn_hit(std::string_view model, double ratio);
+  void set_active(std::size_t sessions) { active_.Set(static_cast<double>(sessions)); }
+
+ private:
+  prometheus::Family<prometheus::Counter>& moves_;
+  prometheus::Family<prometheus::Histogram>& turn_hit_;
+  prometheus::Gauge& active_;
+};
+
+}  // namespace kvgate::route
