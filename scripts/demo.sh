@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
 # The main job on an embedded default: builds kvgate, kvgate-sim and
 # kvgate-bench, starts three simulated vLLM replicas (8B model on one H100
-# each, 20x faster than real time, KV events on) and one gateway per policy
-# in front of them on 127.0.0.1, then drives the same multi-turn chat
-# workload (kvgate-bench's "chat" preset) through each gateway in turn, the
-# replicas' prefix caches reset before each run, and prints the comparison:
-# prefix-cache hit rate per turn, time to first token, load balance.
-# Usage: scripts/demo.sh [SESSIONS] [CONCURRENCY]
+# each, twice as fast as real time, KV events on) and one gateway per
+# policy in front of them on 127.0.0.1, then drives the same multi-turn
+# chat workload (kvgate-bench's "chat" preset, sessions arriving as a
+# Poisson process) through each gateway in turn, the replicas' prefix
+# caches reset before each run, and prints the comparison: prefix-cache hit
+# rate per turn, time to first token, load balance, and the prefill
+# utilisation each run reached.
+# Usage: scripts/demo.sh [SESSIONS] [LOAD]
+#   LOAD: the offered load as round robin's share of the fleet's prefill
+#   capacity (kvgate-bench --load); the report says what each run measured.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
-sessions=${1:-24}
-concurrency=${2:-8}
+sessions=${1:-200}
+load=${2:-1.0}
 policies=(round_robin session_hash cache_aware)
+# Twice real time: the fleet's prefill capacity is one this machine's
+# gateway and load generator can drive to a real queue (at 20x they cannot).
+export KVGATE_TIME_SCALE=${KVGATE_TIME_SCALE:-2}
 
 bash scripts/setup.sh build
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -21,14 +28,13 @@ cmake --build build -j"${KVGATE_JOBS:-2}" --target kvgate kvgate-sim kvgate-benc
 source scripts/lib.sh
 begin_run demo
 
-# 160 blocks of 16 tokens per replica (2,560 tokens, one long conversation
-# or a few short ones): the replicas run under KV pressure, so where a
-# session lands decides what gets evicted, and a hotspot costs hits.
-start_fleet 160 2560 "${policies[@]}"
+# 4,000 blocks of 16 tokens per replica (64,000 tokens): the sessions in
+# flight fit the fleet's caches, if each stays where its blocks are.
+start_fleet 4000 2560 "${policies[@]}"
 echo
-echo "######## $sessions chat sessions, $concurrency at a time, through each gateway (replica caches reset before each)"
+echo "######## $sessions chat sessions arriving at load $load, through each gateway (replica caches reset before each)"
 build/bench/load/kvgate-bench compare "${runs[@]}" "${resets[@]}" --workload chat --sessions "$sessions" \
-  --concurrency "$concurrency" --fleet "$fleet" --out "$work/report"
+  --load "$load" --concurrency 64 --fleet "$fleet" --out "$work/report"
 mkdir -p build/demo-report
 cp "$work/report/"* build/demo-report/
 echo
