@@ -561,6 +561,13 @@ Response simple_answer(SimServer& server, const Request& request, const std::str
     response.prepare_payload();
     return response;
   }
+  if (path == "/props" && server.options().profile == EngineProfile::llamacpp) {
+    // llama-server's GET /props, the fields a gateway reads.
+    json props = {{"total_slots", server.options().limits.slots},
+                  {"default_generation_settings", {{"n_ctx", server.options().max_model_len}}},
+                  {"build_info", "kvgate-sim"}};
+    return json_response(200, props, keep_alive);
+  }
   if (path == "/reset_prefix_cache" && request.method() == bhttp::verb::post) {
     bool reset = server.reset_prefix_cache();
     return json_response(reset ? 200 : 409, {{"reset", reset}}, keep_alive);

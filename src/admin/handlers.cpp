@@ -76,6 +76,19 @@ AdminResponse metrics(gateway::GatewayContext& context) {
   return {200, "text/plain; version=0.0.4; charset=utf-8", context.exposition().serialize(series)};
 }
 
+// What the engine said of itself (null until it said).
+json identity_json(const workers::WorkerState& worker) {
+  const auto identity = worker.engine().identity();
+  if (!identity) {
+    return nullptr;
+  }
+  return {{"kind", config::to_string(identity->kind)},
+          {"from", identity->evidence},
+          {"slots", identity->slots ? json(*identity->slots) : json(nullptr)},
+          {"slot_context_tokens", identity->slot_context_tokens ? json(*identity->slot_context_tokens) : json(nullptr)},
+          {"build", identity->build}};
+}
+
 // Non-empty age buckets as {"from_ms": lower edge, "count": n}, youngest
 // first (policy/eviction.hpp has the scale).
 json idle_age_json(const policy::AgeHistogram& histogram) {
@@ -201,7 +214,14 @@ AdminResponse debug_workers(gateway::GatewayContext& context) {
               {"base_ms", priced.base_ms},
               {"ms_per_active_token", priced.ms_per_active_token},
               {"ms_per_queued_token", priced.ms_per_queued_token},
-              {"relative_noise", priced.relative_noise}}}}},
+              {"relative_noise", priced.relative_noise},
+              // Where the level came from: the engine's own prefill counters,
+              // or the configured priors times the learned relative speed.
+              {"level_source",
+               route::to_string(route::prefill_level_source(table->options->routing.cache_aware, worker))},
+              {"engine_ms_per_token",
+               worker.engine().prefill_ms_per_token() ? json(*worker.engine().prefill_ms_per_token()) : json(nullptr)},
+              {"engine_tokens", worker.engine().prefill_level_tokens()}}}}},
           {"kv_events", std::move(events)},
           {"index",
            {{"blocks", model.cache->index.entries_of(route.slot)},
@@ -214,12 +234,24 @@ AdminResponse debug_workers(gateway::GatewayContext& context) {
             {"capacity_blocks", stream.capacity_blocks.load()},
             {"gpu_blocks_by_idle_age", idle_age_json(stream.lru_profile(monotonic_now).blocks)}}},
           {"engine_kind", config::to_string(route.options.engine)},
+          {"engine_detected", identity_json(worker)},
+          // Which engine keys the configuration set; the others follow the
+          // engine (engine_detected) and its answers (ram_cache_observed).
+          {"engine_keys_configured",
+           {{"engine", route.options.given.engine},
+            {"cache_model", route.options.given.cache_model},
+            {"slots", route.options.given.slots},
+            {"cache_ram_mib", route.options.given.cache_ram_mib}}},
           {"cache_model", config::to_string(route.options.cache_model)},
           {"slots", route.options.cache_model == config::CacheModel::sequences
                         ? json{{"total", route.options.slots},
                                {"busy", stream.slots_busy.load()},
                                {"waiting", stream.slots_waiting.load()}}
                         : json(nullptr)},
+          {"cache_ram_mib", route.options.cache_model == config::CacheModel::sequences
+                                ? json(route.options.cache_ram_mib)
+                                : json(nullptr)},
+          {"ram_cache_observed", worker.costs().ram_cache() ? json(*worker.costs().ram_cache()) : json(nullptr)},
       });
     }
   }

@@ -50,11 +50,67 @@ Gateway::Gateway(std::string config_path, std::shared_ptr<const config::Options>
 
 std::shared_ptr<const config::Options> Gateway::effective(const config::Options& base) const {
   std::vector<std::string> skipped;
-  auto options = std::make_shared<const config::Options>(discovery::with_discovered(base, discovered_, &skipped));
+  auto options = discovery::with_discovered(base, discovered_, &skipped);
   for (const auto& worker : skipped) {
     spdlog::warn("discovery: {} is left out: a configured worker has its id or URL", worker);
   }
-  return options;
+  for (auto& model : options.models) {
+    for (auto& worker : model.workers) {
+      const auto found = engines_.find(worker.id);
+      worker = found == engines_.end()
+                   ? workers::resolve_engine(worker, std::nullopt, std::nullopt)
+                   : workers::resolve_engine(worker, found->second.identity, found->second.ram_cache);
+    }
+  }
+  return std::make_shared<const config::Options>(std::move(options));
+}
+
+void Gateway::engines_changed() {
+  if (finished_ || context_.draining()) {
+    return;
+  }
+  const auto table = context_.table();
+  bool changed = false;
+  for (const auto& model : table->models) {
+    for (const auto& route : model.workers) {
+      const auto& worker = *route.state;
+      EngineFacts facts;
+      if (auto identity = worker.engine().identity()) {
+        facts.identity = *identity;
+      }
+      facts.ram_cache = worker.costs().ram_cache();
+      auto& known = engines_[worker.id()];
+      if (known == facts) {
+        continue;
+      }
+      if (facts.identity && !(known.identity == facts.identity)) {
+        for (const auto& contradiction : workers::contradictions(route.options, *facts.identity)) {
+          spdlog::warn("worker {}: {}", worker.id(), contradiction);
+        }
+      }
+      known = std::move(facts);
+      changed = true;
+    }
+  }
+  if (!changed) {
+    return;
+  }
+  auto options = effective(*base_options_);
+  if (*options == *options_) {
+    return;
+  }
+  if (install(options)) {
+    for (const auto& model : options_->models) {
+      for (const auto& worker : model.workers) {
+        spdlog::info("worker {}: engine {}, cache model {}{}", worker.id, config::to_string(worker.engine),
+                     config::to_string(worker.cache_model),
+                     worker.cache_model == config::CacheModel::sequences
+                         ? " (" + std::to_string(worker.slots) + " slots, cache_ram_mib " +
+                               std::to_string(worker.cache_ram_mib) + ")"
+                         : std::string());
+      }
+    }
+  }
 }
 
 Gateway::~Gateway() {
@@ -76,8 +132,9 @@ bool Gateway::start() {
   if (std::any_of(base_options_->models.begin(), base_options_->models.end(),
                   [](const auto& model) { return model.workers_from.any(); })) {
     discovered_ = discoverer_.discover_now(*base_options_);
-    options_ = effective(*base_options_);
   }
+  options_ = effective(*base_options_);
+  scraper_.on_engine_change([this] { asio::post(control_, [this] { engines_changed(); }); });
   auto initial = route::build_routing_table(options_, nullptr, unix_now(), registry_);
   if (!initial) {
     spdlog::critical("{}", initial.error());

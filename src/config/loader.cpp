@@ -387,7 +387,6 @@ std::optional<std::string> read_secret_pair(YamlReader& reader, const YAML::Node
 // cache_model, slots, slot_similarity, cache_ram_mib): for a listed worker,
 // and for every worker a DNS name yields.
 void read_engine_fields(YamlReader& reader, const YAML::Node& node, const std::string& path, WorkerOptions& out) {
-  bool cache_model_given = false;
   reader.optional(node, path, "engine", [&](auto& value, auto key_path) {
     std::string engine;
     reader.read(value, key_path, engine);
@@ -398,6 +397,7 @@ void read_engine_fields(YamlReader& reader, const YAML::Node& node, const std::s
         known = true;
       }
     }
+    out.given.engine = known;
     if (!known && value.IsScalar()) {
       reader.problem(value, key_path, "unknown engine '" + engine + "' (vllm, sglang, llamacpp)");
     }
@@ -405,7 +405,7 @@ void read_engine_fields(YamlReader& reader, const YAML::Node& node, const std::s
   reader.optional(node, path, "cache_model", [&](auto& value, auto key_path) {
     std::string model;
     reader.read(value, key_path, model);
-    cache_model_given = value.IsScalar();
+    out.given.cache_model = value.IsScalar();
     if (model == to_string(CacheModel::blocks)) {
       out.cache_model = CacheModel::blocks;
     } else if (model == to_string(CacheModel::sequences)) {
@@ -414,28 +414,33 @@ void read_engine_fields(YamlReader& reader, const YAML::Node& node, const std::s
       reader.problem(value, key_path, "unknown cache_model '" + model + "' (blocks, sequences)");
     }
   });
-  if (!cache_model_given && out.engine == EngineKind::llamacpp) {
+  if (!out.given.cache_model && out.engine == EngineKind::llamacpp) {
     out.cache_model = CacheModel::sequences;
   }
-  reader.optional(node, path, "slots",
-                  [&](auto& value, auto key_path) { reader.read(value, key_path, out.slots, 1, 4096); });
+  reader.optional(node, path, "slots", [&](auto& value, auto key_path) {
+    reader.read(value, key_path, out.slots, 1, 4096);
+    out.given.slots = true;
+  });
   reader.optional(node, path, "slot_similarity",
                   [&](auto& value, auto key_path) { reader.read(value, key_path, out.slot_similarity, 0.0, 1.0); });
   reader.optional(node, path, "cache_ram_mib", [&](auto& value, auto key_path) {
     std::uint32_t mib = 0;
     reader.read(value, key_path, mib, 0, 16'777'216);
     out.cache_ram_mib = mib;
+    out.given.cache_ram_mib = true;
   });
   if (out.cache_model == CacheModel::sequences) {
-    if (out.slots == 0) {
+    // Without `slots`, llama-server's /props says how many (until then the
+    // worker is indexed as a block cache); another engine cannot say.
+    if (out.slots == 0 && out.given.engine && out.engine != EngineKind::llamacpp) {
       reader.problem(node, path + ".slots",
-                     "missing: cache_model sequences needs the engine's slot count (llama-server's -np)");
+                     "missing: cache_model sequences needs the engine's slot count (only llama-server reports it)");
     }
     if (node["kv_events"]) {
       reader.problem(node["kv_events"], path + ".kv_events",
                      "a worker with KV events is indexed from them: cache_model sequences is for engines without");
     }
-  } else {
+  } else if (out.given.cache_model || out.given.engine) {
     for (const char* key : {"slots", "cache_ram_mib"}) {
       if (node[key]) {
         reader.problem(node[key], path + "." + key, "only with cache_model: sequences");
@@ -957,22 +962,6 @@ std::string_view to_string(PolicyKind policy) {
       return "sglang_cache_aware";
   }
   return "unknown";
-}
-
-std::string_view to_string(EngineKind engine) {
-  switch (engine) {
-    case EngineKind::vllm:
-      return "vllm";
-    case EngineKind::sglang:
-      return "sglang";
-    case EngineKind::llamacpp:
-      return "llamacpp";
-  }
-  return "unknown";
-}
-
-std::string_view to_string(CacheModel model) {
-  return model == CacheModel::sequences ? "sequences" : "blocks";
 }
 
 }  // namespace kvgate::config

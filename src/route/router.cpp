@@ -221,6 +221,7 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   const auto chosen = *result.worker;
   result.predicted_cached_tokens = views[chosen].cached_tokens;
   result.indexed_cached_tokens = indexed[chosen];
+  result.offloaded_cached_tokens = indexed[chosen] - std::min(scratch.indexed_gpu[chosen], indexed[chosen]);
   result.evicted_blocks_at_decision =
       model.workers[chosen].state->event_stream().evicted_blocks.load(std::memory_order_relaxed);
   result.queued_tokens = views[chosen].pending_prefill_tokens;
@@ -251,6 +252,7 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
   attempt.prediction_ = {decision.reason,
                          decision.input_tokens,
                          decision.indexed_cached_tokens,
+                         decision.offloaded_cached_tokens,
                          decision.evicted_blocks_at_decision,
                          decision.queued_tokens,
                          decision.active_tokens};
@@ -330,14 +332,26 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
   // Only a clean first attempt compares like with like: a retry's
   // prediction was made for another worker's state.
   if (outcome.cached_tokens && outcome.status == 200 && outcome.retries == 0) {
-    const auto predicted = decision.indexed_cached_tokens;
     const auto reported = *outcome.cached_tokens;
     // An engine that reuses prefixes token by token (llama.cpp's slots)
-    // reports up to a block more than kvgate's block-grained prediction:
+    // reports within a block of kvgate's block-grained prediction, either
+    // way (a slot's last partial block, or a prompt ending mid-block):
     // within that, the prediction is as exact as blocks can be.
-    const bool token_grained = model.workers[attempt.worker_].options.cache_model == config::CacheModel::sequences;
-    const bool exact =
-        predicted == reported || (token_grained && reported > predicted && reported - predicted < model.block_size);
+    const auto& options = model.workers[attempt.worker_].options;
+    const bool token_grained = options.cache_model == config::CacheModel::sequences;
+    const auto distance = decision.indexed_cached_tokens > reported ? decision.indexed_cached_tokens - reported
+                                                                    : reported - decision.indexed_cached_tokens;
+    const bool exact = distance == 0 || (token_grained && distance < model.block_size);
+    const auto predicted = exact ? reported : decision.indexed_cached_tokens;
+    if (token_grained && !options.given.cache_ram_mib) {
+      // Whether llama-server keeps a RAM prompt cache is seen only here.
+      const auto slot_tokens = decision.indexed_cached_tokens - decision.offloaded_cached_tokens;
+      if (auto verdict = worker.costs().record_ram_cache(slot_tokens, decision.offloaded_cached_tokens, reported,
+                                                         model.block_size)) {
+        spdlog::info("worker {}: its answers show {} host-RAM prompt cache (llama-server --cache-ram){}", worker.id(),
+                     *verdict ? "a" : "no", *verdict ? "" : ": its sequences are credited only while in a slot");
+      }
+    }
     worker.series().cache_prediction(exact                  ? obs::PredictionOutcome::exact
                                      : predicted > reported ? obs::PredictionOutcome::over
                                                             : obs::PredictionOutcome::under);
@@ -360,10 +374,9 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
       if (change == workers::DriftChange::started) {
         spdlog::warn(
             "worker {}: cache predictions drifting: {} of the last {} predictions over the engine's figure "
-            "({} tokens predicted, {} reported); its index is not credited until they agree again "
-            "(check kv_capacity_blocks, block_size, the tokenizer and the event stream)",
-            worker.id(), evidence.over_predicted, evidence.samples, evidence.predicted_tokens,
-            evidence.reported_tokens);
+            "({} tokens predicted, {} reported); its index is not credited until they agree again. {}",
+            worker.id(), evidence.over_predicted, evidence.samples, evidence.predicted_tokens, evidence.reported_tokens,
+            likely_drift_cause(model, model.workers[attempt.worker_]));
       } else {
         spdlog::info("worker {}: cache predictions agree again ({} of the last {} over); its index is credited",
                      worker.id(), evidence.over_predicted, evidence.samples);
@@ -394,6 +407,43 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
     stats_.turn_hit(model.name,
                     std::min(1.0, static_cast<double>(*outcome.cached_tokens) / static_cast<double>(prompt_tokens)));
   }
+}
+
+std::string likely_drift_cause(const ModelRoute& model, const WorkerRoute& worker) {
+  const auto& options = worker.options;
+  const auto identity = worker.state->engine().identity();
+  const auto scrape = worker.state->engine().last();
+  const bool sequences = options.cache_model == config::CacheModel::sequences;
+  if (identity && identity->kind == config::EngineKind::llamacpp && !sequences && options.kv_events.empty()) {
+    return "Likely cause: the engine is llama.cpp (its " + identity->evidence +
+           ") but the worker is indexed as a block cache: remove cache_model: blocks (or set engine: llamacpp)";
+  }
+  if (identity && identity->kind != config::EngineKind::llamacpp && sequences) {
+    return "Likely cause: the engine is " + std::string(config::to_string(identity->kind)) + " (its " +
+           identity->evidence +
+           "), not llama-server, but the worker is indexed as llama.cpp slots: remove engine: "
+           "and cache_model:";
+  }
+  if (scrape && scrape->load.block_size && *scrape->load.block_size != model.block_size) {
+    return "Likely cause: the engine's KV blocks are " + std::to_string(*scrape->load.block_size) +
+           " tokens (vllm:cache_config_info) and the model's block_size is " + std::to_string(model.block_size) +
+           ": set block_size: " + std::to_string(*scrape->load.block_size);
+  }
+  if (sequences) {
+    return "Likely cause: llama-server's slots or RAM cache differ from the model of them (slots " +
+           std::to_string(options.slots) + (options.given.slots ? ", configured" : ", from /props") +
+           "; cache_ram_mib " + std::to_string(options.cache_ram_mib) +
+           (options.given.cache_ram_mib ? ", configured" : ", assumed") + "), or the tokenizer is not the engine's";
+  }
+  if (options.kv_events.empty()) {
+    const auto engine_blocks = scrape && scrape->load.num_gpu_blocks ? *scrape->load.num_gpu_blocks : 0;
+    return "Likely cause: without KV events the index guesses the engine's evictions from kv_capacity_blocks (" +
+           (options.kv_capacity_blocks > 0 ? std::to_string(options.kv_capacity_blocks) : std::string("the default")) +
+           (engine_blocks > 0 ? "; the engine reports " + std::to_string(engine_blocks) : std::string()) +
+           "): enable its KV events, or check kv_capacity_blocks and the tokenizer";
+  }
+  return "Likely cause: the tokenizer is not the engine's, or the event stream missed events (check "
+         "kvgate_kv_event_gaps_total)";
 }
 
 std::string route_receipt(const ModelRoute& model, const RouteDecision& decision) {

@@ -103,13 +103,49 @@ policy::PrefillRates effective_prefill_rates(const config::CacheAwareOptions& op
     case config::PrefillFitScope::relative:
       break;
   }
-  // The priors' shape and level; what is learned is only how the workers
-  // differ, which is what a fit confounded by queueing still measures (its
-  // bias is common to every worker and cancels in the ratio).
   auto priors = prefill_priors(options);
   priors.samples = worker.costs().prefill_rates().samples;
   priors.relative_noise = worker.costs().prefill_speed_noise();
+  if (const auto level = worker.engine().prefill_ms_per_token(); level && priors.ms_per_token > 0) {
+    // The engine's own clock sets the level, this worker's speed included:
+    // every per-token price scales with it; the fixed part stays.
+    const double factor = *level / priors.ms_per_token;
+    const double base_ms = priors.base_ms;
+    priors = priors.scaled(factor);
+    priors.base_ms = base_ms;
+    return priors;
+  }
+  // The priors' shape and level; what is learned is only how the workers
+  // differ, which is what a fit confounded by queueing still measures (its
+  // bias is common to every worker and cancels in the ratio).
   return priors.scaled(median_speed > 0 ? worker.costs().prefill_speed() / median_speed : 1.0);
+}
+
+std::string_view to_string(PrefillLevelSource source) {
+  switch (source) {
+    case PrefillLevelSource::engine_counters:
+      return "engine_counters";
+    case PrefillLevelSource::priors_times_speed:
+      return "priors_times_speed";
+    case PrefillLevelSource::pooled_fit:
+      return "pooled_fit";
+    case PrefillLevelSource::own_fit:
+      return "own_fit";
+  }
+  return "priors_times_speed";
+}
+
+PrefillLevelSource prefill_level_source(const config::CacheAwareOptions& options, const workers::WorkerState& worker) {
+  switch (options.prefill_fit) {
+    case config::PrefillFitScope::per_worker:
+      return PrefillLevelSource::own_fit;
+    case config::PrefillFitScope::pooled:
+      return PrefillLevelSource::pooled_fit;
+    case config::PrefillFitScope::relative:
+      break;
+  }
+  return worker.engine().prefill_ms_per_token() ? PrefillLevelSource::engine_counters
+                                                : PrefillLevelSource::priors_times_speed;
 }
 
 namespace {

@@ -17,6 +17,10 @@ namespace {
 // engine's metrics page.
 constexpr std::uint64_t kMaxMetricsBytes = 8 * 1024 * 1024;
 
+std::string format_ms(Milliseconds duration) {
+  return std::to_string(duration.count()) + " ms";
+}
+
 std::uint64_t steady_ms() {
   return static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -71,7 +75,9 @@ awaitable<void> MetricsScraper::scrape(std::shared_ptr<WorkerState> worker, std:
     schedule.started();
   }
   const auto pending_before = worker->load().pending_requests();
-  auto page = co_await fetch_http(io_, worker->endpoint(), options.path, target.timeout, kMaxMetricsBytes);
+  const auto started_ms = steady_ms();
+  const Milliseconds timeout(schedules_[id].timeout_ms(static_cast<std::uint64_t>(target.timeout.count())));
+  auto page = co_await fetch_http(io_, worker->endpoint(), options.path, timeout, kMaxMetricsBytes);
   if (*stopped) {
     co_return;
   }
@@ -79,11 +85,14 @@ awaitable<void> MetricsScraper::scrape(std::shared_ptr<WorkerState> worker, std:
   auto found = schedules_.find(id);
   if (found != schedules_.end()) {
     const auto before = found->second.consecutive_failures();
-    found->second.finished(ok, steady_ms(), static_cast<std::uint64_t>(target.interval.count()),
-                           static_cast<std::uint64_t>(options.max_backoff.count()));
+    const auto now = steady_ms();
+    found->second.finished(ok, now, static_cast<std::uint64_t>(target.interval.count()),
+                           static_cast<std::uint64_t>(options.max_backoff.count()), now - started_ms);
     if (!ok && before == 0) {
-      spdlog::warn("worker {}: scraping {} failed ({}); backing off (routing uses its own counts until it answers)", id,
-                   options.path, page ? "HTTP " + std::to_string(page->status) : std::string("no answer in time"));
+      spdlog::warn(
+          "worker {}: scraping {} failed ({}); backing off, with a longer timeout (routing uses its own counts until "
+          "it answers)",
+          id, options.path, page ? "HTTP " + std::to_string(page->status) : "no answer within " + format_ms(timeout));
     } else if (ok && before > 0) {
       spdlog::info("worker {}: {} answers again after {} failed scrapes", id, options.path, before);
     }
@@ -97,8 +106,72 @@ awaitable<void> MetricsScraper::scrape(std::shared_ptr<WorkerState> worker, std:
   auto snapshot = std::make_shared<EngineView::Scrape>();
   snapshot->load = extract_engine_load(parsed);
   snapshot->scraped_ms = monotonic_now_ms();
+  const auto load = snapshot->load;
+  const auto previous = worker->engine().last();
   worker->engine().publish(std::move(snapshot), std::max(pending_before, worker->load().pending_requests()));
   worker->series().scrape(obs::ScrapeResult::success);
+  // An engine counter that went down is an engine that restarted: what it
+  // said of itself (slots) is asked again.
+  const bool restarted = previous && ((previous->load.computed_prompt_tokens && load.computed_prompt_tokens &&
+                                       *load.computed_prompt_tokens < *previous->load.computed_prompt_tokens) ||
+                                      (previous->load.prefix_hit_tokens && load.prefix_hit_tokens &&
+                                       *load.prefix_hit_tokens < *previous->load.prefix_hit_tokens));
+  if (restarted) {
+    spdlog::info("worker {}: its engine's counters went down: it restarted", id);
+    worker->engine().publish_identity(nullptr);
+  }
+  co_await identify(worker, parsed, timeout);
+  if (*stopped) {
+    co_return;
+  }
+  const auto verdict = worker->costs().ram_cache();
+  auto& seen = ram_cache_seen_[id];
+  if (verdict != seen) {
+    seen = verdict;
+    if (on_engine_change_) {
+      on_engine_change_();
+    }
+  }
+}
+
+awaitable<void> MetricsScraper::identify(const std::shared_ptr<WorkerState>& worker, const ParsedMetrics& parsed,
+                                         Milliseconds timeout) {
+  const auto kind = engine_kind_from_metrics(parsed);
+  if (!kind) {
+    co_return;  // not an engine this gateway knows by its names: the configuration says what it is
+  }
+  const auto known = worker->engine().identity();
+  if (known && known->kind == *kind) {
+    co_return;
+  }
+  EngineIdentity identity;
+  identity.kind = *kind;
+  identity.evidence = "/metrics names (" + std::string(config::to_string(*kind)) + ":*)";
+  if (*kind == config::EngineKind::llamacpp) {
+    // A small page, but served by the same busy server.
+    constexpr std::uint64_t kMaxPropsBytes = 4 * 1024 * 1024;
+    auto props_page = co_await fetch_http(io_, worker->endpoint(), "/props", timeout, kMaxPropsBytes);
+    if (!props_page || props_page->status != 200) {
+      spdlog::warn("worker {}: llama-server's /props did not answer ({}); its slots are asked again at the next scrape",
+                   worker->id(), props_page ? "HTTP " + std::to_string(props_page->status) : std::string("no answer"));
+      co_return;
+    }
+    auto props = parse_llamacpp_props(props_page->body);
+    if (!props) {
+      spdlog::warn("worker {}: llama-server's /props: {}", worker->id(), props.error());
+      co_return;
+    }
+    identity.evidence += " and /props";
+    identity.slots = props->total_slots;
+    identity.slot_context_tokens = props->slot_context_tokens;
+    identity.build = props->build;
+  }
+  spdlog::info("worker {}: the engine is {} (from its {}{})", worker->id(), config::to_string(identity.kind),
+               identity.evidence, identity.slots ? ", " + std::to_string(*identity.slots) + " slots" : std::string());
+  worker->engine().publish_identity(std::make_shared<const EngineIdentity>(std::move(identity)));
+  if (on_engine_change_) {
+    on_engine_change_();
+  }
 }
 
 }  // namespace kvgate::workers

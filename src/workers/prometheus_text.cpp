@@ -150,6 +150,10 @@ ParsedMetrics parse_prometheus_text(std::string_view text) {
 
 EngineLoad extract_engine_load(const ParsedMetrics& metrics) {
   EngineLoad load;
+  std::optional<double> vllm_prefill_seconds;
+  std::optional<double> vllm_prompt_tokens;
+  std::optional<double> llamacpp_prompt_seconds;
+  std::optional<double> llamacpp_prompt_tokens;
   for (const auto& sample : metrics.samples) {
     const auto& name = sample.name;
     if (!std::isfinite(sample.value)) {
@@ -164,6 +168,14 @@ EngineLoad extract_engine_load(const ParsedMetrics& metrics) {
     } else if (name == "vllm:kv_cache_usage_perc" || name == "vllm:gpu_cache_usage_perc" ||
                name == "sglang:token_usage") {
       load.kv_usage = std::max(load.kv_usage.value_or(0), std::clamp(sample.value, 0.0, 1.0));
+    } else if (name == "vllm:request_prefill_time_seconds_sum") {
+      add(vllm_prefill_seconds, sample.value);
+    } else if (name == "vllm:prompt_tokens_total") {
+      add(vllm_prompt_tokens, sample.value);
+    } else if (name == "llamacpp:prompt_seconds_total") {
+      add(llamacpp_prompt_seconds, sample.value);
+    } else if (name == "llamacpp:prompt_tokens_total") {
+      add(llamacpp_prompt_tokens, sample.value);
     } else if (name == "vllm:prefix_cache_queries_total") {
       add(load.prefix_queries_tokens, sample.value);
     } else if (name == "vllm:prefix_cache_hits_total" || name == "sglang:cached_tokens_total" ||
@@ -182,6 +194,13 @@ EngineLoad extract_engine_load(const ParsedMetrics& metrics) {
         load.num_gpu_blocks = number;
       }
     }
+  }
+  if (llamacpp_prompt_seconds && llamacpp_prompt_tokens) {
+    load.prefill_seconds = llamacpp_prompt_seconds;
+    load.computed_prompt_tokens = llamacpp_prompt_tokens;  // llama.cpp counts only the tokens it computed
+  } else if (vllm_prefill_seconds && vllm_prompt_tokens) {
+    load.prefill_seconds = vllm_prefill_seconds;
+    load.computed_prompt_tokens = std::max(0.0, *vllm_prompt_tokens - load.prefix_hit_tokens.value_or(0));
   }
   return load;
 }

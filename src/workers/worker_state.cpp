@@ -76,6 +76,11 @@ void EngineView::publish(std::shared_ptr<const Scrape> scrape, std::uint32_t own
     others_waiting_.store(static_cast<std::uint32_t>(std::max<std::int64_t>(0, waiting - own_pending)),
                           std::memory_order_relaxed);
     scraped_ms_.store(scrape->scraped_ms, std::memory_order_relaxed);
+    if (scrape->load.prefill_seconds && scrape->load.computed_prompt_tokens) {
+      prefill_level_.observe(*scrape->load.prefill_seconds, *scrape->load.computed_prompt_tokens);
+      prefill_ms_per_token_.store(prefill_level_.ms_per_token().value_or(-1), std::memory_order_relaxed);
+      prefill_level_tokens_.store(prefill_level_.tokens(), std::memory_order_relaxed);
+    }
   } else {
     waiting_.store(-1, std::memory_order_relaxed);
     others_waiting_.store(0, std::memory_order_relaxed);
@@ -89,6 +94,16 @@ void LearnedCosts::record_prefill_speed(double observed_over_predicted) {
   speed_fit_.observe(observed_over_predicted);
   prefill_speed_.store(speed_fit_.speed(), std::memory_order_relaxed);
   prefill_speed_noise_.store(speed_fit_.relative_noise(), std::memory_order_relaxed);
+}
+
+std::optional<bool> LearnedCosts::record_ram_cache(std::uint32_t slot_tokens, std::uint32_t ram_tokens,
+                                                   std::uint32_t reported, std::uint32_t block_tokens) {
+  std::lock_guard lock(ram_cache_mutex_);
+  auto changed = ram_cache_evidence_.record(slot_tokens, ram_tokens, reported, block_tokens);
+  if (changed) {
+    ram_cache_.store(*changed ? 1 : 0, std::memory_order_relaxed);
+  }
+  return changed;
 }
 
 policy::SpeedFit LearnedCosts::prefill_speed_fit() const {

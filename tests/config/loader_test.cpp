@@ -340,6 +340,28 @@ TEST(ConfigLoader, ReadsEnginesAndCacheModels) {
   EXPECT_DOUBLE_EQ(workers[1].slot_similarity, 0.5);
   EXPECT_EQ(workers[2].engine, EngineKind::sglang);
   EXPECT_EQ(workers[2].cache_model, CacheModel::blocks);
+  // What the file set, against what the engine will be asked for.
+  EXPECT_EQ(workers[0].given, (EngineKeysGiven{true, false, true, true}));
+  EXPECT_EQ(workers[1].given, (EngineKeysGiven{false, true, true, false}));
+  EXPECT_EQ(workers[2].given, (EngineKeysGiven{true, false, false, false}));
+}
+
+// Without engine keys a worker's engine tells: its slots may be left to
+// llama-server's /props, and slot keys wait for the engine to be known.
+TEST(ConfigLoader, LeavesEngineKeysToTheEngine) {
+  auto loaded = load_text(
+      "models:\n  - name: m\n    workers:\n"
+      "      - {id: a, url: 'http://a:1', engine: llamacpp}\n"
+      "      - {id: b, url: 'http://b:1', slots: 2, cache_ram_mib: 0}\n"
+      "      - {id: c, url: 'http://c:1'}\n",
+      "engines.yaml");
+  ASSERT_TRUE(loaded) << loaded.error().front().to_string();
+  const auto& workers = loaded->models[0].workers;
+  EXPECT_EQ(workers[0].slots, 0u);
+  EXPECT_FALSE(workers[0].given.slots);
+  EXPECT_EQ(workers[1].slots, 2u);
+  EXPECT_EQ(workers[1].given, (EngineKeysGiven{false, false, true, true}));
+  EXPECT_EQ(workers[2].given, EngineKeysGiven{});
 }
 
 TEST(ConfigLoader, RejectsSequencesWithoutSlotsOrWithEvents) {
@@ -347,13 +369,15 @@ TEST(ConfigLoader, RejectsSequencesWithoutSlotsOrWithEvents) {
     auto loaded = load_text("models:\n  - name: m\n    workers:\n      - " + worker + "\n", "bad.yaml");
     return loaded ? std::string() : loaded.error().front().to_string();
   };
-  EXPECT_NE(mistake("{id: a, url: 'http://a:1', engine: llamacpp}").find("workers[0].slots"), std::string::npos);
+  EXPECT_NE(mistake("{id: a, url: 'http://a:1', engine: sglang, cache_model: sequences}").find("workers[0].slots"),
+            std::string::npos);
   EXPECT_NE(mistake("{id: a, url: 'http://a:1', cache_model: sequences, slots: 2, kv_events: 'tcp://a:5557'}")
                 .find("cache_model sequences is for engines without"),
             std::string::npos);
-  EXPECT_NE(mistake("{id: a, url: 'http://a:1', slots: 2}").find("only with cache_model: sequences"),
+  EXPECT_NE(mistake("{id: a, url: 'http://a:1', engine: vllm, slots: 2}").find("only with cache_model: sequences"),
             std::string::npos);
-  EXPECT_NE(mistake("{id: a, url: 'http://a:1', cache_ram_mib: 64}").find("only with cache_model: sequences"),
+  EXPECT_NE(mistake("{id: a, url: 'http://a:1', cache_model: blocks, cache_ram_mib: 64}")
+                .find("only with cache_model: sequences"),
             std::string::npos);
   EXPECT_NE(mistake("{id: a, url: 'http://a:1', engine: tgi}").find("unknown engine 'tgi'"), std::string::npos);
   EXPECT_NE(mistake("{id: a, url: 'http://a:1', cache_model: pages}").find("unknown cache_model"), std::string::npos);

@@ -64,11 +64,13 @@ models:
         "bad.yaml");
     return bad ? std::string() : bad.error().front().to_string();
   };
-  EXPECT_NE(problem_of("engine: llamacpp").find("dns.slots"), std::string::npos) << problem_of("engine: llamacpp");
+  EXPECT_NE(problem_of("engine: sglang, cache_model: sequences").find("dns.slots"), std::string::npos)
+      << problem_of("engine: sglang, cache_model: sequences");
+  EXPECT_EQ(problem_of("engine: llamacpp"), "");  // its slots are read from each replica's /props
   EXPECT_NE(problem_of(R"(engine: llamacpp, slots: 2, kv_events: "tcp://{host}:5557")").find("KV events"),
             std::string::npos);
   EXPECT_NE(problem_of("engine: tgi").find("unknown engine"), std::string::npos);
-  EXPECT_NE(problem_of("slots: 2").find("only with cache_model: sequences"), std::string::npos);
+  EXPECT_NE(problem_of("engine: vllm, slots: 2").find("only with cache_model: sequences"), std::string::npos);
 }
 
 config::Options two_models() {

@@ -24,7 +24,7 @@ using namespace std::chrono_literals;
 std::string worker_yaml(const std::string& id, const std::string& url, const std::string& profile) {
   std::string yaml = "      - id: \"" + id + "\"\n        url: \"" + url + "\"\n        engine: " + profile + "\n";
   if (profile == "llamacpp") {
-    yaml += "        slots: 2\n";
+    yaml += "        slots: 2\n        cache_ram_mib: 0\n";  // the sims' --cache-ram
   }
   return yaml;
 }

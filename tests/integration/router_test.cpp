@@ -452,21 +452,23 @@ TEST(RouterEviction, FullReplicasShowWhatEachPlacementWouldEvict) {
               200);
   }
   // The ingestion thread publishes each worker's blocks every 100 ms.
+  // The count and the age profile are read one after the other: a read
+  // between two of the writer's publications may see them differ.
   json full;
+  int aged = 0;
   for (int attempt = 0; attempt < 200; ++attempt) {
     full = fleet.worker("a")["index"];
-    if (full["capacity_blocks"] == 64 && full["gpu_blocks"].get<int>() >= 48 &&
-        !full["gpu_blocks_by_idle_age"].empty()) {
+    aged = 0;
+    for (const auto& bucket : full["gpu_blocks_by_idle_age"]) {
+      aged += bucket["count"].get<int>();
+    }
+    if (full["capacity_blocks"] == 64 && full["gpu_blocks"].get<int>() >= 48 && aged == full["gpu_blocks"]) {
       break;
     }
     std::this_thread::sleep_for(20ms);  // polling a remote process's state
   }
   ASSERT_EQ(full["capacity_blocks"], 64) << full.dump();
   ASSERT_GE(full["gpu_blocks"].get<int>(), 48) << full.dump();
-  int aged = 0;
-  for (const auto& bucket : full["gpu_blocks_by_idle_age"]) {
-    aged += bucket["count"].get<int>();
-  }
   EXPECT_EQ(aged, full["gpu_blocks"].get<int>()) << full.dump();
 
   // A new conversation of ~25 blocks: neither replica has room for it.

@@ -463,6 +463,49 @@ TEST(Router, OutcomesCompleteTheSessionsTurn) {
             std::string::npos);
 }
 
+// A token-grained engine (llama.cpp's slots) reports within a block of the
+// block-grained prediction either way: that is exact; a block-cache
+// worker's figure must match.
+TEST(Router, ATokenGrainedEngineWithinABlockEitherWayIsExact) {
+  Fleet fleet(cache_aware(), 2);
+  fleet.model.workers[0].options.cache_model = config::CacheModel::sequences;
+  auto prompt = prompt_of(800);
+  fleet.hold(0, prompt, 48);  // 768 tokens
+  fleet.hold(1, prompt, 48);
+  auto decision = fleet.decide(prompt, std::nullopt);
+  ASSERT_EQ(decision.indexed_cached_tokens, 768u);
+  fleet.serve(decision, prompt, 0, {200, 0, 757u, 800u, 10.0});  // 11 below
+  fleet.serve(decision, prompt, 0, {200, 0, 779u, 800u, 10.0});  // 11 above
+  fleet.serve(decision, prompt, 1, {200, 0, 757u, 800u, 10.0});
+  const auto metrics = fleet.exposition();
+  EXPECT_NE(metrics.find(R"(kvgate_cache_predictions_total{outcome="exact",worker="a"} 2)"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find(R"(kvgate_cache_predictions_total{outcome="over",worker="b"} 1)"), std::string::npos);
+  EXPECT_EQ(fleet.worker(0).costs().drift_evidence().over_predicted, 0u);
+}
+
+// A worker's drift names what is likely wrong, from what its engine said.
+TEST(Router, TheDriftCauseNamesTheEngineItDetected) {
+  Fleet fleet(cache_aware(), 1);
+  auto& route = fleet.model.workers[0];
+  workers::EngineIdentity identity;
+  identity.kind = config::EngineKind::llamacpp;
+  identity.evidence = "/metrics names (llamacpp:*)";
+  route.state->engine().publish_identity(std::make_shared<const workers::EngineIdentity>(identity));
+  EXPECT_NE(likely_drift_cause(fleet.model, route).find("the engine is llama.cpp"), std::string::npos);
+  route.options.cache_model = config::CacheModel::sequences;
+  route.options.slots = 2;
+  EXPECT_NE(likely_drift_cause(fleet.model, route).find("slots 2, from /props"), std::string::npos);
+  identity.kind = config::EngineKind::vllm;
+  route.state->engine().publish_identity(std::make_shared<const workers::EngineIdentity>(identity));
+  EXPECT_NE(likely_drift_cause(fleet.model, route).find("not llama-server"), std::string::npos);
+  route.options.cache_model = config::CacheModel::blocks;
+  auto scrape = std::make_shared<workers::EngineView::Scrape>();
+  scrape->load.block_size = 32;
+  route.state->engine().publish(scrape);
+  EXPECT_NE(likely_drift_cause(fleet.model, route).find("set block_size: 32"), std::string::npos);
+}
+
 TEST(Router, AMoveIsCountedOnCommitOnly) {
   Fleet fleet(cache_aware());
   auto first = prompt_of(320);

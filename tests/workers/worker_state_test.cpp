@@ -219,14 +219,14 @@ TEST(WorkerStateWriters, LoadCountersFromSeveralIoThreadsWhileTheRouterReads) {
   std::atomic<bool> done{false};
   std::atomic<int> reads{0};
   std::thread router([&] {
-    while (!done.load()) {
+    do {  // at least once, however the threads are scheduled
       const auto& load = worker.load();
       reads += static_cast<int>(load.in_flight() + load.pending_requests() > 1'000'000 ? 0 : 1);
       (void)load.pending_prefill_tokens();
       (void)load.active_tokens();
       (void)load.mean_uncached_tokens();
       (void)load.recent_time_to_first_token_seconds();
-    }
+    } while (!done.load());
   });
   std::vector<std::thread> io_threads;
   for (int thread = 0; thread < 3; ++thread) {

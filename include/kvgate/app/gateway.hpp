@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include <boost/asio/signal_set.hpp>
@@ -50,8 +51,13 @@ class Gateway {
   void reload();
   // Discovered workers changed (control thread).
   void rediscovered(discovery::DiscoveredByModel discovered);
-  // The file's configuration with the discovered workers added.
+  // The file's configuration with the discovered workers added, and each
+  // worker's engine keys the file left out completed from what its engine
+  // said (workers/engine_identity.hpp).
   std::shared_ptr<const config::Options> effective(const config::Options& base) const;
+  // A worker's engine said what it is, or its answers showed whether it
+  // keeps a RAM prompt cache (control thread): re-model what changed.
+  void engines_changed();
   // Builds and publishes a routing table for `options` (a reload, or new
   // discovered workers): workers that stay keep their state, removed ones
   // take no new requests and finish what they have. False when rejected.
@@ -65,6 +71,14 @@ class Gateway {
   std::shared_ptr<const config::Options> base_options_;  // as the file says
   std::shared_ptr<const config::Options> options_;       // with the discovered workers
   discovery::DiscoveredByModel discovered_;
+  // What each worker's engine said and its answers showed, by worker id
+  // (control thread).
+  struct EngineFacts {
+    std::optional<workers::EngineIdentity> identity;
+    std::optional<bool> ram_cache;
+    bool operator==(const EngineFacts&) const = default;
+  };
+  std::unordered_map<std::string, EngineFacts> engines_;
   http::asio::io_context control_{1};
   obs::Exposition exposition_;
   ReloadStats reloads_{exposition_.registry()};

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kvgate/core/address.hpp"
@@ -38,6 +39,21 @@ enum class EngineKind : std::uint8_t { vllm, sglang, llamacpp };
 // (kv_events/sequence_slots.hpp).
 enum class CacheModel : std::uint8_t { blocks, sequences };
 
+// Which of a worker's engine keys the configuration set. The others follow
+// what the engine says of itself (workers/engine_identity.hpp): its kind
+// from its /metrics names, llama-server's slots from /props.
+struct EngineKeysGiven {
+  bool engine = false;
+  bool cache_model = false;
+  bool slots = false;
+  bool cache_ram_mib = false;
+  bool operator==(const EngineKeysGiven&) const = default;
+};
+
+// llama-server's own default --cache-ram (MiB): what a llama.cpp worker is
+// assumed to keep unless the configuration or its answers say otherwise.
+inline constexpr std::uint64_t kLlamacppDefaultCacheRamMib = 8192;
+
 struct WorkerOptions {
   std::string id;
   std::string url;
@@ -64,6 +80,7 @@ struct WorkerOptions {
   // default is 8192): slots' sequences saved there are credited as a lower
   // tier, priced by their load time. 0: none (--cache-ram 0).
   std::uint64_t cache_ram_mib = 0;
+  EngineKeysGiven given;
   bool operator==(const WorkerOptions&) const = default;
 };
 
@@ -368,7 +385,19 @@ struct Options {
 };
 
 std::string_view to_string(PolicyKind policy);
-std::string_view to_string(EngineKind engine);
-std::string_view to_string(CacheModel model);
+inline constexpr std::string_view to_string(EngineKind engine) {
+  switch (engine) {
+    case EngineKind::vllm:
+      return "vllm";
+    case EngineKind::sglang:
+      return "sglang";
+    case EngineKind::llamacpp:
+      return "llamacpp";
+  }
+  return "unknown";
+}
+inline constexpr std::string_view to_string(CacheModel model) {
+  return model == CacheModel::sequences ? "sequences" : "blocks";
+}
 
 }  // namespace kvgate::config

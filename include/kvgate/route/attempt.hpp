@@ -91,6 +91,7 @@ class Attempt {
     policy::Reason reason = policy::Reason::no_eligible_worker;
     std::uint32_t input_tokens = 0;
     std::uint32_t indexed_cached_tokens = 0;
+    std::uint32_t offloaded_cached_tokens = 0;
     std::uint64_t evicted_blocks_at_decision = 0;
     std::uint64_t queued_tokens = 0;
     std::uint64_t active_tokens = 0;

@@ -59,6 +59,9 @@ struct RouteDecision {
   // the worker is drifting) and as the index alone predicts them.
   std::uint32_t predicted_cached_tokens = 0;
   std::uint32_t indexed_cached_tokens = 0;
+  // Of indexed_cached_tokens, those a lower tier holds (vLLM's CPU offload,
+  // llama.cpp's host-RAM prompt cache) rather than the GPU or a slot.
+  std::uint32_t offloaded_cached_tokens = 0;
   // The chosen worker's count of GPU blocks its engine reported evicting,
   // when decided: the outcome subtracts it to see whether evictions explain
   // a hit the index promised and the engine did not deliver.
@@ -105,6 +108,11 @@ class Router {
   SessionStats& stats_;
   kv_events::IndexWriter* index_writer_ = nullptr;
 };
+
+// The most likely reason a worker's cache predictions drift, from what is
+// known of it (what its engine says it is, its block size, how it is
+// indexed), as one sentence naming the fix; the drift warning ends with it.
+std::string likely_drift_cause(const ModelRoute& model, const WorkerRoute& worker);
 
 // The x-kvgate-route receipt (README "Route receipt"):
 //   worker=W; reason=R; predicted_cached=N[; runner_up=W2; gap_ms=G]

@@ -84,11 +84,20 @@ policy::PrefillRates prefill_priors(const config::CacheAwareOptions& options);
 // the caller's (reused, so a decision does not allocate).
 double median_prefill_speed(const ModelRoute& model, std::vector<double>& buffer);
 
+// Where effective_prefill_rates took a worker's level from, for
+// /debug/workers.
+enum class PrefillLevelSource : std::uint8_t { engine_counters, priors_times_speed, pooled_fit, own_fit };
+std::string_view to_string(PrefillLevelSource source);
+PrefillLevelSource prefill_level_source(const config::CacheAwareOptions& options, const workers::WorkerState& worker);
+
 // What a worker's prefill costs as cache_aware prices it
-// (routing.cache_aware.prefill_fit): the priors times its speed over the
-// median, the model's pooled fit times its speed, or its own fit. `pooled`
-// (model.pooled_prefill->rates()) and `median_speed` are read once per
-// decision by the caller.
+// (routing.cache_aware.prefill_fit): by default (relative) the priors'
+// shape at the level the engine's own prefill counters show
+// (workers/engine_prefill_level.hpp), or, until they have shown enough or
+// when the engine exports none, the priors times its speed over the
+// median; the model's pooled fit times its speed; or its own fit.
+// `pooled` (model.pooled_prefill->rates()) and `median_speed` are read once
+// per decision by the caller.
 policy::PrefillRates effective_prefill_rates(const config::CacheAwareOptions& options,
                                              const policy::PrefillRates& pooled, double median_speed,
                                              const workers::WorkerState& worker);

@@ -38,6 +38,13 @@ struct EngineLoad {
   std::optional<double> prefix_hit_tokens;
   std::optional<std::uint32_t> block_size;
   std::optional<std::uint64_t> num_gpu_blocks;
+  // The engine's own prefill clock (counters since it started): seconds
+  // spent computing prompts and the prompt tokens computed (not served from
+  // its cache). llama.cpp: prompt_seconds_total, prompt_tokens_total. vLLM:
+  // request_prefill_time_seconds_sum, prompt_tokens_total less
+  // prefix_cache_hits_total. Absent: the engine exports no such pair.
+  std::optional<double> prefill_seconds;
+  std::optional<double> computed_prompt_tokens;
 };
 
 EngineLoad extract_engine_load(const ParsedMetrics& metrics);

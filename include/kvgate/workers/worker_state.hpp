@@ -27,6 +27,8 @@
 #include "kvgate/obs/worker_series.hpp"
 #include "kvgate/policy/eviction.hpp"
 #include "kvgate/policy/prefill_fit.hpp"
+#include "kvgate/workers/engine_identity.hpp"
+#include "kvgate/workers/engine_prefill_level.hpp"
 #include "kvgate/workers/learned_prefill.hpp"
 #include "kvgate/workers/outlier_ejection.hpp"
 #include "kvgate/workers/prediction_drift.hpp"
@@ -236,6 +238,22 @@ class EngineView {
   // was under way (the larger of before and after): the engine's waiting
   // requests beyond them are other gateways' and clients'.
   void publish(std::shared_ptr<const Scrape> scrape, std::uint32_t own_pending = 0);
+  // What the engine says it is (engine_identity.hpp); null until it said.
+  [[nodiscard]] std::shared_ptr<const EngineIdentity> identity() const {
+    std::lock_guard lock(last_mutex_);
+    return identity_;
+  }
+  void publish_identity(std::shared_ptr<const EngineIdentity> identity) {
+    std::lock_guard lock(last_mutex_);
+    identity_ = std::move(identity);
+  }
+  // The engine's own ms per computed prompt token (engine_prefill_level.hpp),
+  // read per decision; nullopt until its counters showed enough work.
+  [[nodiscard]] std::optional<double> prefill_ms_per_token() const {
+    const auto level = prefill_ms_per_token_.load(std::memory_order_relaxed);
+    return level > 0 ? std::optional(level) : std::nullopt;
+  }
+  [[nodiscard]] double prefill_level_tokens() const { return prefill_level_tokens_.load(std::memory_order_relaxed); }
   // Waiting and time may come from two successive scrapes, which is harmless.
   struct Queue {
     std::optional<std::uint32_t> waiting;  // nullopt: never scraped, or the engine does not report it
@@ -252,8 +270,12 @@ class EngineView {
   std::atomic<std::int64_t> waiting_{-1};  // < 0: not known
   std::atomic<std::uint32_t> others_waiting_{0};
   std::atomic<std::uint64_t> scraped_ms_{0};
+  std::atomic<double> prefill_ms_per_token_{-1};
+  std::atomic<double> prefill_level_tokens_{0};
+  EnginePrefillLevel prefill_level_;  // the scraper's alone
   mutable std::mutex last_mutex_;
   std::shared_ptr<const Scrape> last_;
+  std::shared_ptr<const EngineIdentity> identity_;
 };
 
 // What kvgate learns of the worker from its answers: the prediction drift
@@ -281,7 +303,20 @@ class LearnedCosts {
   [[nodiscard]] double prefill_speed_noise() const { return prefill_speed_noise_.load(std::memory_order_relaxed); }
   [[nodiscard]] policy::SpeedFit prefill_speed_fit() const;
 
+  // Whether the worker keeps a host-RAM prompt cache, as its answers show
+  // (engine_identity.hpp's RamCacheEvidence); nullopt: not shown yet. The
+  // control thread reads it to re-model the worker.
+  std::optional<bool> record_ram_cache(std::uint32_t slot_tokens, std::uint32_t ram_tokens, std::uint32_t reported,
+                                       std::uint32_t block_tokens);
+  [[nodiscard]] std::optional<bool> ram_cache() const {
+    const auto verdict = ram_cache_.load(std::memory_order_relaxed);
+    return verdict < 0 ? std::nullopt : std::optional<bool>(verdict > 0);
+  }
+
  private:
+  std::atomic<std::int8_t> ram_cache_{-1};
+  mutable std::mutex ram_cache_mutex_;
+  RamCacheEvidence ram_cache_evidence_;
   std::atomic<bool> drifting_{false};
   mutable std::mutex drift_mutex_;
   PredictionDrift drift_;

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <stdexcept>
 
 namespace kvgate::testing {
@@ -49,6 +50,10 @@ Harness::~Harness() {
   for (auto& [id, upstream] : upstreams_) {
     upstream.process->stop();
     check_sanitizer_reports(id, *upstream.process);
+  }
+  if (std::getenv("KVGATE_KEEP_TEST_FILES") != nullptr) {
+    std::cerr << "kept: " << folder_ << "\n";  // logs and configs, for a failure's post-mortem
+    return;
   }
   std::error_code ignored;
   std::filesystem::remove_all(folder_, ignored);
