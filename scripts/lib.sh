@@ -14,10 +14,12 @@
 # is set runs kvgate with that YAML flow mapping as its `routing:` (a
 # variant, e.g. KVGATE_TARGET_ca_w1='{policy: cache_aware, cache_aware:
 # {own_prefill_weight: 1}}'). Sets $runs (kvgate-bench --run flags), $resets
-# (--reset flags), $fleet (a description for the report), $admins (LABEL=
+# (--reset flags, or --reset-command for real replicas), $fleet (a description for the report), $admins (LABEL=
 # admin address per kvgate), $api and $admin (the last gateway's). Each
 # kvgate writes its decision log to $work/decisions-TARGET.jsonl. Environment: KVGATE_REPLICAS (default 3), KVGATE_TIME_SCALE
 # (default 20), KVGATE_SIM_FLAGS (more kvgate-sim flags, e.g. timing),
+# KVGATE_ENGINE (vllm; llamacpp: kvgate-sim replicas as llama-server;
+# llamacpp-real: real llama-server replicas, bench/load/llama_fleet.sh),
 # KVGATE_SIM_FLAGS_r0 .. (one replica's own, after those: e.g.
 # "--time-scale 1" makes r0 twice as slow as the others at the default 2),
 # KVGATE_SETTINGS (more top-level YAML for every kvgate, e.g.
@@ -44,6 +46,7 @@ begin_run() {
 }
 
 end_run() {
+  [[ -d "$work/llama" ]] && bench/load/llama_fleet.sh stop "$work/llama"
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$work"
@@ -90,7 +93,18 @@ start_fleet() {
   local workers_yaml="" id line events_line replay_line target index port own_var own_flags
   local urls=()
   resets=()
+  if [[ "${KVGATE_ENGINE:-vllm}" == llamacpp-real ]]; then
+    # Real llama-server replicas (bench/load/llama_fleet.sh), given to kvgate
+    # by URL only: it reads what they are from them. Each run restarts them.
+    mapfile -t urls < <(bench/load/llama_fleet.sh start "$work/llama" "$replicas")
+    ((${#urls[@]} == replicas)) || exit 1
+    for ((index = 0; index < replicas; index++)); do
+      workers_yaml+="      - {id: r$index, url: \"${urls[$index]}\"}"$'\n'
+    done
+    resets=(--reset-command "bench/load/llama_fleet.sh restart $work/llama")
+  fi
   for ((index = 0; index < replicas; index++)); do
+    [[ "${KVGATE_ENGINE:-vllm}" == llamacpp-real ]] && break
     id=r$index
     own_var="KVGATE_SIM_FLAGS_$id"
     read -r -a own_flags <<<"${!own_var:-}"
@@ -101,8 +115,13 @@ start_fleet() {
         --engine-profile llamacpp --slots "${KVGATE_SLOTS:-2}" --cache-ram "${KVGATE_CACHE_RAM:-0}" \
         "${sim_flags[@]}" ${own_flags[@]+"${own_flags[@]}"}
       line=$started
-      workers_yaml+="      - {id: $id, url: \"http://${line#listening }\", engine: llamacpp, slots: ${KVGATE_SLOTS:-2},"
-      workers_yaml+=" cache_ram_mib: ${KVGATE_CACHE_RAM:-0}}"$'\n'
+      if [[ -n "${KVGATE_BARE_WORKERS:-}" ]]; then
+        # As for real replicas: the URL only, the rest read from the engine.
+        workers_yaml+="      - {id: $id, url: \"http://${line#listening }\"}"$'\n'
+      else
+        workers_yaml+="      - {id: $id, url: \"http://${line#listening }\", engine: llamacpp, slots: ${KVGATE_SLOTS:-2},"
+        workers_yaml+=" cache_ram_mib: ${KVGATE_CACHE_RAM:-0}}"$'\n'
+      fi
     else
       start_server "$id" build/bench/sim/kvgate-sim --model demo-model --id "$id" --block-size 16 \
         --num-gpu-blocks "$blocks" --max-model-len "$max_model_len" --time-scale "$time_scale" \
@@ -117,6 +136,15 @@ start_fleet() {
     resets+=(--reset "http://${line#listening }")
     urls+=("http://${line#listening }")
   done
+  if [[ "${KVGATE_ENGINE:-vllm}" == llamacpp-real ]]; then
+    fleet="$replicas llama-server replicas ($(basename "${KVGATE_LLAMA_MODEL:-rand-llama-d256-l4.gguf}"), -np ${KVGATE_SLOTS:-2},"
+    fleet+=" --cache-ram ${KVGATE_CACHE_RAM:-default}, -t ${KVGATE_LLAMA_THREADS:-1}"
+    for ((index = 0; index < replicas; index++)); do
+      own_var="KVGATE_LLAMA_THREADS_r$index"
+      [[ -n "${!own_var:-}" ]] && fleet+="; r$index -t ${!own_var}"
+    done
+    fleet+="), kvgate given their URLs only"
+  else
   fleet="$replicas kvgate-sim replicas x $blocks KV blocks of 16 tokens (max_model_len $max_model_len),"
   [[ "${KVGATE_ENGINE:-vllm}" == llamacpp ]] &&
     fleet="$replicas kvgate-sim replicas as llama-server -np ${KVGATE_SLOTS:-2} --cache-ram ${KVGATE_CACHE_RAM:-0} (whole prompts in slots, no KV events),"
@@ -125,6 +153,7 @@ start_fleet() {
     own_var="KVGATE_SIM_FLAGS_r$index"
     [[ -n "${!own_var:-}" ]] && fleet+="; r$index: ${!own_var}"
   done
+  fi
   runs=()
   admins=()
   for target in "$@"; do

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -42,6 +43,8 @@ constexpr const char* kUsage =
     "  --seed N                preset generator seed (default 1)\n"
     "  --model NAME            model to request (default: the target's first in /v1/models)\n"
     "  --reset URL             replica whose prefix cache is reset before each run (repeatable)\n"
+    "  --reset-command CMD     a shell command run before each run that must leave the replicas cold (e.g.\n"
+    "                          restarting llama-server replicas, whose RAM cache no request empties)\n"
     "  --name NAME             run: the run's name in the report (default: run)\n"
     "  --max-requests N        traces: the first N requests\n"
     "  --time-scale X          traces: arrival and think times divided by X (default 1)\n"
@@ -68,6 +71,7 @@ struct Command {
   std::string workload;
   std::string out;
   std::vector<std::string> resets;
+  std::string reset_command;
   WorkloadOptions workload_options;
   RunOptions run_options;
   double load = 0;  // 0: no dial (closed-loop sessions, the trace's own times)
@@ -127,6 +131,8 @@ std::string parse(int argc, char** argv, Command& command) {
       command.out = value;
     } else if (flag == "--reset") {
       command.resets.push_back(value);
+    } else if (flag == "--reset-command") {
+      command.reset_command = value;
     } else if (flag == "--name") {
       name = value;
     } else if (flag == "--model") {
@@ -359,6 +365,12 @@ double cpu_seconds() {
 // the end of the comparison.
 json run_one(const Command& command, const std::string& name, const std::string& target, const Workload& workload,
              RunOptions options, const json& dial, const std::string& records_name) {
+  if (!command.reset_command.empty()) {
+    // A benchmark's own shell command (the script that passed it), not input.
+    if (const int status = std::system(command.reset_command.c_str()); status != 0) {
+      throw std::runtime_error("--reset-command failed (status " + std::to_string(status) + ")");
+    }
+  }
   if (!command.resets.empty()) {
     if (auto failed = kvgate::load::reset_prefix_caches(command.resets)) {
       throw std::runtime_error(*failed);

@@ -123,8 +123,13 @@ awaitable<void> run_session(Shared& shared, ConnectionSet& connections, std::siz
     auto& connection = connections.next(shared, index, turn);
     auto answer = co_await connection.post(path, body, session_header);
     record(shared, index, turn, answer, sent_ms, reusable);
-    if (!answer.error.empty()) {
-      break;  // a conversation whose turn failed does not go on
+    // A conversation whose turn failed does not go on, unless the engine
+    // failed only after its first token (llama-server ends a stream with an
+    // error when its output parser rejects what a random-weights model
+    // wrote): the prompt was computed, and the next turn carries what came.
+    const bool answered_in_part = answer.error == "stream_error" && answer.ttft_ms >= 0;
+    if (!answer.error.empty() && !answered_in_part) {
+      break;
     }
     messages.push_back({{"role", "assistant"}, {"content", answer.text}});
     prefix_messages.emplace_back("assistant", answer.text);

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The llama.cpp fleet benchmark on real engines: three llama-server replicas
+# with two slots each (../shared/engines/llama.cpp, the random-weights
+# model of ../shared/data/models), twelve chat sessions in flight (the chat
+# preset), and in front of them, one at a time from cold replicas:
+#   cache_aware    kvgate given the replicas' URLs and nothing else about them
+#   session_hash   kvgate's sticky sessions
+#   round_robin
+#   nginx_sticky   nginx hashing the session header (bench/peers)
+# once with llama-server's default host-RAM prompt cache and once with
+# --cache-ram 0. Then the same workload on kvgate-sim replicas in the
+# llama.cpp profile, its prefill and decode costs set from what the real
+# replicas' own counters measured, so each report row shows how far the
+# simulator is from the engine.
+# Reports: build/llamacpp-real-report/{ram-default,ram-0}/{real,sim}/.
+#   bench/load/llamacpp-real.sh [SESSIONS] [SEED]
+# Heterogeneous fleet: KVGATE_LLAMA_THREADS_r0=2 (r0 gets two threads).
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top"
+source scripts/lib.sh
+sessions=${1:-12}
+seed=${2:-1}
+targets=(cache_aware session_hash round_robin nginx_sticky)
+export KVGATE_REPLICAS=${KVGATE_REPLICAS:-3} KVGATE_SLOTS=${KVGATE_SLOTS:-2}
+cmake --build build -j"${KVGATE_JOBS:-2}" --target kvgate kvgate-sim kvgate-bench >/dev/null
+out_top=build/llamacpp-real-report
+mkdir -p "$out_top"
+model=${KVGATE_LLAMA_MODEL:-$top/../shared/data/models/rand-llama-d256-l4.gguf}
+tokenizer="$top/$out_top/tokenizer"
+python3 tools/gguf_tokenizer.py "$model" "$tokenizer"
+
+run_fleet() {  # run_fleet ENGINE OUT [SIM FLAGS]: one compare of every target
+  local engine=$1 out=$2
+  (
+    export KVGATE_ENGINE=$engine KVGATE_TOKENIZER=$tokenizer KVGATE_BARE_WORKERS=1 KVGATE_TIME_SCALE=1
+    [[ -n "${3:-}" ]] && export KVGATE_SIM_FLAGS=$3
+    begin_run llamacpp-real
+    start_fleet 1000000 16384 "${targets[@]}"
+    if [[ "$engine" == llamacpp-real ]]; then
+      # Cold replicas before each run, and every gateway seeing them up.
+      resets=(--reset-command "bench/load/llama_fleet.sh restart $work/llama && bench/load/llama_fleet.sh \
+wait-gateways $work/llama ${admins[*]#*=}")
+    fi
+    build/bench/load/kvgate-bench compare "${runs[@]}" "${resets[@]}" --workload chat --sessions "$sessions" \
+      --concurrency "$sessions" --seed "$seed" --baseline nginx_sticky --replicas "$KVGATE_REPLICAS" \
+      --fleet "$fleet" --out "$work/report"
+    rm -rf "$out" && mkdir -p "$out"
+    cp "$work/report/"* "$out/"
+    cp "$work"/decisions-*.jsonl "$out/" 2>/dev/null || true
+    for target in cache_aware session_hash round_robin; do
+      [[ -n "${admins[*]:-}" ]] || break
+      for entry in "${admins[@]}"; do
+        [[ "$entry" == "$target="* ]] && curl -s "http://${entry#*=}/debug/workers" >"$out/workers-$target.json"
+      done
+    done
+    if [[ "$engine" == llamacpp-real ]]; then
+      bench/load/llama_fleet.sh metrics "$work/llama" >"$out/engine-costs.txt"
+    fi
+  )
+}
+
+for ram in default 0; do
+  if [[ "$ram" == default ]]; then unset KVGATE_CACHE_RAM; else export KVGATE_CACHE_RAM=0; fi
+  echo "######## llama-server --cache-ram $ram: real replicas"
+  run_fleet llamacpp-real "$out_top/ram-$ram/real"
+  # The simulator's llama.cpp profile at the real replicas' measured costs
+  # (their mean prefill and decode ms per token), in real time.
+  read -r prefill decode < <(awk '{ p += $2; d += $3; n++ } END { printf "%.4f %.4f\n", p / n, d / n }' \
+    "$out_top/ram-$ram/real/engine-costs.txt")
+  echo "######## the same on kvgate-sim (llama.cpp profile, prefill $prefill ms/token, decode $decode ms/token)"
+  KVGATE_CACHE_RAM=${KVGATE_CACHE_RAM:-8192} run_fleet llamacpp "$out_top/ram-$ram/sim" \
+    "--prefill-ms-per-token $prefill --decode-ms-per-seq $decode --step-overhead-ms 0"
+done
+
+# Per target: later-turn hit rate and mean TTFT, real against simulated, and
+# each against nginx sticky sessions on the same engines.
+python3 - "$out_top" <<'PY'
+import json, sys
+top = sys.argv[1]
+def runs(path):
+    summary = json.load(open(f"{path}/summary.json"))
+    result = {}
+    for run in summary["runs"]:
+        later = [t for t in run["hit_rate_by_turn"] if t["turn"] >= 2]
+        prompt = sum(t["prompt_tokens"] for t in later)
+        cached = sum(t["cached_tokens"] for t in later)
+        result[run["name"]] = (100 * cached / max(prompt, 1), run["ttft_ms"]["mean"], run.get("errors", 0))
+    return result
+for ram in ("default", "0"):
+    real, sim = runs(f"{top}/ram-{ram}/real"), runs(f"{top}/ram-{ram}/sim")
+    print(f"\n--cache-ram {ram}")
+    print("| target | later-turn hit (real) | (sim) | mean TTFT ms (real) | (sim) | sim/real TTFT | real TTFT / nginx_sticky |")
+    print("|---|---|---|---|---|---|---|")
+    base = real["nginx_sticky"][1]
+    for name, (hit, ttft, errors) in real.items():
+        s_hit, s_ttft, _ = sim.get(name, (float("nan"), float("nan"), 0))
+        print(f"| {name} | {hit:.1f}% | {s_hit:.1f}% | {ttft:.0f} | {s_ttft:.0f} | {s_ttft / ttft:.2f} | {ttft / base:.2f} |")
+PY
