@@ -4,8 +4,9 @@
 #   bench/load/llama_fleet.sh start DIR N   N replicas on free ports; prints one URL per line
 #   bench/load/llama_fleet.sh restart DIR   the same replicas again, cold, on the same ports
 #                                           (llama-server's RAM prompt cache empties only so)
-#   bench/load/llama_fleet.sh metrics DIR   each replica's prefill and decode ms per token, from
-#                                           its own counters ("rN prefill_ms decode_ms")
+#   bench/load/llama_fleet.sh metrics DIR   each replica's prefill ms per prompt token and decode ms
+#                                           per sequence per step, from its own counters
+#                                           ("rN prefill_ms decode_ms")
 #   bench/load/llama_fleet.sh wait-gateways DIR ADMIN...  until each kvgate sees every worker healthy
 #   bench/load/llama_fleet.sh stop DIR
 # Environment: KVGATE_LLAMA_SERVER (default ../shared/engines/llama.cpp/llama-server),
@@ -86,7 +87,10 @@ case "$command" in
       curl -s "http://127.0.0.1:$(cat "$dir/$id.port")/metrics" | awk -v id="$id" '
         $1 == "llamacpp:prompt_seconds_total" { ps = $2 } $1 == "llamacpp:prompt_tokens_total" { pt = $2 }
         $1 == "llamacpp:tokens_predicted_seconds_total" { ds = $2 } $1 == "llamacpp:tokens_predicted_total" { dt = $2 }
-        END { printf "%s %.4f %.4f\n", id, (pt > 0 ? 1000 * ps / pt : 0), (dt > 0 ? 1000 * ds / dt : 0) }'
+        $1 == "llamacpp:n_busy_slots_per_decode" { busy = $2 }
+        # A slot'"'"'s token takes a whole decode step, shared by the busy slots.
+        END { printf "%s %.4f %.4f\n", id, (pt > 0 ? 1000 * ps / pt : 0),
+              (dt > 0 ? 1000 * ds / dt / (busy > 1 ? busy : 1) : 0) }'
     done
     ;;
   wait-gateways)

@@ -38,6 +38,15 @@ run_fleet() {  # run_fleet ENGINE OUT [SIM FLAGS]: one compare of every target
     begin_run llamacpp-real
     start_fleet 1000000 16384 "${targets[@]}"
     if [[ "$engine" == llamacpp-real ]]; then
+      # Each kvgate first serves a few agent sessions (other conversations
+      # than the measured ones), as a gateway that has been running has:
+      # it has read the engines' prefill clocks and RAM caches by then.
+      for run in "${runs[@]}"; do
+        [[ "$run" == --run ]] && continue
+        [[ "$run" == nginx_* ]] && continue
+        build/bench/load/kvgate-bench run --target "${run#*=}" --workload agent --sessions 4 --concurrency 4 \
+          --seed 99 --name warm-up --out "$work/warm-${run%%=*}" >/dev/null 2>&1
+      done
       # Cold replicas before each run, and every gateway seeing them up.
       resets=(--reset-command "bench/load/llama_fleet.sh restart $work/llama && bench/load/llama_fleet.sh \
 wait-gateways $work/llama ${admins[*]#*=}")

@@ -75,6 +75,7 @@ Feed::Feed(zmq::context_t& context, IndexStats& stats, WorkerFeed config, FeedSe
   status_.stale = false;
   status_.silent = false;
   status_.last_sequence = -1;
+  engine_restarts_seen_ = config_.worker->engine().restarts();
   configure_cache_model();
   if (!events_on()) {
     return;
@@ -368,6 +369,12 @@ std::uint64_t Feed::capacity_blocks() const {
 void Feed::tick(std::uint64_t now_ms) {
   if (events_on()) {
     perform(tracker_.on_tick(now_ms), now_ms);
+  } else if (const auto restarts = config_.worker->engine().restarts(); restarts != engine_restarts_seen_) {
+    // Without events, only the engine's counters tell that it restarted
+    // (and its cache is empty): what kvgate modelled there goes.
+    engine_restarts_seen_ = restarts;
+    config_.cache->caches.drop_worker(config_.slot);
+    spdlog::info("worker {}: its engine restarted; its modelled cache is emptied", worker_id_);
   }
   publish_counts(now_ms);
 }

@@ -66,6 +66,9 @@ class Feed {
   std::optional<zmq::socket_t> monitor_;
   std::optional<zmq::socket_t> replay_;
   SequenceTracker tracker_;
+  // The engine restarts the scraper had seen at the last tick: a worker
+  // without events loses what kvgate modelled of its cache at each one.
+  std::uint64_t engine_restarts_seen_ = 0;
 
   prometheus::Counter* stored_events_;
   prometheus::Counter* removed_events_;

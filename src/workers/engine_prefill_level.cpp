@@ -9,7 +9,14 @@ void EnginePrefillLevel::observe(double prefill_seconds, double computed_tokens)
       computed_tokens < 0) {
     return;
   }
-  if (last_seconds_ && last_tokens_ && prefill_seconds >= *last_seconds_ && computed_tokens >= *last_tokens_) {
+  if (!last_seconds_ && tokens_ == 0 && computed_tokens >= kMinTokens) {
+    // The first scrape of an engine that has been working: its counters
+    // since it started are a level already (a gateway that starts beside a
+    // running fleet prices it at once).
+    const double keep = computed_tokens > kWindowTokens ? kWindowTokens / computed_tokens : 1.0;
+    seconds_ = prefill_seconds * keep;
+    tokens_ = computed_tokens * keep;
+  } else if (last_seconds_ && last_tokens_ && prefill_seconds >= *last_seconds_ && computed_tokens >= *last_tokens_) {
     const double seconds = prefill_seconds - *last_seconds_;
     const double tokens = computed_tokens - *last_tokens_;
     if (tokens > 0) {

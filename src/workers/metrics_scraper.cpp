@@ -119,6 +119,7 @@ awaitable<void> MetricsScraper::scrape(std::shared_ptr<WorkerState> worker, std:
   if (restarted) {
     spdlog::info("worker {}: its engine's counters went down: it restarted", id);
     worker->engine().publish_identity(nullptr);
+    worker->engine().restarted();
   }
   co_await identify(worker, parsed, timeout);
   if (*stopped) {

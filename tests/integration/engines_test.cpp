@@ -54,16 +54,7 @@ json shape(const std::string& event) {
 std::vector<std::string> read_stream(int port, const json& body) {
   EventStream stream(port, "/v1/chat/completions", body.dump());
   EXPECT_EQ(stream.status(), 200);
-  std::vector<std::string> events;
-  // As the openai SDK does: stop reading at [DONE] and close.
-  while (auto event = stream.next_event()) {
-    events.push_back(*event);
-    if (*event == "[DONE]") {
-      break;
-    }
-  }
-  stream.close();
-  return events;
+  return stream.until_done();
 }
 
 class EngineProfiles : public ::testing::TestWithParam<std::string> {};

@@ -149,15 +149,7 @@ json stream_shape(const std::string& event) {
 std::vector<std::string> read_stream(int port, const json& body) {
   EventStream stream(port, "/v1/chat/completions", body.dump());
   EXPECT_EQ(stream.status(), 200);
-  std::vector<std::string> events;
-  while (auto event = stream.next_event()) {
-    events.push_back(*event);
-    if (*event == "[DONE]") {
-      break;
-    }
-  }
-  stream.close();
-  return events;
+  return stream.until_done();
 }
 
 TEST(LlamaServer, TheRelayedStreamIsTheEnginesAndItsErrorsReachTheClient) {

@@ -153,6 +153,20 @@ TEST(EnginePrefillLevel, TheCountersGrowthSetsTheLevelAndARestartStartsAgain) {
   EXPECT_NEAR(*level.ms_per_token(), 2.0, 0.05);
 }
 
+// A gateway that starts beside a running engine prices it from its totals.
+TEST(EnginePrefillLevel, AnEngineWithHistoryHasALevelAtTheFirstScrape) {
+  EnginePrefillLevel level;
+  level.observe(30.0, 100'000);
+  ASSERT_TRUE(level.ms_per_token());
+  EXPECT_DOUBLE_EQ(*level.ms_per_token(), 0.3);
+  EXPECT_LE(level.tokens(), EnginePrefillLevel::kWindowTokens);
+  level.observe(30.0 + 0.6, 101'000);  // then its growth moves it
+  EXPECT_GT(*level.ms_per_token(), 0.3);
+  EnginePrefillLevel fresh;
+  fresh.observe(0.01, 20);  // too little behind it
+  EXPECT_EQ(fresh.ms_per_token(), std::nullopt);
+}
+
 TEST(ScrapeSchedule, TheTimeoutFollowsTheObservedLatency) {
   ScrapeSchedule schedule;
   EXPECT_EQ(schedule.timeout_ms(1000), 1000u);

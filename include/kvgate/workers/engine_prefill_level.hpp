@@ -17,8 +17,10 @@ class EnginePrefillLevel {
   static constexpr double kWindowTokens = 32'768;
   static constexpr double kMinTokens = 512;
 
-  // The counters as scraped. A counter that went down is an engine that
-  // restarted: the next scrape's growth counts from the new values.
+  // The counters as scraped. The first scrape of an engine with enough
+  // work behind it sets the level from its totals; after that, their
+  // growth does. A counter that went down is an engine that restarted: the
+  // next scrape's growth counts from the new values.
   void observe(double prefill_seconds, double computed_tokens);
 
   // Milliseconds per computed prompt token; nullopt until kMinTokens.

@@ -254,6 +254,9 @@ class EngineView {
     return level > 0 ? std::optional(level) : std::nullopt;
   }
   [[nodiscard]] double prefill_level_tokens() const { return prefill_level_tokens_.load(std::memory_order_relaxed); }
+  // Restarts the scraper saw (an engine counter that went down).
+  void restarted() { restarts_.fetch_add(1, std::memory_order_relaxed); }
+  [[nodiscard]] std::uint64_t restarts() const { return restarts_.load(std::memory_order_relaxed); }
   // Waiting and time may come from two successive scrapes, which is harmless.
   struct Queue {
     std::optional<std::uint32_t> waiting;  // nullopt: never scraped, or the engine does not report it
@@ -272,6 +275,7 @@ class EngineView {
   std::atomic<std::uint64_t> scraped_ms_{0};
   std::atomic<double> prefill_ms_per_token_{-1};
   std::atomic<double> prefill_level_tokens_{0};
+  std::atomic<std::uint64_t> restarts_{0};
   EnginePrefillLevel prefill_level_;  // the scraper's alone
   mutable std::mutex last_mutex_;
   std::shared_ptr<const Scrape> last_;

@@ -197,6 +197,18 @@ std::vector<std::string> EventStream::rest() {
   return events;
 }
 
+std::vector<std::string> EventStream::until_done() {
+  std::vector<std::string> events;
+  while (auto event = next_event()) {
+    events.push_back(*event);
+    if (*event == "[DONE]") {
+      break;
+    }
+  }
+  close();
+  return events;
+}
+
 void EventStream::close() {
   boost::system::error_code ignored;
   state_->stream.socket().shutdown(tcp::socket::shutdown_both, ignored);

@@ -48,6 +48,9 @@ class EventStream {
   std::optional<std::string> next_event(std::chrono::milliseconds timeout = std::chrono::milliseconds(10'000));
   // Every remaining payload until the end of the body.
   std::vector<std::string> rest();
+  // Every payload up to and including [DONE], as the openai SDK reads a
+  // stream (it stops there), then closes.
+  std::vector<std::string> until_done();
   // Closes the connection abruptly, as a client that gives up.
   void close();
 
