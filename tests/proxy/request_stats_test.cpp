@@ -59,14 +59,18 @@ TEST(RequestStats, PromptCacheCountsAddUpPerModel) {
   EXPECT_EQ(series_value(text, R"(kvgate_template_iterations_total{model="m",result="evaluated"})"), 5);
 }
 
+// Every component's stats on one registry, as the gateway builds them.
+struct ComponentStats : ::testing::Test {
+  obs::Exposition exposition;
+  RequestStats requests{exposition.registry()};
+  AdmissionStats admission{exposition.registry()};
+  route::SessionStats sessions{exposition.registry()};
+  discovery::DiscoveryStats discovery{exposition.registry()};
+};
+
 // Label values the configuration makes known exist at 0 before anything
 // happened, each declared by its component.
-TEST(ComponentStats, KnownLabelValuesStartAtZero) {
-  obs::Exposition exposition;
-  RequestStats requests(exposition.registry());
-  AdmissionStats admission(exposition.registry());
-  route::SessionStats sessions(exposition.registry());
-  discovery::DiscoveryStats discovery(exposition.registry());
+TEST_F(ComponentStats, KnownLabelValuesStartAtZero) {
   requests.declare_model("m");
   requests.declare_client_error(404, "model_not_found");
   admission.declare_tenant("t");
@@ -95,12 +99,7 @@ TEST(ComponentStats, KnownLabelValuesStartAtZero) {
   }
 }
 
-TEST(ComponentStats, EventsCountUnderTheirLabels) {
-  obs::Exposition exposition;
-  RequestStats requests(exposition.registry());
-  AdmissionStats admission(exposition.registry());
-  route::SessionStats sessions(exposition.registry());
-  discovery::DiscoveryStats discovery(exposition.registry());
+TEST_F(ComponentStats, EventsCountUnderTheirLabels) {
   requests.retry("m");
   requests.client_error(400, "invalid_request_error");
   admission.refused("t", admission::RefusalReason::queue_timeout);
