@@ -21,11 +21,13 @@ clang-format --dry-run -Werror "${sources[@]}"
 # checks (labels node, deploy), the simulator's own suite (a release fixture
 # in the sanitizer pass), kvgate-bench's runs and the cost model's learning
 # and the llama.cpp fleet scenario (they mostly wait on simulated replicas),
-# the real-model folders and the tokenizer goldens of the families whose
+# the real-model folders, the real llama-server replicas (tests/integration/
+# llamacpp_test.cpp: the engine is a release binary either way), the
+# tokenizer goldens of the families whose
 # encoder paths Qwen3 (byte-level) and Gemma 3 (SentencePiece) already take
 # under the sanitizers, the dashboard's metric names and the session table's
 # million-key cap. The sanitizer pass runs every other test.
-once='^(Sim|Bench|ExactTokens|TokenizeCommand|Deploy|RouterLearning)\.|^LlamaCppFleet\.Predictions|^SessionTable\.AMillion|^Families/Golden\..*"(llama3_1|deepseek_v3|gptoss)"|^Families/LongWords\.'
+once='^(Sim|Bench|ExactTokens|TokenizeCommand|Deploy|RouterLearning|LlamaServer)\.|^LlamaCppFleet\.Predictions|^SessionTable\.AMillion|^Families/Golden\..*"(llama3_1|deepseek_v3|gptoss)"|^Families/LongWords\.'
 
 stage "release build (programs, fixtures, the suites run once)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
