@@ -15,7 +15,8 @@ build_packages=(
 # clang-format for the format check, promtool to
 # validate /metrics and the alert rules, curl for scripts; nginx and HAProxy
 # are the peers a kvgate-bench test compares against (bench/peers), python3
-# finds free ports; chromium (headless) renders the status page and the
+# finds free ports and makes the real llama-server suite's tokenizer folder
+# (tools/gguf_tokenizer.py); chromium (headless) renders the status page and the
 # bench reports (scripts/screenshot.py); iproute2's ss destroys live TCP
 # connections in the fault suite.
 test_packages=(clang lld clang-format clang-tidy libclang-rt-14-dev prometheus curl nginx-light haproxy python3 chromium iproute2)
