@@ -92,6 +92,13 @@ void Gateway::engines_changed() {
       changed = true;
     }
   }
+  // Workers that left the table take what their engines said with them.
+  std::erase_if(engines_, [&](const auto& entry) {
+    return std::none_of(table->models.begin(), table->models.end(), [&](const route::ModelRoute& model) {
+      return std::any_of(model.workers.begin(), model.workers.end(),
+                         [&](const route::WorkerRoute& route) { return route.state->id() == entry.first; });
+    });
+  });
   if (!changed) {
     return;
   }

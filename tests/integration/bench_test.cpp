@@ -208,18 +208,6 @@ TEST(Bench, BadInputIsAnErrorWithExitTwo) {
   EXPECT_NE(refused.output.find("/v1/models"), std::string::npos) << refused.output;
 }
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
 bool answers(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
@@ -259,7 +247,7 @@ TEST(Bench, PeersAreTargetsLikeAnyOther) {
   std::vector<std::unique_ptr<ChildProcess>> peers;
   std::string runs = " --run kvgate=" + api_url(fleet);
   for (const auto* kind : {"nginx_sticky", "haproxy_sticky", "haproxy_leastconn"}) {
-    const int port = free_port();
+    const int port = free_loopback_port();
     peers.push_back(start_peer(kind, port, fleet.harness.folder(), replicas));
     ASSERT_TRUE(answers(port)) << kind << ": " << peers.back()->stderr_text();
     runs += std::string(" --run ") + kind + "=http://127.0.0.1:" + std::to_string(port);

@@ -6,10 +6,6 @@
 // ../shared/data/models, waited for until /health answers 200, stopped by
 // PID. A machine that cannot run it (no binary; a CPU without AVX2, where
 // it dies with SIGILL) skips the test with the reason, never passes it.
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -25,19 +21,6 @@
 #include "support/process.hpp"
 
 namespace kvgate::testing {
-
-// An unused TCP port on 127.0.0.1 (llama-server takes a port number only).
-inline int free_loopback_port() {
-  const int socket = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(socket, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  socklen_t length = sizeof address;
-  ::getsockname(socket, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(socket);
-  return ntohs(address.sin_port);
-}
 
 // Why this machine cannot run the real engine ("" when it can).
 inline std::string llama_server_missing() {

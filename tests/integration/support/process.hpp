@@ -40,6 +40,11 @@ class ChildProcess {
   std::optional<int> exit_status_;
 };
 
+// An unused TCP port on 127.0.0.1, for a server that takes a port number
+// rather than announcing one it chose (llama-server, a peer restarted on
+// its own port).
+int free_loopback_port();
+
 // "listening 127.0.0.1:PORT" -> PORT (kvgate-test-upstream's announcement).
 int port_from_listening_line(const std::string& line);
 
