@@ -53,8 +53,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
     }
   }
+  static const auto sources = kvgate::config::default_session_key_sources();
+  kvgate::openai::SessionKeyInput keys{sources, {}};
+  keys.header_values[0] = size % 2 == 0 ? "" : "session";
   for (auto endpoint : {kvgate::openai::Endpoint::chat_completions, kvgate::openai::Endpoint::completions}) {
-    auto result = kvgate::openai::inspect_request(body, endpoint, size % 2 == 0 ? "" : "session");
+    auto result = kvgate::openai::inspect_request(body, endpoint, keys);
     if (!result) {
       const auto& error = result.error();
       if (error.status < 400 || error.status >= 500 || error.message.empty()) {

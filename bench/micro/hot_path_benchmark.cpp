@@ -62,7 +62,7 @@ std::string chat_body(int turns) {
 void inspect_chat(benchmark::State& state) {
   auto body = chat_body(static_cast<int>(state.range(0)));
   for (auto _ : state) {
-    auto summary = kvgate::openai::inspect_request(body, kvgate::openai::Endpoint::chat_completions, "");
+    auto summary = kvgate::openai::inspect_request(body, kvgate::openai::Endpoint::chat_completions, {});
     benchmark::DoNotOptimize(summary);
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * body.size()));

@@ -42,7 +42,8 @@ awaitable<void> AdminServer::serve(tcp::socket socket) {
     }
     auto& request = *read;
     std::string_view target = request.target();
-    auto reply = handle_admin_request(context_, request.method(), target, request.body(), request["x-session-id"]);
+    auto reply = handle_admin_request(context_, request.method(), target, request.body(),
+                                      [&](std::string_view name) { return std::string_view(request[name]); });
     bhttp::response<bhttp::string_body> response{static_cast<bhttp::status>(reply.status), 11};
     response.set(bhttp::field::server, "kvgate-admin");
     response.set(bhttp::field::content_type, reply.content_type);

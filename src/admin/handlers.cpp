@@ -1,3 +1,4 @@
+#include <charconv>
 #include <nlohmann/json.hpp>
 
 #include "kvgate/admin/admin_server.hpp"
@@ -329,7 +330,7 @@ std::string_view query_value(std::string_view query, std::string_view name) {
 // `prompt` and no `messages` is a completions request. `tenant=NAME` runs
 // it as that tenant (its cache salt and session namespace).
 AdminResponse debug_route(gateway::GatewayContext& context, std::string_view query, std::string_view body,
-                          std::string_view session_header) {
+                          const HeaderLookup& header) {
   std::optional<openai::Endpoint> endpoint;
   if (query.find("endpoint=completions") != std::string_view::npos) {
     endpoint = openai::Endpoint::completions;
@@ -358,13 +359,19 @@ AdminResponse debug_route(gateway::GatewayContext& context, std::string_view que
           openai::invalid_request("no tenant is named '" + std::string(name) + "'", "tenant", "invalid_value"));
     }
   }
-  auto prepared = route::prepare_inference(*table, body, *endpoint, session_header, *tenant, local_now());
+  const auto& sources = table->options->sessions.key_from;
+  const openai::SessionKeyInput keys{sources, openai::session_header_values(sources, header)};
+  auto prepared = route::prepare_inference(*table, body, *endpoint, keys, *tenant, local_now());
   if (!prepared) {
     return error_response(prepared.error().error);
   }
   const auto& inference = *prepared;
   const auto& model = *inference.model;
-  route::RouteContext route_context{inference.session_key(), context.peek_decision_sequence(), {}, monotonic_now_ms()};
+  route::RouteContext route_context{inference.session_key(),
+                                    context.peek_decision_sequence(),
+                                    {},
+                                    monotonic_now_ms(),
+                                    inference.summary.session_key_source};
   auto decision = context.router().decide(*table, model, &inference.prompt, route_context);
   if (query_value(query, "format") == "text") {
     return {200, "text/plain; charset=utf-8", route::explain_text(model, decision)};
@@ -376,7 +383,8 @@ AdminResponse debug_route(gateway::GatewayContext& context, std::string_view que
   json session_state = nullptr;
   if (inference.session_key()) {
     session = *inference.session_key();
-    session_state = {{"previous_worker", decision.session ? json(decision.session->worker) : json(nullptr)},
+    session_state = {{"key_source", inference.summary.session_key_source},
+                     {"previous_worker", decision.session ? json(decision.session->worker) : json(nullptr)},
                      {"turns", decision.session ? decision.session->turns : 0},
                      {"expired", decision.session && decision.session->expired}};
   }
@@ -426,6 +434,58 @@ std::optional<std::string> percent_decode(std::string_view text) {
   return decoded;
 }
 
+// One turn as the seed's practical test logs it: worker, input tokens,
+// predicted and engine-reported cached tokens, prefill (TTFT) and decode
+// time, and the worker's KV usage when it was chosen.
+json turn_json(const route::SessionTurn& turn, std::uint64_t now, std::uint64_t unix_now) {
+  auto optional_count = [](const std::optional<std::uint32_t>& value) { return value ? json(*value) : json(nullptr); };
+  auto optional_number = [](const std::optional<double>& value) { return value ? json(*value) : json(nullptr); };
+  return {{"turn", turn.number},
+          {"unix_ms", to_unix_ms(turn.at_ms, now, unix_now)},
+          {"worker", turn.worker},
+          {"reason", policy::to_string(turn.reason)},
+          {"input_tokens", turn.input_tokens},
+          {"predicted_cached_tokens", turn.predicted_cached_tokens},
+          {"cached_tokens", optional_count(turn.cached_tokens)},
+          {"prompt_tokens", optional_count(turn.prompt_tokens)},
+          {"ttft_ms", optional_number(turn.ttft_ms)},
+          {"decode_ms", optional_number(turn.decode_ms)},
+          {"kv_usage", optional_number(turn.kv_usage)},
+          {"status", turn.status == 0 ? json(nullptr) : json(turn.status)}};
+}
+
+// GET /debug/sessions?limit=N: the sessions seen most recently (at most
+// kMaxListedSessions, whatever the table holds), each with its last turn.
+constexpr std::size_t kMaxListedSessions = 200;
+
+AdminResponse debug_sessions(gateway::GatewayContext& context, std::string_view query) {
+  std::size_t limit = 20;
+  if (auto text = query_value(query, "limit"); !text.empty()) {
+    std::size_t parsed = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), parsed);
+    if (error != std::errc{} || end != text.data() + text.size() || parsed == 0) {
+      return error_response(openai::invalid_request("limit must be a positive integer", "limit", "invalid_value"));
+    }
+    limit = std::min(parsed, kMaxListedSessions);
+  }
+  const auto now = monotonic_now_ms();
+  const auto unix_now = unix_now_ms();
+  json sessions = json::array();
+  for (const auto& summary : context.sessions().recent(limit, now)) {
+    sessions.push_back(
+        {{"key", summary.key},
+         {"key_source", summary.key_source.empty() ? json(nullptr) : json(summary.key_source)},
+         {"worker", summary.state.worker},
+         {"turns_total", summary.state.turns},
+         {"started_unix_ms", to_unix_ms(summary.started_ms, now, unix_now)},
+         {"last_seen_unix_ms", to_unix_ms(summary.state.last_seen_ms, now, unix_now)},
+         {"last_turn", summary.last_turn ? turn_json(*summary.last_turn, now, unix_now) : json(nullptr)}});
+  }
+  return json_response(200, {{"active", context.sessions().active(now)},
+                             {"stored", context.sessions().size()},
+                             {"sessions", std::move(sessions)}});
+}
+
 AdminResponse debug_session(gateway::GatewayContext& context, std::string_view encoded_key) {
   auto key = percent_decode(encoded_key);
   if (!key || key->empty()) {
@@ -443,21 +503,12 @@ AdminResponse debug_session(gateway::GatewayContext& context, std::string_view e
     return error_response(error);
   }
   const auto& detail = *found;
-  auto optional_count = [](const std::optional<std::uint32_t>& value) { return value ? json(*value) : json(nullptr); };
   json turns = json::array();
   for (const auto& turn : detail.turns) {
-    turns.push_back({{"turn", turn.number},
-                     {"unix_ms", to_unix_ms(turn.at_ms, now, unix_now)},
-                     {"worker", turn.worker},
-                     {"reason", policy::to_string(turn.reason)},
-                     {"input_tokens", turn.input_tokens},
-                     {"predicted_cached_tokens", turn.predicted_cached_tokens},
-                     {"cached_tokens", optional_count(turn.cached_tokens)},
-                     {"prompt_tokens", optional_count(turn.prompt_tokens)},
-                     {"ttft_ms", turn.ttft_ms ? json(*turn.ttft_ms) : json(nullptr)},
-                     {"status", turn.status == 0 ? json(nullptr) : json(turn.status)}});
+    turns.push_back(turn_json(turn, now, unix_now));
   }
   return json_response(200, {{"key", detail.key},
+                             {"key_source", detail.key_source.empty() ? json(nullptr) : json(detail.key_source)},
                              {"worker", detail.state.worker},
                              {"turns_total", detail.state.turns},
                              {"started_unix_ms", to_unix_ms(detail.started_ms, now, unix_now)},
@@ -469,7 +520,7 @@ AdminResponse debug_session(gateway::GatewayContext& context, std::string_view e
 }  // namespace
 
 AdminResponse handle_admin_request(gateway::GatewayContext& context, bhttp::verb method, std::string_view target,
-                                   std::string_view body, std::string_view session_header) {
+                                   std::string_view body, const HeaderLookup& header) {
   const auto query_at = target.find('?');
   const auto path = target.substr(0, query_at);
   const auto query = query_at == std::string_view::npos ? std::string_view() : target.substr(query_at + 1);
@@ -490,7 +541,10 @@ AdminResponse handle_admin_request(gateway::GatewayContext& context, bhttp::verb
     return debug_workers(context);
   }
   if (path == "/debug/route" && method == bhttp::verb::post) {
-    return debug_route(context, query, body, session_header);
+    return debug_route(context, query, body, header);
+  }
+  if (path == "/debug/sessions" && get) {
+    return debug_sessions(context, query);
   }
   constexpr std::string_view kSessions = "/debug/sessions/";
   if (path.starts_with(kSessions)) {
@@ -499,7 +553,8 @@ AdminResponse handle_admin_request(gateway::GatewayContext& context, bhttp::verb
     }
     return debug_session(context, path.substr(kSessions.size()));
   }
-  for (std::string_view known : {"/", "/status", "/healthz", "/readyz", "/metrics", "/debug/workers", "/debug/route"}) {
+  for (std::string_view known :
+       {"/", "/status", "/healthz", "/readyz", "/metrics", "/debug/workers", "/debug/route", "/debug/sessions"}) {
     if (path == known) {
       return error_response(openai::method_not_allowed(std::string(bhttp::to_string(method)), path));
     }

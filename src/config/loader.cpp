@@ -1,6 +1,7 @@
 #include "kvgate/config/loader.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <set>
 #include <sstream>
@@ -229,6 +230,32 @@ void read_drift(YamlReader& reader, const YAML::Node& node, DriftOptions& out) {
   }
 }
 
+// "header:NAME" (an HTTP token, matched case-insensitively) or "body:NAME"
+// (a top-level string field of the request body).
+Result<SessionKeySource, std::string> parse_session_key_source(std::string_view text) {
+  const auto colon = text.find(':');
+  const auto place = text.substr(0, colon);
+  if (colon == std::string_view::npos || (place != "header" && place != "body")) {
+    return unexpected(std::string("'") + std::string(text) + "' is not header:NAME or body:NAME");
+  }
+  auto name = std::string(text.substr(colon + 1));
+  if (name.empty() || name.size() > 128) {
+    return unexpected(std::string("'") + std::string(text) + "': the name must hold 1 to 128 characters");
+  }
+  if (place == "body") {
+    return session_key_source(SessionKeyPlace::body, name);
+  }
+  static constexpr std::string_view kTokenPunctuation = "!#$%&'*+-.^_`|~";
+  for (char& c : name) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (std::isalnum(byte) == 0 && kTokenPunctuation.find(c) == std::string_view::npos) {
+      return unexpected(std::string("'") + std::string(text) + "': not an HTTP header name");
+    }
+    c = static_cast<char>(std::tolower(byte));
+  }
+  return session_key_source(SessionKeyPlace::header, name);
+}
+
 void read_sessions(YamlReader& reader, const YAML::Node& node, SessionOptions& out) {
   const std::string base = "sessions";
   if (!reader.check_mapping(node, base, keys_under("sessions"))) {
@@ -240,6 +267,29 @@ void read_sessions(YamlReader& reader, const YAML::Node& node, SessionOptions& o
                   [&](auto& value, auto path) { reader.read_duration(value, path, out.idle_ttl, Milliseconds(1)); });
   reader.optional(node, base, "turns_kept",
                   [&](auto& value, auto path) { reader.read(value, path, out.turns_kept, 1, 1'000); });
+  reader.optional(node, base, "key_from", [&](auto& value, auto path) {
+    if (!reader.check_sequence(value, path)) {
+      return;
+    }
+    if (value.size() > kMaxSessionKeySources) {
+      reader.problem(value, path, "at most " + std::to_string(kMaxSessionKeySources) + " sources");
+      return;
+    }
+    out.key_from.clear();
+    for (std::size_t index = 0; index < value.size(); ++index) {
+      std::string text;
+      const auto item_path = indexed(path, index);
+      reader.read(value[index], item_path, text);
+      if (auto source = parse_session_key_source(text)) {
+        if (std::find(out.key_from.begin(), out.key_from.end(), *source) != out.key_from.end()) {
+          reader.problem(value[index], item_path, "'" + text + "' is listed twice");
+        }
+        out.key_from.push_back(std::move(*source));
+      } else {
+        reader.problem(value[index], item_path, source.error());
+      }
+    }
+  });
 }
 
 void read_routing(YamlReader& reader, const YAML::Node& node, RoutingOptions& out) {

@@ -180,10 +180,15 @@ constexpr std::array kOptions{
                "share over-predicted that marks the worker drifting (its index is not credited)"},
     OptionSpec{"routing.drift.recover_share", number, "0.5", "share that clears it again (below trip_share)"},
     OptionSpec{"sessions", section, "",
-               "what the router remembers per session key (x-session-id, prompt_cache_key, user)"},
+               "what the router remembers per session key (from the request's key_from sources)"},
     OptionSpec{"sessions.max_sessions", integer, "65536", "least recently used beyond; about 1 KiB each with 8 turns"},
     OptionSpec{"sessions.idle_ttl", duration, "30m", "a key idle longer starts a new session (reason session_expired)"},
     OptionSpec{"sessions.turns_kept", integer, "8", "last turns per session shown by /debug/sessions/<key>"},
+    OptionSpec{"sessions.key_from", list,
+               "[header:x-session-id, header:x-claude-code-session-id, header:session-id, header:session_id, "
+               "header:x-session-affinity, body:prompt_cache_key, body:user]",
+               "where the session key comes from, first present wins: header:NAME or body:NAME (a top-level "
+               "string field), at most 16"},
     OptionSpec{"index", section, "", "the prefix index (one per model)"},
     OptionSpec{"index.max_entries", integer, "10000000",
                "(block, worker) pairs kept per model; the least recently used go first"},

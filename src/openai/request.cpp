@@ -129,7 +129,7 @@ std::optional<ApiError> check_json_depth(std::string_view body) {
 }
 
 Result<RequestSummary, ApiError> inspect_request(std::string_view body_text, Endpoint endpoint,
-                                                 std::string_view session_header) {
+                                                 const SessionKeyInput& keys) {
   // Checked before parsing: the parser recurses once per level, and no
   // engine reads a body nested this deep (vLLM's own request models would
   // reject it after a costly parse).
@@ -171,15 +171,18 @@ Result<RequestSummary, ApiError> inspect_request(std::string_view body_text, End
   }
   summary.cache_salt = extract_cache_salt(body);
   summary.has_cache_salt_member = body.contains("cache_salt");
-  if (!session_header.empty()) {
-    summary.session_key = std::string(session_header);
-  } else {
-    for (const char* field : {"prompt_cache_key", "user"}) {
-      auto found = body.find(field);
-      if (found != body.end() && found->is_string() && !found->get_ref<const std::string&>().empty()) {
-        summary.session_key = found->get<std::string>();
-        break;
-      }
+  for (std::size_t at = 0; at < keys.sources.size() && at < config::kMaxSessionKeySources; ++at) {
+    const auto& source = keys.sources[at];
+    std::string_view key;
+    if (source.place == config::SessionKeyPlace::header) {
+      key = keys.header_values[at];
+    } else if (auto found = body.find(source.name); found != body.end() && found->is_string()) {
+      key = found->get_ref<const std::string&>();
+    }
+    if (!key.empty()) {
+      summary.session_key = std::string(key);
+      summary.session_key_source = source.label;
+      break;
     }
   }
   if (endpoint == Endpoint::chat_completions) {

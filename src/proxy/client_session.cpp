@@ -188,7 +188,8 @@ void ClientSession::finish(Exchange& exchange) {
     exchange.attempt->complete({exchange.status, exchange.retries, exchange.reported.cached_tokens,
                                 exchange.reported.prompt_tokens,
                                 ttft < 0 ? std::nullopt : std::optional<double>(ttft * 1000),
-                                exchange.first_token_seconds >= 0, exchange.reported.completion_tokens});
+                                exchange.first_token_seconds >= 0, exchange.reported.completion_tokens,
+                                ttft < 0 ? std::nullopt : std::optional<double>((elapsed - ttft) * 1000)});
   }
   if (exchange.route && exchange.route->worker) {
     obs::RoutedRequest routed;

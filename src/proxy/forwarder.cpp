@@ -60,7 +60,7 @@ class Attempts {
     std::optional<openai::ApiError> last_error;
     for (std::uint32_t try_number = 0; try_number <= options.upstream.retries; ++try_number) {
       route::RouteContext context{target_.session_key, session_.context().next_decision_sequence(), excluded,
-                                  monotonic_now_ms()};
+                                  monotonic_now_ms(), target_.session_key_source};
       auto decision = router.decide(target_.table, target_.model, target_.prompt, context);
       if (!decision.worker) {
         if (!exchange_.route) {
@@ -128,6 +128,7 @@ class Attempts {
     if (!exchange_.route) {
       if (target_.session_key) {
         exchange_.session = std::string(*target_.session_key);
+        exchange_.session_source = target_.session_key_source;
       }
       exchange_.decision_log = session_.thread().decision_log();
     }

@@ -47,8 +47,10 @@ const route::ModelRoute* model_for_passthrough(const route::RoutingTable& table,
 
 awaitable<void> handle_inference(ClientSession& session, ClientRequest& request, Exchange& exchange,
                                  const route::RoutingTable& table, openai::Endpoint endpoint) {
-  auto prepared =
-      route::prepare_inference(table, request.body(), endpoint, request["x-session-id"], *exchange.tenant, local_now());
+  const auto& sources = table.options->sessions.key_from;
+  const openai::SessionKeyInput keys{
+      sources, openai::session_header_values(sources, [&](std::string_view name) { return request[name]; })};
+  auto prepared = route::prepare_inference(table, request.body(), endpoint, keys, *exchange.tenant, local_now());
   if (!prepared) {
     const auto& [error, model] = prepared.error();
     if (model != nullptr) {
@@ -103,7 +105,9 @@ awaitable<void> handle_inference(ClientSession& session, ClientRequest& request,
     exchange.cache_salt_rewrite =
         Exchange::CacheSaltRewrite{inference.cache_salt_override, inference.summary.has_cache_salt_member};
   }
-  co_await forward(session, request, exchange, ForwardTarget{table, model, inference.session_key(), &inference.prompt});
+  co_await forward(
+      session, request, exchange,
+      ForwardTarget{table, model, inference.session_key(), &inference.prompt, inference.summary.session_key_source});
 }
 
 awaitable<void> handle_passthrough(ClientSession& session, ClientRequest& request, Exchange& exchange,

@@ -3,9 +3,10 @@
 namespace kvgate::route {
 
 Result<InferenceRequest, InferenceError> prepare_inference(const RoutingTable& table, std::string_view body,
-                                                           openai::Endpoint endpoint, std::string_view session_header,
+                                                           openai::Endpoint endpoint,
+                                                           const openai::SessionKeyInput& keys,
                                                            const tenant::Tenant& tenant, const std::tm& local_time) {
-  auto summary = openai::inspect_request(body, endpoint, session_header);
+  auto summary = openai::inspect_request(body, endpoint, keys);
   if (!summary) {
     return unexpected(InferenceError{summary.error()});
   }

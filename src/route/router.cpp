@@ -226,6 +226,7 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
       model.workers[chosen].state->event_stream().evicted_blocks.load(std::memory_order_relaxed);
   result.queued_tokens = views[chosen].pending_prefill_tokens;
   result.active_tokens = views[chosen].active_tokens;
+  result.kv_usage = model.workers[chosen].state->engine().kv_usage();
   result.runner_up = runner_up(result.candidates, chosen);
   if (result.runner_up) {
     const auto& winner = result.candidates[chosen];
@@ -273,6 +274,7 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
     turn.reason = decision.reason;
     turn.input_tokens = decision.input_tokens;
     turn.predicted_cached_tokens = decision.indexed_cached_tokens;
+    turn.kv_usage = decision.kv_usage;
     // A retry re-targets the request's own turn instead of adding one.
     const bool same_request = !context.excluded.empty();
     if (!same_request) {
@@ -282,7 +284,8 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
         model.session_gaps->record_first_turn();
       }
     }
-    attempt.session_turn_ = sessions_.commit_turn(*context.session_key, std::move(turn), context.now_ms, same_request);
+    attempt.session_turn_ = sessions_.commit_turn(*context.session_key, std::move(turn), context.now_ms, same_request,
+                                                  context.session_key_source);
     if (policy::is_session_move(decision.reason)) {
       stats_.moved(model.name, decision.reason);
     }
@@ -400,8 +403,9 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
   if (attempt.session_turn_ == 0) {
     return;
   }
-  sessions_.record_outcome(attempt.session_key_, attempt.session_turn_,
-                           {outcome.status, outcome.cached_tokens, outcome.prompt_tokens, outcome.ttft_ms});
+  sessions_.record_outcome(
+      attempt.session_key_, attempt.session_turn_,
+      {outcome.status, outcome.cached_tokens, outcome.prompt_tokens, outcome.ttft_ms, outcome.decode_ms});
   const auto prompt_tokens = outcome.prompt_tokens.value_or(decision.input_tokens);
   if (attempt.session_turn_ >= 2 && outcome.status == 200 && outcome.cached_tokens && prompt_tokens > 0) {
     stats_.turn_hit(model.name,

@@ -80,8 +80,8 @@ std::optional<SessionState> SessionTable::find(std::string_view key, std::uint64
   });
 }
 
-std::uint64_t SessionTable::commit_turn(std::string_view key, SessionTurn turn, std::uint64_t now_ms,
-                                        bool same_request) {
+std::uint64_t SessionTable::commit_turn(std::string_view key, SessionTurn turn, std::uint64_t now_ms, bool same_request,
+                                        std::string_view key_source) {
   return with_stored_key(key, [&](std::string_view stored) -> std::uint64_t {
     auto& shard = shard_for(stored);
     const auto capacity = shard_capacity();
@@ -94,7 +94,7 @@ std::uint64_t SessionTable::commit_turn(std::string_view key, SessionTurn turn, 
         shard.by_key.erase(std::string_view(shard.lru.back().key));
         shard.lru.pop_back();
       }
-      shard.lru.push_front(Entry{std::string(stored), now_ms, now_ms, 0, 0, {}, 0, {}});
+      shard.lru.push_front(Entry{std::string(stored), now_ms, now_ms, 0, 0, {}, 0, {}, {}});
       entry = shard.lru.begin();
       shard.by_key.emplace(std::string_view(entry->key), entry);
     } else {
@@ -106,6 +106,7 @@ std::uint64_t SessionTable::commit_turn(std::string_view key, SessionTurn turn, 
         last.worker_position = turn.worker_position;
         last.reason = turn.reason;
         last.predicted_cached_tokens = turn.predicted_cached_tokens;
+        last.kv_usage = turn.kv_usage;
         entry->worker = std::move(turn.worker);
         entry->worker_position = turn.worker_position;
         entry->last_seen_ms = now_ms;
@@ -119,6 +120,7 @@ std::uint64_t SessionTable::commit_turn(std::string_view key, SessionTurn turn, 
     }
     entry->turns += 1;
     entry->last_seen_ms = now_ms;
+    entry->key_source.assign(key_source);
     entry->last_input_tokens = turn.input_tokens;
     entry->worker = turn.worker;
     entry->worker_position = turn.worker_position;
@@ -143,6 +145,7 @@ void SessionTable::record_outcome(std::string_view key, std::uint64_t number, co
         turn.cached_tokens = outcome.cached_tokens;
         turn.prompt_tokens = outcome.prompt_tokens;
         turn.ttft_ms = outcome.ttft_ms;
+        turn.decode_ms = outcome.decode_ms;
       }
     }
     return 0;
@@ -156,6 +159,7 @@ std::optional<SessionDetail> SessionTable::detail(std::string_view key, std::uin
     }
     SessionDetail detail;
     detail.key = entry->key;
+    detail.key_source = entry->key_source;
     detail.state = state_of(*entry, now_ms);
     detail.started_ms = entry->started_ms;
     detail.turns.assign(entry->recent.begin(), entry->recent.end());
@@ -198,7 +202,7 @@ std::vector<SessionTable::Summary> SessionTable::recent(std::size_t limit, std::
       if (taken == limit || expired(entry.last_seen_ms, now_ms, ttl)) {
         break;
       }
-      summaries.push_back({state_of(entry, now_ms), entry.key, entry.started_ms,
+      summaries.push_back({state_of(entry, now_ms), entry.key, entry.key_source, entry.started_ms,
                            entry.recent.empty() ? std::nullopt : std::optional<SessionTurn>(entry.recent.back())});
       ++taken;
     }

@@ -166,7 +166,7 @@ EngineLoad extract_engine_load(const ParsedMetrics& metrics) {
                name == "llamacpp:requests_deferred") {
       add(load.waiting, sample.value);
     } else if (name == "vllm:kv_cache_usage_perc" || name == "vllm:gpu_cache_usage_perc" ||
-               name == "sglang:token_usage") {
+               name == "sglang:token_usage" || name == "llamacpp:kv_cache_usage_ratio") {
       load.kv_usage = std::max(load.kv_usage.value_or(0), std::clamp(sample.value, 0.0, 1.0));
     } else if (name == "vllm:request_prefill_time_seconds_sum") {
       add(vllm_prefill_seconds, sample.value);

@@ -76,6 +76,7 @@ void EngineView::publish(std::shared_ptr<const Scrape> scrape, std::uint32_t own
     others_waiting_.store(static_cast<std::uint32_t>(std::max<std::int64_t>(0, waiting - own_pending)),
                           std::memory_order_relaxed);
     scraped_ms_.store(scrape->scraped_ms, std::memory_order_relaxed);
+    kv_usage_.store(scrape->load.kv_usage.value_or(-1), std::memory_order_relaxed);
     if (scrape->load.prefill_seconds && scrape->load.computed_prompt_tokens) {
       prefill_level_.observe(*scrape->load.prefill_seconds, *scrape->load.computed_prompt_tokens);
       prefill_ms_per_token_.store(prefill_level_.ms_per_token().value_or(-1), std::memory_order_relaxed);
@@ -84,6 +85,7 @@ void EngineView::publish(std::shared_ptr<const Scrape> scrape, std::uint32_t own
   } else {
     waiting_.store(-1, std::memory_order_relaxed);
     others_waiting_.store(0, std::memory_order_relaxed);
+    kv_usage_.store(-1, std::memory_order_relaxed);
   }
   std::lock_guard lock(last_mutex_);
   last_ = std::move(scrape);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace kvgate::config {
 namespace {
@@ -242,9 +243,46 @@ INSTANTIATE_TEST_SUITE_P(
                   "models:\n  - name: m\n    workers:\n      - {id: a, url: 'http://a:1', upstream_api_key_env: A, "
                   "upstream_api_key_file: /b}\n",
                   4, "models[0].workers[0]", "not both"},
+        BadConfig{"key_source_place", with_models("sessions:\n  key_from: [cookie:sid]\n"), 2, "sessions.key_from[0]",
+                  "not header:NAME or body:NAME"},
+        BadConfig{"key_source_header_name", with_models("sessions:\n  key_from: ['header:x session']\n"), 2,
+                  "sessions.key_from[0]", "not an HTTP header name"},
+        BadConfig{"key_source_empty_name", with_models("sessions:\n  key_from: ['body:']\n"), 2, "sessions.key_from[0]",
+                  "1 to 128 characters"},
+        BadConfig{"key_source_twice", with_models("sessions:\n  key_from: [header:X-A, header:x-a]\n"), 2,
+                  "sessions.key_from[1]", "listed twice"},
+        BadConfig{"key_sources_too_many",
+                  with_models("sessions:\n  key_from: [body:a, body:b, body:c, body:d, body:e, body:f, body:g, body:h, "
+                              "body:i, body:j, body:k, body:l, body:m, body:n, body:o, body:p, body:q]\n"),
+                  2, "sessions.key_from", "at most 16"},
         BadConfig{"yaml_syntax", "models: [\n", 2, "", "YAML syntax error"},
         BadConfig{"empty_file", "", 0, "", "empty"}),
     [](const testing::TestParamInfo<BadConfig>& info) { return std::string(info.param.name); });
+
+// The default recognises agent clients; a configured list replaces it,
+// header names in any case.
+TEST(ConfigLoader, ReadsSessionKeySources) {
+  auto defaults = load_text(kMinimal, "minimal.yaml");
+  ASSERT_TRUE(defaults);
+  std::vector<std::string> labels;
+  for (const auto& source : defaults->sessions.key_from) {
+    labels.push_back(source.label);
+  }
+  EXPECT_EQ(labels, (std::vector<std::string>{"header:x-session-id", "header:x-claude-code-session-id",
+                                              "header:session-id", "header:session_id", "header:x-session-affinity",
+                                              "body:prompt_cache_key", "body:user"}));
+  auto configured =
+      load_text(std::string("sessions:\n  key_from: [header:X-Agent-Run, body:thread]\n") + kMinimal, "keys.yaml");
+  ASSERT_TRUE(configured) << configured.error().front().to_string();
+  ASSERT_EQ(configured->sessions.key_from.size(), 2u);
+  EXPECT_EQ(configured->sessions.key_from[0].place, SessionKeyPlace::header);
+  EXPECT_EQ(configured->sessions.key_from[0].name, "x-agent-run");
+  EXPECT_EQ(configured->sessions.key_from[1].label, "body:thread");
+  // An empty list: no request has a session key.
+  auto none = load_text(std::string("sessions:\n  key_from: []\n") + kMinimal, "none.yaml");
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->sessions.key_from.empty());
+}
 
 TEST(ConfigLoader, ReadsTheHashingPolicies) {
   auto sticky = load_text(with_models("routing: {policy: session_hash}\n"), "sticky.yaml");

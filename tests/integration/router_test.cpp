@@ -4,6 +4,8 @@
 // or move; the receipt header; prediction drift detected and acted on.
 #include <gtest/gtest.h>
 
+#include <csignal>
+#include <fstream>
 #include <map>
 #include <random>
 #include <regex>
@@ -180,6 +182,135 @@ TEST(Router, UnknownOrMalformedSessionKeysAreClearErrors) {
   auto stored = get(harness.admin_port(), "/debug/sessions/" + long_key);
   ASSERT_EQ(stored.status, 200);
   EXPECT_TRUE(json::parse(stored.body)["key"].get<std::string>().starts_with("xxh3:"));
+}
+
+// --- Agents ---
+
+// Reads the decision log's records (the log is flushed on SIGHUP).
+std::vector<json> decision_records(Harness& harness, const std::string& log, std::size_t at_least) {
+  harness.gateway().send_signal(SIGHUP);
+  std::vector<json> records;
+  for (int attempt = 0; attempt < 100 && records.size() < at_least; ++attempt) {
+    std::this_thread::sleep_for(20ms);  // the decision log is written by a background thread
+    records.clear();
+    std::ifstream file(log);
+    for (std::string line; std::getline(file, line);) {
+      records.push_back(json::parse(line));
+    }
+  }
+  return records;
+}
+
+// Agent clients name their sessions in their own headers: with no
+// configuration the gateway keys sessions by them, says which source gave
+// each key, and each turn carries the seed's practical-test fields.
+TEST(RouterAgents, AgentClientsSessionsAreRecognisedWithoutConfiguration) {
+  Fleet fleet;
+  fleet.add_sim("a");
+  fleet.add_sim("b");
+  auto log = fleet.harness.folder() + "/decisions.jsonl";
+  fleet.start_gateway("decision_log: \"" + log + "\"\nmetrics_scrape: {interval: 100ms}\n");
+  // KV usage comes from the engines' metrics: wait for a scrape of each.
+  for (const char* id : {"a", "b"}) {
+    fleet.wait_until(id, [](const json& worker) { return worker["engine"]["kv_usage"].is_number(); });
+  }
+  // Claude Code's header; an empty kvgate header falls through to it.
+  const Headers claude{{"x-session-id", ""}, {"x-claude-code-session-id", "claude-7"}};
+  auto messages = first_turn("List the files that define the router's cost model.");
+  auto first = post_json(fleet.harness.api_port(), "/v1/chat/completions", chat_request(messages).dump(), claude);
+  ASSERT_EQ(first.status, 200) << first.body;
+  fleet.wait_synced(first.header("x-kvgate-worker"));
+  auto answer = json::parse(first.body)["choices"][0]["message"]["content"].get<std::string>();
+  messages = second_turn(messages, answer, "Now open the first one.");
+  auto second = post_json(fleet.harness.api_port(), "/v1/chat/completions", chat_request(messages).dump(), claude);
+  ASSERT_EQ(second.status, 200);
+  // Codex's header, in both spellings, and OpenCode's.
+  for (const auto& [header, key] : std::vector<std::pair<std::string, std::string>>{
+           {"session-id", "codex-1"}, {"session_id", "codex-2"}, {"x-session-affinity", "opencode-1"}}) {
+    ASSERT_EQ(post_json(fleet.harness.api_port(), "/v1/chat/completions",
+                        chat_request(first_turn("Run the tests of " + key)).dump(), {{header, key}})
+                  .status,
+              200);
+  }
+
+  json detail;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    detail = json::parse(get(fleet.harness.admin_port(), "/debug/sessions/claude-7").body);
+    if (detail["turns"].size() == 2 && !detail["turns"][1]["decode_ms"].is_null()) {
+      break;
+    }
+    std::this_thread::sleep_for(20ms);  // the outcome is recorded once the response has ended
+  }
+  EXPECT_EQ(detail["key_source"], "header:x-claude-code-session-id") << detail.dump();
+  ASSERT_EQ(detail["turns"].size(), 2u) << detail.dump();
+  const auto& turn = detail["turns"][1];
+  EXPECT_EQ(turn["worker"], second.header("x-kvgate-worker"));
+  EXPECT_GT(turn["input_tokens"].get<int>(), 0);
+  EXPECT_GT(turn["predicted_cached_tokens"].get<int>(), 0);
+  EXPECT_EQ(turn["cached_tokens"], turn["predicted_cached_tokens"]) << turn.dump();
+  EXPECT_GE(turn["ttft_ms"].get<double>(), 0.0);
+  EXPECT_GE(turn["decode_ms"].get<double>(), 0.0);
+  ASSERT_TRUE(turn["kv_usage"].is_number()) << turn.dump();
+  EXPECT_GE(turn["kv_usage"].get<double>(), 0.0);
+  EXPECT_LE(turn["kv_usage"].get<double>(), 1.0);
+
+  // The list names every session with its source.
+  auto listed = json::parse(get(fleet.harness.admin_port(), "/debug/sessions").body);
+  std::map<std::string, std::string> sources;
+  for (const auto& session : listed["sessions"]) {
+    sources[session["key"]] = session["key_source"];
+  }
+  EXPECT_EQ(sources["claude-7"], "header:x-claude-code-session-id");
+  EXPECT_EQ(sources["codex-1"], "header:session-id");
+  EXPECT_EQ(sources["codex-2"], "header:session_id");
+  EXPECT_EQ(sources["opencode-1"], "header:x-session-affinity");
+
+  // The decision log carries the source and the chosen worker's KV usage.
+  auto records = decision_records(fleet.harness, log, 5);
+  ASSERT_GE(records.size(), 5u);
+  std::size_t agent_records = 0;
+  for (const auto& record : records) {
+    if (record["session"] == "claude-7") {
+      ++agent_records;
+      EXPECT_EQ(record["session_source"], "header:x-claude-code-session-id");
+      EXPECT_TRUE(record["kv_usage"].is_number()) << record.dump();
+      EXPECT_GE(record["decode_ms"].get<double>(), 0.0);
+    }
+  }
+  EXPECT_EQ(agent_records, 2u);
+}
+
+// A configured list replaces the default: sources it lacks are ignored, a
+// body field of the operator's choosing is read, and a flood of distinct
+// agent keys leaves the table and its listing bounded.
+TEST(RouterAgents, ConfiguredSourcesAndAFloodOfKeysStayBounded) {
+  Harness harness;
+  harness.start_upstream("u0");
+  harness.start_gateway(
+      "sessions: {max_sessions: 32, key_from: [body:conversation, header:x-claude-code-session-id]}\n",
+      harness.models_for_upstreams());
+  auto body = json::parse(chat_body());
+  body["conversation"] = "thread-9";
+  ASSERT_EQ(post_json(harness.api_port(), "/v1/chat/completions", body.dump(), {{"x-session-id", "ignored"}}).status,
+            200);
+  auto thread = get(harness.admin_port(), "/debug/sessions/thread-9");
+  ASSERT_EQ(thread.status, 200) << thread.body;
+  EXPECT_EQ(json::parse(thread.body)["key_source"], "body:conversation");
+  EXPECT_EQ(get(harness.admin_port(), "/debug/sessions/ignored").status, 404);
+
+  for (int key = 0; key < 300; ++key) {
+    ASSERT_EQ(post_json(harness.api_port(), "/v1/chat/completions", chat_body(),
+                        {{"x-claude-code-session-id", "flood-" + std::to_string(key)}})
+                  .status,
+              200);
+  }
+  auto listed = json::parse(get(harness.admin_port(), "/debug/sessions?limit=100000").body);
+  EXPECT_LE(listed["stored"].get<int>(), 32);
+  EXPECT_LE(listed["sessions"].size(), 32u);
+  EXPECT_GE(listed["sessions"].size(), 1u);
+  EXPECT_EQ(json::parse(get(harness.admin_port(), "/debug/sessions?limit=2").body)["sessions"].size(), 2u);
+  EXPECT_EQ(get(harness.admin_port(), "/debug/sessions?limit=0").status, 400);
+  EXPECT_EQ(get(harness.admin_port(), "/debug/sessions?limit=lots").status, 400);
 }
 
 // --- Prediction drift ---

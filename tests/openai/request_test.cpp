@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <map>
+#include <string>
+
 namespace kvgate::openai {
 namespace {
 
@@ -12,7 +15,7 @@ constexpr auto kChat = Endpoint::chat_completions;
 TEST(InspectRequest, FindsModelStreamAndUsageFlag) {
   auto summary = inspect_request(
       R"({"model":"qwen3","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]})",
-      kChat, "");
+      kChat, {});
   ASSERT_TRUE(summary);
   EXPECT_EQ(summary->model, "qwen3");
   EXPECT_TRUE(summary->stream);
@@ -20,27 +23,85 @@ TEST(InspectRequest, FindsModelStreamAndUsageFlag) {
   EXPECT_FALSE(summary->session_key);
 }
 
-TEST(InspectRequest, SessionKeyPrefersHeaderThenPromptCacheKeyThenUser) {
+// The default sources with the request's headers looked up from `headers`.
+SessionKeyInput default_keys(const std::map<std::string, std::string>& headers = {}) {
+  static const auto sources = config::default_session_key_sources();
+  return {sources, session_header_values(sources, [&](std::string_view name) {
+            auto found = headers.find(std::string(name));
+            return found == headers.end() ? std::string_view() : std::string_view(found->second);
+          })};
+}
+
+TEST(InspectRequest, SessionKeyTakesTheFirstSourcePresentInTheConfiguredOrder) {
   const char* body = R"({"model":"m","messages":[{"role":"user","content":"x"}],"user":"u","prompt_cache_key":"p"})";
-  EXPECT_EQ(inspect_request(body, kChat, "h")->session_key, "h");
-  EXPECT_EQ(inspect_request(body, kChat, "")->session_key, "p");
+  auto from_header = inspect_request(body, kChat, default_keys({{"x-session-id", "h"}}));
+  EXPECT_EQ(from_header->session_key, "h");
+  EXPECT_EQ(from_header->session_key_source, "header:x-session-id");
+  auto from_body = inspect_request(body, kChat, default_keys());
+  EXPECT_EQ(from_body->session_key, "p");
+  EXPECT_EQ(from_body->session_key_source, "body:prompt_cache_key");
   EXPECT_EQ(
-      inspect_request(R"({"model":"m","messages":[{"role":"user","content":"x"}],"user":"u"})", kChat, "")->session_key,
+      inspect_request(R"({"model":"m","messages":[{"role":"user","content":"x"}],"user":"u"})", kChat, default_keys())
+          ->session_key,
       "u");
   EXPECT_EQ(
       inspect_request(R"({"model":"m","messages":[{"role":"user","content":"x"}],"user":"","prompt_cache_key":""})",
-                      kChat, "")
+                      kChat, default_keys({{"x-session-id", ""}}))
           ->session_key,
       std::nullopt);
+  // No sources: no key, whatever the request holds.
+  EXPECT_EQ(inspect_request(body, kChat, {})->session_key, std::nullopt);
+}
+
+// Agent clients are recognised by the default list; an absent (or empty)
+// header falls through to the next source.
+TEST(InspectRequest, AgentClientsSessionHeadersAreDefaultSources) {
+  const char* body = R"({"model":"m","messages":[{"role":"user","content":"x"}],"user":"u"})";
+  const std::pair<const char*, const char*> kClients[] = {{"x-claude-code-session-id", "claude"},
+                                                          {"session-id", "codex"},
+                                                          {"session_id", "codex-old"},
+                                                          {"x-session-affinity", "opencode"}};
+  for (const auto& [header, key] : kClients) {
+    auto summary = inspect_request(body, kChat, default_keys({{header, key}}));
+    ASSERT_TRUE(summary);
+    EXPECT_EQ(summary->session_key, key) << header;
+    EXPECT_EQ(summary->session_key_source, "header:" + std::string(header));
+  }
+  auto fell_through = inspect_request(body, kChat, default_keys({{"x-claude-code-session-id", ""}}));
+  EXPECT_EQ(fell_through->session_key, "u");
+  EXPECT_EQ(fell_through->session_key_source, "body:user");
+  // kvgate's own header wins over an agent's.
+  auto both = inspect_request(body, kChat, default_keys({{"x-session-id", "mine"}, {"session-id", "codex"}}));
+  EXPECT_EQ(both->session_key, "mine");
+}
+
+// A configured body field of any name; a non-string value is not a key.
+TEST(InspectRequest, ConfiguredBodyFieldIsASource) {
+  const std::vector<config::SessionKeySource> sources = {
+      config::session_key_source(config::SessionKeyPlace::body, "conversation"),
+      config::session_key_source(config::SessionKeyPlace::header, "x-trace")};
+  auto keys = [&](std::string_view trace) {
+    SessionKeyInput input{sources, {}};
+    input.header_values[1] = trace;
+    return input;
+  };
+  auto summary = inspect_request(R"({"model":"m","messages":[{"role":"user","content":"x"}],"conversation":"c1"})",
+                                 kChat, keys("t"));
+  EXPECT_EQ(summary->session_key, "c1");
+  EXPECT_EQ(summary->session_key_source, "body:conversation");
+  auto number =
+      inspect_request(R"({"model":"m","messages":[{"role":"user","content":"x"}],"conversation":7})", kChat, keys("t"));
+  EXPECT_EQ(number->session_key, "t");
+  EXPECT_EQ(number->session_key_source, "header:x-trace");
 }
 
 TEST(InspectRequest, CompletionsNeedAPrompt) {
-  EXPECT_TRUE(inspect_request(R"({"model":"m","prompt":"x"})", Endpoint::completions, ""));
-  EXPECT_TRUE(inspect_request(R"({"model":"m","prompt":[1,2,3]})", Endpoint::completions, ""));
-  auto missing = inspect_request(R"({"model":"m"})", Endpoint::completions, "");
+  EXPECT_TRUE(inspect_request(R"({"model":"m","prompt":"x"})", Endpoint::completions, {}));
+  EXPECT_TRUE(inspect_request(R"({"model":"m","prompt":[1,2,3]})", Endpoint::completions, {}));
+  auto missing = inspect_request(R"({"model":"m"})", Endpoint::completions, {});
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.error().param, "prompt");
-  auto wrong = inspect_request(R"({"model":"m","prompt":5})", Endpoint::completions, "");
+  auto wrong = inspect_request(R"({"model":"m","prompt":5})", Endpoint::completions, {});
   ASSERT_FALSE(wrong);
   EXPECT_EQ(wrong.error().message, "'prompt' must be a string or an array, not number.");
 }
@@ -54,7 +115,7 @@ struct Rejected {
 class RejectedBodies : public testing::TestWithParam<Rejected> {};
 
 TEST_P(RejectedBodies, Answer400WithParamAndCode) {
-  auto result = inspect_request(GetParam().body, kChat, "");
+  auto result = inspect_request(GetParam().body, kChat, {});
   ASSERT_FALSE(result) << GetParam().body;
   EXPECT_EQ(result.error().status, 400);
   EXPECT_EQ(result.error().type, "invalid_request_error");
@@ -95,19 +156,19 @@ TEST(JsonNestingDepth, CountsArraysAndObjectsOutsideStrings) {
 TEST(InspectRequest, BodiesNestedDeeperThanTheLimitAreRefusedBeforeParsing) {
   std::string content = std::string(5'000, '[') + "\"x\"" + std::string(5'000, ']');
   auto body = R"({"model":"m","messages":[{"role":"user","content":)" + content + "}]}";
-  auto summary = inspect_request(body, Endpoint::chat_completions, "");
+  auto summary = inspect_request(body, Endpoint::chat_completions, {});
   ASSERT_FALSE(summary);
   EXPECT_EQ(summary.error().status, 400);
   EXPECT_EQ(summary.error().code, "json_too_deep");
   // Real bodies are far from the limit.
   EXPECT_TRUE(inspect_request(R"({"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]})",
-                              Endpoint::chat_completions, ""));
+                              Endpoint::chat_completions, {}));
 }
 
 TEST(InspectRequest, ReadsThePromptAndCacheSalt) {
   auto chat = inspect_request(
       R"({"model":"m","cache_salt":"tenant-a","add_generation_prompt":false,"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url"},{"type":"text","text":"b"}]}]})",
-      kChat, "");
+      kChat, {});
   ASSERT_TRUE(chat);
   EXPECT_EQ(chat->cache_salt, "tenant-a");
   ASSERT_NE(chat->chat_body, nullptr);
@@ -118,10 +179,10 @@ TEST(InspectRequest, ReadsThePromptAndCacheSalt) {
   EXPECT_EQ(prompt.messages[1].role, "user");
   EXPECT_EQ(prompt.messages[1].text, "a\nb");  // text parts joined, other parts skipped
 
-  auto ids = inspect_request(R"({"model":"m","prompt":[5,6,7]})", Endpoint::completions, "");
+  auto ids = inspect_request(R"({"model":"m","prompt":[5,6,7]})", Endpoint::completions, {});
   EXPECT_EQ(std::get<std::vector<kvgate::TokenId>>(ids->prompt), (std::vector<kvgate::TokenId>{5, 6, 7}));
   // A batch of prompts is forwarded but cannot be routed by prefix.
-  auto batch = inspect_request(R"({"model":"m","prompt":["a","b"]})", Endpoint::completions, "");
+  auto batch = inspect_request(R"({"model":"m","prompt":["a","b"]})", Endpoint::completions, {});
   EXPECT_TRUE(std::holds_alternative<std::monostate>(batch->prompt));
   EXPECT_FALSE(batch->cache_salt);
 }
@@ -157,7 +218,7 @@ TEST(WithStreamUsage, AddsTheOptionAndKeepsEverythingElse) {
 // What a worker reads from a body kvgate salted: exactly one cache_salt,
 // the tenant's, however the client spelt its own.
 std::string salt_seen_by_engine(std::string_view client_body) {
-  auto summary = inspect_request(client_body, Endpoint::chat_completions, "");
+  auto summary = inspect_request(client_body, Endpoint::chat_completions, {});
   EXPECT_TRUE(summary) << client_body;
   auto salted = with_cache_salt(client_body, "kvgate-t", summary->has_cache_salt_member);
   // Count the members the text really has: a duplicate would be a

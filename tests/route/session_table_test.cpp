@@ -103,6 +103,26 @@ TEST(SessionTable, KeepsTheLastTurnsWithTheirOutcomes) {
   EXPECT_EQ(detail->state.turns, 5u);
 }
 
+// The seed's practical-test fields: KV usage when routed, decode time when
+// done; and where the key came from, kept per session.
+TEST(SessionTable, KeepsTheKeySourceAndEachTurnsKvUsageAndDecodeTime) {
+  SessionTable table({100, 60'000, 4});
+  auto routed = turn_on("a");
+  routed.kv_usage = 0.25;
+  table.commit_turn("s", routed, 1'000, false, "header:x-claude-code-session-id");
+  table.record_outcome("s", 1, {200, 0, 100, 8.0, 41.5});
+  auto detail = table.detail("s", 1'500);
+  ASSERT_TRUE(detail);
+  EXPECT_EQ(detail->key_source, "header:x-claude-code-session-id");
+  EXPECT_EQ(detail->turns.back().kv_usage, 0.25);
+  EXPECT_EQ(detail->turns.back().decode_ms, 41.5);
+  // A later turn whose key came from elsewhere says so.
+  table.commit_turn("s", turn_on("a"), 2'000, false, "body:user");
+  EXPECT_EQ(table.detail("s", 2'500)->key_source, "body:user");
+  EXPECT_FALSE(table.detail("s", 2'500)->turns.back().kv_usage);
+  EXPECT_EQ(table.recent(1, 2'500).front().key_source, "body:user");
+}
+
 TEST(SessionTable, ARetryReplacesItsTurnInsteadOfAddingOne) {
   SessionTable table({100, 60'000, 4});
   table.commit_turn("s", turn_on("a"), 1'000);

@@ -33,9 +33,13 @@ struct AdminResponse {
   std::string body;
 };
 
+// A request header's value by name (empty when absent).
+using HeaderLookup = std::function<std::string_view(std::string_view)>;
+
 // Request handling, separate from the socket code. `target` is the request
-// target (path and query).
+// target (path and query); `header` reads the request's headers (the
+// session key sources of POST /debug/route).
 AdminResponse handle_admin_request(gateway::GatewayContext& context, http::bhttp::verb method, std::string_view target,
-                                   std::string_view body, std::string_view session_header);
+                                   std::string_view body, const HeaderLookup& header);
 
 }  // namespace kvgate::admin

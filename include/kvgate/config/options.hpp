@@ -283,11 +283,45 @@ struct RoutingOptions {
   bool operator==(const RoutingOptions&) const = default;
 };
 
+// Where a request's session key comes from (sessions.key_from): a header
+// or a top-level body field; the first source present and non-empty wins.
+enum class SessionKeyPlace : std::uint8_t { header, body };
+
+struct SessionKeySource {
+  SessionKeyPlace place = SessionKeyPlace::header;
+  std::string name;   // a header name in lower case, or a body field
+  std::string label;  // "header:NAME" or "body:NAME": as configured, as logged
+  bool operator==(const SessionKeySource&) const = default;
+};
+
+// The list is bounded so that the shell gathers header values into a
+// fixed array (no allocation per request).
+inline constexpr std::size_t kMaxSessionKeySources = 16;
+
+inline SessionKeySource session_key_source(SessionKeyPlace place, std::string_view name) {
+  const std::string_view prefix = place == SessionKeyPlace::header ? "header:" : "body:";
+  return {place, std::string(name), std::string(prefix) + std::string(name)};
+}
+
+// kvgate's own header, the agent clients' session headers (Claude Code,
+// OpenAI Codex in both spellings, OpenCode), then OpenAI's body fields.
+inline std::vector<SessionKeySource> default_session_key_sources() {
+  using enum SessionKeyPlace;
+  return {session_key_source(header, "x-session-id"),
+          session_key_source(header, "x-claude-code-session-id"),
+          session_key_source(header, "session-id"),
+          session_key_source(header, "session_id"),
+          session_key_source(header, "x-session-affinity"),
+          session_key_source(body, "prompt_cache_key"),
+          session_key_source(body, "user")};
+}
+
 // The session table (route/README.md): one entry per session key.
 struct SessionOptions {
   std::uint32_t max_sessions = 65'536;  // LRU beyond
   Milliseconds idle_ttl{1'800'000};     // a key idle longer starts a new session (session_expired)
   std::uint32_t turns_kept = 8;         // the last turns kept per session for /debug/sessions
+  std::vector<SessionKeySource> key_from = default_session_key_sources();
   bool operator==(const SessionOptions&) const = default;
 };
 

@@ -12,6 +12,7 @@
 #include "kvgate/core/result.hpp"
 #include "kvgate/openai/errors.hpp"
 #include "kvgate/openai/prompt_input.hpp"
+#include "kvgate/openai/session_key.hpp"
 
 namespace kvgate::openai {
 
@@ -22,6 +23,9 @@ struct RequestSummary {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   std::optional<std::string> session_key;
+  // The label of the source that gave session_key ("header:x-session-id");
+  // views the SessionKeySource it came from.
+  std::string_view session_key_source;
   // Completions: what the engine will read (see prompt.hpp). Chat: left
   // empty; the body below holds the messages, read by whichever
   // tokenisation the model uses (extract_prompt for the approximate one).
@@ -43,10 +47,10 @@ std::size_t json_nesting_depth(std::string_view text);
 // for every body kvgate would parse, before it is parsed).
 std::optional<ApiError> check_json_depth(std::string_view body);
 
-// Session key, first present wins: header x-session-id, body
-// prompt_cache_key, body user (the contract's order).
-Result<RequestSummary, ApiError> inspect_request(std::string_view body, Endpoint endpoint,
-                                                 std::string_view session_header);
+// Session key: the first of `keys.sources` present with a non-empty
+// string (a body field of another type is not a key; user and
+// prompt_cache_key of another type are refused as OpenAI refuses them).
+Result<RequestSummary, ApiError> inspect_request(std::string_view body, Endpoint endpoint, const SessionKeyInput& keys);
 
 // The body with stream_options.include_usage set to true, everything else
 // as it was: inserted as text when the body has no stream_options (the usual

@@ -48,6 +48,8 @@ struct Exchange {
   // which must outlive it.
   std::optional<route::Attempt> attempt;
   std::optional<std::string> session;  // the session key, when the request had one
+  // Where the key came from ("header:x-session-id"); views `table`'s options.
+  std::string_view session_source;
   // The client asked for the route receipt (x-kvgate-explain: 1), or the
   // configuration adds it to every response.
   bool explain = false;

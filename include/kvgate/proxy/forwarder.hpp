@@ -17,6 +17,7 @@ struct ForwardTarget {
   const route::ModelRoute& model;
   std::optional<std::string_view> session_key;
   const prompt::PreparedPrompt* prompt = nullptr;  // null: routed without prefix information
+  std::string_view session_key_source;             // where session_key came from
 };
 
 http::awaitable<void> forward(ClientSession& session, ClientRequest& request, Exchange& exchange,

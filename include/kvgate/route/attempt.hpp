@@ -57,6 +57,7 @@ struct ResponseOutcome {
   // non-streaming answer): only then does it teach the prefill cost.
   bool first_token_streamed = false;
   std::optional<std::uint32_t> completion_tokens;  // the engine's usage
+  std::optional<double> decode_ms;                 // the first token to the answer's end
 };
 
 class Attempt {

@@ -43,7 +43,8 @@ struct InferenceError {
 // salt and the session key is the tenant's own ("tenant:key"), so neither
 // the index nor the session table mixes tenants.
 Result<InferenceRequest, InferenceError> prepare_inference(const RoutingTable& table, std::string_view body,
-                                                           openai::Endpoint endpoint, std::string_view session_header,
+                                                           openai::Endpoint endpoint,
+                                                           const openai::SessionKeyInput& keys,
                                                            const tenant::Tenant& tenant, const std::tm& local_time);
 
 }  // namespace kvgate::route

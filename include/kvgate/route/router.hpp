@@ -47,6 +47,8 @@ struct RouteContext {
   // Workers of the model already tried for this request (retries).
   std::span<const std::size_t> excluded;
   std::uint64_t now_ms = 0;  // the monotonic clock (core/clock.hpp): ages, TTLs, ejections
+  // Where the key came from ("header:x-session-id"); recorded with the session.
+  std::string_view session_key_source;
 };
 
 struct RouteDecision {
@@ -71,6 +73,9 @@ struct RouteDecision {
   std::uint64_t queued_tokens = 0;
   // Prompt tokens of the requests in flight there (decoding beside it).
   std::uint64_t active_tokens = 0;
+  // The chosen worker's KV-cache usage (0..1) as its engine last reported
+  // it (vllm:kv_cache_usage_perc, sglang:token_usage); nullopt: unknown.
+  std::optional<double> kv_usage;
   // The eligible worker that ranked second, and how much later its first
   // token was expected (ms; negative when the policy does not estimate it).
   std::optional<std::size_t> runner_up;

@@ -1,8 +1,10 @@
 #pragma once
-// What the gateway remembers of each conversation, keyed by the contract's
-// session key (x-session-id, prompt_cache_key, user): the worker its last
-// turn went to, when it was last seen, how long its last prompt was, and
-// its last few turns with the predicted and engine-reported cached tokens.
+// What the gateway remembers of each conversation, keyed by its session key
+// (from the sources of sessions.key_from): the worker its last turn went
+// to, when it was last seen, how long its last prompt was, where its key
+// came from, and its last few turns as the seed's practical test logs them:
+// worker, input tokens, predicted and engine-reported cached tokens,
+// prefill time (TTFT), decode time and the worker's KV usage when chosen.
 //
 // Bounded: at most max_sessions entries (least recently used evicted
 // first), at most turns_kept turns each; keys longer than kMaxKeyBytes are
@@ -53,11 +55,14 @@ struct SessionTurn {
   policy::Reason reason = policy::Reason::new_session;
   std::uint32_t input_tokens = 0;
   std::uint32_t predicted_cached_tokens = 0;
+  // The worker's KV-cache usage (0..1) its engine last reported, when chosen.
+  std::optional<double> kv_usage;
   // Filled when the response ends with the engine's usage.
   std::optional<std::uint32_t> cached_tokens;
   std::optional<std::uint32_t> prompt_tokens;  // the engine's count
   std::optional<double> ttft_ms;
-  int status = 0;  // 0: not finished yet
+  std::optional<double> decode_ms;  // first token to the answer's end
+  int status = 0;                   // 0: not finished yet
 };
 
 // What routing needs of a session (a copy, taken under the shard lock).
@@ -72,6 +77,7 @@ struct SessionState {
 
 struct SessionDetail {
   std::string key;
+  std::string key_source;  // the source of its last turn's key ("header:x-session-id")
   SessionState state;
   std::uint64_t started_ms = 0;
   std::vector<SessionTurn> turns;  // the last turns_kept, oldest first
@@ -91,7 +97,9 @@ class SessionTable {
   // Records a routed turn; returns its number. An expired entry starts over
   // (turn 1). `same_request`: a retry of the session's last turn, which
   // replaces that turn's worker and reason instead of adding a turn.
-  std::uint64_t commit_turn(std::string_view key, SessionTurn turn, std::uint64_t now_ms, bool same_request = false);
+  // `key_source`: where the request found the key (kept per session).
+  std::uint64_t commit_turn(std::string_view key, SessionTurn turn, std::uint64_t now_ms, bool same_request = false,
+                            std::string_view key_source = {});
 
   // Completes turn `number` of the session, if the table still has it.
   struct Outcome {
@@ -99,6 +107,7 @@ class SessionTable {
     std::optional<std::uint32_t> cached_tokens;
     std::optional<std::uint32_t> prompt_tokens;
     std::optional<double> ttft_ms;
+    std::optional<double> decode_ms;
   };
   void record_outcome(std::string_view key, std::uint64_t number, const Outcome& outcome);
 
@@ -110,6 +119,7 @@ class SessionTable {
   struct Summary {
     SessionState state;
     std::string key;
+    std::string key_source;
     std::uint64_t started_ms = 0;
     std::optional<SessionTurn> last_turn;
   };
@@ -128,6 +138,7 @@ class SessionTable {
     std::uint32_t last_input_tokens = 0;
     std::string worker;
     std::uint32_t worker_position = 0;
+    std::string key_source;  // assigned per turn: its capacity is reused
     std::deque<SessionTurn> recent;
   };
   struct Shard {

@@ -254,6 +254,12 @@ class EngineView {
     return level > 0 ? std::optional(level) : std::nullopt;
   }
   [[nodiscard]] double prefill_level_tokens() const { return prefill_level_tokens_.load(std::memory_order_relaxed); }
+  // The engine's KV-cache usage (0..1) at its last scrape, read per
+  // decision for the decision log; nullopt: never scraped, or not reported.
+  [[nodiscard]] std::optional<double> kv_usage() const {
+    const auto usage = kv_usage_.load(std::memory_order_relaxed);
+    return usage >= 0 ? std::optional(usage) : std::nullopt;
+  }
   // Restarts the scraper saw (an engine counter that went down).
   void restarted() { restarts_.fetch_add(1, std::memory_order_relaxed); }
   [[nodiscard]] std::uint64_t restarts() const { return restarts_.load(std::memory_order_relaxed); }
@@ -275,6 +281,7 @@ class EngineView {
   std::atomic<std::uint64_t> scraped_ms_{0};
   std::atomic<double> prefill_ms_per_token_{-1};
   std::atomic<double> prefill_level_tokens_{0};
+  std::atomic<double> kv_usage_{-1};
   std::atomic<std::uint64_t> restarts_{0};
   EnginePrefillLevel prefill_level_;  // the scraper's alone
   mutable std::mutex last_mutex_;
