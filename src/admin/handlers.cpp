@@ -475,6 +475,7 @@ AdminResponse debug_sessions(gateway::GatewayContext& context, std::string_view 
     sessions.push_back(
         {{"key", summary.key},
          {"key_source", summary.key_source.empty() ? json(nullptr) : json(summary.key_source)},
+         {"parent", summary.parent.empty() ? json(nullptr) : json(summary.parent)},
          {"worker", summary.state.worker},
          {"turns_total", summary.state.turns},
          {"started_unix_ms", to_unix_ms(summary.started_ms, now, unix_now)},
@@ -509,6 +510,8 @@ AdminResponse debug_session(gateway::GatewayContext& context, std::string_view e
   }
   return json_response(200, {{"key", detail.key},
                              {"key_source", detail.key_source.empty() ? json(nullptr) : json(detail.key_source)},
+                             {"parent", detail.parent.empty() ? json(nullptr) : json(detail.parent)},
+                             {"children", detail.children},
                              {"worker", detail.state.worker},
                              {"turns_total", detail.state.turns},
                              {"started_unix_ms", to_unix_ms(detail.started_ms, now, unix_now)},

@@ -284,8 +284,10 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
         model.session_gaps->record_first_turn();
       }
     }
+    const auto blocks =
+        prompt != nullptr ? std::span<const std::uint64_t>(prompt->blocks) : std::span<const std::uint64_t>();
     attempt.session_turn_ = sessions_.commit_turn(*context.session_key, std::move(turn), context.now_ms, same_request,
-                                                  context.session_key_source);
+                                                  context.session_key_source, blocks);
     if (policy::is_session_move(decision.reason)) {
       stats_.moved(model.name, decision.reason);
     }

@@ -3,6 +3,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <array>
 
 namespace kvgate::route {
 
@@ -37,6 +38,31 @@ bool expired(std::uint64_t last_seen_ms, std::uint64_t now_ms, std::uint64_t ttl
   return now_ms > last_seen_ms && now_ms - last_seen_ms > ttl_ms;
 }
 
+std::uint64_t key_hash_of(std::string_view stored) {
+  return XXH3_64bits(stored.data(), stored.size());
+}
+
+// Anchor positions of a prompt of `count` blocks, deepest first: the block
+// indices 2^k - 1 and 3 * 2^(k-1) - 1 (twice per doubling, so that a
+// shared history is seen within a third of its length).
+template <class Visit>
+void for_each_anchor(std::size_t count, Visit visit) {
+  std::array<std::size_t, 128> positions{};
+  std::size_t found = 0;
+  for (std::size_t power = 1; power <= count && found + 2 <= positions.size(); power *= 2) {
+    positions[found++] = power - 1;
+    if (power >= 2 && power + power / 2 <= count) {
+      positions[found++] = power + power / 2 - 1;
+    }
+  }
+  std::sort(positions.begin(), positions.begin() + static_cast<std::ptrdiff_t>(found));
+  for (std::size_t at = found; at > 0; --at) {
+    if (!visit(positions[at - 1])) {
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 SessionTable::SessionTable(SessionLimits limits)
@@ -49,7 +75,72 @@ void SessionTable::set_limits(SessionLimits limits) {
 }
 
 SessionTable::Shard& SessionTable::shard_for(std::string_view stored_key) const {
-  return shards_[XXH3_64bits(stored_key.data(), stored_key.size()) % kShards];
+  return shards_[key_hash_of(stored_key) % kShards];
+}
+
+SessionTable::AnchorShard& SessionTable::anchor_shard_for(std::uint64_t block) const {
+  return anchors_[(block >> 7) % kShards];
+}
+
+std::optional<std::string> SessionTable::find_parent(std::uint64_t key_hash, std::span<const std::uint64_t> blocks,
+                                                     std::uint64_t now_ms) const {
+  const auto ttl = idle_ttl_ms_.load();
+  // The deepest anchor whose owner's history this prompt continues past
+  // the owner's first prompt. A preamble every session sends (tools, a
+  // system prompt) lies within each owner's first prompt and makes no one
+  // a parent; a sibling that owns a deeper anchor (the same fork text)
+  // fails the same test, so the search goes on to the shared parent.
+  std::optional<AnchorOwner> owner;
+  for_each_anchor(blocks.size(), [&](std::size_t position) {
+    auto& shard = anchor_shard_for(blocks[position]);
+    std::lock_guard lock(shard.mutex);
+    auto found = shard.owners.find(blocks[position]);
+    if (found == shard.owners.end() || found->second.key_hash == key_hash ||
+        expired(found->second.seen_ms, now_ms, ttl) || position + 1 <= found->second.first_turn_blocks) {
+      return true;
+    }
+    owner = found->second;
+    return false;
+  });
+  if (!owner) {
+    return std::nullopt;
+  }
+  auto& shard = shards_[owner->key_hash % kShards];
+  std::lock_guard lock(shard.mutex);
+  auto found = shard.by_hash.find(owner->key_hash);
+  if (found == shard.by_hash.end() || expired(found->second->last_seen_ms, now_ms, ttl)) {
+    return std::nullopt;
+  }
+  return found->second->key;
+}
+
+void SessionTable::register_anchors(std::uint64_t key_hash, std::span<const std::uint64_t> blocks,
+                                    std::uint32_t first_turn_blocks, std::uint64_t now_ms) {
+  const auto ttl = idle_ttl_ms_.load();
+  const auto capacity =
+      std::max<std::size_t>(64, static_cast<std::size_t>(max_sessions_.load()) * kAnchorsPerSession / kShards);
+  for_each_anchor(blocks.size(), [&](std::size_t position) {
+    auto& shard = anchor_shard_for(blocks[position]);
+    std::lock_guard lock(shard.mutex);
+    auto found = shard.owners.find(blocks[position]);
+    if (found != shard.owners.end()) {
+      auto& owner = found->second;
+      if (owner.key_hash == key_hash) {
+        owner.seen_ms = now_ms;
+      } else if (expired(owner.seen_ms, now_ms, ttl)) {
+        owner = {key_hash, first_turn_blocks, now_ms};
+      }
+      return true;
+    }
+    if (shard.owners.size() >= capacity) {
+      absl::erase_if(shard.owners, [&](const auto& entry) { return expired(entry.second.seen_ms, now_ms, ttl); });
+      if (shard.owners.size() >= capacity) {
+        return true;  // full of live sessions' anchors: this one is not kept
+      }
+    }
+    shard.owners.emplace(blocks[position], AnchorOwner{key_hash, first_turn_blocks, now_ms});
+    return true;
+  });
 }
 
 std::size_t SessionTable::shard_capacity() const {
@@ -81,56 +172,97 @@ std::optional<SessionState> SessionTable::find(std::string_view key, std::uint64
 }
 
 std::uint64_t SessionTable::commit_turn(std::string_view key, SessionTurn turn, std::uint64_t now_ms, bool same_request,
-                                        std::string_view key_source) {
+                                        std::string_view key_source, std::span<const std::uint64_t> blocks) {
   return with_stored_key(key, [&](std::string_view stored) -> std::uint64_t {
+    const auto key_hash = key_hash_of(stored);
+    // A session's first turn may continue another's history: looked up
+    // before this shard's lock is taken (the parent may share the shard).
+    std::optional<std::string> parent;
+    if (!blocks.empty() && !same_request) {
+      const auto state = find(stored, now_ms);
+      if (!state || state->expired) {
+        parent = find_parent(key_hash, blocks, now_ms);
+      }
+    }
     auto& shard = shard_for(stored);
     const auto capacity = shard_capacity();
     const auto turns_kept = turns_kept_.load();
-    std::lock_guard lock(shard.mutex);
-    auto found = shard.by_key.find(stored);
-    std::list<Entry>::iterator entry;
-    if (found == shard.by_key.end()) {
-      while (shard.lru.size() >= capacity) {
-        shard.by_key.erase(std::string_view(shard.lru.back().key));
-        shard.lru.pop_back();
+    std::uint64_t number = 0;
+    std::uint32_t first_turn_blocks = 0;
+    {
+      std::lock_guard lock(shard.mutex);
+      auto found = shard.by_key.find(stored);
+      std::list<Entry>::iterator entry;
+      if (found == shard.by_key.end()) {
+        while (shard.lru.size() >= capacity) {
+          shard.by_key.erase(std::string_view(shard.lru.back().key));
+          shard.by_hash.erase(key_hash_of(shard.lru.back().key));
+          shard.lru.pop_back();
+        }
+        shard.lru.push_front(Entry{std::string(stored), now_ms, now_ms, 0, 0, {}, 0, {}, {}, {}, 0, 0});
+        entry = shard.lru.begin();
+        shard.by_key.emplace(std::string_view(entry->key), entry);
+        shard.by_hash.insert_or_assign(key_hash, entry);
+      } else {
+        entry = found->second;
+        shard.lru.splice(shard.lru.begin(), shard.lru, entry);  // iterators stay valid
+        if (same_request && !entry->recent.empty() && entry->recent.back().number == entry->turns) {
+          auto& last = entry->recent.back();
+          last.worker = turn.worker;
+          last.worker_position = turn.worker_position;
+          last.reason = turn.reason;
+          last.predicted_cached_tokens = turn.predicted_cached_tokens;
+          last.kv_usage = turn.kv_usage;
+          entry->worker = std::move(turn.worker);
+          entry->worker_position = turn.worker_position;
+          entry->last_seen_ms = now_ms;
+          return entry->turns;
+        }
+        if (expired(entry->last_seen_ms, now_ms, idle_ttl_ms_.load())) {
+          entry->turns = 0;
+          entry->started_ms = now_ms;
+          entry->recent.clear();
+          entry->parent.clear();
+          entry->children = 0;
+        }
       }
-      shard.lru.push_front(Entry{std::string(stored), now_ms, now_ms, 0, 0, {}, 0, {}, {}});
-      entry = shard.lru.begin();
-      shard.by_key.emplace(std::string_view(entry->key), entry);
-    } else {
-      entry = found->second;
-      shard.lru.splice(shard.lru.begin(), shard.lru, entry);  // iterators stay valid
-      if (same_request && !entry->recent.empty() && entry->recent.back().number == entry->turns) {
-        auto& last = entry->recent.back();
-        last.worker = turn.worker;
-        last.worker_position = turn.worker_position;
-        last.reason = turn.reason;
-        last.predicted_cached_tokens = turn.predicted_cached_tokens;
-        last.kv_usage = turn.kv_usage;
-        entry->worker = std::move(turn.worker);
-        entry->worker_position = turn.worker_position;
-        entry->last_seen_ms = now_ms;
-        return entry->turns;
+      if (entry->turns == 0) {
+        entry->first_turn_blocks = static_cast<std::uint32_t>(blocks.size());
+        if (parent && *parent != entry->key) {
+          entry->parent = *parent;
+        } else {
+          parent.reset();
+        }
+      } else {
+        parent.reset();  // another request made it a session first
       }
-      if (expired(entry->last_seen_ms, now_ms, idle_ttl_ms_.load())) {
-        entry->turns = 0;
-        entry->started_ms = now_ms;
-        entry->recent.clear();
+      first_turn_blocks = entry->first_turn_blocks;
+      entry->turns += 1;
+      entry->last_seen_ms = now_ms;
+      entry->key_source.assign(key_source);
+      entry->last_input_tokens = turn.input_tokens;
+      entry->worker = turn.worker;
+      entry->worker_position = turn.worker_position;
+      turn.number = entry->turns;
+      turn.at_ms = now_ms;
+      entry->recent.push_back(std::move(turn));
+      while (entry->recent.size() > turns_kept) {
+        entry->recent.pop_front();
       }
+      number = entry->turns;
     }
-    entry->turns += 1;
-    entry->last_seen_ms = now_ms;
-    entry->key_source.assign(key_source);
-    entry->last_input_tokens = turn.input_tokens;
-    entry->worker = turn.worker;
-    entry->worker_position = turn.worker_position;
-    turn.number = entry->turns;
-    turn.at_ms = now_ms;
-    entry->recent.push_back(std::move(turn));
-    while (entry->recent.size() > turns_kept) {
-      entry->recent.pop_front();
+    if (parent) {
+      with_entry(*parent, [](Entry* found) {
+        if (found != nullptr) {
+          ++found->children;
+        }
+        return 0;
+      });
     }
-    return entry->turns;
+    if (!blocks.empty()) {
+      register_anchors(key_hash, blocks, first_turn_blocks, now_ms);
+    }
+    return number;
   });
 }
 
@@ -160,6 +292,8 @@ std::optional<SessionDetail> SessionTable::detail(std::string_view key, std::uin
     SessionDetail detail;
     detail.key = entry->key;
     detail.key_source = entry->key_source;
+    detail.parent = entry->parent;
+    detail.children = entry->children;
     detail.state = state_of(*entry, now_ms);
     detail.started_ms = entry->started_ms;
     detail.turns.assign(entry->recent.begin(), entry->recent.end());
@@ -172,6 +306,15 @@ std::size_t SessionTable::size() const {
   for (const auto& shard : shards_) {
     std::lock_guard lock(shard.mutex);
     total += shard.lru.size();
+  }
+  return total;
+}
+
+std::size_t SessionTable::anchors() const {
+  std::size_t total = 0;
+  for (const auto& shard : anchors_) {
+    std::lock_guard lock(shard.mutex);
+    total += shard.owners.size();
   }
   return total;
 }
@@ -202,7 +345,7 @@ std::vector<SessionTable::Summary> SessionTable::recent(std::size_t limit, std::
       if (taken == limit || expired(entry.last_seen_ms, now_ms, ttl)) {
         break;
       }
-      summaries.push_back({state_of(entry, now_ms), entry.key, entry.key_source, entry.started_ms,
+      summaries.push_back({state_of(entry, now_ms), entry.key, entry.key_source, entry.parent, entry.started_ms,
                            entry.recent.empty() ? std::nullopt : std::optional<SessionTurn>(entry.recent.back())});
       ++taken;
     }

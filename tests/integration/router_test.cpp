@@ -313,6 +313,42 @@ TEST(RouterAgents, ConfiguredSourcesAndAFloodOfKeysStayBounded) {
   EXPECT_EQ(get(harness.admin_port(), "/debug/sessions?limit=lots").status, 400);
 }
 
+// A sub-agent forked with its parent's history, under a key of its own:
+// the gateway links it to the parent from the prompts alone, and a session
+// that shares only the preamble is nobody's child.
+TEST(RouterAgents, AForkThatContinuesASessionsHistoryIsItsChild) {
+  Harness harness;
+  harness.start_upstream("u0");
+  harness.start_upstream("u1");
+  harness.start_gateway("", harness.models_for_upstreams());
+  auto text = [](char fill, std::size_t bytes) { return std::string(bytes, fill); };
+  auto completion = [&](const std::string& key, const std::string& prompt) {
+    const json body = {{"model", "test-model"}, {"prompt", prompt}, {"max_tokens", 4}};
+    auto response = post_json(harness.api_port(), "/v1/completions", body.dump(), {{"x-session-id", key}});
+    EXPECT_EQ(response.status, 200) << response.body;
+  };
+  const auto preamble = "You are a coding agent. " + text('p', 1'500);
+  const auto first = preamble + "Task: fix the flaky test. " + text('a', 1'000);
+  const auto history = first + " Found it in the retry loop. " + text('b', 2'500);
+  completion("lead", first);
+  completion("lead", history);
+  completion("other-user", preamble + "Task: write docs. " + text('o', 3'000));
+  completion("helper", history + " Sub-task: read the retry loop. " + text('h', 800));
+
+  auto helper = json::parse(get(harness.admin_port(), "/debug/sessions/helper").body);
+  EXPECT_EQ(helper["parent"], "lead") << helper.dump();
+  auto lead = json::parse(get(harness.admin_port(), "/debug/sessions/lead").body);
+  EXPECT_TRUE(lead["parent"].is_null());
+  EXPECT_EQ(lead["children"], 1);
+  EXPECT_TRUE(json::parse(get(harness.admin_port(), "/debug/sessions/other-user").body)["parent"].is_null());
+  bool listed = false;
+  const auto list = json::parse(get(harness.admin_port(), "/debug/sessions").body);
+  for (const auto& session : list["sessions"]) {
+    listed = listed || (session["key"] == "helper" && session["parent"] == "lead");
+  }
+  EXPECT_TRUE(listed) << list.dump();
+}
+
 // --- Prediction drift ---
 
 // Sessions whose prompts grow turn by turn, sent round-robin over the

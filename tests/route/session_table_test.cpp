@@ -123,6 +123,65 @@ TEST(SessionTable, KeepsTheKeySourceAndEachTurnsKvUsageAndDecodeTime) {
   EXPECT_EQ(table.recent(1, 2'500).front().key_source, "body:user");
 }
 
+std::vector<std::uint64_t> blocks_from(std::uint64_t first, std::size_t count) {
+  std::vector<std::uint64_t> blocks;
+  for (std::size_t at = 0; at < count; ++at) {
+    blocks.push_back(first + at);
+  }
+  return blocks;
+}
+
+std::vector<std::uint64_t> joined(std::vector<std::uint64_t> head, const std::vector<std::uint64_t>& tail) {
+  head.insert(head.end(), tail.begin(), tail.end());
+  return head;
+}
+
+// A sub-agent or a fork: its first prompt continues a live session's
+// history past that session's first prompt. The parent is found from the
+// blocks alone; siblings that share the fork's text all name the parent,
+// and a session that shares only the preamble every session sends names
+// none.
+TEST(SessionTable, ASessionThatContinuesAnothersHistoryIsItsChild) {
+  SessionTable table({100, 60'000, 4});
+  const auto preamble = blocks_from(1, 8);
+  const auto first_prompt = joined(preamble, blocks_from(100, 4));  // 12 blocks
+  const auto history = joined(first_prompt, blocks_from(200, 12));  // 24 blocks
+  table.commit_turn("parent", turn_on("a"), 1'000, false, "header:x-session-id", first_prompt);
+  table.commit_turn("parent", turn_on("a"), 2'000, false, "header:x-session-id", history);
+  // Another conversation: the same preamble, then its own text.
+  table.commit_turn("stranger", turn_on("b"), 2'100, false, {}, joined(preamble, blocks_from(900, 30)));
+  EXPECT_EQ(table.detail("stranger", 2'200)->parent, "");
+  // Two sub-agents forked from the parent's history, the same fork text.
+  const auto fork = joined(history, blocks_from(500, 10));
+  table.commit_turn("child-1", turn_on("b"), 2'300, false, {}, fork);
+  table.commit_turn("child-2", turn_on("c"), 2'400, false, {}, fork);
+  EXPECT_EQ(table.detail("child-1", 2'500)->parent, "parent");
+  EXPECT_EQ(table.detail("child-2", 2'500)->parent, "parent");
+  EXPECT_EQ(table.detail("parent", 2'500)->children, 2u);
+  // The parent's own later turns are not its children; a child's later
+  // turns keep the link.
+  table.commit_turn("parent", turn_on("a"), 2'600, false, {}, joined(history, blocks_from(300, 8)));
+  table.commit_turn("child-1", turn_on("b"), 2'700, false, {}, joined(fork, blocks_from(600, 4)));
+  EXPECT_EQ(table.detail("parent", 2'800)->parent, "");
+  EXPECT_EQ(table.detail("parent", 2'800)->children, 2u);
+  EXPECT_EQ(table.detail("child-1", 2'800)->parent, "parent");
+  EXPECT_EQ(table.recent(10, 2'800).front().parent, "parent");
+  // A parent idle past the TTL is nobody's parent any more.
+  table.commit_turn("late-child", turn_on("d"), 70'000, false, {}, fork);
+  EXPECT_EQ(table.detail("late-child", 70'100)->parent, "");
+}
+
+// A flood of distinct prompts keeps the anchors within their bound.
+TEST(SessionTable, AnchorsStayBoundedUnderAFloodOfSessions) {
+  SessionTable table({64, 60'000, 2});
+  for (std::uint64_t session = 0; session < 20'000; ++session) {
+    table.commit_turn("s" + std::to_string(session), turn_on("a"), 1'000 + session, false, {},
+                      blocks_from(session * 1'000'000, 64));
+  }
+  EXPECT_LE(table.size(), 64u);
+  EXPECT_LE(table.anchors(), 64u * 16);
+}
+
 TEST(SessionTable, ARetryReplacesItsTurnInsteadOfAddingOne) {
   SessionTable table({100, 60'000, 4});
   table.commit_turn("s", turn_on("a"), 1'000);

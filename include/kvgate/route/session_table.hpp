@@ -6,10 +6,18 @@
 // worker, input tokens, predicted and engine-reported cached tokens,
 // prefill time (TTFT), decode time and the worker's KV usage when chosen.
 //
+// Sub-agents and forks: a session whose first prompt continues another
+// live session's history (past that session's own first prompt: more than
+// a preamble every session shares) is recorded as its child. The link is
+// found from the prompts alone, through anchors: each session's block
+// hashes at positions 2^k - 1 and its last block, owned by the first live
+// session that sent them. No client header is needed.
+//
 // Bounded: at most max_sessions entries (least recently used evicted
-// first), at most turns_kept turns each; keys longer than kMaxKeyBytes are
-// stored as a hash of themselves. Time is an input (milliseconds since the
-// Unix epoch); nothing here reads a clock.
+// first), at most turns_kept turns each, at most kAnchorsPerSession anchors
+// per session; keys longer than kMaxKeyBytes are stored as a hash of
+// themselves. Time is an input (milliseconds since the Unix epoch); nothing
+// here reads a clock.
 //
 // Threading: sharded by key hash, a mutex per shard held for one lookup or
 // update (no allocation under the lock except a new entry's). Every I/O
@@ -22,6 +30,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -78,6 +87,8 @@ struct SessionState {
 struct SessionDetail {
   std::string key;
   std::string key_source;  // the source of its last turn's key ("header:x-session-id")
+  std::string parent;      // the session it continues (sub-agent, fork); empty: none
+  std::uint64_t children = 0;
   SessionState state;
   std::uint64_t started_ms = 0;
   std::vector<SessionTurn> turns;  // the last turns_kept, oldest first
@@ -98,8 +109,10 @@ class SessionTable {
   // (turn 1). `same_request`: a retry of the session's last turn, which
   // replaces that turn's worker and reason instead of adding a turn.
   // `key_source`: where the request found the key (kept per session).
+  // `blocks`: the prompt's block hashes (its lineage: a first turn that
+  // continues another live session's history becomes its child).
   std::uint64_t commit_turn(std::string_view key, SessionTurn turn, std::uint64_t now_ms, bool same_request = false,
-                            std::string_view key_source = {});
+                            std::string_view key_source = {}, std::span<const std::uint64_t> blocks = {});
 
   // Completes turn `number` of the session, if the table still has it.
   struct Outcome {
@@ -120,12 +133,15 @@ class SessionTable {
     SessionState state;
     std::string key;
     std::string key_source;
+    std::string parent;
     std::uint64_t started_ms = 0;
     std::optional<SessionTurn> last_turn;
   };
   [[nodiscard]] std::vector<Summary> recent(std::size_t limit, std::uint64_t now_ms) const;
 
   [[nodiscard]] std::size_t size() const;
+  // Anchors kept for finding parents (bounded; for tests and /metrics).
+  [[nodiscard]] std::size_t anchors() const;
   // Entries seen within idle_ttl of now (a scan: for /metrics, not per request).
   [[nodiscard]] std::size_t active(std::uint64_t now_ms) const;
 
@@ -140,11 +156,29 @@ class SessionTable {
     std::uint32_t worker_position = 0;
     std::string key_source;  // assigned per turn: its capacity is reused
     std::deque<SessionTurn> recent;
+    std::string parent;                   // set at the first turn
+    std::uint64_t children = 0;           // sessions that named this one their parent
+    std::uint32_t first_turn_blocks = 0;  // its first prompt's length in blocks
   };
+  // An anchor's owner: the first live session that sent the block, by the
+  // hash of its stored key (Shard::by_hash finds the entry).
+  struct AnchorOwner {
+    std::uint64_t key_hash = 0;
+    std::uint32_t first_turn_blocks = 0;
+    std::uint64_t seen_ms = 0;  // the owner's last turn that sent it
+  };
+  struct AnchorShard {
+    mutable std::mutex mutex;
+    absl::flat_hash_map<std::uint64_t, AnchorOwner> owners;  // block hash -> owner
+  };
+  // Anchors kept in all, per session the table may hold (about 40 bytes
+  // each); beyond, expired owners go first, then new anchors are not kept.
+  static constexpr std::size_t kAnchorsPerSession = 4;
   struct Shard {
     mutable std::mutex mutex;
     std::list<Entry> lru;                                                      // most recently used first
     absl::flat_hash_map<std::string_view, std::list<Entry>::iterator> by_key;  // views the Entry's key
+    absl::flat_hash_map<std::uint64_t, std::list<Entry>::iterator> by_hash;    // XXH3-64 of the key
   };
   static constexpr std::size_t kShards = 16;
 
@@ -156,7 +190,16 @@ class SessionTable {
   [[nodiscard]] SessionState state_of(const Entry& entry, std::uint64_t now_ms) const;
   [[nodiscard]] std::size_t shard_capacity() const;
 
+  // The live session whose history `blocks` continues, if any (not
+  // `stored_key` itself); registers the prompt's anchors for `stored_key`.
+  std::optional<std::string> find_parent(std::uint64_t key_hash, std::span<const std::uint64_t> blocks,
+                                         std::uint64_t now_ms) const;
+  void register_anchors(std::uint64_t key_hash, std::span<const std::uint64_t> blocks, std::uint32_t first_turn_blocks,
+                        std::uint64_t now_ms);
+  AnchorShard& anchor_shard_for(std::uint64_t block) const;
+
   mutable std::array<Shard, kShards> shards_;
+  mutable std::array<AnchorShard, kShards> anchors_;
   std::atomic<std::uint32_t> max_sessions_;
   std::atomic<std::uint64_t> idle_ttl_ms_;
   std::atomic<std::uint32_t> turns_kept_;
