@@ -10,7 +10,8 @@ struct Answer {
   int status = 0;     // 0: no HTTP answer
   std::string error;  // empty when the request succeeded
   std::string worker;
-  std::string text;  // the streamed content, concatenated
+  std::string receipt;  // x-kvgate-route, when asked for and the target is kvgate
+  std::string text;     // the streamed content, concatenated
   std::uint32_t prompt_tokens = 0;
   std::uint32_t cached_tokens = 0;
   std::uint32_t output_tokens = 0;

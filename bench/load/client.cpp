@@ -46,7 +46,7 @@ awaitable<std::pair<int, std::string>> Connection::get(const std::string& path) 
 }
 
 awaitable<Answer> Connection::post(const std::string& path, const std::string& body,
-                                   const std::optional<std::string>& session) {
+                                   const std::optional<std::string>& session, bool explain) {
   Answer answer;
   const auto started = std::chrono::steady_clock::now();
   auto since_start = [&] {
@@ -65,6 +65,9 @@ awaitable<Answer> Connection::post(const std::string& path, const std::string& b
     request.set(bhttp::field::content_type, "application/json");
     if (session) {
       request.set("x-session-id", *session);
+    }
+    if (explain) {
+      request.set("x-kvgate-explain", "1");
     }
     request.body() = body;
     request.prepare_payload();
@@ -102,6 +105,7 @@ awaitable<Answer> Connection::post(const std::string& path, const std::string& b
     const auto& response = parser.get();
     answer.status = response.result_int();
     answer.worker = std::string(response["x-kvgate-worker"]);
+    answer.receipt = std::string(response["x-kvgate-route"]);
     if (answer.worker.empty()) {
       // Behind another proxy (nginx, HAProxy): the simulator names itself.
       answer.worker = std::string(response["x-kvgate-sim-replica"]);

@@ -17,9 +17,10 @@ class Connection {
   Connection(http::asio::any_io_executor executor, HttpUrl url) : stream_(executor), url_(std::move(url)) {}
 
   // POST `path` with a JSON body; an event-stream answer is parsed as it
-  // arrives, any other body kept as the error text.
+  // arrives, any other body kept as the error text. `explain`: ask kvgate
+  // for its route receipt (Answer::receipt).
   http::awaitable<Answer> post(const std::string& path, const std::string& body,
-                               const std::optional<std::string>& session);
+                               const std::optional<std::string>& session, bool explain = false);
   // GET `path`: status and body ("" on connection failure).
   http::awaitable<std::pair<int, std::string>> get(const std::string& path);
 

@@ -63,6 +63,16 @@ OfferedTokens offered_tokens(const Workload& workload, std::uint32_t replicas, s
     }
     for (std::size_t turn = 0; turn < session.turns.size(); ++turn) {
       const auto& step = session.turns[turn];
+      for (const auto& subagent : step.subagents) {
+        for (const auto& request : subagent.turns) {
+          if (!request.prompt.empty()) {
+            count(request.prompt);
+          }
+        }
+      }
+      if (step.fork()) {
+        continue;
+      }
       if (!step.prompt.empty()) {
         count(step.prompt);
         continue;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -36,6 +37,11 @@ constexpr const char* kUsage =
     "       kvgate-bench report --from SUMMARY.json --out DIR   (the reports again, from a compare's summary)\n"
     "       kvgate-bench capacity --run NAME=URL [...] --workload FILE|PRESET --out DIR --slo-p90-ttft-ms X "
     "--reset URL [...] [options]\n"
+    "       kvgate-bench trajectory FILE --run NAME=URL [...] --out DIR [--session ID] [--replica ID=URL ...]\n"
+    "                          [--reset URL ...] [options]\n"
+    "  (one session turn by turn through each target: with its session key, without, and with its second\n"
+    "   turn sent straight to a --replica that never saw the first; FILE: session JSON lines, WEKA's\n"
+    "   recorded sessions or a GET /debug/sessions/<key> export)\n"
     "options:\n"
     "  --sessions N            sessions of a preset, or the first N of the files (default: preset's / all)\n"
     "  --concurrency N         sessions in flight at once (default 8; traces run open loop)\n"
@@ -49,6 +55,9 @@ constexpr const char* kUsage =
     "  --max-requests N        traces: the first N requests\n"
     "  --time-scale X          traces: arrival and think times divided by X (default 1)\n"
     "  --max-think-ms N        recorded sessions: cap each (scaled) think time at N ms\n"
+    "  --max-turns N           recorded sessions: their first N requests only\n"
+    "  --subagents MODE        recorded sessions: flatten (default: sub-agents' requests in order) or parallel\n"
+    "                          (consecutive sub-agents run at once with the session's key; the session waits)\n"
     "  --trace-block-tokens N  traces: tokens per hash id (default: the trace's own, Mooncake 512, WEKA 64)\n"
     "  --output-scale X        traces: output lengths divided by X (at least 1 token)\n"
     "  --strict                refuse a workload file with a malformed line (default: skip it and say so)\n"
@@ -63,6 +72,9 @@ constexpr const char* kUsage =
     "  --slo-p90-ttft-ms X     capacity: the SLO, p90 time to first token in ms\n"
     "  --start-load F          capacity: the first step's load (default 0.5)\n"
     "  --max-steps N           capacity: runs per target (default 7)\n"
+    "  --session ID            trajectory: the session of FILE to follow (default: the first)\n"
+    "  --replica ID=URL        trajectory: a replica by the name it answers as (repeatable): its KV usage is\n"
+    "                          read before each turn; the cold second turn goes to one of them\n"
     "presets: chat, agent\n";
 
 struct Command {
@@ -83,7 +95,9 @@ struct Command {
   double slo_p90_ttft_ms = 0;
   double start_load = 0.5;
   std::uint32_t max_steps = 7;
-  std::string from;  // report: a compare's summary.json
+  std::string from;                                                 // report: a compare's summary.json
+  std::string session_id;                                           // trajectory
+  std::vector<std::pair<std::string, std::string>> replicas_by_id;  // trajectory: id, URL
 };
 
 template <class Number>
@@ -99,7 +113,8 @@ std::string parse(int argc, char** argv, Command& command) {
     return "missing command";
   }
   command.mode = argv[1];
-  if (command.mode != "run" && command.mode != "compare" && command.mode != "capacity" && command.mode != "report") {
+  if (command.mode != "run" && command.mode != "compare" && command.mode != "capacity" && command.mode != "report" &&
+      command.mode != "trajectory") {
     return "unknown command '" + command.mode + "'";
   }
   std::string name = "run";
@@ -108,6 +123,10 @@ std::string parse(int argc, char** argv, Command& command) {
     const std::string flag = argv[index];
     if (flag == "--strict") {
       command.workload_options.strict = true;
+      continue;
+    }
+    if (command.mode == "trajectory" && !flag.starts_with("--") && command.workload.empty()) {
+      command.workload = flag;  // trajectory FILE
       continue;
     }
     if (index + 1 >= argc) {
@@ -123,6 +142,14 @@ std::string parse(int argc, char** argv, Command& command) {
         return "--run takes NAME=URL";
       }
       command.runs.emplace_back(value.substr(0, equals), value.substr(equals + 1));
+    } else if (flag == "--replica") {
+      auto equals = value.find('=');
+      if (equals == std::string::npos || equals == 0) {
+        return "--replica takes ID=URL";
+      }
+      command.replicas_by_id.emplace_back(value.substr(0, equals), value.substr(equals + 1));
+    } else if (flag == "--session") {
+      command.session_id = value;
     } else if (flag == "--from") {
       command.from = value;
     } else if (flag == "--workload") {
@@ -153,6 +180,11 @@ std::string parse(int argc, char** argv, Command& command) {
       good = read_number(value, command.workload_options.output_scale) && command.workload_options.output_scale > 0;
     } else if (flag == "--max-think-ms") {
       good = read_number(value, command.workload_options.max_think_ms);
+    } else if (flag == "--subagents") {
+      good = value == "flatten" || value == "parallel";
+      command.workload_options.parallel_subagents = value == "parallel";
+    } else if (flag == "--max-turns") {
+      good = read_number(value, command.workload_options.max_turns);
     } else if (flag == "--trace-block-tokens") {
       good = read_number(value, command.workload_options.trace_block_tokens) &&
              command.workload_options.trace_block_tokens > 0;
@@ -363,8 +395,8 @@ double cpu_seconds() {
 // One run from reset caches; its summary (with the replicas' measured load)
 // and records file. A target that cannot be reached is a failed run, not
 // the end of the comparison.
-json run_one(const Command& command, const std::string& name, const std::string& target, const Workload& workload,
-             RunOptions options, const json& dial, const std::string& records_name) {
+// Resets the replicas before a run: the command, then the endpoints.
+void reset_replicas(const Command& command) {
   if (!command.reset_command.empty()) {
     // A benchmark's own shell command (the script that passed it), not input.
     if (const int status = std::system(command.reset_command.c_str()); status != 0) {
@@ -376,6 +408,11 @@ json run_one(const Command& command, const std::string& name, const std::string&
       throw std::runtime_error(*failed);
     }
   }
+}
+
+json run_one(const Command& command, const std::string& name, const std::string& target, const Workload& workload,
+             RunOptions options, const json& dial, const std::string& records_name) {
+  reset_replicas(command);
   options.target = target;
   std::cerr << "kvgate-bench: " << name << ": " << workload.name << " against " << target << "\n";
   std::optional<std::vector<kvgate::load::ReplicaMetrics>> before;
@@ -495,6 +532,58 @@ int run_capacity(const Command& command, const Workload& workload, const kvgate:
 
 }  // namespace
 
+// One trajectory through every target, three ways each, from reset caches.
+int run_trajectories(const Command& command) {
+  auto text = read_workload_file(command.workload);
+  if (!text) {
+    std::cerr << "kvgate-bench: cannot read trajectory '" << command.workload << "'\n";
+    return 2;
+  }
+  auto session = kvgate::load::parse_trajectory(*text, command.session_id, command.workload_options);
+  if (!session) {
+    std::cerr << "kvgate-bench: " << command.workload << ": " << session.error() << "\n";
+    return 2;
+  }
+  std::filesystem::create_directories(command.out);
+  std::vector<kvgate::load::TrajectoryRun> runs;
+  for (const auto& [name, target] : command.runs) {
+    std::string model = command.run_options.model;
+    if (model.empty()) {
+      auto found = kvgate::load::first_model(target);
+      if (!found) {
+        std::cerr << "kvgate-bench: " << name << ": " << found.error() << "\n";
+        return 1;
+      }
+      model = *found;
+    }
+    for (auto mode : kvgate::load::kTrajectoryModes) {
+      reset_replicas(command);
+      kvgate::load::TrajectoryOptions options{target, model, mode, {}, command.replicas_by_id};
+      // A key of its own per run: no run finds another's session.
+      options.session_key = "trajectory-" + session->id + "-" + name + "-" + std::string(to_string(mode));
+      for (char& c : options.session_key) {
+        c = std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '.' ? c : '_';  // a header value
+      }
+      auto run = kvgate::load::run_trajectory(*session, options);
+      if (!run) {
+        std::cerr << "kvgate-bench: " << name << ": " << run.error() << "\n";
+        return 1;
+      }
+      run->target = name;
+      std::cerr << "kvgate-bench: " << name << " " << to_string(mode) << ": " << run->turns.size() << " turns\n";
+      runs.push_back(std::move(*run));
+    }
+  }
+  const json meta = {{"workload", command.workload}, {"fleet", command.fleet}};
+  const auto trajectory = kvgate::load::trajectory_json(session->id, runs, meta);
+  write_file(std::filesystem::path(command.out) / "trajectory.json", trajectory.dump(2) + "\n");
+  const auto markdown = kvgate::load::trajectory_markdown(trajectory);
+  write_file(std::filesystem::path(command.out) / "report.md", markdown);
+  write_file(std::filesystem::path(command.out) / "report.html", kvgate::load::trajectory_html(trajectory));
+  std::cout << markdown;
+  return 0;
+}
+
 // The Markdown and HTML reports again from a compare's summary.json, e.g.
 // after the report's layout changed, without running anything.
 int rerender(const Command& command) {
@@ -518,6 +607,14 @@ int main(int argc, char** argv) {
   if (auto problem = parse(argc, argv, command); !problem.empty()) {
     std::cerr << "kvgate-bench: " << problem << "\n" << kUsage;
     return 2;
+  }
+  if (command.mode == "trajectory") {
+    try {
+      return run_trajectories(command);
+    } catch (const std::exception& error) {
+      std::cerr << "kvgate-bench: " << error.what() << "\n";
+      return 1;
+    }
   }
   if (command.mode == "report") {
     try {

@@ -75,6 +75,11 @@ json summarize(const RunInfo& run, const std::vector<RequestRecord>& records) {
   std::map<std::size_t, Tokens> later_turns;  // per session, turns after the first
   std::map<std::string, std::uint64_t> by_worker;
   std::map<std::string, std::uint64_t> errors;
+  // Sub-agents' requests, and those of forks that ran several at once.
+  Tokens subagents;
+  Tokens siblings;
+  double subagent_ttft_sum = 0;
+  double sibling_ttft_sum = 0;
   std::vector<double> ttft;
   std::vector<double> latency;
   std::uint64_t output = 0;
@@ -102,11 +107,25 @@ json summarize(const RunInfo& run, const std::vector<RequestRecord>& records) {
     total.prompt += record.prompt_tokens;
     total.cached += record.cached_tokens;
     output += record.output_tokens;
-    auto& turn = by_turn[record.turn];
-    ++turn.requests;
-    turn.prompt += record.prompt_tokens;
-    turn.cached += record.cached_tokens;
-    if (record.turn > 0) {
+    if (record.subagent > 0) {
+      // Turns of their own: kept out of the session's turn figures.
+      for (auto* tokens : {&subagents, record.fork_size >= 2 ? &siblings : nullptr}) {
+        if (tokens != nullptr) {
+          ++tokens->requests;
+          tokens->prompt += record.prompt_tokens;
+          tokens->cached += record.cached_tokens;
+        }
+      }
+      subagent_ttft_sum += std::max(0.0, record.ttft_ms);
+      sibling_ttft_sum += record.fork_size >= 2 ? std::max(0.0, record.ttft_ms) : 0.0;
+    }
+    if (record.subagent == 0) {
+      auto& turn = by_turn[record.turn];
+      ++turn.requests;
+      turn.prompt += record.prompt_tokens;
+      turn.cached += record.cached_tokens;
+    }
+    if (record.turn > 0 && record.subagent == 0) {
       auto& session = later_turns[record.session];
       session.prompt += record.prompt_tokens;
       session.cached += record.cached_tokens;
@@ -149,9 +168,21 @@ json summarize(const RunInfo& run, const std::vector<RequestRecord>& records) {
       ttft_cdf.push_back({percentile(ttft, std::max(step / 40.0, 1e-9)), step / 40.0});
     }
   }
+  json subagent_figures = nullptr;
+  if (subagents.requests > 0) {
+    subagent_figures = {
+        {"requests", subagents.requests},
+        {"hit_rate", ratio(subagents.cached, subagents.prompt)},
+        {"ttft_mean_ms", subagent_ttft_sum / static_cast<double>(subagents.requests)},
+        {"sibling_requests", siblings.requests},
+        {"sibling_hit_rate", ratio(siblings.cached, siblings.prompt)},
+        {"sibling_ttft_mean_ms",
+         siblings.requests > 0 ? json(sibling_ttft_sum / static_cast<double>(siblings.requests)) : json(nullptr)}};
+  }
   return {
       {"name", run.name},
       {"target", run.target},
+      {"subagents", std::move(subagent_figures)},
       {"workload", run.workload},
       {"requests", total.requests + error_count},
       {"succeeded", total.requests},
@@ -284,6 +315,32 @@ std::string markdown_report(const std::vector<json>& runs, const json& meta) {
       }
     }
   }
+  if (std::any_of(runs.begin(), runs.end(), [](const json& run) { return member(run, "subagents").is_object(); })) {
+    const auto& base = runs[baseline_indexes(runs, meta).front()];
+    const auto& base_subagents = member(base, "subagents");
+    out +=
+        "\n## Sub-agents\n\nRequests of sub-agents, and of forks that ran several sub-agents at once "
+        "(siblings), each with the session's key.\n\n| run | sub-agent requests | hit rate | TTFT mean ms | "
+        "sibling requests | sibling hit rate | sibling TTFT mean ms | sibling TTFT vs " +
+        base.value("name", "") + " |\n|---|---|---|---|---|---|---|---|\n";
+    for (const auto& run : runs) {
+      const auto& figures = member(run, "subagents");
+      if (!figures.is_object()) {
+        continue;
+      }
+      const auto& sibling_ttft = member(figures, "sibling_ttft_mean_ms");
+      const auto& base_ttft = member(base_subagents, "sibling_ttft_mean_ms");
+      out += "| " + run.value("name", "") + " | " + std::to_string(figures.value("requests", 0)) + " | " +
+             percent(figures.value("hit_rate", 0.0)) + " | " + format("%.1f", figures.value("ttft_mean_ms", 0.0)) +
+             " | " + std::to_string(figures.value("sibling_requests", 0)) + " | " +
+             percent(figures.value("sibling_hit_rate", 0.0)) + " | " +
+             (sibling_ttft.is_number() ? format("%.1f", sibling_ttft.get<double>()) : std::string("-")) + " | " +
+             (sibling_ttft.is_number() && base_ttft.is_number()
+                  ? relative(sibling_ttft.get<double>(), base_ttft.get<double>())
+                  : std::string("-")) +
+             " |\n";
+    }
+  }
   out += "\n## Prefix-cache hit rate by turn\n\n| turn |";
   std::size_t turns = 0;
   for (const auto& run : runs) {
@@ -368,6 +425,78 @@ std::string capacity_markdown(const json& capacity) {
              percent(step.value("hit_rate", 0.0)) + " | " +
              (measured.is_number() ? percent(measured.get<double>()) : std::string("-")) + " | " +
              (step.value("held", false) ? "held" : "missed") + " |\n";
+    }
+  }
+  return out;
+}
+
+std::string trajectory_markdown(const json& trajectory) {
+  auto number_or_dash = [](const json& value, const char* pattern) {
+    return value.is_number() ? format(pattern, value.get<double>()) : std::string("–");
+  };
+  auto percent_or_dash = [](const json& value) {
+    return value.is_number() ? percent(value.get<double>()) : std::string("–");
+  };
+  std::string out = "# kvgate-bench trajectory\n\nSession `" + trajectory.value("session", "") + "`";
+  const auto& meta = member(trajectory, "meta");
+  if (meta.is_object() && !meta.value("workload", "").empty()) {
+    out += " of `" + meta.value("workload", "") + "`";
+  }
+  out +=
+      ", replayed from reset caches three ways: `sticky` (with its session key), `no_session_key` (without), "
+      "`cold_second_turn` (with its key, the second turn sent straight to a replica that never saw the first).\n";
+  if (meta.is_object() && !meta.value("fleet", "").empty()) {
+    out += "Fleet: " + meta.value("fleet", "") + ".\n";
+  }
+  for (const auto& target : member(trajectory, "targets")) {
+    out += "\n## " + target.value("name", "") +
+           "\n\n| mode | turns | hit rate after turn 1 | TTFT mean | prefill "
+           "tokens computed | worker changes |\n|---|---|---|---|---|---|\n";
+    for (const auto& mode : member(target, "modes")) {
+      const auto& summary = member(mode, "summary");
+      out += "| " + mode.value("mode", "") + " | " + std::to_string(summary.value("answered", 0)) + "/" +
+             std::to_string(summary.value("turns", 0)) + " | " +
+             percent_or_dash(member(summary, "hit_rate_after_first")) + " | " +
+             number_or_dash(member(summary, "ttft_mean_ms"), "%.1f ms") + " | " +
+             std::to_string(summary.value("prefill_tokens_computed", 0)) + " | " +
+             std::to_string(summary.value("worker_changes", 0)) + " |\n";
+    }
+    const auto& cost = member(target, "cold_second_turn_cost");
+    if (cost.is_object()) {
+      out += "\nThe cold second turn (on " + cost.value("cold_worker", "") + ") took " +
+             format("%.1f", cost.value("cold_ttft_ms", 0.0)) + " ms to its first token against " +
+             format("%.1f", cost.value("sticky_ttft_ms", 0.0)) +
+             " ms when it followed the first: " + format("%+.1f", cost.value("extra_ttft_ms", 0.0)) + " ms" +
+             (member(cost, "ttft_ratio").is_number() ? " (" + format("%.2fx", cost["ttft_ratio"].get<double>()) + ")"
+                                                     : std::string()) +
+             ", and " + std::to_string(cost.value("extra_prefill_tokens", 0)) + " more prompt tokens computed.\n";
+    }
+    for (const auto& mode : member(target, "modes")) {
+      out += "\n### " + target.value("name", "") + ", " + mode.value("mode", "") + "\n\n";
+      if (member(mode, "note").is_string()) {
+        out += mode["note"].get<std::string>() + "\n\n";
+      }
+      out +=
+          "| turn | worker | input tokens | predicted cached | engine cached | hit | TTFT ms | decode ms | KV "
+          "usage |\n|---|---|---|---|---|---|---|---|---|\n";
+      for (const auto& turn : member(mode, "turns")) {
+        std::string worker = member(turn, "worker").is_string() ? turn["worker"].get<std::string>() : "–";
+        if (turn.value("direct", false)) {
+          worker += " (direct)";
+        }
+        if (member(turn, "error").is_string()) {
+          out += "| " + std::to_string(turn.value("turn", 0)) + " | " + worker +
+                 " | failed: " + turn["error"].get<std::string>() + " | | | | | | |\n";
+          continue;
+        }
+        out += "| " + std::to_string(turn.value("turn", 0)) + " | " + worker + " | " +
+               std::to_string(turn.value("input_tokens", 0)) + " | " +
+               number_or_dash(member(turn, "predicted_cached_tokens"), "%.0f") + " | " +
+               std::to_string(turn.value("cached_tokens", 0)) + " | " + percent_or_dash(member(turn, "hit_rate")) +
+               " | " + number_or_dash(member(turn, "ttft_ms"), "%.1f") + " | " +
+               number_or_dash(member(turn, "decode_ms"), "%.1f") + " | " + percent_or_dash(member(turn, "kv_usage")) +
+               " |\n";
+      }
     }
   }
   return out;

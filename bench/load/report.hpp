@@ -23,6 +23,11 @@ struct RequestRecord {
   double latency_ms = 0;
   double sent_ms = 0;                // when it was sent, from the run's start
   std::uint32_t ceiling_tokens = 0;  // the reuse ceiling's share of prompt_tokens (dial.hpp)
+  // A sub-agent's request (workload.hpp, Turn::subagents): its number in
+  // its fork (1-based; 0: the session's own request), and how many
+  // sub-agents the fork ran at once.
+  std::uint32_t subagent = 0;
+  std::uint32_t fork_size = 0;
 };
 
 struct RunInfo {
@@ -48,6 +53,13 @@ std::string html_report(const std::vector<nlohmann::json>& runs, const nlohmann:
 // A member of a JSON object or, when absent (or not an object), null, which
 // iterates as empty: a reference, never a temporary to iterate over.
 const nlohmann::json& member(const nlohmann::json& object, const char* key);
+
+// One trajectory turn by turn (kvgate-bench trajectory's trajectory.json,
+// trajectory.hpp): per target a summary of the three modes, the cold
+// second turn's cost, then each mode's per-turn table; the HTML page draws
+// a chart per target (TTFT and hit rate by turn, one line per mode).
+std::string trajectory_markdown(const nlohmann::json& trajectory);
+std::string trajectory_html(const nlohmann::json& trajectory);
 
 // Capacity at an SLO (kvgate-bench capacity's capacity.json): per target the
 // highest load that held, its rate, and every step.

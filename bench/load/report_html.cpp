@@ -342,4 +342,46 @@ std::string capacity_html(const json& capacity) {
                   "<h2>Figures</h2><pre>" + escape(capacity_markdown(capacity)) + "</pre>");
 }
 
+std::string trajectory_html(const json& trajectory) {
+  std::string body;
+  for (const auto& target : member(trajectory, "targets")) {
+    const auto name = target.value("name", "");
+    std::vector<Series> ttft;
+    std::vector<Series> hits;
+    double top = 1;
+    double turns = 1;
+    for (const auto& mode : member(target, "modes")) {
+      Series ttft_line{mode.value("mode", ""), {}};
+      Series hit_line{mode.value("mode", ""), {}};
+      for (const auto& turn : member(mode, "turns")) {
+        const double turn_number = turn.value("turn", 0);
+        turns = std::max(turns, turn_number);
+        if (member(turn, "ttft_ms").is_number()) {
+          ttft_line.points.emplace_back(turn_number, turn["ttft_ms"].get<double>());
+          top = std::max(top, turn["ttft_ms"].get<double>());
+        }
+        if (member(turn, "hit_rate").is_number()) {
+          hit_line.points.emplace_back(turn_number, turn["hit_rate"].get<double>());
+        }
+      }
+      ttft.push_back(std::move(ttft_line));
+      hits.push_back(std::move(hit_line));
+    }
+    Plot ttft_plot({"turn", 1, turns, false, 1, ""}, {"time to first token (ms)", 0, top * 1.1, false, 1, ""});
+    Plot hit_plot({"turn", 1, turns, false, 1, ""}, {"prompt tokens the engine had cached", 0, 1, false, 100, "%"});
+    std::string caption = "One line per mode, from reset caches.";
+    const auto& cost = member(target, "cold_second_turn_cost");
+    if (cost.is_object()) {
+      caption += " The cold second turn took " + number(cost.value("cold_ttft_ms", 0.0)) + " ms against " +
+                 number(cost.value("sticky_ttft_ms", 0.0)) + " ms when it followed the first.";
+    }
+    body += figure("trajectory-" + name, name + ": time to first token by turn", ttft_plot.lines(ttft, true), caption,
+                   ttft);
+    body += figure("trajectory-hits-" + name, name + ": cached share of each turn's prompt", hit_plot.lines(hits, true),
+                   "", hits);
+  }
+  return page("kvgate-bench trajectory",
+              body + "<h2>Figures</h2><pre>" + escape(trajectory_markdown(trajectory)) + "</pre>");
+}
+
 }  // namespace kvgate::load

@@ -72,24 +72,60 @@ void record(Shared& shared, std::size_t session, std::uint32_t turn, const Answe
                             static_cast<std::uint32_t>(reusable * answer.prompt_tokens)});
 }
 
-std::string chat_body(const std::string& model, const json& messages, std::uint32_t max_tokens) {
-  return json{{"model", model},
-              {"messages", messages},
-              {"max_tokens", max_tokens},
-              {"stream", true},
-              {"stream_options", {{"include_usage", true}}}}
-      // The answers go back into the history; an engine that split a
-      // character between events must not make the next turn unsendable.
-      .dump(-1, ' ', false, json::error_handler_t::replace);
+// Sub-agents of one fork, running at once; the session waits for the last.
+struct Fork {
+  std::size_t remaining = 0;
+  asio::steady_timer done;
+};
+
+// One sub-agent's requests in turn, on a connection of its own, with the
+// session's key. Nested forks are not run (a sub-agent's own sub-agents).
+awaitable<void> run_subagent(Shared& shared, std::size_t session, const Session& subagent, std::uint32_t number,
+                             std::uint32_t fork_size, std::optional<std::string> session_header,
+                             std::shared_ptr<Fork> fork) {
+  auto executor = co_await asio::this_coro::executor;
+  Connection connection(executor, shared.urls[session % shared.urls.size()]);
+  for (std::uint32_t turn = 0; turn < subagent.turns.size() && !shared.out_of_time(); ++turn) {
+    const auto& step = subagent.turns[turn];
+    if (step.fork() || step.prompt.empty()) {
+      continue;
+    }
+    const std::string path = "/v1/completions";
+    const auto body = completion_body(shared.model, step.prompt, step.max_tokens);
+    const double reusable = shared.ceiling.observe(step.prompt);
+    const double sent_ms = since_start_ms(shared);
+    auto answer = co_await connection.post(path, body, session_header);
+    record(shared, session, turn, answer, sent_ms, reusable);
+    shared.records.back().subagent = number;
+    shared.records.back().fork_size = fork_size;
+    const bool answered_in_part = answer.error == "stream_error" && answer.ttft_ms >= 0;
+    if (!answer.error.empty() && !answered_in_part) {
+      break;
+    }
+    if (step.think_ms > 0) {
+      asio::steady_timer think(executor, std::chrono::milliseconds(step.think_ms));
+      co_await think.async_wait(use_nothrow);
+    }
+  }
+  if (--fork->remaining == 0) {
+    fork->done.cancel();
+  }
 }
 
-std::string completion_body(const std::string& model, const std::string& prompt, std::uint32_t max_tokens) {
-  return json{{"model", model},
-              {"prompt", prompt},
-              {"max_tokens", max_tokens},
-              {"stream", true},
-              {"stream_options", {{"include_usage", true}}}}
-      .dump();
+awaitable<void> run_fork(Shared& shared, std::size_t session, const Turn& step,
+                         const std::optional<std::string>& session_header) {
+  auto executor = co_await asio::this_coro::executor;
+  auto fork = std::make_shared<Fork>(Fork{step.subagents.size(), asio::steady_timer(executor)});
+  fork->done.expires_at(Clock::time_point::max());
+  const auto fork_size = static_cast<std::uint32_t>(step.subagents.size());
+  for (std::uint32_t number = 0; number < fork_size; ++number) {
+    asio::co_spawn(executor,
+                   run_subagent(shared, session, step.subagents[number], number + 1, fork_size, session_header, fork),
+                   asio::detached);
+  }
+  if (fork->remaining > 0) {
+    co_await fork->done.async_wait(use_nothrow);
+  }
 }
 
 awaitable<void> run_session(Shared& shared, ConnectionSet& connections, std::size_t index) {
@@ -104,6 +140,12 @@ awaitable<void> run_session(Shared& shared, ConnectionSet& connections, std::siz
   }
   for (std::uint32_t turn = 0; turn < session.turns.size() && !shared.out_of_time(); ++turn) {
     const auto& step = session.turns[turn];
+    // Returns at once unless the step is a fork (an await outside any
+    // branch, see below).
+    co_await run_fork(shared, index, step, session_header);
+    if (step.fork()) {
+      continue;
+    }
     // One await per turn (and its arguments named first): g++ 12
     // miscompiles awaits in branches and on temporaries (README).
     std::string path = "/v1/completions";
@@ -253,6 +295,59 @@ awaitable<void> scrape_one(std::string replica, HttpUrl url, ReplicaMetrics& out
 
 }  // namespace
 
+std::string chat_body(const std::string& model, const json& messages, std::uint32_t max_tokens) {
+  return json{{"model", model},
+              {"messages", messages},
+              {"max_tokens", max_tokens},
+              {"stream", true},
+              {"stream_options", {{"include_usage", true}}}}
+      // The answers go back into the history; an engine that split a
+      // character between events must not make the next turn unsendable.
+      .dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string completion_body(const std::string& model, const std::string& prompt, std::uint32_t max_tokens) {
+  return json{{"model", model},
+              {"prompt", prompt},
+              {"max_tokens", max_tokens},
+              {"stream", true},
+              {"stream_options", {{"include_usage", true}}}}
+      .dump();
+}
+
+namespace {
+
+awaitable<void> fetch_first_model(HttpUrl url, std::string target, std::string& model, std::string& failure) {
+  Connection connection(co_await asio::this_coro::executor, std::move(url));
+  const std::string path = "/v1/models";
+  auto [status, body] = co_await connection.get(path);
+  auto models = json::parse(body, nullptr, false);
+  if (status != 200 || !models.is_object() || !models.contains("data") || !models["data"].is_array() ||
+      models["data"].empty() || !models["data"][0].contains("id")) {
+    failure = "GET /v1/models on " + target + " did not list a model (status " + std::to_string(status) + ")";
+    co_return;
+  }
+  model = models["data"][0]["id"].get<std::string>();
+}
+
+}  // namespace
+
+Result<std::string, std::string> first_model(const std::string& target) {
+  auto url = parse_upstream_url(target);
+  if (!url) {
+    return unexpected(target + ": " + url.error());
+  }
+  asio::io_context context;
+  std::string failure;
+  std::string model;
+  asio::co_spawn(context, fetch_first_model(*url, target, model, failure), asio::detached);
+  context.run();
+  if (!failure.empty()) {
+    return unexpected(failure);
+  }
+  return model;
+}
+
 TargetSpread target_spread(std::string_view target) {
   return target.find('|') != std::string_view::npos ? TargetSpread::per_session : TargetSpread::per_request;
 }
@@ -356,6 +451,122 @@ std::optional<std::string> reset_prefix_caches(const std::vector<std::string>& r
     return failure;
   }
   return std::nullopt;
+}
+
+namespace {
+
+struct TrajectoryState {
+  const Session& session;
+  const TrajectoryOptions& options;
+  std::vector<HttpUrl> replica_urls;
+  TrajectoryRun run;
+  std::string failure;
+};
+
+awaitable<void> read_kv_usage(Connection& connection, std::optional<double>& usage) {
+  const std::string path = "/metrics";
+  auto [status, body] = co_await connection.get(path);
+  usage = status == 200 ? kv_usage_from_metrics(body) : std::nullopt;
+}
+
+awaitable<void> trajectory_turns(TrajectoryState& state, HttpUrl target) {
+  auto executor = co_await asio::this_coro::executor;
+  const auto& options = state.options;
+  Connection through_target(executor, std::move(target));
+  std::vector<std::unique_ptr<Connection>> replicas;
+  std::vector<std::string> replica_ids;
+  for (std::size_t index = 0; index < state.replica_urls.size(); ++index) {
+    replicas.push_back(std::make_unique<Connection>(executor, state.replica_urls[index]));
+    replica_ids.push_back(options.replicas[index].first);
+  }
+  const std::optional<std::string> session_header =
+      options.mode == TrajectoryMode::no_session_key ? std::nullopt : std::optional<std::string>(options.session_key);
+  json messages = json::array();
+  if (!state.session.system.empty()) {
+    messages.push_back({{"role", "system"}, {"content", state.session.system}});
+  }
+  for (std::uint32_t index = 0; index < state.session.turns.size(); ++index) {
+    const auto& step = state.session.turns[index];
+    if (step.fork()) {
+      continue;  // a trajectory follows the session's own requests
+    }
+    std::string path = "/v1/completions";
+    std::string body;
+    if (step.prompt.empty()) {
+      messages.push_back({{"role", "user"}, {"content", step.user}});
+      path = "/v1/chat/completions";
+      body = chat_body(state.options.model, messages, step.max_tokens);
+    } else {
+      body = completion_body(state.options.model, step.prompt, step.max_tokens);
+    }
+    // Every replica's KV usage before the turn: the chosen one's is the
+    // allocation it was chosen at.
+    std::vector<std::optional<double>> usage(replicas.size());
+    for (std::size_t replica = 0; replica < replicas.size(); ++replica) {
+      co_await read_kv_usage(*replicas[replica], usage[replica]);
+    }
+    Connection* connection = &through_target;
+    bool direct = false;
+    if (options.mode == TrajectoryMode::cold_second_turn && index == 1) {
+      const auto& first_worker = state.run.turns.front().worker;
+      if (auto cold = cold_replica(replica_ids, first_worker)) {
+        connection = replicas[*cold].get();
+        direct = true;
+      } else {
+        state.run.note = "No replica other than the first turn's (" + first_worker +
+                         ") was named with --replica: the second turn went through the target.";
+      }
+    }
+    auto answer = co_await connection->post(path, body, session_header, true);
+    TrajectoryTurn turn;
+    turn.number = index + 1;
+    turn.worker = answer.worker;
+    turn.direct = direct;
+    turn.error = answer.error;
+    turn.input_tokens = answer.prompt_tokens;
+    turn.cached_tokens = answer.cached_tokens;
+    turn.predicted_cached_tokens = receipt_predicted_cached(answer.receipt);
+    turn.ttft_ms = answer.ttft_ms;
+    turn.decode_ms = answer.ttft_ms >= 0 ? answer.latency_ms - answer.ttft_ms : -1;
+    for (std::size_t replica = 0; replica < replica_ids.size(); ++replica) {
+      if (replica_ids[replica] == answer.worker) {
+        turn.kv_usage = usage[replica];
+      }
+    }
+    state.run.turns.push_back(std::move(turn));
+    // As in a run: a turn that failed ends the trajectory, unless the
+    // engine failed only after its first token.
+    const bool answered_in_part = answer.error == "stream_error" && answer.ttft_ms >= 0;
+    if (!answer.error.empty() && !answered_in_part) {
+      break;
+    }
+    messages.push_back({{"role", "assistant"}, {"content", answer.text}});
+  }
+}
+
+}  // namespace
+
+Result<TrajectoryRun, std::string> run_trajectory(const Session& session, const TrajectoryOptions& options) {
+  auto target = parse_upstream_url(options.target);
+  if (!target) {
+    return unexpected(options.target + ": " + target.error());
+  }
+  TrajectoryState state{session, options, {}, {}, {}};
+  for (const auto& [id, url] : options.replicas) {
+    auto parsed = parse_upstream_url(url);
+    if (!parsed) {
+      return unexpected("--replica " + id + "=" + url + ": " + parsed.error());
+    }
+    state.replica_urls.push_back(std::move(*parsed));
+  }
+  state.run.mode = options.mode;
+  asio::io_context context;
+  asio::co_spawn(context, trajectory_turns(state, std::move(*target)), asio::detached);
+  context.run();
+  if (!state.failure.empty()) {
+    return unexpected(state.failure);
+  }
+  return std::move(state.run);
 }
 
 }  // namespace kvgate::load

@@ -15,6 +15,7 @@
 
 #include "dial.hpp"
 #include "report.hpp"
+#include "trajectory.hpp"
 #include "workload.hpp"
 
 namespace kvgate::load {
@@ -49,12 +50,33 @@ struct RunResult {
 
 Result<RunResult, std::string> run_workload(const Workload& workload, const RunOptions& options);
 
+// Streaming request bodies asking for usage, as every run sends them.
+std::string chat_body(const std::string& model, const nlohmann::json& messages, std::uint32_t max_tokens);
+std::string completion_body(const std::string& model, const std::string& prompt, std::uint32_t max_tokens);
+
+// GET /v1/models on `target`: its first model's id.
+Result<std::string, std::string> first_model(const std::string& target);
+
 enum class TargetSpread { per_request, per_session };
 
 // "URL+URL+..." or "URL|URL|..." -> the URLs (RunOptions::target).
 std::vector<std::string> split_targets(std::string_view target);
 // '|' anywhere in the target: per session.
 TargetSpread target_spread(std::string_view target);
+
+// One trajectory through one target, turn after turn (no think times: it
+// runs alone, from reset caches).
+struct TrajectoryOptions {
+  std::string target;  // one base URL
+  std::string model;
+  TrajectoryMode mode = TrajectoryMode::sticky;
+  std::string session_key;  // sent as x-session-id, except in no_session_key mode
+  // The replicas by the names they answer as (x-kvgate-worker or
+  // x-kvgate-sim-replica): their KV usage is read before each turn, and
+  // the cold second turn goes straight to one of them.
+  std::vector<std::pair<std::string, std::string>> replicas;  // id, base URL
+};
+Result<TrajectoryRun, std::string> run_trajectory(const Session& session, const TrajectoryOptions& options);
 
 // POST /reset_prefix_cache on each replica (vLLM's and kvgate-sim's
 // endpoint), so that runs compared side by side start from cold caches.

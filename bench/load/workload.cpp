@@ -202,6 +202,78 @@ Result<std::string, std::string> recorded_prompt(const json& request, std::uint6
   return prompt;
 }
 
+// What every request of one recorded session (and its sub-agents) shares.
+struct RecordedContext {
+  const WorkloadOptions& options;
+  std::string where;                // "line N: "
+  std::uint64_t seed = 0;           // the session's text namespace (sub-agents share it)
+  std::uint64_t shared_blocks = 0;  // the preamble every session shares, in blocks
+  std::uint64_t native = 64;        // the recording's block size
+  std::uint64_t block_bytes = 0;
+  std::size_t requests = 0;  // numbers each request's unique tail
+};
+
+// Turns from a recorded request list; sub-agent entries are flattened in
+// order, or, with parallel_subagents, consecutive ones become one fork.
+Result<std::vector<Turn>, std::string> recorded_turns(const json& list, RecordedContext& context) {
+  std::vector<const json*> requests;
+  if (context.options.parallel_subagents) {
+    for (const auto& request : list) {
+      requests.push_back(&request);
+    }
+  } else {
+    flatten_requests(list, requests);
+  }
+  auto is_subagent = [](const json& request) {
+    return request.is_object() && request.value("type", "") == "subagent" && request.contains("requests") &&
+           request["requests"].is_array();
+  };
+  std::vector<Turn> turns;
+  for (std::size_t index = 0; index < requests.size(); ++index) {
+    const auto& request = *requests[index];
+    if (context.options.parallel_subagents && is_subagent(request)) {
+      if (turns.empty() || !turns.back().fork()) {
+        turns.emplace_back();
+      }
+      Session subagent;
+      subagent.id = request.value("agent_id", "agent-" + std::to_string(turns.back().subagents.size() + 1));
+      auto inner = recorded_turns(request["requests"], context);
+      if (!inner) {
+        return unexpected(inner.error());
+      }
+      subagent.turns = std::move(*inner);
+      if (!subagent.turns.empty()) {
+        turns.back().subagents.push_back(std::move(subagent));
+      }
+      continue;
+    }
+    if (!request.is_object() || !request.value("in", json()).is_number_unsigned() ||
+        !request.value("hash_ids", json()).is_array()) {
+      return unexpected(context.where + "request " + std::to_string(index) + " needs \"in\" and \"hash_ids\"");
+    }
+    auto prompt = recorded_prompt(request, context.seed, context.shared_blocks, context.native, context.block_bytes,
+                                  context.requests++);
+    if (!prompt) {
+      return unexpected(context.where + prompt.error());
+    }
+    Turn turn;
+    turn.prompt = std::move(*prompt);
+    turn.max_tokens = scaled_output(request.value("out", std::uint64_t{1}), context.options);
+    // The recorded think time precedes a request; the replay pauses after
+    // the previous answer, which is the same gap.
+    if (index + 1 < requests.size() && requests[index + 1]->is_object()) {
+      const double think_seconds = requests[index + 1]->value("think_time", 0.0);
+      auto think_ms = std::max(0.0, think_seconds) * 1000 / context.options.time_scale;
+      if (context.options.max_think_ms != 0) {
+        think_ms = std::min(think_ms, static_cast<double>(context.options.max_think_ms));
+      }
+      turn.think_ms = static_cast<std::uint32_t>(think_ms);
+    }
+    turns.push_back(std::move(turn));
+  }
+  return turns;
+}
+
 // A recorded agent session (WEKA's kv-cache-tester format).
 Result<Session, std::string> parse_recorded_session(const json& line, std::size_t number,
                                                     const WorkloadOptions& options) {
@@ -215,34 +287,20 @@ Result<Session, std::string> parse_recorded_session(const json& line, std::size_
   const auto native = line["block_size"].get<std::uint64_t>();
   const std::uint64_t block_tokens = options.trace_block_tokens == 0 ? native : options.trace_block_tokens;
   const auto preamble = line.value("tool_tokens", std::uint64_t{0}) + line.value("system_tokens", std::uint64_t{0});
-  const auto seed = static_cast<std::uint64_t>(std::hash<std::string>{}(session.id));
-  std::vector<const json*> requests;
-  flatten_requests(line["requests"], requests);
-  for (std::size_t index = 0; index < requests.size(); ++index) {
-    const auto& request = *requests[index];
-    if (!request.is_object() || !request.value("in", json()).is_number_unsigned() ||
-        !request.value("hash_ids", json()).is_array()) {
-      return unexpected(where + "request " + std::to_string(index) + " needs \"in\" and \"hash_ids\"");
-    }
-    auto prompt =
-        recorded_prompt(request, seed, preamble / native, native, block_tokens * options.bytes_per_token, index);
-    if (!prompt) {
-      return unexpected(where + prompt.error());
-    }
-    Turn turn;
-    turn.prompt = std::move(*prompt);
-    turn.max_tokens = scaled_output(request.value("out", std::uint64_t{1}), options);
-    // The recorded think time precedes a request; the replay pauses after
-    // the previous answer, which is the same gap.
-    if (index + 1 < requests.size() && requests[index + 1]->is_object()) {
-      const double think_seconds = requests[index + 1]->value("think_time", 0.0);
-      auto think_ms = std::max(0.0, think_seconds) * 1000 / options.time_scale;
-      if (options.max_think_ms != 0) {
-        think_ms = std::min(think_ms, static_cast<double>(options.max_think_ms));
-      }
-      turn.think_ms = static_cast<std::uint32_t>(think_ms);
-    }
-    session.turns.push_back(std::move(turn));
+  RecordedContext context{options,
+                          where,
+                          static_cast<std::uint64_t>(std::hash<std::string>{}(session.id)),
+                          preamble / native,
+                          native,
+                          block_tokens * options.bytes_per_token,
+                          0};
+  auto turns = recorded_turns(line["requests"], context);
+  if (!turns) {
+    return unexpected(turns.error());
+  }
+  session.turns = std::move(*turns);
+  if (options.max_turns != 0 && session.turns.size() > options.max_turns) {
+    session.turns.resize(options.max_turns);
   }
   if (session.turns.empty()) {
     return unexpected(where + "a recorded session needs at least one request");
@@ -251,6 +309,48 @@ Result<Session, std::string> parse_recorded_session(const json& line, std::size_
 }
 
 }  // namespace
+
+Result<Session, std::string> session_from_export(std::string_view text, const WorkloadOptions& options) {
+  auto document = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!document.is_object() || !document.contains("turns") || !document["turns"].is_array()) {
+    return unexpected(std::string("not a /debug/sessions/<key> export (an object with \"turns\")"));
+  }
+  Session session;
+  const auto key = document.find("key");
+  session.id = key != document.end() && key->is_string() ? key->get<std::string>() : "exported";
+  const auto seed = static_cast<std::uint64_t>(std::hash<std::string>{}(session.id));
+  std::string prompt;
+  std::size_t number = 0;
+  for (const auto& turn : document["turns"]) {
+    ++number;
+    const auto where = "turn " + std::to_string(number) + ": ";
+    if (!turn.is_object() || !turn.value("input_tokens", json()).is_number_unsigned() ||
+        turn["input_tokens"].get<std::uint64_t>() == 0) {
+      return unexpected(where + "needs a positive \"input_tokens\"");
+    }
+    const auto bytes = turn["input_tokens"].get<std::uint64_t>() * options.bytes_per_token;
+    if (bytes > (std::uint64_t{1} << 30)) {
+      return unexpected(where + "\"input_tokens\" is out of range");
+    }
+    if (bytes < prompt.size()) {
+      prompt.clear();  // a shorter prompt than the last: the conversation was cut back
+    }
+    if (bytes > prompt.size()) {
+      prompt += block_text(seed + number, bytes - prompt.size());
+    }
+    Turn step;
+    step.prompt = prompt.substr(0, bytes);
+    step.max_tokens = 16;
+    session.turns.push_back(std::move(step));
+  }
+  if (session.turns.empty()) {
+    return unexpected(std::string("the export has no turns"));
+  }
+  if (options.max_turns != 0 && session.turns.size() > options.max_turns) {
+    session.turns.resize(options.max_turns);
+  }
+  return session;
+}
 
 const std::vector<std::string_view>& preset_names() {
   static const std::vector<std::string_view> kNames = {"chat", "agent"};

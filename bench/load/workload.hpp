@@ -12,11 +12,19 @@
 
 namespace kvgate::load {
 
+struct Session;
+
 struct Turn {
   std::string user;    // the user message of this turn (chat sessions)
   std::string prompt;  // the whole prompt (recorded sessions: a text completion)
   std::uint32_t max_tokens = 32;
   std::uint32_t think_ms = 0;  // pause after the answer, before the next turn
+  // A fork (recorded sessions read with parallel_subagents): these
+  // sub-agents run at once, each its requests in turn, with the session's
+  // key (as Claude Code sends its sub-agents' requests), and the session
+  // goes on when all have ended. A fork sends no request of its own.
+  std::vector<Session> subagents;
+  [[nodiscard]] bool fork() const { return !subagents.empty(); }
 };
 
 // One conversation. A chat session's turn sends the system prompt, every
@@ -51,11 +59,16 @@ struct WorkloadOptions {
   std::uint32_t bytes_per_token = 4;     // prompt bytes per token when synthesising trace text
   double time_scale = 1;                 // traces: arrival times divided by this; sessions: think times
   std::uint32_t max_think_ms = 0;        // recorded sessions: cap on a scaled think time (0: none)
+  std::uint32_t max_turns = 0;           // sessions: their first N turns (0: all)
   // Traces and recorded sessions: output lengths divided by this (at least
   // one token), to keep decode in proportion when trace_block_tokens
   // shortens the prompts.
   double output_scale = 1;
   bool strict = false;  // a malformed line refuses the file instead of being skipped
+  // Recorded sessions: consecutive sub-agent entries become one fork whose
+  // sub-agents run at once; otherwise their requests are flattened into the
+  // session in order.
+  bool parallel_subagents = false;
 };
 
 // Presets: "chat" (support chats: groups of sessions share a system prompt,
@@ -71,5 +84,12 @@ Result<Workload, std::string> make_preset(std::string_view name, const WorkloadO
 // "system_tokens", "requests": [{"in", "out", "hash_ids", "think_time"}]}.
 // The format is told by the first line.
 Result<Workload, std::string> parse_workload(std::string_view text, std::string name, const WorkloadOptions& options);
+
+// A session as GET /debug/sessions/<key> exports it ({"key", "turns":
+// [{"turn", "input_tokens", ...}]}): the export holds token counts, not
+// text, so each turn's prompt is synthesised at its recorded length
+// (bytes_per_token bytes a token), extending the turn before it as a
+// conversation's prompt does. Errors name the turn.
+Result<Session, std::string> session_from_export(std::string_view text, const WorkloadOptions& options);
 
 }  // namespace kvgate::load

@@ -63,6 +63,31 @@ TEST(Report, RunsSideBySideWithRatiosToTheBaselines) {
       << markdown_report({trace});
 }
 
+// Sub-agents' requests have their own figures (siblings: forks of several)
+// and stay out of the session's turn figures.
+TEST(Report, SubagentsAndSiblingsHaveTheirOwnFigures) {
+  auto subagent = [](std::uint32_t number, std::uint32_t fork_size, double ttft) {
+    auto one = record(0, 0, 100, 50, "b", ttft);
+    one.subagent = number;
+    one.fork_size = fork_size;
+    return one;
+  };
+  auto piled = summarize({"sticky", "u", "w", 1},
+                         {record(0, 0, 100, 0, "a", 10), subagent(1, 2, 40), subagent(2, 2, 60), subagent(1, 1, 20)});
+  EXPECT_EQ(piled["subagents"]["requests"], 3);
+  EXPECT_DOUBLE_EQ(piled["subagents"]["ttft_mean_ms"].get<double>(), 40.0);
+  EXPECT_EQ(piled["subagents"]["sibling_requests"], 2);
+  EXPECT_DOUBLE_EQ(piled["subagents"]["sibling_ttft_mean_ms"].get<double>(), 50.0);
+  ASSERT_EQ(piled["hit_rate_by_turn"].size(), 1u);
+  EXPECT_EQ(piled["hit_rate_by_turn"][0]["requests"], 1);
+  auto spread = summarize({"aware", "u", "w", 1},
+                          {record(0, 0, 100, 0, "a", 10), subagent(1, 2, 20), subagent(2, 2, 30), subagent(1, 1, 20)});
+  auto markdown = markdown_report({piled, spread});
+  EXPECT_NE(markdown.find("## Sub-agents"), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find("| aware | 3 | 50.0% | 23.3 | 2 | 50.0% | 25.0 | 0.50x |"), std::string::npos) << markdown;
+  EXPECT_TRUE(summarize({"plain", "u", "w", 1}, {record(0, 0, 100, 0, "a", 10)})["subagents"].is_null());
+}
+
 TEST(Report, CeilingPrefillAndTheCurvesTheChartsDraw) {
   auto one = record(0, 0, 100, 0, "a", 10);
   auto two = record(0, 1, 200, 90, "a", 30);

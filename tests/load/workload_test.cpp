@@ -122,6 +122,9 @@ TEST(Workload, RecordedSessionsShareOnlyThePreambleAcrossSessions) {
   EXPECT_EQ(a.turns[1].think_ms, 1500u);  // the pause before the third request, halved
   options.max_think_ms = 1000;
   EXPECT_EQ(parse_workload(line("a"), "weka", options)->sessions[0].turns[1].think_ms, 1000u);
+  auto first_two = options;
+  first_two.max_turns = 2;
+  EXPECT_EQ(parse_workload(line("a"), "weka", first_two)->sessions[0].turns.size(), 2u);
   // 160 preamble tokens = 2 shared blocks of 64; block 3 is the session's own.
   EXPECT_EQ(a.turns[0].prompt.substr(0, 32), b.turns[0].prompt.substr(0, 32));
   EXPECT_NE(a.turns[0].prompt.substr(32, 16), b.turns[0].prompt.substr(32, 16));
@@ -130,6 +133,39 @@ TEST(Workload, RecordedSessionsShareOnlyThePreambleAcrossSessions) {
   // 200 tokens = 3 blocks + 8 tokens of tail (2 bytes, raised to one token's 4).
   EXPECT_EQ(a.turns[0].prompt.size(), 48u + 4u);
   EXPECT_FALSE(parse_workload("{\"block_size\": 64, \"requests\": [{\"out\": 1}]}\n", "weka", options));
+}
+
+// With parallel sub-agents, consecutive sub-agent entries are one fork of
+// sessions that share the parent's id namespace (siblings' equal ids are
+// equal text).
+TEST(Workload, ParallelSubagentsBecomeOneForkOfSiblings) {
+  WorkloadOptions options;
+  options.trace_block_tokens = 4;
+  options.parallel_subagents = true;
+  const std::string line =
+      R"({"id": "p", "block_size": 64, "tool_tokens": 64, "system_tokens": 0, "requests": [)"
+      R"({"in": 200, "out": 5, "hash_ids": [1, 2, 3]},)"
+      R"({"type": "subagent", "agent_id": "x", "requests": [{"in": 130, "out": 2, "hash_ids": [40, 41]},)"
+      R"(                                                   {"in": 200, "out": 2, "hash_ids": [40, 41, 42]}]},)"
+      R"({"type": "subagent", "agent_id": "y", "requests": [{"in": 130, "out": 2, "hash_ids": [40, 41]}]},)"
+      R"({"in": 260, "out": 7, "hash_ids": [1, 2, 3, 4]}]})"
+      "\n";
+  auto workload = parse_workload(line, "weka", options);
+  ASSERT_TRUE(workload) << workload.error();
+  const auto& session = workload->sessions.at(0);
+  ASSERT_EQ(session.turns.size(), 3u);
+  EXPECT_FALSE(session.turns[0].fork());
+  ASSERT_TRUE(session.turns[1].fork());
+  ASSERT_EQ(session.turns[1].subagents.size(), 2u);
+  EXPECT_EQ(session.turns[1].subagents[0].id, "x");
+  EXPECT_EQ(session.turns[1].subagents[0].turns.size(), 2u);
+  // Siblings' shared ids are shared text.
+  EXPECT_EQ(session.turns[1].subagents[0].turns[0].prompt.substr(0, 32),
+            session.turns[1].subagents[1].turns[0].prompt.substr(0, 32));
+  EXPECT_FALSE(session.turns[2].fork());
+  // Flattened (the default): the sub-agents' requests in order.
+  options.parallel_subagents = false;
+  EXPECT_EQ(parse_workload(line, "weka", options)->sessions.at(0).turns.size(), 5u);
 }
 
 TEST(Answer, StreamEventsGiveTheTextAndTheUsage) {
