@@ -37,6 +37,8 @@ constexpr const char* kUsage =
     "       kvgate-bench report --from SUMMARY.json --out DIR   (the reports again, from a compare's summary)\n"
     "       kvgate-bench capacity --run NAME=URL [...] --workload FILE|PRESET --out DIR --slo-p90-ttft-ms X "
     "--reset URL [...] [options]\n"
+    "       kvgate-bench ceiling --workload FILE|PRESET [options]   (what the workload offers: prompt tokens,\n"
+    "                          the reuse ceiling, round robin's share over --replicas caches that never evict)\n"
     "       kvgate-bench trajectory FILE --run NAME=URL [...] --out DIR [--session ID] [--replica ID=URL ...]\n"
     "                          [--reset URL ...] [options]\n"
     "  (one session turn by turn through each target: with its session key, without, and with its second\n"
@@ -114,7 +116,7 @@ std::string parse(int argc, char** argv, Command& command) {
   }
   command.mode = argv[1];
   if (command.mode != "run" && command.mode != "compare" && command.mode != "capacity" && command.mode != "report" &&
-      command.mode != "trajectory") {
+      command.mode != "trajectory" && command.mode != "ceiling") {
     return "unknown command '" + command.mode + "'";
   }
   std::string name = "run";
@@ -218,6 +220,9 @@ std::string parse(int argc, char** argv, Command& command) {
       return "report takes --from SUMMARY.json and --out DIR";
     }
     return "";
+  }
+  if (command.mode == "ceiling") {
+    return command.workload.empty() ? "ceiling takes --workload" : "";
   }
   if (command.mode == "run") {
     if (target.empty() || !command.runs.empty()) {
@@ -631,6 +636,22 @@ int main(int argc, char** argv) {
   }
   for (const auto& skipped : workload->skipped) {
     std::cerr << "kvgate-bench: skipped " << skipped << "\n";
+  }
+  if (command.mode == "ceiling") {
+    // No target: the figures a slice of a workload is compared with the
+    // whole on, without running either.
+    const auto replicas = std::max<std::uint32_t>(1, command.replicas);
+    const auto offered = kvgate::load::offered_tokens(*workload, replicas, command.block_tokens);
+    const json figures = {
+        {"workload", command.workload},
+        {"sessions", workload->sessions.size()},
+        {"requests", offered.requests},
+        {"prompt_tokens", offered.prompt},
+        {"ceiling", offered.prompt > 0 ? offered.ceiling / offered.prompt : 0.0},
+        {"replicas", replicas},
+        {"round_robin_computed_share", offered.prompt > 0 ? offered.round_robin / offered.prompt : 0.0}};
+    std::cout << figures.dump(2) << "\n";
+    return 0;
   }
   try {
     std::filesystem::create_directories(command.out);

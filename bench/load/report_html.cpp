@@ -346,6 +346,11 @@ std::string trajectory_html(const json& trajectory) {
   std::string body;
   for (const auto& target : member(trajectory, "targets")) {
     const auto name = target.value("name", "");
+    // Chart names are [a-z-] (scripts/screenshot.py finds them by that).
+    std::string chart = name;
+    for (char& c : chart) {
+      c = (c >= 'a' && c <= 'z') ? c : (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : '-';
+    }
     std::vector<Series> ttft;
     std::vector<Series> hits;
     double top = 1;
@@ -375,9 +380,9 @@ std::string trajectory_html(const json& trajectory) {
       caption += " The cold second turn took " + number(cost.value("cold_ttft_ms", 0.0)) + " ms against " +
                  number(cost.value("sticky_ttft_ms", 0.0)) + " ms when it followed the first.";
     }
-    body += figure("trajectory-" + name, name + ": time to first token by turn", ttft_plot.lines(ttft, true), caption,
+    body += figure("trajectory-" + chart, name + ": time to first token by turn", ttft_plot.lines(ttft, true), caption,
                    ttft);
-    body += figure("trajectory-hits-" + name, name + ": cached share of each turn's prompt", hit_plot.lines(hits, true),
+    body += figure("trajectory-hits-" + chart, name + ": cached share of each turn's prompt", hit_plot.lines(hits, true),
                    "", hits);
   }
   return page("kvgate-bench trajectory",

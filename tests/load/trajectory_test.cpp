@@ -109,8 +109,8 @@ TEST(Trajectory, SummarisesEachModeAndWhatTheColdTurnCost) {
   EXPECT_NE(markdown.find("r1 (direct)"), std::string::npos);
   EXPECT_NE(markdown.find("+83.0 ms"), std::string::npos);
   const auto html = trajectory_html(trajectory);
-  EXPECT_NE(html.find("data-chart='trajectory-cache_aware'"), std::string::npos);
-  EXPECT_NE(html.find("data-chart='trajectory-hits-cache_aware'"), std::string::npos);
+  EXPECT_NE(html.find("data-chart='trajectory-cache-aware'"), std::string::npos);
+  EXPECT_NE(html.find("data-chart='trajectory-hits-cache-aware'"), std::string::npos);
 }
 
 }  // namespace
