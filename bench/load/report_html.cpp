@@ -382,8 +382,8 @@ std::string trajectory_html(const json& trajectory) {
     }
     body += figure("trajectory-" + chart, name + ": time to first token by turn", ttft_plot.lines(ttft, true), caption,
                    ttft);
-    body += figure("trajectory-hits-" + chart, name + ": cached share of each turn's prompt", hit_plot.lines(hits, true),
-                   "", hits);
+    body += figure("trajectory-hits-" + chart, name + ": cached share of each turn's prompt",
+                   hit_plot.lines(hits, true), "", hits);
   }
   return page("kvgate-bench trajectory",
               body + "<h2>Figures</h2><pre>" + escape(trajectory_markdown(trajectory)) + "</pre>");
