@@ -29,6 +29,23 @@
 # free_port: an unused TCP port on 127.0.0.1. wait_port PORT: until it answers.
 # weka_workload TRACES_DIR SESSIONS: sets $workload to kvgate-bench's flags
 # for the WEKA Claude Code sessions as the headline runs replay them.
+# mooncake_workload TRACES_DIR REQUESTS: the same for Mooncake's
+# conversation trace. choose_targets DEFAULT...: sets $targets to the words
+# of KVGATE_TARGETS, or to the defaults.
+
+mooncake_workload() {
+  # 512-token blocks become 32 tokens, outputs 16x shorter.
+  workload=(--workload "$1/mooncake-fast25/conversation_trace.jsonl" --max-requests "$2"
+            --trace-block-tokens 32 --output-scale 16)
+}
+
+choose_targets() {
+  if [[ -n "${KVGATE_TARGETS:-}" ]]; then
+    read -r -a targets <<<"$KVGATE_TARGETS"
+  else
+    targets=("$@")
+  fi
+}
 
 weka_workload() {
   local shards=$1/weka-claude-code/claude_code_traces_0001-0050.jsonl.gz

@@ -52,8 +52,7 @@ case "$name" in
     start_load=0.5
     blocks=4000
     max_model_len=12288
-    workload=(--workload "$traces/mooncake-fast25/conversation_trace.jsonl" --max-requests "${2:-1000}"
-              --trace-block-tokens 32 --output-scale 16)
+    mooncake_workload "$traces" "${2:-1000}"
     ;;
   *)
     echo "usage: bench/load/capacity.sh weka|mooncake [COUNT]" >&2
@@ -61,11 +60,7 @@ case "$name" in
     ;;
 esac
 export KVGATE_TIME_SCALE=${KVGATE_TIME_SCALE:-$time_scale}
-if [[ -n "${KVGATE_TARGETS:-}" ]]; then
-  read -r -a targets <<<"$KVGATE_TARGETS"
-else
-  targets=(round_robin nginx_sticky dynamo_cost cache_aware)
-fi
+choose_targets round_robin nginx_sticky dynamo_cost cache_aware
 
 cmake --build build -j"${KVGATE_JOBS:-2}" --target kvgate kvgate-sim kvgate-bench >/dev/null
 begin_run capacity

@@ -24,11 +24,7 @@ traces=${KVGATE_TRACES:-../shared/data/traces}
 source scripts/lib.sh
 export KVGATE_REPLICAS=${KVGATE_REPLICAS:-4}
 export KVGATE_TIME_SCALE=${KVGATE_TIME_SCALE:-0.5}
-if [[ -n "${KVGATE_TARGETS:-}" ]]; then
-  read -r -a targets <<<"$KVGATE_TARGETS"
-else
-  targets=(session_hash nginx_sticky cache_aware)
-fi
+choose_targets session_hash nginx_sticky cache_aware
 cmake --build build -j"${KVGATE_JOBS:-2}" --target kvgate kvgate-sim kvgate-bench >/dev/null
 begin_run subagents
 # One session per line: the ones with a sub-agent entry.
@@ -36,7 +32,7 @@ for shard in "$traces"/weka-claude-code/claude_code_traces_*.jsonl.gz; do
   zcat "$shard" | grep '"type": *"subagent"' || true
 done >"$work/forking.jsonl"
 count=$(wc -l <"$work/forking.jsonl")
-workload=$work/forking.jsonl
+sessions_file=$work/forking.jsonl
 pace=(--concurrency "$count")
 if ((${KVGATE_BACKGROUND:-0} > 0)); then
   for shard in "$traces"/weka-claude-code/claude_code_traces_*.jsonl.gz; do
@@ -57,11 +53,11 @@ for index, line in enumerate(background):
 mixed.extend(forking)
 open(sys.argv[3], "w").write("\n".join(mixed) + "\n")
 PY
-  workload=$work/mixed.jsonl
+  sessions_file=$work/mixed.jsonl
   pace=(--load "${KVGATE_LOAD:-0.5}")
 fi
 start_fleet 2000 32000 "${targets[@]}"
-build/bench/load/kvgate-bench compare "${runs[@]}" "${resets[@]}" --workload "$workload" \
+build/bench/load/kvgate-bench compare "${runs[@]}" "${resets[@]}" --workload "$sessions_file" \
   --subagents parallel "${pace[@]}" --trace-block-tokens 2 --output-scale 32 --time-scale 1000 \
   --max-think-ms "${KVGATE_MAX_THINK_MS:-200}" --baseline "${targets[0]}" --fleet "$fleet" --out "$work/report"
 out=build/subagents-report

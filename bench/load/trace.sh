@@ -51,8 +51,7 @@ case "$name" in
     blocks=${3:-4000}
     # The longest scaled prompt is 126,195 / 16 = 7,887 tokens, plus its output.
     max_model_len=12288
-    workload=(--workload "$traces/mooncake-fast25/conversation_trace.jsonl" --max-requests "${2:-2000}"
-              --trace-block-tokens 32 --output-scale 16)
+    mooncake_workload "$traces" "${2:-2000}"
     ;;
   *)
     echo "usage: bench/load/trace.sh weka70|weka85|mooncake70 [COUNT] [BLOCKS_PER_REPLICA]" >&2
@@ -60,11 +59,7 @@ case "$name" in
     ;;
 esac
 export KVGATE_TIME_SCALE=${KVGATE_TIME_SCALE:-$time_scale}
-if [[ -n "${KVGATE_TARGETS:-}" ]]; then
-  read -r -a targets <<<"$KVGATE_TARGETS"
-else
-  targets=("${peers[@]}" "${kvgate[@]}")
-fi
+choose_targets "${peers[@]}" "${kvgate[@]}"
 
 cmake --build build -j"${KVGATE_JOBS:-2}" --target kvgate kvgate-sim kvgate-bench >/dev/null
 begin_run trace

@@ -23,12 +23,7 @@ source scripts/lib.sh
 export KVGATE_REPLICAS=${KVGATE_REPLICAS:-4}
 export KVGATE_TIME_SCALE=${KVGATE_TIME_SCALE:-10}
 session=${1:-trace_0001}
-if [[ -n "${KVGATE_TARGETS:-}" ]]; then
-  read -r -a targets <<<"$KVGATE_TARGETS"
-else
-  targets=(cache_aware nginx_sticky round_robin)
-fi
-shards=$(ls "$traces"/weka-claude-code/claude_code_traces_*.jsonl.gz | paste -sd,)
+choose_targets cache_aware nginx_sticky round_robin
 
 cmake --build build -j"${KVGATE_JOBS:-2}" --target kvgate kvgate-sim kvgate-bench >/dev/null
 begin_run trajectory
@@ -46,7 +41,7 @@ mkdir -p "$out"
 # The sessions are in the shards in order; the bench reads them all and
 # follows the one named.
 combined="$work/sessions.jsonl"
-for shard in ${shards//,/ }; do zcat "$shard"; done >"$combined"
+for shard in "$traces"/weka-claude-code/claude_code_traces_*.jsonl.gz; do zcat "$shard"; done >"$combined"
 build/bench/load/kvgate-bench trajectory "$combined" --session "$session" "${runs[@]}" "${resets[@]}" \
   "${replicas[@]}" --trace-block-tokens 64 --fleet "$fleet" --out "$out"
 if command -v chromium >/dev/null 2>&1; then
