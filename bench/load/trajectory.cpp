@@ -30,7 +30,7 @@ Result<Session, std::string> parse_trajectory(std::string_view text, std::string
   if (text[first] == '{') {
     auto document = json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (document.is_object() && document.contains("turns")) {
-      return session_from_export(text, options);
+      return session_from_export(document, options);
     }
   }
   // Only the line wanted becomes prompts (a recorded file holds hundreds

@@ -310,8 +310,7 @@ Result<Session, std::string> parse_recorded_session(const json& line, std::size_
 
 }  // namespace
 
-Result<Session, std::string> session_from_export(std::string_view text, const WorkloadOptions& options) {
-  auto document = json::parse(text, nullptr, /*allow_exceptions=*/false);
+Result<Session, std::string> session_from_export(const json& document, const WorkloadOptions& options) {
   if (!document.is_object() || !document.contains("turns") || !document["turns"].is_array()) {
     return unexpected(std::string("not a /debug/sessions/<key> export (an object with \"turns\")"));
   }

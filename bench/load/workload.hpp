@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "kvgate/core/result.hpp"
 
 namespace kvgate::load {
@@ -90,6 +92,6 @@ Result<Workload, std::string> parse_workload(std::string_view text, std::string 
 // text, so each turn's prompt is synthesised at its recorded length
 // (bytes_per_token bytes a token), extending the turn before it as a
 // conversation's prompt does. Errors name the turn.
-Result<Session, std::string> session_from_export(std::string_view text, const WorkloadOptions& options);
+Result<Session, std::string> session_from_export(const nlohmann::json& document, const WorkloadOptions& options);
 
 }  // namespace kvgate::load

@@ -15,13 +15,15 @@
 //
 // Bounded: at most max_sessions entries (least recently used evicted
 // first), at most turns_kept turns each, at most kAnchorsPerSession anchors
-// per session; keys longer than kMaxKeyBytes are stored as a hash of
+// in all per session the table may hold; keys longer than kMaxKeyBytes are stored as a hash of
 // themselves. Time is an input (milliseconds since the Unix epoch); nothing
 // here reads a clock.
 //
 // Threading: sharded by key hash, a mutex per shard held for one lookup or
-// update (no allocation under the lock except a new entry's). Every I/O
-// thread and the admin thread may call any method.
+// update (no allocation under the lock except a new entry's); the anchors
+// in shards of their own by block hash, likewise. A commit takes these
+// locks one after another, never two at once. Every I/O thread and the
+// admin thread may call any method.
 #include <array>
 #include <atomic>
 #include <cstdint>
