@@ -10,6 +10,7 @@ build_packages=(
   libxxhash-dev libyaml-cpp-dev libzmq3-dev cppzmq-dev
   libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libutf8proc-dev zlib1g-dev libabsl-dev libssl-dev
   libsimdjson-dev libmimalloc-dev
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
 )
 # Tests: clang (and lld) for the sanitizer build and the libFuzzer targets,
 # clang-format for the format check, promtool to

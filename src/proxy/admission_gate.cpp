@@ -251,6 +251,25 @@ std::size_t AdmissionGate::waiting() const {
   return waiting_;
 }
 
+Result<AdmissionTicket, admission::Refusal> AdmissionGate::try_admit(std::shared_ptr<const route::RoutingTable> table,
+                                                                     const route::ModelRoute& model,
+                                                                     const tenant::Tenant& tenant) {
+  if (!table->options->admission.limits_concurrency()) {
+    return AdmissionTicket{};
+  }
+  {
+    std::lock_guard lock(mutex_);
+    if (waiting_ == 0 && has_room(*table, model)) {
+      ++admitted_;
+      ++per_model_[model.name];
+      publish_queue_length();
+      return AdmissionTicket{this, std::move(table), &model};
+    }
+  }
+  stats_.refused(tenant.name, admission::RefusalReason::at_capacity);
+  return unexpected(admission::Refusal{admission::RefusalReason::at_capacity, 1000});
+}
+
 std::uint32_t AdmissionGate::admitted() const {
   std::lock_guard lock(mutex_);
   return admitted_;

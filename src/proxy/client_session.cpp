@@ -183,39 +183,7 @@ awaitable<void> ClientSession::respond_error(Exchange& exchange, const openai::A
 void ClientSession::finish(Exchange& exchange) {
   auto elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange.started).count();
   exchange.total_seconds = elapsed;
-  if (exchange.attempt) {
-    const double ttft = exchange.first_token_seconds >= 0 ? exchange.first_token_seconds : exchange.first_byte_seconds;
-    exchange.attempt->complete({exchange.status, exchange.retries, exchange.reported.cached_tokens,
-                                exchange.reported.prompt_tokens,
-                                ttft < 0 ? std::nullopt : std::optional<double>(ttft * 1000),
-                                exchange.first_token_seconds >= 0, exchange.reported.completion_tokens,
-                                ttft < 0 ? std::nullopt : std::optional<double>((elapsed - ttft) * 1000)});
-  }
-  if (exchange.route && exchange.route->worker) {
-    obs::RoutedRequest routed;
-    routed.unix_ms = unix_now_ms();
-    routed.request_id.assign(exchange.request_id);
-    routed.model.assign(exchange.model);
-    routed.worker.assign(exchange.worker);
-    routed.reason.assign(policy::to_string(exchange.route->reason));
-    if (exchange.session) {
-      routed.session.assign(*exchange.session);
-    }
-    routed.input_tokens = exchange.route->input_tokens;
-    routed.predicted_cached_tokens = exchange.route->indexed_cached_tokens;
-    if (exchange.status == 200) {
-      routed.prompt_tokens = exchange.reported.prompt_tokens;
-      routed.cached_tokens = exchange.reported.cached_tokens;
-    }
-    if (exchange.first_token_seconds >= 0) {
-      routed.ttft_ms = exchange.first_token_seconds * 1000;
-    }
-    routed.status = exchange.status;
-    context().activity().record(routed);
-  }
-  if (exchange.decision_log) {
-    exchange.decision_log->write(decision_record(exchange, unix_now_seconds()));
-  }
+  record_outcome(context(), exchange);
   // The worker the request was routed to, whose series count it.
   obs::WorkerSeries* worker_series = nullptr;
   if (exchange.route && exchange.route->worker && exchange.route_model != nullptr) {

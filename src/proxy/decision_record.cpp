@@ -1,5 +1,8 @@
 #include "kvgate/proxy/decision_record.hpp"
 
+#include "kvgate/core/clock.hpp"
+#include "kvgate/gateway/context.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include "kvgate/route/explain.hpp"
@@ -68,6 +71,43 @@ std::string decision_record(const Exchange& exchange, double unix_seconds) {
   // Session keys come from clients: never let a byte sequence that is not
   // UTF-8 break the line (replaced, not thrown).
   return record.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+void record_outcome(gateway::GatewayContext& context, Exchange& exchange) {
+  const double elapsed = exchange.total_seconds;
+  if (exchange.attempt) {
+    const double ttft = exchange.first_token_seconds >= 0 ? exchange.first_token_seconds : exchange.first_byte_seconds;
+    exchange.attempt->complete({exchange.status, exchange.retries, exchange.reported.cached_tokens,
+                                exchange.reported.prompt_tokens,
+                                ttft < 0 ? std::nullopt : std::optional<double>(ttft * 1000),
+                                exchange.first_token_seconds >= 0, exchange.reported.completion_tokens,
+                                ttft < 0 ? std::nullopt : std::optional<double>((elapsed - ttft) * 1000)});
+  }
+  if (exchange.route && exchange.route->worker) {
+    obs::RoutedRequest routed;
+    routed.unix_ms = unix_now_ms();
+    routed.request_id.assign(exchange.request_id);
+    routed.model.assign(exchange.model);
+    routed.worker.assign(exchange.worker);
+    routed.reason.assign(policy::to_string(exchange.route->reason));
+    if (exchange.session) {
+      routed.session.assign(*exchange.session);
+    }
+    routed.input_tokens = exchange.route->input_tokens;
+    routed.predicted_cached_tokens = exchange.route->indexed_cached_tokens;
+    if (exchange.status == 200) {
+      routed.prompt_tokens = exchange.reported.prompt_tokens;
+      routed.cached_tokens = exchange.reported.cached_tokens;
+    }
+    if (exchange.first_token_seconds >= 0) {
+      routed.ttft_ms = exchange.first_token_seconds * 1000;
+    }
+    routed.status = exchange.status;
+    context.activity().record(routed);
+  }
+  if (exchange.decision_log) {
+    exchange.decision_log->write(decision_record(exchange, unix_now_seconds()));
+  }
 }
 
 }  // namespace kvgate::proxy

@@ -15,19 +15,15 @@ namespace kvgate::proxy {
 
 using namespace kvgate::http;
 
-namespace {
-
 bool is_acceptable_request_id(std::string_view id) {
   return !id.empty() && id.size() <= 128 &&
          std::all_of(id.begin(), id.end(), [](char c) { return c > 0x20 && c < 0x7f; });
 }
 
-// Other /v1/* paths go to the model named in a JSON body, else to the first
-// model that has a healthy worker.
-const route::ModelRoute* model_for_passthrough(const route::RoutingTable& table, const ClientRequest& request,
+const route::ModelRoute* model_for_passthrough(const route::RoutingTable& table, std::string_view request_body,
                                                std::string& named_model) {
-  if (!request.body().empty()) {
-    auto body = nlohmann::json::parse(request.body(), nullptr, false);
+  if (!request_body.empty()) {
+    auto body = nlohmann::json::parse(request_body, nullptr, false);
     if (body.is_object()) {
       auto model = body.find("model");
       if (model != body.end() && model->is_string()) {
@@ -44,6 +40,8 @@ const route::ModelRoute* model_for_passthrough(const route::RoutingTable& table,
   }
   return table.models.empty() ? nullptr : &table.models.front();
 }
+
+namespace {
 
 awaitable<void> handle_inference(ClientSession& session, ClientRequest& request, Exchange& exchange,
                                  const route::RoutingTable& table, openai::Endpoint endpoint) {
@@ -117,7 +115,7 @@ awaitable<void> handle_passthrough(ClientSession& session, ClientRequest& reques
     co_return;
   }
   std::string named_model;
-  const auto* model = model_for_passthrough(table, request, named_model);
+  const auto* model = model_for_passthrough(table, request.body(), named_model);
   if (model == nullptr) {
     co_await session.respond_error(exchange, openai::model_not_found(named_model));
     co_return;

@@ -14,10 +14,11 @@ enum class RefusalReason : std::uint8_t {
   queue_full,                // admission.queue.max_length requests already wait
   queue_timeout,             // no slot within admission.queue.max_wait
   abandoned,                 // the client closed its connection while queued (nothing is sent)
+  at_capacity,               // the in-flight limits are reached and the caller does not queue (the endpoint picker)
 };
 inline constexpr std::array kRefusalReasons{RefusalReason::requests_per_minute, RefusalReason::prompt_tokens_per_minute,
-                                            RefusalReason::queue_full, RefusalReason::queue_timeout,
-                                            RefusalReason::abandoned};
+                                            RefusalReason::queue_full,          RefusalReason::queue_timeout,
+                                            RefusalReason::abandoned,           RefusalReason::at_capacity};
 
 inline constexpr std::string_view to_string(RefusalReason reason) {
   switch (reason) {
@@ -31,6 +32,8 @@ inline constexpr std::string_view to_string(RefusalReason reason) {
       return "queue_timeout";
     case RefusalReason::abandoned:
       return "abandoned";
+    case RefusalReason::at_capacity:
+      return "at_capacity";
   }
   return "queue_full";
 }

@@ -95,6 +95,12 @@ class AdmissionGate {
                                                                      const tenant::Tenant& tenant,
                                                                      http::tcp::socket& client);
 
+  // A slot now, or at_capacity: for a front door that cannot hold a
+  // request back (the endpoint picker answers 429 instead; the gateway in
+  // front of it retries or queues). Never overtakes a queued waiter.
+  Result<AdmissionTicket, admission::Refusal> try_admit(std::shared_ptr<const route::RoutingTable> table,
+                                                        const route::ModelRoute& model, const tenant::Tenant& tenant);
+
   [[nodiscard]] std::size_t waiting() const;
   [[nodiscard]] std::uint32_t admitted() const;
 
