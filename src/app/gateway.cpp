@@ -178,6 +178,16 @@ bool Gateway::start() {
     spdlog::critical("{}", admin_bound.error());
     return false;
   }
+  if (options_->epp_listen) {
+    picker_ = std::make_unique<picker::EndpointPicker>(context_, admission_);
+    auto port = picker_->start(*options_->epp_listen);
+    if (!port) {
+      spdlog::critical("{}", port.error());
+      return false;
+    }
+    epp_bound_ = *options_->epp_listen;
+    epp_bound_.port = static_cast<std::uint16_t>(*port);
+  }
   context_.on_drained([this] { asio::post(control_, [this] { finish(); }); });
   for (auto& thread : threads_) {
     thread->start_accepting();
@@ -196,7 +206,7 @@ bool Gateway::start() {
   wait_for_signal();
   // Scripts and tests wait for this exact line before sending traffic.
   std::cout << "kvgate listening api=" << endpoint_text(bind_to) << " admin=" << endpoint_text(*admin_bound)
-            << std::endl;
+            << (picker_ ? " epp=" + epp_bound_.to_string() : std::string()) << std::endl;
   spdlog::info("kvgate {} serving {} model(s) with {} I/O thread(s), policy {}", KVGATE_VERSION,
                options_->models.size(), thread_count, config::to_string(options_->routing.policy));
   return true;
@@ -235,7 +245,7 @@ void Gateway::reload() {
     spdlog::warn("config reload: {}", deprecation);
   }
   if (!(base->listen == options_->listen) || !(base->admin_listen == options_->admin_listen) ||
-      base->threads != options_->threads) {
+      !(base->epp_listen == options_->epp_listen) || base->threads != options_->threads) {
     spdlog::warn("config reload: listen, admin_listen and threads take effect only after a restart");
   }
   if (!open_decision_log(*base)) {
@@ -353,6 +363,9 @@ void Gateway::begin_drain() {
   spdlog::info("draining: no new connections; waiting up to {} for {} open connection(s)", format_duration(grace),
                context_.open_connections());
   context_.start_draining();
+  if (picker_) {
+    picker_->start_draining();
+  }
   for (auto& thread : threads_) {
     thread->stop_accepting();
     thread->close_idle_connections();
@@ -378,6 +391,11 @@ void Gateway::finish() {
   health_.stop();
   scraper_.stop();
   admin_.stop();
+  if (picker_) {
+    // Its streams counted as connections: they ended, or the grace period
+    // is over and they are cancelled.
+    picker_->shutdown(0);
+  }
   error_code ignored;
   signals_.cancel(ignored);
   grace_timer_.cancel();

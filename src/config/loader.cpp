@@ -867,6 +867,13 @@ void read_root(YamlReader& reader, const YAML::Node& root, Options& out) {
   reader.optional(root, "", "listen", [&](auto& value, auto path) { read_address(reader, value, path, out.listen); });
   reader.optional(root, "", "admin_listen",
                   [&](auto& value, auto path) { read_address(reader, value, path, out.admin_listen); });
+  reader.optional(root, "", "epp_listen", [&](auto& value, auto path) {
+    if (value.IsScalar() && value.Scalar().empty()) {
+      out.epp_listen.reset();
+      return;
+    }
+    read_address(reader, value, path, out.epp_listen.emplace());
+  });
   reader.optional(root, "", "threads", [&](auto& value, auto path) { reader.read(value, path, out.threads, 0, 256); });
   reader.optional(root, "", "log_level", [&](auto& value, auto path) {
     reader.read(value, path, out.log_level);

@@ -40,6 +40,9 @@ constexpr std::array kOptions{
     OptionSpec{"listen", address, "127.0.0.1:8080", "the OpenAI-compatible API (data plane); restart to change"},
     OptionSpec{"admin_listen", address, "127.0.0.1:9090",
                "/metrics, /healthz, /readyz, /debug/*, the status page; restart to change"},
+    OptionSpec{"epp_listen", address, "",
+               "the endpoint picker (gRPC ext_proc, Gateway API Inference Extension); empty: off; restart to "
+               "change"},
     OptionSpec{"threads", integer, "0",
                "I/O threads, 0 to 256; 0: one per CPU this process may use (affinity, cgroup CPU limit); restart "
                "to change"},

@@ -17,6 +17,7 @@
 #include "kvgate/gateway/context.hpp"
 #include "kvgate/kv_events/ingestion.hpp"
 #include "kvgate/obs/exposition.hpp"
+#include "kvgate/picker/endpoint_picker.hpp"
 #include "kvgate/proxy/io_thread.hpp"
 #include "kvgate/proxy/request_stats.hpp"
 #include "kvgate/workers/health_checker.hpp"
@@ -93,7 +94,9 @@ class Gateway {
   http::asio::signal_set signals_{control_};
   http::asio::steady_timer grace_timer_{control_};
   std::vector<std::unique_ptr<proxy::IoThread>> threads_;
-  std::vector<std::jthread> runners_;  // after threads_: joined before the threads' state is destroyed
+  std::unique_ptr<picker::EndpointPicker> picker_;  // when epp_listen is set
+  HostPort epp_bound_;                              // its address, the port as bound
+  std::vector<std::jthread> runners_;               // after threads_: joined before the threads' state is destroyed
   discovery::Discoverer discoverer_{exposition_.registry()};  // last: its thread stops before anything it posts to goes
   bool finished_ = false;
 };

@@ -392,6 +392,9 @@ struct SecurityOptions {
 struct Options {
   HostPort listen{"127.0.0.1", 8080};
   HostPort admin_listen{"127.0.0.1", 9090};
+  // The endpoint picker's gRPC listener (Envoy's external processing
+  // protocol, src/picker); nullopt: no picker.
+  std::optional<HostPort> epp_listen;
   std::uint32_t threads = 0;  // 0: one per CPU the process may use (app/cpus.hpp)
   std::string log_level = "info";
   bool access_log = true;
