@@ -117,8 +117,11 @@ void Harness::start_gateway(const std::string& settings_yaml, const std::string&
   auto line = gateway_->wait_for_line("kvgate listening", 60s);
   auto api = line.find("api=");
   auto admin = line.find(" admin=");
+  auto epp = line.find(" epp=");
   api_port_ = port_from_listening_line(line.substr(api, admin - api));
-  admin_port_ = port_from_listening_line(line.substr(admin));
+  admin_port_ =
+      port_from_listening_line(line.substr(admin, epp == std::string::npos ? std::string::npos : epp - admin));
+  epp_port_ = epp == std::string::npos ? 0 : port_from_listening_line(line.substr(epp));
 }
 
 HttpResponse Harness::wait_upstream(const std::string& id, const std::string& query) {

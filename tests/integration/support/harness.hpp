@@ -44,6 +44,8 @@ class Harness {
   ChildProcess& gateway() { return *gateway_; }
   [[nodiscard]] int api_port() const { return api_port_; }
   [[nodiscard]] int admin_port() const { return admin_port_; }
+  // The endpoint picker's gRPC port (epp_listen set); 0 otherwise.
+  [[nodiscard]] int epp_port() const { return epp_port_; }
   [[nodiscard]] const std::string& folder() const { return folder_; }
 
   UpstreamProcess& upstream(const std::string& id) { return upstreams_.at(id); }
@@ -59,6 +61,7 @@ class Harness {
   std::unique_ptr<ChildProcess> gateway_;
   int api_port_ = 0;
   int admin_port_ = 0;
+  int epp_port_ = 0;
 };
 
 // A chat request body for "test-model".
