@@ -15,7 +15,8 @@
 # variant, e.g. KVGATE_TARGET_ca_w1='{policy: cache_aware, cache_aware:
 # {own_prefill_weight: 1}}'). Sets $runs (kvgate-bench --run flags), $resets
 # (--reset flags, or --reset-command for real replicas), $fleet (a description for the report), $admins (LABEL=
-# admin address per kvgate), $api and $admin (the last gateway's). Each
+# admin address per kvgate), $epps (LABEL=picker address per picker_POLICY
+# target), $api and $admin (the last gateway's). Each
 # kvgate writes its decision log to $work/decisions-TARGET.jsonl. Environment: KVGATE_REPLICAS (default 3), KVGATE_TIME_SCALE
 # (default 20), KVGATE_SIM_FLAGS (more kvgate-sim flags, e.g. timing),
 # KVGATE_ENGINE (vllm; llamacpp: kvgate-sim replicas as llama-server;
@@ -173,6 +174,7 @@ start_fleet() {
   fi
   runs=()
   admins=()
+  epps=()
   for target in "$@"; do
     case "$target" in
       nginx_* | haproxy_*)
@@ -188,8 +190,15 @@ start_fleet() {
         continue
         ;;
     esac
-    local variant="KVGATE_TARGET_$target"
-    local routing="{policy: $target}"
+    # picker_POLICY: kvgate as an endpoint picker with that policy, behind
+    # kvgate-epp-dataplane (Envoy's part: ask the picker, forward, stream
+    # the response back through it).
+    local picker_policy=""
+    if [[ "$target" == picker_* ]]; then
+      picker_policy=${target#picker_}
+    fi
+    local variant="KVGATE_TARGET_${picker_policy:-$target}"
+    local routing="{policy: ${picker_policy:-$target}}"
     [[ -n "${!variant:-}" ]] && routing=${!variant}
     cat >"$work/$target.yaml" <<YAML
 listen: "127.0.0.1:0"
@@ -199,6 +208,7 @@ access_log: false
 decision_log: "$work/decisions-$target.jsonl"
 routing: $routing
 health_check: {interval: 1s}
+${picker_policy:+epp_listen: "127.0.0.1:0"}
 ${KVGATE_SETTINGS:-}
 models:
   - name: demo-model
@@ -213,6 +223,13 @@ YAML
     start_server "kvgate-$target" "${!own_var:-build/src/kvgate}" --config "$work/$target.yaml"
     api=$(sed -E 's/.*api=([^ ]+).*/\1/' <<<"$started")
     admin=$(sed -E 's/.*admin=([^ ]+).*/\1/' <<<"$started")
+    if [[ -n "$picker_policy" ]]; then
+      local epp
+      epp=$(sed -E 's/.*epp=([^ ]+).*/\1/' <<<"$started")
+      epps+=("$target=$epp")
+      start_server "dataplane-$target" build/bench/epp/kvgate-epp-dataplane --picker "$epp"
+      api=${started#listening }
+    fi
     runs+=(--run "$target=http://$api")
     admins+=("$target=$admin")
     echo "kvgate ($target): api http://$api  admin http://$admin"
