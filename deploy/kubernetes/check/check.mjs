@@ -7,7 +7,11 @@
 //     the probes ask the admin listener for /readyz and /healthz;
 //   - the mounted configuration is valid (`kvgate check-config`), binds the
 //     ports the container declares, and the pod's termination grace covers
-//     timeouts.shutdown_grace plus the preStop sleep.
+//     timeouts.shutdown_grace plus the preStop sleep;
+//   - an InferencePool (Gateway API Inference Extension v1, checked against
+//     its CRD's rules here: no schema package has it) names a Service of
+//     the rendering whose port reaches the container port the config's
+//     epp_listen binds.
 // usage: node check.mjs RENDERED.yaml [--kvgate PATH/TO/kvgate]
 // Prints one line per problem and exits 1 when there is any.
 import { execFileSync } from "node:child_process";
@@ -49,8 +53,39 @@ for (const document of parseAllDocuments(readFileSync(file, "utf8"))) {
 }
 if (!objects.length) problem(null, "no objects");
 
+// The InferencePool v1 CRD's rules (inference.networking.k8s.io, the
+// gateway-api-inference-extension project's api/v1).
+function inferencePoolProblems(pool) {
+  const found = [];
+  const spec = pool.spec ?? {};
+  const labels = spec.selector?.matchLabels;
+  if (!labels || !Object.keys(labels).length) found.push("spec.selector.matchLabels must name the pool's pods");
+  const ports = spec.targetPorts ?? [];
+  if (ports.length < 1 || ports.length > 8) found.push("spec.targetPorts must hold 1 to 8 ports");
+  for (const port of ports) {
+    if (!Number.isInteger(port.number) || port.number < 1 || port.number > 65535) {
+      found.push(`spec.targetPorts: ${JSON.stringify(port)} is not a port number`);
+    }
+  }
+  const ref = spec.endpointPickerRef;
+  if (!ref?.name) found.push("spec.endpointPickerRef.name is required");
+  if (ref && (ref.kind ?? "Service") === "Service" && !Number.isInteger(ref.port?.number)) {
+    found.push("spec.endpointPickerRef.port.number is required for a Service");
+  }
+  if (ref?.failureMode !== undefined && !["FailOpen", "FailClose"].includes(ref.failureMode)) {
+    found.push(`spec.endpointPickerRef.failureMode ${ref.failureMode} is not FailOpen or FailClose`);
+  }
+  const known = new Set(["selector", "targetPorts", "endpointPickerRef"]);
+  for (const key of Object.keys(spec)) if (!known.has(key)) found.push(`spec.${key} is not a field of InferencePool`);
+  return found;
+}
+
 // 1. Schemas.
 for (const object of objects) {
+  if (object.apiVersion === "inference.networking.k8s.io/v1" && object.kind === "InferencePool") {
+    for (const text of inferencePoolProblems(object)) problem(object, `schema: ${text}`);
+    continue;
+  }
   const modulePath = modules[object.apiVersion];
   if (!modulePath) {
     problem(object, `no schema known for apiVersion ${object.apiVersion}`);
@@ -152,6 +187,32 @@ for (const deployment of workloads) {
     }
     if (portNumber(portName) !== portOf(address)) {
       problem(deployment, `container port ${portName} is ${portNumber(portName)}, the config's ${listener} is ${address}`);
+    }
+  }
+  if (config.epp_listen) {
+    if (!/^(0\.0\.0\.0|\[::\]):\d+$/.test(config.epp_listen)) {
+      problem(configMap, `epp_listen ${config.epp_listen} must bind every interface (0.0.0.0:PORT) inside a pod`);
+    }
+    if (portNumber("epp") !== portOf(config.epp_listen)) {
+      problem(deployment, `container port epp is ${portNumber("epp")}, the config's epp_listen is ${config.epp_listen}`);
+    }
+  }
+  // An InferencePool's picker is a Service port that reaches epp_listen.
+  for (const pool of byKind("InferencePool")) {
+    if (namespaceOf(pool) !== namespaceOf(deployment)) continue;
+    const ref = pool.spec?.endpointPickerRef ?? {};
+    const service = byKind("Service").find((s) => s.metadata.name === ref.name && namespaceOf(s) === namespaceOf(pool));
+    if (!service) {
+      problem(pool, `endpointPickerRef names Service ${ref.name}, which is not in the manifests`);
+      continue;
+    }
+    const servicePort = (service.spec?.ports ?? []).find((p) => p.port === ref.port?.number);
+    if (!servicePort) {
+      problem(pool, `Service ${ref.name} has no port ${ref.port?.number}`);
+    } else if (!config.epp_listen) {
+      problem(configMap, "an InferencePool names kvgate as its endpoint picker, and epp_listen is not set");
+    } else if (portNumber(servicePort.targetPort ?? servicePort.port) !== portOf(config.epp_listen)) {
+      problem(pool, `Service ${ref.name} port ${ref.port.number} does not reach epp_listen ${config.epp_listen}`);
     }
   }
   for (const [probeName] of Object.entries(probes)) {

@@ -25,4 +25,5 @@ done
 node "$here/check.mjs" "$top/kvgate.yaml" --kvgate "$kvgate"
 node "$here/same.mjs" "$top/kvgate.yaml" "$scratch/base.yaml"
 node "$here/selftest.mjs" "$scratch/base.yaml" --kvgate "$kvgate"
+node "$here/check_envoy.mjs" "$top/../envoy/envoy.yaml"
 echo "deploy/kubernetes: all checks passed"
