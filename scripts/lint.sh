@@ -14,7 +14,7 @@ files=(src/core/*.cpp src/jsonio/*.cpp src/policy/*.cpp src/openai/*.cpp src/con
   src/route/session_gaps.cpp src/route/router.cpp src/route/attempt.cpp src/route/outlier_filter.cpp src/route/explain.cpp
   src/route/inference_request.cpp
   src/discovery/discovered_workers.cpp src/obs/recent_activity.cpp src/crypto/*.cpp src/tenant/*.cpp
-  src/admission/*.cpp src/app/ordered_lines.cpp src/app/tokenize_command.cpp src/app/cpus.cpp
+  src/admission/*.cpp src/picker/ext_proc_messages.cpp src/app/ordered_lines.cpp src/app/tokenize_command.cpp src/app/cpus.cpp
   bench/load/workload.cpp bench/load/answer.cpp bench/load/report.cpp bench/load/report_html.cpp
   bench/load/dial.cpp bench/load/capacity.cpp)
 # -Wno-unknown-warning-option: the build's GCC-only flags (-Wno-restrict).

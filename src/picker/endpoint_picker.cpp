@@ -137,6 +137,11 @@ class PickerStream final : public grpc::ServerBidiReactor<Request, Response> {
   enum class Phase { request_headers, request_body, picked, response, answered_locally, ended };
 
   void handle(const Request& request) {
+    if (phase_ == Phase::answered_locally || phase_ == Phase::ended) {
+      // Pieces the data plane sent before it read the local reply (or
+      // after the exchange ended): nothing is owed for them.
+      return;
+    }
     observability_ = request.observability_mode();
     if (request.has_protocol_config()) {
       const auto mode = request.protocol_config().request_body_mode();

@@ -170,7 +170,13 @@ ext_proc::ProcessingResponse pick_answer(const PickAnswer& pick) {
     mutation->add_remove_headers(name);
   }
   auto& lb = (*answer.mutable_dynamic_metadata()->mutable_fields())[std::string(kDestinationNamespace)];
-  (*lb.mutable_struct_value()->mutable_fields())[std::string(kDestinationHeader)].set_string_value(destination);
+  auto& fields = *lb.mutable_struct_value()->mutable_fields();
+  fields[std::string(kDestinationHeader)].set_string_value(destination);
+  if (pick.endpoints.size() > 1) {
+    // The protocol's single-fallback key, for data planes that read it
+    // rather than the list.
+    fields[std::string(kFallbackKey)].set_string_value(pick.endpoints[1]);
+  }
   return answer;
 }
 

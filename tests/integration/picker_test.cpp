@@ -290,7 +290,9 @@ TEST_F(PickerFleet, BadInputGetsALocalReplyAndLosesNothing) {
   for (const auto& bad : cases) {
     SCOPED_TRACE(bad.name);
     EnvoyStream stream(*stub_);
-    auto answer = stream.send_request(bad.headers, bad.body, 2, bad.subset);
+    // Four pieces: the oversized body is refused at its third, and its
+    // fourth arrives after the local reply (nothing is owed for it).
+    auto answer = stream.send_request(bad.headers, bad.body, 4, bad.subset);
     ASSERT_TRUE(answer.stream_ok) << answer.error;
     ASSERT_TRUE(answer.immediate.has_value()) << answer.destination;
     EXPECT_EQ(static_cast<int>(answer.immediate->status().code()), bad.status);
@@ -341,6 +343,7 @@ TEST_F(PickerFleet, BadInputGetsALocalReplyAndLosesNothing) {
   EXPECT_EQ(metric_value(fleet_.harness, R"(kvgate_picker_answers_total{code="model_not_found",status="404"})"), 1);
   EXPECT_GE(metric_value(fleet_.harness, R"(kvgate_picker_answers_total{code="picked",status="200"})"), 1);
   ASSERT_TRUE(eventually([&] { return metric_value(fleet_.harness, "kvgate_picker_streams") == 0; }));
+  EXPECT_EQ(metric_value(fleet_.harness, "kvgate_picker_protocol_errors_total"), 0);
   // No attempt is left holding a worker.
   for (const char* id : {"s0", "s1", "s2"}) {
     EXPECT_EQ(worker_state(fleet_.harness, id)["in_flight"], 0) << id;

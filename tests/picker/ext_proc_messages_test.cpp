@@ -88,6 +88,15 @@ TEST(PickAnswer, HeaderAndMetadataAgreeAndTheRouteCacheIsCleared) {
   const auto& lb = answer.dynamic_metadata().fields().at(std::string(kDestinationNamespace));
   EXPECT_EQ(lb.struct_value().fields().at(std::string(kDestinationHeader)).string_value(),
             "10.0.0.1:8000,10.0.0.2:8000");
+  EXPECT_EQ(lb.struct_value().fields().at(std::string(kFallbackKey)).string_value(), "10.0.0.2:8000");
+  auto single = pick_answer({{"10.0.0.1:8000"}, {}, {}});
+  EXPECT_EQ(single.dynamic_metadata()
+                .fields()
+                .at(std::string(kDestinationNamespace))
+                .struct_value()
+                .fields()
+                .count(std::string(kFallbackKey)),
+            0u);
 }
 
 TEST(RequestBody, ComesBackInBoundedPiecesTheLastMarked) {

@@ -29,10 +29,11 @@ inline constexpr std::string_view kDestinationNamespace = "envoy.lb";
 inline constexpr std::string_view kSubsetNamespace = "envoy.lb.subset_hint";
 inline constexpr std::string_view kSubsetKey = "x-gateway-destination-endpoint-subset";
 inline constexpr std::string_view kServedKey = "x-gateway-destination-endpoint-served";
+inline constexpr std::string_view kFallbackKey = "x-gateway-destination-endpoint-fallback";
 
 // The largest body piece the picker sends back in one message: below
 // Envoy's and gRPC's default message limits with room for the framing.
-inline constexpr std::size_t kBodyChunkBytes = 62 * 1024;
+inline constexpr std::size_t kBodyChunkBytes = std::size_t{62} * 1024;
 
 // A header list as the data plane sent it (Envoy lower-cases names; the
 // value is in raw_value, or in value from older data planes).
@@ -99,8 +100,9 @@ struct PickAnswer {
 
 // The answer to the request headers that carries the pick: the
 // destination header (endpoints comma-separated) and the same value in the
-// dynamic metadata envoy.lb, the other header changes, and the route cache
-// cleared (the destination changes the route's upstream).
+// dynamic metadata envoy.lb (with the first fallback also under
+// x-gateway-destination-endpoint-fallback), the other header changes, and
+// the route cache cleared (the destination changes the route's upstream).
 ext_proc::ProcessingResponse pick_answer(const PickAnswer& pick);
 // The request body back to the data plane (FULL_DUPLEX_STREAMED): pieces of
 // at most kBodyChunkBytes, the last one marked end_of_stream.
