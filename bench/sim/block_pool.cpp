@@ -52,7 +52,7 @@ std::optional<std::vector<BlockId>> BlockPool::allocate(std::uint32_t count) {
 
 void BlockPool::cache_blocks(std::span<const BlockId> blocks, std::span<const BlockHash> hashes,
                              std::optional<BlockHash> parent, std::span<const TokenId> token_ids,
-                             std::string_view cache_salt) {
+                             std::string_view cache_salt, std::string_view lora_name) {
   assert(blocks.size() == hashes.size());
   assert(token_ids.size() == blocks.size() * block_size_);
   if (blocks.empty()) {
@@ -67,11 +67,13 @@ void BlockPool::cache_blocks(std::span<const BlockId> blocks, std::span<const Bl
       block.tokens.assign(token_ids.begin() + static_cast<std::ptrdiff_t>(index * block_size_),
                           token_ids.begin() + static_cast<std::ptrdiff_t>((index + 1) * block_size_));
       block.root_cache_salt = block.parent ? std::string() : std::string(cache_salt);
+      block.lora_name = std::string(lora_name);
     }
   }
   events_.emplace_back(BlockStored{std::vector<BlockHash>(hashes.begin(), hashes.end()), parent,
                                    std::vector<TokenId>(token_ids.begin(), token_ids.end()), block_size_,
-                                   parent ? std::string() : std::string(cache_salt)});
+                                   parent ? std::string() : std::string(cache_salt), Medium::gpu,
+                                   std::string(lora_name)});
 }
 
 void BlockPool::release(std::span<const BlockId> blocks) {
@@ -164,8 +166,8 @@ void BlockPool::offload(BlockHash hash, const Block& block) {
   }
   cpu_lru_.push_back(hash);
   cpu_.emplace(hash, std::prev(cpu_lru_.end()));
-  events_.emplace_back(
-      BlockStored{{hash}, block.parent, block.tokens, block_size_, block.root_cache_salt, Medium::cpu});
+  events_.emplace_back(BlockStored{
+      {hash}, block.parent, block.tokens, block_size_, block.root_cache_salt, Medium::cpu, block.lora_name});
   while (cpu_.size() > cpu_capacity_) {
     auto oldest = cpu_lru_.front();
     cpu_lru_.pop_front();

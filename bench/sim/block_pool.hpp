@@ -43,6 +43,8 @@ struct BlockStored {
   // it in extra_keys of the first block (it is part of that block's hash).
   std::string root_cache_salt;
   Medium medium = Medium::gpu;
+  // The LoRA adapter the request named (vLLM's lora_name); empty: the base model.
+  std::string lora_name;
 };
 struct BlockRemoved {
   std::vector<BlockHash> block_hashes;
@@ -81,7 +83,8 @@ class BlockPool {
   // tokens token_ids[i*block_size, (i+1)*block_size). `parent` is the hash
   // of the block before blocks[0] (none for a prompt's first block).
   void cache_blocks(std::span<const BlockId> blocks, std::span<const BlockHash> hashes, std::optional<BlockHash> parent,
-                    std::span<const TokenId> token_ids, std::string_view cache_salt = {});
+                    std::span<const TokenId> token_ids, std::string_view cache_salt = {},
+                    std::string_view lora_name = {});
 
   // Drops one reference on each block, in the order given; blocks that
   // reach zero join the tail of the free queue in that order.
@@ -114,6 +117,7 @@ class BlockPool {
     std::optional<BlockHash> parent;
     std::vector<TokenId> tokens;
     std::string root_cache_salt;
+    std::string lora_name;
     std::uint32_t ref_count = 0;
     BlockId previous = kNone;  // free-queue links, valid while free
     BlockId next = kNone;

@@ -34,6 +34,7 @@ RequestHandle Engine::add(NewRequest spec) {
   request->max_tokens = std::max<std::uint32_t>(1, spec.max_tokens);
   request->hash_seed = spec.hash_seed;
   request->cache_salt = spec.cache_salt;
+  request->lora_name = spec.lora_name;
   auto handle = request->handle;
   waiting_.push_back(request.get());
   requests_.emplace(handle, std::move(request));
@@ -251,9 +252,10 @@ void Engine::cache_full_blocks(Request& request) {
     chain = prefix::hash_block(chain, std::span(request.tokens).subspan(block * block_size, block_size));
     request.hashes.push_back(chain);
   }
-  pool_.cache_blocks(
-      std::span(request.blocks).subspan(first, full - first), std::span(request.hashes).subspan(first, full - first),
-      parent, std::span(request.tokens).subspan(first * block_size, (full - first) * block_size), request.cache_salt);
+  pool_.cache_blocks(std::span(request.blocks).subspan(first, full - first),
+                     std::span(request.hashes).subspan(first, full - first), parent,
+                     std::span(request.tokens).subspan(first * block_size, (full - first) * block_size),
+                     request.cache_salt, request.lora_name);
   request.cached_blocks = full;
 }
 

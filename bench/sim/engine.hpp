@@ -56,6 +56,7 @@ struct NewRequest {
   std::uint32_t max_tokens = 1;
   BlockHash hash_seed = 0;  // partition seed (per-process seed, cache_salt)
   std::string cache_salt;   // reported in the root block's KV event
+  std::string lora_name;    // the adapter the request named, reported in its KV events; empty: base model
 };
 
 struct Progress {
@@ -119,6 +120,7 @@ class Engine {
     std::uint32_t cached_blocks = 0;  // blocks registered in the prefix cache
     BlockHash hash_seed = 0;
     std::string cache_salt;
+    std::string lora_name;
     std::optional<std::uint32_t> cached_tokens;  // set at first admission
     std::optional<std::uint32_t> slot;           // llama.cpp mode: the slot it runs in
   };

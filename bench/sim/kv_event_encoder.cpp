@@ -55,10 +55,28 @@ void write_extra_keys(MsgpackWriter& writer, const BlockStored& event) {
 void write_stored(MsgpackWriter& writer, const BlockStored& event, EventFormat format) {
   auto tokens = [&] { write_array(writer, event.token_ids, [&](TokenId id) { writer.unsigned_integer(id); }); };
   const bool salted = !event.root_cache_salt.empty();
+  const bool lora = !event.lora_name.empty();
   if (format != EventFormat::map) {
-    // vLLM <= 0.23 adds lora_name and extra_keys (the salt) when salted;
-    // SGLang a trailing metadata map.
+    // vLLM <= 0.23 adds lora_name and extra_keys (the salt) when salted or
+    // for an adapter; SGLang a trailing metadata map (no adapters here).
     const bool sglang = format == EventFormat::sglang;
+    if (lora && !sglang) {
+      writer.array_header(9);
+      writer.string("BlockStored");
+      write_hashes(writer, event.block_hashes, format);
+      write_parent(writer, event.parent_block_hash, format);
+      tokens();
+      writer.unsigned_integer(event.block_size);
+      writer.nil();  // lora_id
+      writer.string(medium_name(event.medium));
+      writer.string(event.lora_name);
+      if (salted) {
+        write_extra_keys(writer, event);
+      } else {
+        writer.nil();
+      }
+      return;
+    }
     writer.array_header(!salted ? 7 : sglang ? 8 : 9);
     writer.string("BlockStored");
     write_hashes(writer, event.block_hashes, format);
@@ -77,7 +95,7 @@ void write_stored(MsgpackWriter& writer, const BlockStored& event, EventFormat f
     }
     return;
   }
-  writer.map_header(salted ? 8 : 7);
+  writer.map_header((salted ? 8 : 7) + (lora ? 1 : 0));
   writer.string("type");
   writer.string("BlockStored");
   writer.string("block_hashes");
@@ -95,6 +113,10 @@ void write_stored(MsgpackWriter& writer, const BlockStored& event, EventFormat f
   if (salted) {
     writer.string("extra_keys");
     write_extra_keys(writer, event);
+  }
+  if (lora) {
+    writer.string("lora_name");
+    writer.string(event.lora_name);
   }
 }
 

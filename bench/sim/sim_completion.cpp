@@ -89,6 +89,7 @@ struct Completion {
   std::uint32_t max_tokens = 16;
   std::vector<TokenId> prompt;
   std::string cache_salt;
+  std::string lora_name;  // the adapter the request named; empty: the base model
   std::string id;
 };
 
@@ -346,8 +347,9 @@ class CompletionRun {
   // False when the client left (the request was aborted in the engine).
   awaitable<bool> run(bool keep_alive) {
     started_ = std::chrono::steady_clock::now();
-    NewRequest request{completion_.prompt, completion_.max_tokens, server_.hash_seed_for(completion_.cache_salt),
-                       completion_.cache_salt};
+    NewRequest request{completion_.prompt, completion_.max_tokens,
+                       server_.hash_seed_for(completion_.cache_salt, completion_.lora_name), completion_.cache_salt,
+                       completion_.lora_name};
     handle_ = server_.submit(std::move(request), state_);
     bool ok = false;
     if (completion_.stream) {
@@ -500,8 +502,13 @@ std::optional<Response> validate_completion(SimServer& server, const Request& re
   }
   auto model = body.value("model", std::string());
   // llama-server serves its one model whatever the request names.
-  if (model != options.model && options.profile != EngineProfile::llamacpp) {
+  const bool adapter =
+      std::find(options.lora_adapters.begin(), options.lora_adapters.end(), model) != options.lora_adapters.end();
+  if (model != options.model && !adapter && options.profile != EngineProfile::llamacpp) {
     return error_response(server, 404, "The model `" + model + "` does not exist.", keep_alive, "model");
+  }
+  if (adapter) {
+    completion.lora_name = model;
   }
   completion.chat = chat;
   if (auto problem = read_completion(body, request.body(), server, completion)) {
@@ -551,7 +558,17 @@ Response simple_answer(SimServer& server, const Request& request, const std::str
     json model = {{"id", server.options().model},   {"object", "model"},
                   {"created", 1700000000},          {"owned_by", "vllm"},
                   {"root", server.options().model}, {"max_model_len", server.options().max_model_len}};
-    return json_response(200, {{"object", "list"}, {"data", json::array({model})}}, keep_alive);
+    auto data = json::array({model});
+    for (const auto& adapter : server.options().lora_adapters) {
+      data.push_back({{"id", adapter},
+                      {"object", "model"},
+                      {"created", 1700000000},
+                      {"owned_by", "vllm"},
+                      {"root", "/adapters/" + adapter},
+                      {"parent", server.options().model},
+                      {"max_model_len", server.options().max_model_len}});
+    }
+    return json_response(200, {{"object", "list"}, {"data", data}}, keep_alive);
   }
   if (path == "/metrics") {
     Response response{bhttp::status::ok, 11};

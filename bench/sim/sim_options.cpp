@@ -39,7 +39,8 @@ std::string sim_usage() {
          "         [--step-overhead-ms X] [--prefill-ms-per-token X] [--decode-ms-per-seq X]\n"
          "         [--attention-ms-per-context-token X]\n"
          "         [--cpu-offload-blocks N] [--cpu-offload-gbps X] [--kv-bytes-per-token N]\n"
-         "         [--engine-profile vllm|sglang|llamacpp] [--slots N] [--slot-similarity X] [--cache-ram MIB]\n";
+         "         [--engine-profile vllm|sglang|llamacpp] [--slots N] [--slot-similarity X] [--cache-ram MIB]\n"
+         "         [--lora-adapters NAME,NAME,...]\n";
 }
 
 std::optional<std::string> parse_sim_options(const std::vector<std::string>& args, SimOptions& options) {
@@ -63,6 +64,24 @@ std::optional<std::string> parse_sim_options(const std::vector<std::string>& arg
       {"--kv-events-replay-endpoint", text(options.kv_events_replay_endpoint)},
       {"--kv-events-format", text(format)},
       {"--hash-seed", [&](const std::string& value) { return seed_given = parse_number(value, seed); }},
+      {"--lora-adapters",
+       [&](const std::string& value) {
+         options.lora_adapters.clear();
+         std::string::size_type start = 0;
+         while (start <= value.size()) {
+           auto end = value.find(',', start);
+           auto name = value.substr(start, end == std::string::npos ? std::string::npos : end - start);
+           if (name.empty()) {
+             return false;
+           }
+           options.lora_adapters.push_back(name);
+           if (end == std::string::npos) {
+             break;
+           }
+           start = end + 1;
+         }
+         return true;
+       }},
       {"--time-scale", number(options.time_scale, 0.000001)},
       {"--default-max-tokens", number(options.default_max_tokens, 1u)},
       {"--step-overhead-ms", number(options.cost.overhead_ms, 0.0)},

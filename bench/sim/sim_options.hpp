@@ -48,6 +48,10 @@ struct SimOptions {
   std::uint32_t replay_buffer_batches = 10'000;
   std::optional<std::uint64_t> hash_seed;  // random when absent
   std::uint32_t default_max_tokens = 16;
+  // LoRA adapters served on the model (vLLM's --lora-modules names): a
+  // request naming one runs in that adapter's cache partition and its KV
+  // events carry lora_name; /v1/models lists them with their parent.
+  std::vector<std::string> lora_adapters;
 };
 
 // Parses argv; on error returns the message (the caller prints usage).

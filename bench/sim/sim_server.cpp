@@ -99,10 +99,13 @@ awaitable<void> SimServer::accept_loop() {
   }
 }
 
-BlockHash SimServer::hash_seed_for(std::string_view cache_salt) const {
+BlockHash SimServer::hash_seed_for(std::string_view cache_salt, std::string_view lora_name) const {
   // The per-process seed keeps these hashes private to this replica, as
-  // vLLM's are: nothing downstream can recompute them.
-  return prefix::partition_seed({options_.model, std::to_string(base_seed_), cache_salt});
+  // vLLM's are: nothing downstream can recompute them. An adapter is its own
+  // partition, as vLLM puts the adapter in the first block's extra keys.
+  return prefix::partition_seed(
+      {options_.model, std::to_string(base_seed_) + (lora_name.empty() ? "" : "/lora/") + std::string(lora_name),
+       cache_salt});
 }
 
 RequestHandle SimServer::submit(NewRequest request, ActiveRequest& state) {

@@ -55,7 +55,7 @@ class SimServer {
   const SimOptions& options() const { return options_; }
   const prompt::ModelTokenizer* tokenizer() const { return tokenizer_.get(); }
   Engine& engine() { return engine_; }
-  BlockHash hash_seed_for(std::string_view cache_salt) const;
+  BlockHash hash_seed_for(std::string_view cache_salt, std::string_view lora_name = {}) const;
   RequestHandle submit(NewRequest request, ActiveRequest& state);
   void cancel(RequestHandle handle);
   void record_latency(double ttft_seconds, double e2e_seconds);

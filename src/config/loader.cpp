@@ -645,6 +645,31 @@ void read_model(YamlReader& reader, const YAML::Node& node, const std::string& p
                   [&](auto& value, auto key_path) { reader.read(value, key_path, out.tokenizer); });
   reader.optional(node, path, "block_size",
                   [&](auto& value, auto key_path) { reader.read(value, key_path, out.block_size, 1, 4096); });
+  reader.optional(node, path, "adapters", [&](auto& value, auto key_path) {
+    if (!reader.check_sequence(value, key_path)) {
+      return;
+    }
+    constexpr std::size_t kMaxAdapters = 256;
+    if (value.size() > kMaxAdapters) {
+      reader.problem(value, key_path, "at most 256 adapters per model");
+      return;
+    }
+    for (std::size_t index = 0; index < value.size(); ++index) {
+      std::string name;
+      const auto item_path = indexed(key_path, index);
+      reader.read(value[index], item_path, name);
+      if (!value[index].IsScalar()) {
+        continue;
+      }
+      if (name.empty()) {
+        reader.problem(value[index], item_path, "an adapter name must not be empty");
+      } else if (std::find(out.adapters.begin(), out.adapters.end(), name) != out.adapters.end()) {
+        reader.problem(value[index], item_path, "duplicate adapter '" + name + "'");
+      } else {
+        out.adapters.push_back(std::move(name));
+      }
+    }
+  });
   reader.optional(node, path, "kv_bytes_per_token",
                   [&](auto& value, auto key_path) { reader.read(value, key_path, out.kv_bytes_per_token, 1.0, 1e9); });
   reader.optional(node, path, "offload_gbps",
@@ -692,6 +717,14 @@ void check_unique_names(YamlReader& reader, const YAML::Node& root, const Option
     const auto& name = options.models[model].name;
     if (!name.empty() && !model_names.insert(name).second) {
       reader.problem(model_node["name"], indexed("models", model) + ".name", "duplicate model name '" + name + "'");
+    }
+    // An adapter's name selects it as a model's does: it may name nothing else.
+    const auto& adapters = options.models[model].adapters;
+    for (std::size_t adapter = 0; adapter < adapters.size(); ++adapter) {
+      if (!model_names.insert(adapters[adapter]).second) {
+        reader.problem(model_node["adapters"][adapter], indexed(indexed("models", model) + ".adapters", adapter),
+                       "adapter '" + adapters[adapter] + "' has the name of another model or adapter");
+      }
     }
     const auto& workers = options.models[model].workers;
     for (std::size_t worker = 0; worker < workers.size(); ++worker) {

@@ -212,6 +212,9 @@ constexpr std::array kOptions{
                "the model's folder (tokenizer.json, tokenizer_config.json): exact tokens; empty: the "
                "approximation"},
     OptionSpec{"models[].block_size", integer, "16", "must equal the engines' KV block size"},
+    OptionSpec{"models[].adapters", list, "",
+               "LoRA adapters the workers serve (vLLM --lora-modules names): a request naming one as \"model\" "
+               "goes to these workers, in the adapter's own cache partition; at most 256, unique across models"},
     OptionSpec{"models[].workers", list, "", "the configured workers"},
     OptionSpec{"models[].workers[].id", text, "", "unique across the file; labels metrics and logs (required)"},
     OptionSpec{"models[].workers[].url", text, "", "http://host:port of the engine (required)"},

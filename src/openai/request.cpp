@@ -251,12 +251,16 @@ std::string with_cache_salt(std::string_view body, std::string_view salt, bool h
   return document->dump();
 }
 
-std::string models_list(const std::vector<std::string>& model_names, long created_unix_seconds) {
+std::string models_list(const std::vector<ListedModel>& models, long created_unix_seconds) {
   using nlohmann::json;
   json data = json::array();
-  for (const auto& name : model_names) {
-    data.push_back(
-        {{"id", name}, {"object", "model"}, {"created", created_unix_seconds}, {"owned_by", "kvgate"}, {"root", name}});
+  for (const auto& model : models) {
+    data.push_back({{"id", model.id},
+                    {"object", "model"},
+                    {"created", created_unix_seconds},
+                    {"owned_by", "kvgate"},
+                    {"root", model.id},
+                    {"parent", model.parent.empty() ? json(nullptr) : json(model.parent)}});
   }
   return json{{"object", "list"}, {"data", std::move(data)}}.dump();
 }

@@ -49,7 +49,7 @@ Result<PreparedPrompt, openai::ApiError> prepare_prompt(const PromptModel& model
     return result;
   }
   result.input_tokens = static_cast<std::uint32_t>(tokens.size());
-  auto seed = prefix::partition_seed({model.name, "", request.cache_salt.value_or("")});
+  auto seed = prefix::partition_seed({model.name, model.adapter, request.cache_salt.value_or("")});
   result.blocks = prefix::hash_blocks(tokens, model.block_size, seed);
   return result;
 }

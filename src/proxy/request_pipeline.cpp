@@ -28,7 +28,7 @@ const route::ModelRoute* model_for_passthrough(const route::RoutingTable& table,
       auto model = body.find("model");
       if (model != body.end() && model->is_string()) {
         named_model = model->get<std::string>();
-        return table.find_model(named_model);
+        return table.find_served(named_model).model;
       }
     }
   }

@@ -10,7 +10,7 @@ Result<InferenceRequest, InferenceError> prepare_inference(const RoutingTable& t
   if (!summary) {
     return unexpected(InferenceError{summary.error()});
   }
-  const auto* model = table.find_model(summary->model);
+  const auto [model, adapter] = table.find_served(summary->model);
   if (model == nullptr) {
     // The client's model name never becomes a metric label (unbounded).
     return unexpected(InferenceError{openai::model_not_found(summary->model)});
@@ -23,7 +23,7 @@ Result<InferenceRequest, InferenceError> prepare_inference(const RoutingTable& t
       summary->session_key = tenant.name + ":" + *summary->session_key;
     }
   }
-  auto prompt = prompt::prepare_prompt(model->prompt_model(), *summary, local_time);
+  auto prompt = prompt::prepare_prompt(model->prompt_model(adapter), *summary, local_time);
   if (!prompt) {
     return unexpected(InferenceError{prompt.error(), model});
   }

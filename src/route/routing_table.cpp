@@ -27,6 +27,20 @@ const ModelRoute* RoutingTable::find_model(std::string_view name) const {
   return nullptr;
 }
 
+RoutingTable::Served RoutingTable::find_served(std::string_view name) const {
+  if (const auto* model = find_model(name)) {
+    return {model, {}};
+  }
+  for (const auto& model : models) {
+    for (const auto& adapter : model.adapters) {
+      if (adapter == name) {
+        return {&model, adapter};
+      }
+    }
+  }
+  return {};
+}
+
 std::vector<std::shared_ptr<workers::WorkerState>> RoutingTable::all_workers() const {
   std::vector<std::shared_ptr<workers::WorkerState>> result;
   for (const auto& model : models) {
@@ -200,15 +214,16 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
   if (!assignments) {
     return unexpected(assignments.error());
   }
-  std::vector<std::string> names;
+  std::vector<openai::ListedModel> names;
   const auto& cost = options->routing.cache_aware;
   policy::PrefillFitOptions prefill_prior;
   prefill_prior.prior = prefill_priors(cost);
   for (std::size_t model_index = 0; model_index < options->models.size(); ++model_index) {
     const auto& model_options = options->models[model_index];
     const auto& assignment = (*assignments)[model_index];
-    ModelRoute model{model_options.name, model_options.block_size, {},
-                     assignment.cache,   tokenizers[model_index],  model_options.cache_isolation};
+    ModelRoute model{model_options.name,           model_options.block_size, {},
+                     model_options.adapters,       assignment.cache,         tokenizers[model_index],
+                     model_options.cache_isolation};
     // GB/s is 1e6 bytes per millisecond.
     model.ms_per_offloaded_token = model_options.kv_bytes_per_token / (model_options.offload_gbps * 1e6);
     model.kv_bytes_per_token = model_options.kv_bytes_per_token;
@@ -235,7 +250,10 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
       state->costs().set_prefill_prior(prefill_prior);
       model.workers.push_back({std::move(state), assignment.slots[index], worker});
     }
-    names.push_back(model.name);
+    names.push_back({model.name, {}});
+    for (const auto& adapter : model_options.adapters) {
+      names.push_back({adapter, model.name});
+    }
     table->models.push_back(std::move(model));
   }
   table->models_body = openai::models_list(names, created_unix_seconds);

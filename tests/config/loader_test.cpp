@@ -255,6 +255,16 @@ INSTANTIATE_TEST_SUITE_P(
                   with_models("sessions:\n  key_from: [body:a, body:b, body:c, body:d, body:e, body:f, body:g, body:h, "
                               "body:i, body:j, body:k, body:l, body:m, body:n, body:o, body:p, body:q]\n"),
                   2, "sessions.key_from", "at most 16"},
+        BadConfig{"adapter_empty",
+                  "models:\n  - name: m\n    adapters: [a, '']\n    workers: [{id: w, url: 'http://a:1'}]\n", 3,
+                  "models[0].adapters[1]", "must not be empty"},
+        BadConfig{"adapter_twice",
+                  "models:\n  - name: m\n    adapters: [a, a]\n    workers: [{id: w, url: 'http://a:1'}]\n", 3,
+                  "models[0].adapters[1]", "duplicate adapter"},
+        BadConfig{"adapter_named_as_a_model",
+                  "models:\n  - name: m\n    workers: [{id: w, url: 'http://a:1'}]\n  - name: n\n    adapters: [m]\n"
+                  "    workers: [{id: v, url: 'http://b:1'}]\n",
+                  5, "models[1].adapters[0]", "name of another model or adapter"},
         BadConfig{"yaml_syntax", "models: [\n", 2, "", "YAML syntax error"},
         BadConfig{"empty_file", "", 0, "", "empty"}),
     [](const testing::TestParamInfo<BadConfig>& info) { return std::string(info.param.name); });

@@ -64,6 +64,43 @@ TEST(KvIndex, SaltedPromptsShareNothingWithUnsaltedOnes) {
   }
 }
 
+// A LoRA adapter is its own cache partition on the base model's workers, in
+// the engine (vLLM puts the adapter in the first block's extra keys) and in
+// the index (its events carry lora_name): a prompt cached under one adapter
+// is predicted, and is, a hit for that adapter only.
+TEST(KvIndex, EachLoraAdapterIsItsOwnPartition) {
+  for (const char* format : {"map", "array"}) {
+    SCOPED_TRACE(format);
+    Fleet fleet;
+    fleet.adapters = {"support-bot", "sql-bot"};
+    fleet.add_sim("a", format, true, {"--lora-adapters", "support-bot,sql-bot"});
+    fleet.start_gateway();
+    auto models = json::parse(get(fleet.harness.api_port(), "/v1/models").body)["data"];
+    ASSERT_EQ(models.size(), 3u);
+    EXPECT_EQ(models[1]["id"], "support-bot");
+    EXPECT_EQ(models[1]["parent"], "sim-model");
+    auto messages = first_turn("Which sealant keeps a bathroom window frame dry?");
+    auto support = chat_request(messages);
+    support["model"] = "support-bot";
+    ASSERT_EQ(post_json(fleet.harness.api_port(), "/v1/chat/completions", support.dump()).status, 200);
+    fleet.wait_synced("a");
+    auto prediction = Fleet::predicted(fleet.route(support), "a");
+    EXPECT_GT(prediction, 0u);
+    EXPECT_EQ(prediction, fleet.engine_cached("a", support));
+    for (const char* other : {"sim-model", "sql-bot"}) {
+      auto request = chat_request(messages);
+      request["model"] = other;
+      EXPECT_EQ(Fleet::predicted(fleet.route(request), "a"), 0u) << other;
+      EXPECT_EQ(fleet.engine_cached("a", request), 0u) << other;
+    }
+    auto unknown = chat_request(messages);
+    unknown["model"] = "no-such-adapter";
+    auto refused = post_json(fleet.harness.api_port(), "/v1/chat/completions", unknown.dump());
+    EXPECT_EQ(refused.status, 404);
+    EXPECT_EQ(json::parse(refused.body)["error"]["code"], "model_not_found");
+  }
+}
+
 TEST(KvIndex, EvictionAndCacheResetEmptyTheWorkersEntries) {
   Fleet fleet;
   fleet.add_sim("a");

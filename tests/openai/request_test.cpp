@@ -188,12 +188,15 @@ TEST(InspectRequest, ReadsThePromptAndCacheSalt) {
 }
 
 TEST(ModelsList, HasOpenAiListShape) {
-  auto body = nlohmann::json::parse(models_list({"a", "b"}, 123));
+  auto body = nlohmann::json::parse(models_list({{"a", ""}, {"b", ""}, {"a-lora", "a"}}, 123));
   EXPECT_EQ(body["object"], "list");
-  ASSERT_EQ(body["data"].size(), 2u);
+  ASSERT_EQ(body["data"].size(), 3u);
   EXPECT_EQ(body["data"][1]["id"], "b");
   EXPECT_EQ(body["data"][1]["object"], "model");
   EXPECT_EQ(body["data"][1]["created"], 123);
+  EXPECT_TRUE(body["data"][1]["parent"].is_null());
+  EXPECT_EQ(body["data"][2]["id"], "a-lora");
+  EXPECT_EQ(body["data"][2]["parent"], "a");  // an adapter names its base model, as vLLM lists it
 }
 
 }  // namespace

@@ -139,6 +139,10 @@ struct ModelOptions {
   // workers included).
   std::string upstream_api_key;
   CacheIsolation cache_isolation = CacheIsolation::none;
+  // LoRA adapters the model's workers serve, by the name a request sends as
+  // "model" (vLLM's --lora-modules NAME=PATH). Each is its own cache
+  // partition on the base model's workers.
+  std::vector<std::string> adapters;
   // A prefix held only in a lower tier (CPU, disk: vLLM's offloading
   // connector, LMCache) is loaded, not computed: priced at one token's KV
   // bytes over the tier's bandwidth. Defaults: Llama-3-8B in BF16 (128 KiB

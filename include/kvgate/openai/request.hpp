@@ -65,7 +65,15 @@ std::string with_stream_usage(std::string_view body);
 // wins, and a client's salt must not survive tenant isolation.
 std::string with_cache_salt(std::string_view body, std::string_view salt, bool has_member);
 
-// Body of GET /v1/models in OpenAI's list shape.
-std::string models_list(const std::vector<std::string>& model_names, long created_unix_seconds);
+// One entry of GET /v1/models: a base model (no parent) or a LoRA adapter
+// served on `parent`, as vLLM lists them.
+struct ListedModel {
+  std::string id;
+  std::string parent;  // empty: a base model
+};
+
+// Body of GET /v1/models in OpenAI's list shape (vLLM's "root" and
+// "parent" fields included).
+std::string models_list(const std::vector<ListedModel>& models, long created_unix_seconds);
 
 }  // namespace kvgate::openai

@@ -28,7 +28,8 @@ struct PreparedPrompt {
 
 // How a model's prompts are tokenised and cut into blocks.
 struct PromptModel {
-  std::string_view name;  // seeds the block hashes (partition)
+  std::string_view name;     // seeds the block hashes (partition)
+  std::string_view adapter;  // the LoRA adapter the request names (its own partition); empty: the base model
   std::uint32_t block_size = 16;
   const ModelTokenizer* tokenizer = nullptr;  // null: approximate tokenisation
 };

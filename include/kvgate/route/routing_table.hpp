@@ -36,6 +36,9 @@ struct ModelRoute {
   std::string name;
   std::uint32_t block_size = 16;
   std::vector<WorkerRoute> workers;
+  // LoRA adapters its workers serve (config: models[].adapters); a request
+  // naming one routes here in the adapter's own cache partition.
+  std::vector<std::string> adapters;
   std::shared_ptr<kv_events::ModelCache> cache;             // the model's prefix index
   std::shared_ptr<const prompt::ModelTokenizer> tokenizer;  // null: approximate tokenisation
   config::CacheIsolation cache_isolation = config::CacheIsolation::none;
@@ -54,7 +57,9 @@ struct ModelRoute {
   // Its sessions' inter-turn gaps (kept across reloads while the model is).
   std::shared_ptr<SessionGaps> session_gaps = std::make_shared<SessionGaps>();
 
-  [[nodiscard]] prompt::PromptModel prompt_model() const { return {name, block_size, tokenizer.get()}; }
+  [[nodiscard]] prompt::PromptModel prompt_model(std::string_view adapter = {}) const {
+    return {name, adapter, block_size, tokenizer.get()};
+  }
   // Index of the worker with this id; workers.size() when there is none.
   // `hint`: where it was last seen (one compare when it is still there, a
   // scan of the ids when a reload or discovery moved it).
@@ -71,6 +76,13 @@ struct RoutingTable {
   std::shared_ptr<const tenant::Directory> tenants = std::make_shared<const tenant::Directory>();
 
   [[nodiscard]] const ModelRoute* find_model(std::string_view name) const;
+  // What a request's "model" selects: a model, or a LoRA adapter (`adapter`
+  // set, viewing the configuration) on its base model. model null: neither.
+  struct Served {
+    const ModelRoute* model = nullptr;
+    std::string_view adapter;
+  };
+  [[nodiscard]] Served find_served(std::string_view name) const;
   // Every worker once, in configuration order.
   [[nodiscard]] std::vector<std::shared_ptr<workers::WorkerState>> all_workers() const;
 };

@@ -101,6 +101,12 @@ class Fleet {
     if (!tokenizer.empty()) {
       models += "    tokenizer: \"" + tokenizer + "\"\n";
     }
+    if (!adapters.empty()) {
+      models += "    adapters:\n";
+      for (const auto& adapter : adapters) {
+        models += "      - \"" + adapter + "\"\n";
+      }
+    }
     models += "    workers:\n";
     for (auto& [id, process] : sims_) {
       models += "      - id: \"" + id + "\"\n        url: \"" + process->url() + "\"\n";
@@ -212,6 +218,8 @@ class Fleet {
   // A model folder both the sims and the gateway tokenise with; empty: the
   // approximate tokenisation.
   std::string tokenizer;
+  // models[].adapters of the gateway's model (the sims need --lora-adapters).
+  std::vector<std::string> adapters;
 
  private:
   std::vector<std::pair<std::string, std::unique_ptr<SimProcess>>> sims_;
