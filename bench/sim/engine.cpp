@@ -57,6 +57,7 @@ StepReport Engine::step() {
   StepReport report;
   ++steps_;
   loading_blocks_ = 0;
+  loading_adapters_ms_ = 0;
   std::uint32_t budget = limits_.max_num_batched_tokens;
   std::vector<Scheduled> scheduled;
   schedule_running(budget, scheduled, report);
@@ -74,7 +75,7 @@ StepReport Engine::step() {
   report.duration_ms = cost_.overhead_ms + cost_.prefill_ms_per_token * report.prefill_tokens +
                        cost_.decode_ms_per_sequence * report.decode_sequences +
                        cost_.attention_ms_per_context_token * static_cast<double>(report.context_tokens) +
-                       cost_.load_ms_per_offloaded_block * loading_blocks_;
+                       cost_.load_ms_per_offloaded_block * loading_blocks_ + loading_adapters_ms_;
   report.loaded_blocks = loading_blocks_;
   if (scheduled.empty()) {
     report.duration_ms = 0;
@@ -117,8 +118,11 @@ void Engine::admit_waiting(std::uint32_t& budget, std::vector<Scheduled>& schedu
   while (!waiting_.empty() && running_.size() < limits_.max_num_seqs && budget > 0) {
     auto& request = *waiting_.front();
     std::uint32_t tokens = 0;
-    if (!try_admit(request, budget, tokens)) {
+    if (!adapter_fits(request) || !try_admit(request, budget, tokens)) {
       break;  // FCFS: nobody overtakes the head of the queue
+    }
+    if (!request.lora_name.empty()) {
+      load_adapter(request.lora_name);
     }
     waiting_.pop_front();
     running_.push_back(&request);
@@ -283,6 +287,65 @@ void Engine::release_blocks(Request& request) {
 
 std::vector<BlockHash> Engine::prompt_hashes(const Request& request) const {
   return prefix::hash_blocks(request.tokens, pool_.block_size(), request.hash_seed);
+}
+
+bool Engine::adapter_fits(const Request& request) const {
+  if (request.lora_name.empty() || limits_.max_loras == 0) {
+    return true;
+  }
+  // A batch mixes at most max_loras adapters (vLLM's scheduler skips a
+  // request whose adapter would be one more).
+  std::vector<std::string_view> in_batch;
+  for (const auto* running : running_) {
+    if (!running->lora_name.empty() &&
+        std::find(in_batch.begin(), in_batch.end(), running->lora_name) == in_batch.end()) {
+      in_batch.push_back(running->lora_name);
+    }
+  }
+  return std::find(in_batch.begin(), in_batch.end(), request.lora_name) != in_batch.end() ||
+         in_batch.size() < limits_.max_loras;
+}
+
+void Engine::load_adapter(const std::string& name) {
+  if (auto found = std::find(gpu_adapters_.begin(), gpu_adapters_.end(), name); found != gpu_adapters_.end()) {
+    gpu_adapters_.splice(gpu_adapters_.end(), gpu_adapters_, found);  // most recently used
+    return;
+  }
+  if (limits_.max_loras > 0 && gpu_adapters_.size() >= limits_.max_loras) {
+    // The least recently used adapter no running request uses (one exists:
+    // adapter_fits kept the batch's adapters within the slots).
+    for (auto at = gpu_adapters_.begin(); at != gpu_adapters_.end(); ++at) {
+      const bool in_use = std::any_of(running_.begin(), running_.end(),
+                                      [&](const Request* running) { return running->lora_name == *at; });
+      if (!in_use) {
+        gpu_adapters_.erase(at);
+        break;
+      }
+    }
+  }
+  gpu_adapters_.push_back(name);
+  loading_adapters_ms_ += limits_.lora_load_ms;
+  ++counters_.lora_loads;
+}
+
+std::vector<std::string> Engine::running_adapters() const {
+  std::vector<std::string> names;
+  for (const auto* request : running_) {
+    if (!request->lora_name.empty() && std::find(names.begin(), names.end(), request->lora_name) == names.end()) {
+      names.push_back(request->lora_name);
+    }
+  }
+  return names;
+}
+
+std::vector<std::string> Engine::waiting_adapters() const {
+  std::vector<std::string> names;
+  for (const auto* request : waiting_) {
+    if (!request->lora_name.empty() && std::find(names.begin(), names.end(), request->lora_name) == names.end()) {
+      names.push_back(request->lora_name);
+    }
+  }
+  return names;
 }
 
 }  // namespace kvgate::sim

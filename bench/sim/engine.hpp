@@ -18,6 +18,7 @@
 // load_ms_per_offloaded_block each in the admitting step.
 #include <cstdint>
 #include <deque>
+#include <list>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -40,6 +41,11 @@ struct EngineLimits {
   std::uint32_t slots = 0;
   double slot_similarity = 0.1;       // llama-server --slot-prompt-similarity
   std::uint64_t slot_ram_tokens = 0;  // its host-RAM prompt cache (--cache-ram), in tokens; 0: none
+  // vLLM's --max-loras: adapters on the GPU at once (a batch mixes at most
+  // this many; the least recently used one is unloaded for a new one), and
+  // what loading one adds to the step that admits its request.
+  std::uint32_t max_loras = 1;
+  double lora_load_ms = 0;
 };
 
 // Modelled duration of one step, in milliseconds of GPU time.
@@ -84,6 +90,7 @@ struct EngineCounters {
   std::uint64_t generation_tokens = 0;      // vllm:generation_tokens_total
   std::uint64_t preemptions = 0;            // vllm:num_preemptions_total
   std::uint64_t offloaded_hit_tokens = 0;   // prompt tokens loaded from the CPU tier
+  std::uint64_t lora_loads = 0;             // adapters loaded onto the GPU
 };
 
 class Engine {
@@ -99,6 +106,9 @@ class Engine {
   [[nodiscard]] std::size_t running() const { return running_.size(); }
   [[nodiscard]] std::size_t waiting() const { return waiting_.size(); }
   [[nodiscard]] const EngineCounters& counters() const { return counters_; }
+  // The adapters with requests running and waiting (vllm:lora_requests_info).
+  [[nodiscard]] std::vector<std::string> running_adapters() const;
+  [[nodiscard]] std::vector<std::string> waiting_adapters() const;
   // llama.cpp mode only (EngineLimits::slots), else null.
   [[nodiscard]] const SlotCache* slots() const { return slots_ ? &*slots_ : nullptr; }
   // Forgets every cached prefix (the pool's, or the slots'); refused while
@@ -149,9 +159,15 @@ class Engine {
   std::vector<Request*> running_;  // admission order
   std::deque<Request*> waiting_;   // FCFS; preempted requests go to the front
   EngineCounters counters_;
-  std::uint32_t loading_blocks_ = 0;  // this step's loads from the CPU tier
-  std::optional<SlotCache> slots_;    // llama.cpp mode
-  std::uint64_t steps_ = 0;           // the slots' clock
+  std::uint32_t loading_blocks_ = 0;     // this step's loads from the CPU tier
+  double loading_adapters_ms_ = 0;       // this step's adapter loads
+  std::list<std::string> gpu_adapters_;  // loaded adapters, least recently used first
+  // A request's adapter may join the batch (it is loaded, or a slot can be
+  // freed); loads it (the step pays) when it is not on the GPU.
+  bool adapter_fits(const Request& request) const;
+  void load_adapter(const std::string& name);
+  std::optional<SlotCache> slots_;  // llama.cpp mode
+  std::uint64_t steps_ = 0;         // the slots' clock
 };
 
 // Generated tokens are deterministic filler: the i-th output token of any

@@ -40,7 +40,7 @@ std::string sim_usage() {
          "         [--attention-ms-per-context-token X]\n"
          "         [--cpu-offload-blocks N] [--cpu-offload-gbps X] [--kv-bytes-per-token N]\n"
          "         [--engine-profile vllm|sglang|llamacpp] [--slots N] [--slot-similarity X] [--cache-ram MIB]\n"
-         "         [--lora-adapters NAME,NAME,...]\n";
+         "         [--lora-adapters NAME,NAME,...] [--max-loras N] [--lora-load-ms X]\n";
 }
 
 std::optional<std::string> parse_sim_options(const std::vector<std::string>& args, SimOptions& options) {
@@ -59,6 +59,8 @@ std::optional<std::string> parse_sim_options(const std::vector<std::string>& arg
       {"--num-gpu-blocks", number(options.num_gpu_blocks, 1u)},
       {"--max-model-len", number(options.max_model_len, 1u)},
       {"--max-num-seqs", number(options.limits.max_num_seqs, 1u)},
+      {"--max-loras", number(options.limits.max_loras, 1u)},
+      {"--lora-load-ms", number(options.limits.lora_load_ms, 0.0)},
       {"--max-num-batched-tokens", number(options.limits.max_num_batched_tokens, 1u)},
       {"--kv-events-endpoint", text(options.kv_events_endpoint)},
       {"--kv-events-replay-endpoint", text(options.kv_events_replay_endpoint)},

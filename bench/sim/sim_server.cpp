@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <iomanip>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -308,6 +309,25 @@ std::string SimServer::metrics_text() {
         << "# TYPE vllm:cache_config_info gauge\n"
         << "vllm:cache_config_info{block_size=\"" << options_.block_size << "\",enable_prefix_caching=\"True\","
         << "engine=\"0\",num_gpu_blocks=\"" << options_.num_gpu_blocks << "\"} 1.0\n";
+    if (!options_.lora_adapters.empty()) {
+      // vLLM's: one sample per change, valued at its Unix time; the newest is current.
+      auto join = [](const std::vector<std::string>& names) {
+        std::string text;
+        for (const auto& name : names) {
+          text += (text.empty() ? "" : ",") + name;
+        }
+        return text;
+      };
+      out << "# HELP vllm:lora_requests_info Running stats on lora requests.\n"
+          << "# TYPE vllm:lora_requests_info gauge\n"
+          << "vllm:lora_requests_info{max_lora=\"" << options_.limits.max_loras << "\",running_lora_adapters=\""
+          << join(engine_.running_adapters()) << "\",waiting_lora_adapters=\"" << join(engine_.waiting_adapters())
+          << "\"} " << std::fixed << std::setprecision(3)
+          << std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()
+          << std::defaultfloat << '\n';
+      counter("kvgate_sim_lora_loads_total", "Adapters loaded onto the GPU (each load delays its step).",
+              counters.lora_loads);
+    }
   }
   counter("kvgate_sim_offloaded_hit_tokens_total", "Prompt tokens loaded from the CPU tier instead of computed.",
           counters.offloaded_hit_tokens);

@@ -670,6 +670,11 @@ void read_model(YamlReader& reader, const YAML::Node& node, const std::string& p
       }
     }
   });
+  reader.optional(node, path, "max_loras",
+                  [&](auto& value, auto key_path) { reader.read(value, key_path, out.max_loras, 1u, 1024u); });
+  reader.optional(node, path, "lora_load", [&](auto& value, auto key_path) {
+    reader.read_duration(value, key_path, out.lora_load, Milliseconds(0));
+  });
   reader.optional(node, path, "kv_bytes_per_token",
                   [&](auto& value, auto key_path) { reader.read(value, key_path, out.kv_bytes_per_token, 1.0, 1e9); });
   reader.optional(node, path, "offload_gbps",

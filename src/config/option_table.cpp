@@ -215,6 +215,10 @@ constexpr std::array kOptions{
     OptionSpec{"models[].adapters", list, "",
                "LoRA adapters the workers serve (vLLM --lora-modules names): a request naming one as \"model\" "
                "goes to these workers, in the adapter's own cache partition; at most 256, unique across models"},
+    OptionSpec{"models[].max_loras", integer, "1",
+               "adapters a worker holds at once (vLLM --max-loras) when its engine does not report it"},
+    OptionSpec{"models[].lora_load", duration, "100ms",
+               "loading an adapter a worker does not hold, before the prefill (cache_aware prices it)"},
     OptionSpec{"models[].workers", list, "", "the configured workers"},
     OptionSpec{"models[].workers[].id", text, "", "unique across the file; labels metrics and logs (required)"},
     OptionSpec{"models[].workers[].url", text, "", "http://host:port of the engine (required)"},

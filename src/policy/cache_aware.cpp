@@ -18,11 +18,16 @@ namespace {
 //   queue_delay   = q * (pending_prefill_tokens + others * mean_uncached_tokens)
 //                 + others * queue_ms_per_waiting_request
 //                 + d * active_tokens + in_flight * queue_ms_per_request
-//   expected_ttft = queue_delay + prefill + receive
+//   adapter       = the LoRA adapter's load when the worker does not hold it
+//                   (loadable, waiting: one load; evicts: one load in the
+//                   TTFT, and a second in the score for the adapter it
+//                   displaces, whose next request reloads it)
+//   expected_ttft = queue_delay + prefill + receive + adapter
 //   evicts        = expected re-prefill of the blocks the placement evicts
 //                   on a full worker, each weighted by the chance its owner
 //                   returns before it would age out anyway (eviction.hpp)
-//   score         = queue_delay + own_prefill_weight * prefill + receive + evicts
+//   score         = queue_delay + own_prefill_weight * prefill + receive + adapter
+//                   (+ one more load when it evicts) + evicts
 // A worker that holds the conversation's earlier turns wins while its
 // saving outweighs its queue; when it is busy enough, another worker's
 // shorter queue wins even though it must prefill everything (affinity is
@@ -71,8 +76,15 @@ class CacheAware final : public Policy {
         others * cost_.queue_ms_per_waiting_request;
     candidate.offloaded_cached_tokens = std::min(worker.offloaded_cached_tokens, cached);
     candidate.receive_ms = static_cast<double>(candidate.offloaded_cached_tokens) * request.ms_per_offloaded_token;
-    candidate.expected_ttft_ms = candidate.queue_delay_ms + candidate.prefill_ms + candidate.receive_ms;
-    candidate.score = candidate.queue_delay_ms + cost_.own_prefill_weight * candidate.prefill_ms + candidate.receive_ms;
+    candidate.adapter = worker.adapter;
+    const bool loads = worker.adapter == AdapterState::loadable || worker.adapter == AdapterState::evicts ||
+                       worker.adapter == AdapterState::waiting;
+    candidate.adapter_load_ms = loads ? request.adapter_load_ms : 0.0;
+    candidate.expected_ttft_ms =
+        candidate.queue_delay_ms + candidate.prefill_ms + candidate.receive_ms + candidate.adapter_load_ms;
+    candidate.score = candidate.queue_delay_ms + cost_.own_prefill_weight * candidate.prefill_ms +
+                      candidate.receive_ms + candidate.adapter_load_ms +
+                      (worker.adapter == AdapterState::evicts ? request.adapter_load_ms : 0.0);
     if (cost_.eviction_term && request.returns != nullptr && request.block_size > 0) {
       price_evictions(request, worker, index, candidate);
       candidate.score += candidate.evicts_ms;

@@ -15,6 +15,7 @@ constexpr std::size_t kRenderCacheBytes = 64u << 20;
 Result<PreparedPrompt, openai::ApiError> prepare_prompt(const PromptModel& model, const openai::RequestSummary& request,
                                                         const std::tm& local_now) {
   PreparedPrompt result;
+  result.adapter = model.adapter_index;
   std::vector<kvgate::TokenId> tokens;
   if (model.tokenizer != nullptr) {
     // Each thread encodes with its own workspace; the segment cache in it

@@ -31,7 +31,10 @@ json candidate_json(const policy::Candidate& candidate) {
       {"evicts_ms", optional_number(candidate.evicts_ms)},
       {"evicted_blocks", candidate.evicts_ms < 0 ? json(nullptr) : json(candidate.evicted_blocks)},
       {"score_noise_ms", candidate.expected_ttft_ms < 0 ? json(nullptr) : json(candidate.score_noise_ms)},
-      {"indexed_blocks", candidate.indexed_blocks}};
+      {"indexed_blocks", candidate.indexed_blocks},
+      {"adapter",
+       candidate.adapter == policy::AdapterState::base ? json(nullptr) : json(policy::to_string(candidate.adapter))},
+      {"adapter_load_ms", optional_number(candidate.adapter_load_ms)}};
 }
 
 }  // namespace

@@ -166,6 +166,10 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
     // Beyond the GPU run the engine loads the prefix from a lower tier.
     views[index].offloaded_cached_tokens =
         views[index].cached_tokens - std::min(scratch.indexed_gpu[index], views[index].cached_tokens);
+    if (prompt != nullptr && prompt->adapter && *prompt->adapter < model.adapter_hashes.size()) {
+      views[index].adapter = state.adapters().state(*prompt->adapter, model.adapter_hashes[*prompt->adapter],
+                                                    model.adapters.size(), model.max_loras);
+    }
   }
   lift_ejections_in_panic(std::span(views.data(), count));
   if (const auto limit = table.options->admission.max_in_flight_per_worker; limit > 0) {
@@ -184,6 +188,7 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   policy::RouteRequest request{model.name, context.session_key, context.sequence, context.excluded};
   request.block_size = model.block_size;
   request.ms_per_offloaded_token = model.ms_per_offloaded_token;
+  request.adapter_load_ms = model.lora_load_ms;
   const auto returns = eviction_priced ? model.session_gaps->model() : policy::ReturnModel();
   request.returns = eviction_priced ? &returns : nullptr;
   std::size_t previous = count;
@@ -262,6 +267,11 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
   // The chosen worker will hold these blocks once it has run the prompt:
   // the index learns it now, so that a burst sharing a new prefix follows
   // the first request instead of scattering before the engine's events.
+  // The engine loads the adapter for this request (evicting its least
+  // recently used one when full): the next decision sees it held here.
+  if (prompt != nullptr && prompt->adapter) {
+    worker.state->adapters().routed(*prompt->adapter, context.now_ms);
+  }
   if (index_writer_ != nullptr && prompt != nullptr && !prompt->blocks.empty()) {
     attempt.blocks_.assign(prompt->blocks.begin(), prompt->blocks.end());
     index_writer_->assume(model.cache, worker.slot, attempt.blocks_, attempt.ticket_);

@@ -29,11 +29,11 @@ const ModelRoute* RoutingTable::find_model(std::string_view name) const {
 
 RoutingTable::Served RoutingTable::find_served(std::string_view name) const {
   if (const auto* model = find_model(name)) {
-    return {model, {}};
+    return {model, std::nullopt};
   }
   for (const auto& model : models) {
-    for (const auto& adapter : model.adapters) {
-      if (adapter == name) {
+    for (std::size_t adapter = 0; adapter < model.adapters.size(); ++adapter) {
+      if (model.adapters[adapter] == name) {
         return {&model, adapter};
       }
     }
@@ -227,6 +227,11 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
     // GB/s is 1e6 bytes per millisecond.
     model.ms_per_offloaded_token = model_options.kv_bytes_per_token / (model_options.offload_gbps * 1e6);
     model.kv_bytes_per_token = model_options.kv_bytes_per_token;
+    for (const auto& adapter : model_options.adapters) {
+      model.adapter_hashes.push_back(workers::adapter_hash(adapter));
+    }
+    model.max_loras = model_options.max_loras;
+    model.lora_load_ms = static_cast<double>(model_options.lora_load.count());
     model.streams_carry_timings =
         !model_options.workers.empty() &&
         std::all_of(model_options.workers.begin(), model_options.workers.end(),

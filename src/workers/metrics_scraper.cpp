@@ -111,6 +111,17 @@ awaitable<void> MetricsScraper::scrape(std::shared_ptr<WorkerState> worker, std:
   const auto previous = worker->engine().last();
   worker->engine().publish(std::move(snapshot), std::max(pending_before, worker->load().pending_requests()));
   worker->series().scrape(obs::ScrapeResult::success);
+  if (load.adapters) {
+    std::vector<std::uint64_t> running;
+    std::vector<std::uint64_t> waiting;
+    for (const auto& name : load.adapters->running) {
+      running.push_back(adapter_hash(name));
+    }
+    for (const auto& name : load.adapters->waiting) {
+      waiting.push_back(adapter_hash(name));
+    }
+    worker->adapters().publish_report(running, waiting, load.adapters->max_loras);
+  }
   // An engine counter that went down is an engine that restarted: what it
   // said of itself (slots) is asked again.
   const bool restarted = previous && ((previous->load.computed_prompt_tokens && load.computed_prompt_tokens &&

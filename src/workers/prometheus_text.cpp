@@ -148,8 +148,27 @@ ParsedMetrics parse_prometheus_text(std::string_view text) {
   return parsed;
 }
 
+// A comma-separated label value as names (empty entries dropped).
+std::vector<std::string> label_list(std::optional<std::string_view> text) {
+  std::vector<std::string> names;
+  if (!text) {
+    return names;
+  }
+  std::string_view rest = *text;
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    auto name = rest.substr(0, comma);
+    if (!name.empty()) {
+      names.emplace_back(name);
+    }
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
+  return names;
+}
+
 EngineLoad extract_engine_load(const ParsedMetrics& metrics) {
   EngineLoad load;
+  double adapters_at = -1;  // the newest vllm:lora_requests_info sample's value (a timestamp)
   std::optional<double> vllm_prefill_seconds;
   std::optional<double> vllm_prompt_tokens;
   std::optional<double> llamacpp_prompt_seconds;
@@ -181,6 +200,20 @@ EngineLoad extract_engine_load(const ParsedMetrics& metrics) {
     } else if (name == "vllm:prefix_cache_hits_total" || name == "sglang:cached_tokens_total" ||
                name == "llamacpp:prompt_tokens_cached_total") {
       add(load.prefix_hit_tokens, sample.value);
+    } else if (name == "vllm:lora_requests_info") {
+      if (sample.value < adapters_at) {
+        continue;
+      }
+      adapters_at = sample.value;
+      EngineLoad::Adapters adapters;
+      adapters.running = label_list(sample.label("running_lora_adapters"));
+      adapters.waiting = label_list(sample.label("waiting_lora_adapters"));
+      std::uint32_t max_loras = 0;
+      if (auto text = sample.label("max_lora");
+          text && std::from_chars(text->data(), text->data() + text->size(), max_loras).ec == std::errc{}) {
+        adapters.max_loras = max_loras;
+      }
+      load.adapters = std::move(adapters);
     } else if (name == "vllm:cache_config_info") {
       std::uint64_t number = 0;
       auto block_size = sample.label("block_size");

@@ -69,6 +69,74 @@ TEST(Router, ADryRunNamesTheWorkerTheNextRequestGetsForEveryPolicy) {
   }
 }
 
+// LoRA adapters stay where they are loaded: with one adapter slot per
+// worker, an adapter's requests keep going to the worker that loaded it
+// (resident: no load), and another adapter goes to the worker with a free
+// slot rather than evicting the first; /debug/route says which is which.
+TEST(Router, LoraAdaptersGoWhereTheyAreLoadedAndAvoidEvictingEachOther) {
+  Fleet fleet;
+  fleet.adapters = {"support-bot", "sql-bot"};
+  // 2,000 model-ms per load at time scale 100: 20 ms, as configured below.
+  const std::vector<std::string> lora{
+      "--lora-adapters", "support-bot,sql-bot", "--max-loras", "1", "--lora-load-ms", "2000"};
+  fleet.add_sim("s0", "map", true, lora);
+  fleet.add_sim("s1", "map", true, lora);
+  fleet.model_settings = "    max_loras: 1\n    lora_load: 20ms\n";
+  fleet.start_gateway();
+  int question = 0;
+  auto request_for = [&](const std::string& adapter) {
+    // Nothing shared between requests (no system prompt): only the
+    // adapter's residency can keep them together.
+    ++question;
+    auto text = "Question " + std::to_string(question) + " about " + adapter + ": " +
+                std::string(120, static_cast<char>('a' + question % 26));
+    auto body = chat_request(json::array({{{"role", "user"}, {"content", text}}}), 4);
+    body["model"] = adapter;
+    return body;
+  };
+  auto send = [&](const json& body) {
+    auto response = post_json(fleet.harness.api_port(), "/v1/chat/completions", body.dump());
+    EXPECT_EQ(response.status, 200) << response.body;
+    return response.header("x-kvgate-worker");
+  };
+  auto adapter_state = [](const json& route, const std::string& worker) {
+    for (const auto& candidate : route["candidates"]) {
+      if (candidate["worker"] == worker) {
+        return candidate["adapter"].is_string() ? candidate["adapter"].get<std::string>() : std::string("base");
+      }
+    }
+    return std::string("?");
+  };
+  const auto support_worker = send(request_for("support-bot"));
+  const auto other = support_worker == "s0" ? std::string("s1") : std::string("s0");
+  auto again = request_for("support-bot");
+  auto route = fleet.route(again);
+  EXPECT_EQ(adapter_state(route, support_worker), "resident");
+  EXPECT_EQ(adapter_state(route, other), "loadable");
+  EXPECT_EQ(route["worker"], support_worker);
+  EXPECT_EQ(send(again), support_worker);
+  auto sql = request_for("sql-bot");
+  route = fleet.route(sql);
+  EXPECT_EQ(adapter_state(route, support_worker), "evicts");
+  EXPECT_EQ(adapter_state(route, other), "loadable");
+  EXPECT_EQ(send(sql), other);
+  for (int round = 0; round < 3; ++round) {
+    EXPECT_EQ(send(request_for("support-bot")), support_worker);
+    EXPECT_EQ(send(request_for("sql-bot")), other);
+  }
+  // A base-model request is not an adapter's.
+  EXPECT_EQ(adapter_state(fleet.route(chat_request(first_turn("A base-model question"), 4)), "s0"), "base");
+  // Each adapter was loaded once, on its own worker.
+  double loads = 0;
+  for (const char* id : {"s0", "s1"}) {
+    const auto text = get(fleet.sim(id).port(), "/metrics").body;
+    const auto at = text.find("\nkvgate_sim_lora_loads_total{");
+    ASSERT_NE(at, std::string::npos);
+    loads += std::stod(text.substr(text.find("} ", at) + 2));
+  }
+  EXPECT_EQ(loads, 2);
+}
+
 TEST(Router, TheReceiptIsOffByDefaultOnPerRequestAndOnForAllByConfig) {
   Harness harness;
   harness.start_upstream("u0");

@@ -54,6 +54,21 @@ TEST(PrometheusText, ExtractsVllmLoadAcrossEngines) {
   EXPECT_EQ(load.num_gpu_blocks, 27000u);
 }
 
+// vLLM writes one lora_requests_info sample per change, valued at its time:
+// the newest says which adapters run and wait now.
+TEST(PrometheusText, ExtractsTheNewestLoraReport) {
+  auto load = extract_engine_load(parse_prometheus_text(
+      "vllm:lora_requests_info{max_lora=\"2\",running_lora_adapters=\"old\",waiting_lora_adapters=\"\"} "
+      "1700000000.5\n"
+      "vllm:lora_requests_info{max_lora=\"2\",running_lora_adapters=\"sql,support\",waiting_lora_adapters=\"ops\"} "
+      "1700000009.0\n"));
+  ASSERT_TRUE(load.adapters.has_value());
+  EXPECT_EQ(load.adapters->max_loras, 2u);
+  EXPECT_EQ(load.adapters->running, (std::vector<std::string>{"sql", "support"}));
+  EXPECT_EQ(load.adapters->waiting, (std::vector<std::string>{"ops"}));
+  EXPECT_FALSE(extract_engine_load(parse_prometheus_text("vllm:num_requests_running 1\n")).adapters);
+}
+
 TEST(PrometheusText, ExtractsSglangLoad) {
   auto load = extract_engine_load(parse_prometheus_text(kSglang));
   EXPECT_EQ(load.running, 4.0);

@@ -143,6 +143,11 @@ struct ModelOptions {
   // "model" (vLLM's --lora-modules NAME=PATH). Each is its own cache
   // partition on the base model's workers.
   std::vector<std::string> adapters;
+  // How many adapters a worker holds at once (vLLM --max-loras, default 1)
+  // when its engine does not report it (vllm:lora_requests_info), and what
+  // loading one costs before the prefill can start.
+  std::uint32_t max_loras = 1;
+  Milliseconds lora_load{100};
   // A prefix held only in a lower tier (CPU, disk: vLLM's offloading
   // connector, LMCache) is loaded, not computed: priced at one token's KV
   // bytes over the tier's bandwidth. Defaults: Llama-3-8B in BF16 (128 KiB

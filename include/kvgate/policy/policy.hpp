@@ -68,6 +68,8 @@ struct WorkerView {
   // Of cached_tokens, the ones beyond its GPU run: held only in a lower tier
   // (CPU, disk), which the engine loads instead of computing.
   std::uint32_t offloaded_cached_tokens = 0;
+  // The request's LoRA adapter here (base: a base-model request).
+  AdapterState adapter = AdapterState::base;
 };
 
 struct RouteRequest {
@@ -94,6 +96,9 @@ struct RouteRequest {
   // Loading one token's KV from a lower tier (block bytes over the tier's
   // bandwidth, per model); 0: offloaded tokens are priced as GPU hits.
   double ms_per_offloaded_token = 0;
+  // Loading the request's LoRA adapter on a worker that does not hold it
+  // (models[].lora_load_ms, the engine's figure when learned); 0: free.
+  double adapter_load_ms = 0;
   // How likely an idle conversation returns (learned per model from the
   // sessions' gaps); null: no eviction term.
   const ReturnModel* returns = nullptr;
@@ -140,6 +145,11 @@ struct Candidate {
   // how many blocks it evicts; negative: not computed.
   double evicts_ms = -1;
   std::uint64_t evicted_blocks = 0;
+  // The request's adapter there and what loading it costs (cache_aware: in
+  // the expected TTFT; an adapter it evicts is charged one more load in the
+  // score, the evicted adapter's next request's); negative: not computed.
+  AdapterState adapter = AdapterState::base;
+  double adapter_load_ms = -1;
 };
 
 struct Decision {

@@ -96,6 +96,32 @@ inline constexpr bool is_session_move(Reason reason) {
   return std::find(kSessionMoves.begin(), kSessionMoves.end(), reason) != kSessionMoves.end();
 }
 
+// Where the request's LoRA adapter stands on a worker (llm-d's residency
+// classes): what loading it there would cost before the prefill starts.
+enum class AdapterState : std::uint8_t {
+  base,      // the request names the base model: nothing to load
+  resident,  // running there, or among the last max_loras adapters routed there
+  loadable,  // not resident, and a LoRA slot is free: one load
+  evicts,    // not resident and every slot is taken: one load, and another adapter's
+  waiting,   // the engine reports requests for it waiting (a load is under way)
+};
+
+inline constexpr std::string_view to_string(AdapterState state) {
+  switch (state) {
+    case AdapterState::base:
+      return "base";
+    case AdapterState::resident:
+      return "resident";
+    case AdapterState::loadable:
+      return "loadable";
+    case AdapterState::evicts:
+      return "evicts";
+    case AdapterState::waiting:
+      return "waiting";
+  }
+  return "base";
+}
+
 // Why a worker was not a candidate for this request.
 enum class Ineligible : std::uint8_t { none, unhealthy, ejected, already_tried, at_capacity };
 

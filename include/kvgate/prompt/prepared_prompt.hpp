@@ -5,6 +5,7 @@
 // blocks is assembled, for the data plane and /debug/route alike.
 #include <cstdint>
 #include <ctime>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -24,12 +25,16 @@ struct PreparedPrompt {
   std::uint64_t segment_misses = 0;        // exact: sections encoded
   std::uint64_t iterations_replayed = 0;   // exact: chat-template loop iterations the render cache replayed
   std::uint64_t iterations_evaluated = 0;  // exact: iterations evaluated
+  // The LoRA adapter the blocks are partitioned by: its position in the
+  // model's adapters (nullopt: the base model).
+  std::optional<std::size_t> adapter;
 };
 
 // How a model's prompts are tokenised and cut into blocks.
 struct PromptModel {
   std::string_view name;     // seeds the block hashes (partition)
   std::string_view adapter;  // the LoRA adapter the request names (its own partition); empty: the base model
+  std::optional<std::size_t> adapter_index;  // its position in the model's adapters
   std::uint32_t block_size = 16;
   const ModelTokenizer* tokenizer = nullptr;  // null: approximate tokenisation
 };

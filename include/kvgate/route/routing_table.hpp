@@ -57,8 +57,17 @@ struct ModelRoute {
   // Its sessions' inter-turn gaps (kept across reloads while the model is).
   std::shared_ptr<SessionGaps> session_gaps = std::make_shared<SessionGaps>();
 
-  [[nodiscard]] prompt::PromptModel prompt_model(std::string_view adapter = {}) const {
-    return {name, adapter, block_size, tokenizer.get()};
+  // Per adapter (same order): workers::adapter_hash of its name; the LoRA
+  // slots a worker has when its engine does not report them
+  // (models[].max_loras) and an adapter's load time (models[].lora_load).
+  std::vector<std::uint64_t> adapter_hashes;
+  std::uint32_t max_loras = 1;
+  double lora_load_ms = 100;
+
+  // `adapter`: its position in `adapters` (nullopt: the base model).
+  [[nodiscard]] prompt::PromptModel prompt_model(std::optional<std::size_t> adapter = std::nullopt) const {
+    return {name, adapter ? std::string_view(adapters[*adapter]) : std::string_view(), adapter, block_size,
+            tokenizer.get()};
   }
   // Index of the worker with this id; workers.size() when there is none.
   // `hint`: where it was last seen (one compare when it is still there, a
@@ -80,7 +89,7 @@ struct RoutingTable {
   // set, viewing the configuration) on its base model. model null: neither.
   struct Served {
     const ModelRoute* model = nullptr;
-    std::string_view adapter;
+    std::optional<std::size_t> adapter;  // its position in model->adapters
   };
   [[nodiscard]] Served find_served(std::string_view name) const;
   // Every worker once, in configuration order.

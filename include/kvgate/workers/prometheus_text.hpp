@@ -45,6 +45,15 @@ struct EngineLoad {
   // prefix_cache_hits_total. Absent: the engine exports no such pair.
   std::optional<double> prefill_seconds;
   std::optional<double> computed_prompt_tokens;
+  // vllm:lora_requests_info (its newest sample, the largest value: a
+  // timestamp): the adapters with requests running and waiting, and how
+  // many the engine holds at once (--max-loras).
+  struct Adapters {
+    std::vector<std::string> running;
+    std::vector<std::string> waiting;
+    std::uint32_t max_loras = 0;
+  };
+  std::optional<Adapters> adapters;
 };
 
 EngineLoad extract_engine_load(const ParsedMetrics& metrics);

@@ -27,6 +27,7 @@
 #include "kvgate/obs/worker_series.hpp"
 #include "kvgate/policy/eviction.hpp"
 #include "kvgate/policy/prefill_fit.hpp"
+#include "kvgate/workers/adapter_residency.hpp"
 #include "kvgate/workers/engine_identity.hpp"
 #include "kvgate/workers/engine_prefill_level.hpp"
 #include "kvgate/workers/learned_prefill.hpp"
@@ -357,6 +358,9 @@ class WorkerState {
   [[nodiscard]] const OutlierBreaker& breaker() const { return breaker_; }
   EngineView& engine() { return engine_; }
   [[nodiscard]] const EngineView& engine() const { return engine_; }
+  // Which of its model's LoRA adapters it holds (adapter_residency.hpp).
+  AdapterResidency& adapters() { return adapters_; }
+  [[nodiscard]] const AdapterResidency& adapters() const { return adapters_; }
   EventStreamStatus& event_stream() { return event_stream_; }
   [[nodiscard]] const EventStreamStatus& event_stream() const { return event_stream_; }
   LearnedCosts& costs() { return costs_; }
@@ -375,6 +379,7 @@ class WorkerState {
   HealthStatus health_;
   OutlierBreaker breaker_;
   EngineView engine_;
+  AdapterResidency adapters_;
   EventStreamStatus event_stream_;
   LearnedCosts costs_;
 };

@@ -101,6 +101,7 @@ class Fleet {
     if (!tokenizer.empty()) {
       models += "    tokenizer: \"" + tokenizer + "\"\n";
     }
+    models += model_settings;
     if (!adapters.empty()) {
       models += "    adapters:\n";
       for (const auto& adapter : adapters) {
@@ -220,6 +221,8 @@ class Fleet {
   std::string tokenizer;
   // models[].adapters of the gateway's model (the sims need --lora-adapters).
   std::vector<std::string> adapters;
+  // More keys of the model's entry, each line indented by four spaces.
+  std::string model_settings;
 
  private:
   std::vector<std::pair<std::string, std::unique_ptr<SimProcess>>> sims_;
