@@ -23,7 +23,8 @@
 # llamacpp-real: real llama-server replicas, bench/load/llama_fleet.sh),
 # KVGATE_SIM_FLAGS_r0 .. (one replica's own, after those: e.g.
 # "--time-scale 1" makes r0 twice as slow as the others at the default 2),
-# KVGATE_SETTINGS (more top-level YAML for every kvgate, e.g.
+# KVGATE_MODEL_SETTINGS (more keys of the model's entry, each line
+# indented four spaces, e.g. adapters), KVGATE_SETTINGS (more top-level YAML for every kvgate, e.g.
 # 'metrics_scrape: {interval: 250ms}'), KVGATE_THREADS (each kvgate's I/O
 # threads, default 1), KVGATE_TOKENIZER (a model folder: exact tokenisation
 # instead of the approximate one).
@@ -214,6 +215,7 @@ models:
   - name: demo-model
     block_size: 16
 ${KVGATE_TOKENIZER:+    tokenizer: "$KVGATE_TOKENIZER"}
+${KVGATE_MODEL_SETTINGS:-}
     workers:
 $workers_yaml
 YAML

@@ -149,6 +149,7 @@ ReplicaMetrics parse_replica_metrics(std::string_view exposition) {
       {"kvgate_sim_prefill_seconds_total", &ReplicaMetrics::prefill_seconds},
       {"kvgate_sim_num_gpu_blocks", &ReplicaMetrics::num_gpu_blocks},
       {"vllm:prompt_tokens_total", &ReplicaMetrics::prompt_tokens},
+      {"kvgate_sim_lora_loads_total", &ReplicaMetrics::lora_loads},
   };
   while (!exposition.empty()) {
     auto end = exposition.find('\n');

@@ -79,6 +79,7 @@ struct ReplicaMetrics {
   std::optional<double> prefill_seconds;       // counter
   std::optional<double> num_gpu_blocks;
   std::optional<double> prompt_tokens;  // vllm:prompt_tokens_total
+  std::optional<double> lora_loads;     // kvgate_sim_lora_loads_total
 };
 ReplicaMetrics parse_replica_metrics(std::string_view exposition);
 

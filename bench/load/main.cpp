@@ -58,6 +58,8 @@ constexpr const char* kUsage =
     "  --time-scale X          traces: arrival and think times divided by X (default 1)\n"
     "  --max-think-ms N        recorded sessions: cap each (scaled) think time at N ms\n"
     "  --max-turns N           recorded sessions: their first N requests only\n"
+    "  --adapters N            sessions spread over LoRA adapters adapter-0 .. adapter-(N-1) as \"model\"\n"
+    "  --adapter-zipf S        adapter i's share of sessions ~ 1/(i+1)^S (default 1)\n"
     "  --subagents MODE        recorded sessions: flatten (default: sub-agents' requests in order) or parallel\n"
     "                          (consecutive sub-agents run at once with the session's key; the session waits)\n"
     "  --trace-block-tokens N  traces: tokens per hash id (default: the trace's own, Mooncake 512, WEKA 64)\n"
@@ -166,6 +168,10 @@ std::string parse(int argc, char** argv, Command& command) {
       name = value;
     } else if (flag == "--model") {
       command.run_options.model = value;
+    } else if (flag == "--adapters") {
+      good = read_number(value, command.workload_options.adapters) && command.workload_options.adapters <= 256;
+    } else if (flag == "--adapter-zipf") {
+      good = read_number(value, command.workload_options.adapter_zipf) && command.workload_options.adapter_zipf >= 0;
     } else if (flag == "--sessions") {
       good = read_number(value, command.workload_options.sessions);
     } else if (flag == "--concurrency") {
@@ -276,7 +282,7 @@ std::optional<std::string> read_workload_file(const std::string& path) {
   return text;
 }
 
-kvgate::Result<kvgate::load::Workload, std::string> load(const Command& command) {
+kvgate::Result<kvgate::load::Workload, std::string> load_sessions_or_trace(const Command& command) {
   for (auto preset : kvgate::load::preset_names()) {
     if (command.workload == preset) {
       return kvgate::load::make_preset(preset, command.workload_options);
@@ -323,6 +329,18 @@ kvgate::Result<kvgate::load::Workload, std::string> load(const Command& command)
     return kvgate::unexpected(std::string("the workload files mix sessions and a trace"));
   }
   return combined;
+}
+
+kvgate::Result<kvgate::load::Workload, std::string> load(const Command& command) {
+  auto workload = load_sessions_or_trace(command);
+  if (workload && command.workload_options.adapters > 0) {
+    if (workload->sessions.empty()) {
+      return kvgate::unexpected(std::string("--adapters needs a session workload"));
+    }
+    kvgate::load::assign_adapters(*workload, command.workload_options.adapters, command.workload_options.adapter_zipf,
+                                  command.workload_options.seed);
+  }
+  return workload;
 }
 
 void write_file(const std::filesystem::path& path, const std::string& text) {
@@ -462,6 +480,17 @@ json run_one(const Command& command, const std::string& name, const std::string&
       }
       if (while_arriving && while_arriving->measured) {
         summary["measured_prefill_utilisation_while_arriving"] = while_arriving->prefill_utilisation;
+      }
+      // Replicas serving LoRA adapters (kvgate-sim --lora-adapters) count
+      // their adapter loads: how often a placement made one load.
+      double loads = 0;
+      bool counted = after->size() == before->size();
+      for (std::size_t index = 0; counted && index < after->size(); ++index) {
+        counted = (*after)[index].lora_loads && (*before)[index].lora_loads;
+        loads += counted ? *(*after)[index].lora_loads - *(*before)[index].lora_loads : 0;
+      }
+      if (counted && !result->records.empty()) {
+        summary["adapter_loads_per_1000_requests"] = 1000.0 * loads / static_cast<double>(result->records.size());
       }
     }
   }

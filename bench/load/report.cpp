@@ -283,6 +283,20 @@ std::string markdown_report(const std::vector<json>& runs, const json& meta) {
   if (bench_cpu > 0) {
     out += "\nThe bench used at most " + percent(bench_cpu) + " of one core in any run.\n";
   }
+  // Replicas serving LoRA adapters: how many loads each placement caused.
+  std::string adapter_loads;
+  for (const auto& run : runs) {
+    if (run.contains("adapter_loads_per_1000_requests")) {
+      adapter_loads += "| " + run.value("name", "") + " | " +
+                       format("%.1f", run.value("adapter_loads_per_1000_requests", 0.0)) + " |\n";
+    }
+  }
+  if (!adapter_loads.empty()) {
+    out +=
+        "\nLoRA adapter loads on the replicas (each delays the step that loads it):\n\n"
+        "| run | adapter loads per 1,000 requests |\n|---|---|\n" +
+        adapter_loads;
+  }
   for (const auto& run : runs) {
     if (run.contains("failure")) {
       out += "\nRun `" + run.value("name", "") + "` failed: " + run.value("failure", "") + "\n";

@@ -155,10 +155,10 @@ awaitable<void> run_session(Shared& shared, ConnectionSet& connections, std::siz
       messages.push_back({{"role", "user"}, {"content", step.user}});
       prefix_messages.emplace_back("user", step.user);
       path = "/v1/chat/completions";
-      body = chat_body(shared.model, messages, step.max_tokens);
+      body = chat_body(session.model.empty() ? shared.model : session.model, messages, step.max_tokens);
       reusable = shared.ceiling.observe(chat_prefix_text(prefix_messages));
     } else {
-      body = completion_body(shared.model, step.prompt, step.max_tokens);
+      body = completion_body(session.model.empty() ? shared.model : session.model, step.prompt, step.max_tokens);
       reusable = shared.ceiling.observe(step.prompt);
     }
     const double sent_ms = since_start_ms(shared);

@@ -427,4 +427,23 @@ Result<Workload, std::string> parse_workload(std::string_view text, std::string 
   return workload;
 }
 
+void assign_adapters(Workload& workload, std::uint32_t count, double zipf, std::uint64_t seed) {
+  if (count == 0) {
+    return;
+  }
+  std::vector<double> cumulative(count);
+  double total = 0;
+  for (std::uint32_t adapter = 0; adapter < count; ++adapter) {
+    total += 1.0 / std::pow(static_cast<double>(adapter + 1), zipf);
+    cumulative[adapter] = total;
+  }
+  std::mt19937_64 generator(seed ^ 0x10Aull);
+  std::uniform_real_distribution<double> uniform(0, total);
+  for (auto& session : workload.sessions) {
+    const auto drawn = uniform(generator);
+    const auto at = std::lower_bound(cumulative.begin(), cumulative.end(), drawn) - cumulative.begin();
+    session.model = "adapter-" + std::to_string(std::min<std::ptrdiff_t>(at, count - 1));
+  }
+}
+
 }  // namespace kvgate::load

@@ -36,6 +36,7 @@ struct Session {
   std::string id;
   std::string system;
   std::vector<Turn> turns;
+  std::string model;  // the model or LoRA adapter its requests name; empty: the run's model
 };
 
 // One request of a trace: a text completion at a fixed arrival time.
@@ -71,7 +72,17 @@ struct WorkloadOptions {
   // sub-agents run at once; otherwise their requests are flattened into the
   // session in order.
   bool parallel_subagents = false;
+  // Sessions spread over this many LoRA adapters (assign_adapters); 0: the
+  // run's model.
+  std::uint32_t adapters = 0;
+  double adapter_zipf = 1.0;
 };
+
+// Spreads the sessions over `count` LoRA adapters named adapter-0 ..
+// adapter-(count-1) (Session::model), adapter i chosen with a probability
+// proportional to 1 / (i + 1)^zipf, deterministically for `seed`: many
+// adapters on one base model, a few popular.
+void assign_adapters(Workload& workload, std::uint32_t count, double zipf, std::uint64_t seed);
 
 // Presets: "chat" (support chats: groups of sessions share a system prompt,
 // each pastes its own document in turn one, then short questions) and

@@ -115,16 +115,23 @@ void Engine::schedule_running(std::uint32_t& budget, std::vector<Scheduled>& sch
 }
 
 void Engine::admit_waiting(std::uint32_t& budget, std::vector<Scheduled>& scheduled) {
-  while (!waiting_.empty() && running_.size() < limits_.max_num_seqs && budget > 0) {
-    auto& request = *waiting_.front();
+  // FCFS, except that a request whose adapter would be one too many in
+  // the batch is passed over and keeps its place (vLLM's scheduler skips
+  // it); a request that does not fit for tokens or blocks stops admission.
+  for (std::size_t at = 0; at < waiting_.size() && running_.size() < limits_.max_num_seqs && budget > 0;) {
+    auto& request = *waiting_[at];
+    if (!adapter_fits(request)) {
+      ++at;
+      continue;
+    }
     std::uint32_t tokens = 0;
-    if (!adapter_fits(request) || !try_admit(request, budget, tokens)) {
-      break;  // FCFS: nobody overtakes the head of the queue
+    if (!try_admit(request, budget, tokens)) {
+      break;  // nobody overtakes it
     }
     if (!request.lora_name.empty()) {
       load_adapter(request.lora_name);
     }
-    waiting_.pop_front();
+    waiting_.erase(waiting_.begin() + static_cast<std::ptrdiff_t>(at));
     running_.push_back(&request);
     scheduled.push_back({&request, tokens});
     budget -= tokens;

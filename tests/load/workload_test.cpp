@@ -26,6 +26,26 @@ TEST(Workload, PresetsAreDeterministicForASeedAndShareSystemPromptsInGroups) {
   EXPECT_FALSE(make_preset("chess", options));
 }
 
+// Sessions spread over adapters by Zipf: every session names one, the most
+// popular adapter the most, the same for the same seed.
+TEST(Workload, AdaptersAreAssignedByZipfDeterministically) {
+  WorkloadOptions options;
+  options.sessions = 400;
+  auto workload = make_preset("chat", options);
+  ASSERT_TRUE(workload);
+  auto again = *workload;
+  assign_adapters(*workload, 8, 1.0, 7);
+  assign_adapters(again, 8, 1.0, 7);
+  std::map<std::string, int> counts;
+  for (std::size_t at = 0; at < workload->sessions.size(); ++at) {
+    EXPECT_EQ(workload->sessions[at].model, again.sessions[at].model);
+    counts[workload->sessions[at].model]++;
+  }
+  EXPECT_EQ(counts.size(), 8u);
+  EXPECT_GT(counts["adapter-0"], counts["adapter-7"] * 3);
+  EXPECT_EQ(counts.count(""), 0u);
+}
+
 TEST(Workload, SessionLinesAreReadAndBadOnesNamed) {
   auto workload = parse_workload(
       "{\"id\": \"a\", \"system\": \"sys\", \"turns\": [{\"user\": \"hi\", \"max_tokens\": 5}, {\"user\": \"more\"}]}\n"

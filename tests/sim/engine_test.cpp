@@ -236,3 +236,38 @@ TEST(Engine, TheCpuTierDropsItsLeastRecentlyUsedBlocksWhenFull) {
 
 }  // namespace
 }  // namespace kvgate::sim
+
+namespace kvgate::sim {
+namespace {
+
+// vLLM's LoRA slots: a batch mixes at most max_loras adapters (a request
+// for one more waits, passed over rather than blocking those behind it),
+// loading an adapter lengthens the step that admits its request, and a
+// loaded adapter is reused without a load.
+TEST(EngineLora, ABatchMixesAtMostMaxLorasAdaptersAndLoadsCostTheirStep) {
+  EngineLimits limits;
+  limits.max_loras = 1;
+  limits.lora_load_ms = 50;
+  StepCost cost;
+  cost.overhead_ms = 1;
+  auto engine = make_engine(64, limits, cost);
+  engine.add({prompt(8, 1), 4, 7, "", "a"});
+  engine.add({prompt(8, 100), 4, 7, "", "b"});
+  engine.add({prompt(8, 200), 4, 7, "", ""});  // the base model: no adapter
+  auto first = engine.step();
+  // a and the base-model request run; b waits (one slot, a holds it).
+  EXPECT_EQ(first.progress.size(), 2u);
+  EXPECT_EQ(engine.running_adapters(), std::vector<std::string>{"a"});
+  EXPECT_EQ(engine.waiting_adapters(), std::vector<std::string>{"b"});
+  EXPECT_GE(first.duration_ms, 50.0);
+  EXPECT_EQ(engine.counters().lora_loads, 1u);
+  run_until_idle(engine);
+  EXPECT_EQ(engine.counters().lora_loads, 2u);  // b, once a was done
+  engine.add({prompt(8, 300), 4, 7, "", "b"});
+  auto reused = engine.step();
+  EXPECT_LT(reused.duration_ms, 50.0);  // b is still loaded
+  EXPECT_EQ(engine.counters().lora_loads, 2u);
+}
+
+}  // namespace
+}  // namespace kvgate::sim
