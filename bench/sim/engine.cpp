@@ -335,9 +335,13 @@ void Engine::load_adapter(const std::string& name) {
   ++counters_.lora_loads;
 }
 
-std::vector<std::string> Engine::running_adapters() const {
+namespace {
+
+// The distinct adapters of `requests`, in order.
+template <class Requests>
+std::vector<std::string> distinct_adapters(const Requests& requests) {
   std::vector<std::string> names;
-  for (const auto* request : running_) {
+  for (const auto* request : requests) {
     if (!request->lora_name.empty() && std::find(names.begin(), names.end(), request->lora_name) == names.end()) {
       names.push_back(request->lora_name);
     }
@@ -345,14 +349,14 @@ std::vector<std::string> Engine::running_adapters() const {
   return names;
 }
 
+}  // namespace
+
+std::vector<std::string> Engine::running_adapters() const {
+  return distinct_adapters(running_);
+}
+
 std::vector<std::string> Engine::waiting_adapters() const {
-  std::vector<std::string> names;
-  for (const auto* request : waiting_) {
-    if (!request->lora_name.empty() && std::find(names.begin(), names.end(), request->lora_name) == names.end()) {
-      names.push_back(request->lora_name);
-    }
-  }
-  return names;
+  return distinct_adapters(waiting_);
 }
 
 }  // namespace kvgate::sim

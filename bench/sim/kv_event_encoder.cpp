@@ -60,24 +60,8 @@ void write_stored(MsgpackWriter& writer, const BlockStored& event, EventFormat f
     // vLLM <= 0.23 adds lora_name and extra_keys (the salt) when salted or
     // for an adapter; SGLang a trailing metadata map (no adapters here).
     const bool sglang = format == EventFormat::sglang;
-    if (lora && !sglang) {
-      writer.array_header(9);
-      writer.string("BlockStored");
-      write_hashes(writer, event.block_hashes, format);
-      write_parent(writer, event.parent_block_hash, format);
-      tokens();
-      writer.unsigned_integer(event.block_size);
-      writer.nil();  // lora_id
-      writer.string(medium_name(event.medium));
-      writer.string(event.lora_name);
-      if (salted) {
-        write_extra_keys(writer, event);
-      } else {
-        writer.nil();
-      }
-      return;
-    }
-    writer.array_header(!salted ? 7 : sglang ? 8 : 9);
+    const bool tail = !sglang && (salted || lora);  // lora_name and extra_keys
+    writer.array_header(tail ? 9 : salted ? 8 : 7);
     writer.string("BlockStored");
     write_hashes(writer, event.block_hashes, format);
     write_parent(writer, event.parent_block_hash, format);
@@ -89,9 +73,17 @@ void write_stored(MsgpackWriter& writer, const BlockStored& event, EventFormat f
       writer.map_header(1);
       writer.string("cache_salt");
       writer.string(event.root_cache_salt);
-    } else if (salted) {
-      writer.nil();  // lora_name
-      write_extra_keys(writer, event);
+    } else if (tail) {
+      if (lora) {
+        writer.string(event.lora_name);
+      } else {
+        writer.nil();  // lora_name
+      }
+      if (salted) {
+        write_extra_keys(writer, event);
+      } else {
+        writer.nil();  // extra_keys
+      }
     }
     return;
   }
