@@ -158,10 +158,13 @@ BENCHMARK(index_lookup)->Arg(16)->Arg(1000)->Unit(benchmark::kMicrosecond);
 // its first 128 * (w mod 16 + 1) blocks (so the lookup walks the whole prompt),
 // live worker state, the session table holding 100,000 sessions and this
 // request's own, and the cache_aware policy. Reports the p99 of single
-// decisions and the heap allocations per decision.
+// decisions and the heap allocations per decision. The second argument: the
+// model's LoRA adapters (the request names one; each worker has routed a
+// few of them), 0 for a base-model request.
 void router_decide(benchmark::State& state) {
   namespace route = kvgate::route;
   const auto workers = static_cast<std::size_t>(state.range(0));
+  const auto adapters = static_cast<std::size_t>(state.range(1));
   route::RoutingTable table;
   table.options = std::make_shared<kvgate::config::Options>();
   table.policy = kvgate::policy::make_cache_aware({});
@@ -184,6 +187,17 @@ void router_decide(benchmark::State& state) {
     model.cache->index.insert(static_cast<kvgate::index::WorkerSlot>(index), std::span(prompt.blocks).first(held),
                               kvgate::index::Tier::gpu, 1);
     model.workers.back().state->load().prefill_added(1'000 * (index % 5));
+    for (std::size_t adapter = index % 4; adapter < adapters; adapter += 4) {
+      model.workers.back().state->adapters().routed(adapter, 1'000 + adapter);
+    }
+  }
+  for (std::size_t adapter = 0; adapter < adapters; ++adapter) {
+    model.adapters.push_back("adapter-" + std::to_string(adapter));
+    model.adapter_hashes.push_back(kvgate::workers::adapter_hash(model.adapters.back()));
+  }
+  model.max_loras = 4;
+  if (adapters > 0) {
+    prompt.adapter = adapters / 2;
   }
   route::SessionTable sessions({200'000, 3'600'000, 8});
   kvgate::obs::Exposition metrics;
@@ -219,7 +233,7 @@ void router_decide(benchmark::State& state) {
   state.counters["allocs_per_decision"] =
       static_cast<double>(allocations) / static_cast<double>(std::max<std::int64_t>(state.iterations(), 1));
 }
-BENCHMARK(router_decide)->Arg(16)->Arg(64)->Arg(1000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(router_decide)->Args({16, 0})->Args({16, 32})->Args({64, 0})->Args({1000, 0})->Unit(benchmark::kMicrosecond);
 
 // Resident memory per (block, worker) entry with 10 million entries, each
 // block held by Arg(0) of 16 workers (1: 10 M blocks, the worst case for
