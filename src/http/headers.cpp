@@ -8,6 +8,8 @@
 
 #include "kvgate/http/beast.hpp"
 
+#include "kvgate/core/ascii.hpp"
+
 namespace kvgate::http {
 
 void strip_hop_by_hop(bhttp::fields& fields) {
@@ -26,15 +28,8 @@ void strip_hop_by_hop(bhttp::fields& fields) {
 }
 
 std::string media_type(const bhttp::fields& fields) {
-  auto value = fields[bhttp::field::content_type];
-  auto end = value.find(';');
-  std::string type(value.substr(0, end));
-  while (!type.empty() && type.back() == ' ') {
-    type.pop_back();
-  }
-  std::transform(type.begin(), type.end(), type.begin(),
-                 [](unsigned char character) { return static_cast<char>(std::tolower(character)); });
-  return type;
+  const auto value = fields[bhttp::field::content_type];
+  return media_type_of(std::string_view(value.data(), value.size()));
 }
 
 Result<tcp::endpoint, std::string> open_listener(tcp::acceptor& acceptor, const tcp::endpoint& endpoint,

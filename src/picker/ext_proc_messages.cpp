@@ -3,16 +3,11 @@
 #include <algorithm>
 #include <charconv>
 
+#include "kvgate/core/ascii.hpp"
+
 namespace kvgate::picker {
 
 namespace {
-
-bool equal_ignoring_case(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
-           return lower(x) == lower(y);
-         });
-}
 
 std::string_view header_value(const envoy_core::HeaderValue& header) {
   return header.raw_value().empty() ? std::string_view(header.value()) : std::string_view(header.raw_value());
@@ -20,7 +15,7 @@ std::string_view header_value(const envoy_core::HeaderValue& header) {
 
 std::string_view find_header(const envoy_core::HeaderMap& map, std::string_view name) {
   for (const auto& header : map.headers()) {
-    if (equal_ignoring_case(header.key(), name)) {
+    if (equal_ignoring_ascii_case(header.key(), name)) {
       return header_value(header);
     }
   }
@@ -39,7 +34,7 @@ void set_header(ext_proc::HeaderMutation& mutation, std::string_view name, std::
 
 std::string_view RequestHead::get(std::string_view name) const {
   for (const auto& [key, value] : headers_) {
-    if (equal_ignoring_case(key, name)) {
+    if (equal_ignoring_ascii_case(key, name)) {
       return value;
     }
   }
@@ -129,15 +124,7 @@ int response_status(const ext_proc::HttpHeaders& headers) {
 }
 
 std::string response_media_type(const ext_proc::HttpHeaders& headers) {
-  auto type = find_header(headers.headers(), "content-type");
-  type = type.substr(0, type.find(';'));
-  while (!type.empty() && (type.back() == ' ' || type.back() == '\t')) {
-    type.remove_suffix(1);
-  }
-  std::string lower(type);
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; });
-  return lower;
+  return media_type_of(find_header(headers.headers(), "content-type"));
 }
 
 BodyAssembly::Step BodyAssembly::append(std::string_view piece, bool end_of_stream) {
