@@ -13,16 +13,21 @@ BlockPool::BlockPool(std::uint32_t num_blocks, std::uint32_t block_size)
   }
 }
 
-std::vector<BlockId> BlockPool::find_cached_prefix(std::span<const BlockHash> hashes) const {
+std::vector<BlockId> BlockPool::find_cached_prefix(std::span<const BlockHash> hashes, std::uint32_t group) const {
   std::vector<BlockId> found;
   for (auto hash : hashes) {
-    auto cached = cached_.find(hash);
+    auto cached = cached_.find(pool_key(hash, group));
     if (cached == cached_.end()) {
       break;
     }
     found.push_back(cached->second.front());
   }
   return found;
+}
+
+std::optional<BlockId> BlockPool::cached_block(BlockHash hash, std::uint32_t group) const {
+  auto cached = cached_.find(pool_key(hash, group));
+  return cached == cached_.end() ? std::nullopt : std::optional(cached->second.front());
 }
 
 void BlockPool::touch(std::span<const BlockId> blocks) {
@@ -52,7 +57,7 @@ std::optional<std::vector<BlockId>> BlockPool::allocate(std::uint32_t count) {
 
 void BlockPool::cache_blocks(std::span<const BlockId> blocks, std::span<const BlockHash> hashes,
                              std::optional<BlockHash> parent, std::span<const TokenId> token_ids,
-                             std::string_view cache_salt, std::string_view lora_name) {
+                             std::string_view cache_salt, std::string_view lora_name, std::uint32_t group) {
   assert(blocks.size() == hashes.size());
   assert(token_ids.size() == blocks.size() * block_size_);
   if (blocks.empty()) {
@@ -61,7 +66,8 @@ void BlockPool::cache_blocks(std::span<const BlockId> blocks, std::span<const Bl
   for (std::size_t index = 0; index < blocks.size(); ++index) {
     auto& block = blocks_[blocks[index]];
     block.hash = hashes[index];
-    cached_[hashes[index]].push_back(blocks[index]);
+    block.group = group;
+    cached_[pool_key(hashes[index], group)].push_back(blocks[index]);
     if (cpu_capacity_ > 0) {
       block.parent = index == 0 ? parent : std::optional<BlockHash>(hashes[index - 1]);
       block.tokens.assign(token_ids.begin() + static_cast<std::ptrdiff_t>(index * block_size_),
@@ -70,10 +76,21 @@ void BlockPool::cache_blocks(std::span<const BlockId> blocks, std::span<const Bl
       block.lora_name = std::string(lora_name);
     }
   }
-  events_.emplace_back(BlockStored{std::vector<BlockHash>(hashes.begin(), hashes.end()), parent,
-                                   std::vector<TokenId>(token_ids.begin(), token_ids.end()), block_size_,
-                                   parent ? std::string() : std::string(cache_salt), Medium::gpu,
-                                   std::string(lora_name)});
+  BlockStored stored{std::vector<BlockHash>(hashes.begin(), hashes.end()),
+                     parent,
+                     std::vector<TokenId>(token_ids.begin(), token_ids.end()),
+                     block_size_,
+                     parent ? std::string() : std::string(cache_salt),
+                     Medium::gpu,
+                     std::string(lora_name)};
+  if (group < groups_.size()) {
+    stored.group_idx = group;
+    stored.spec_kind = groups_[group].sliding() ? "sliding_window" : "full_attention";
+    if (groups_[group].sliding()) {
+      stored.sliding_window = groups_[group].window;
+    }
+  }
+  events_.emplace_back(std::move(stored));
 }
 
 void BlockPool::release(std::span<const BlockId> blocks) {
@@ -144,7 +161,7 @@ void BlockPool::evict_hash(BlockId block) {
   }
   auto hash = *entry.hash;
   entry.hash.reset();
-  auto holders = cached_.find(hash);
+  auto holders = cached_.find(pool_key(hash, entry.group));
   bool last_copy = true;
   if (holders != cached_.end()) {
     std::erase(holders->second, block);
@@ -153,7 +170,8 @@ void BlockPool::evict_hash(BlockId block) {
       cached_.erase(holders);
     }
   }
-  events_.emplace_back(BlockRemoved{{hash}});
+  events_.emplace_back(
+      BlockRemoved{{hash}, Medium::gpu, entry.group < groups_.size() ? std::optional(entry.group) : std::nullopt});
   if (cpu_capacity_ > 0 && last_copy) {
     offload(hash, entry);
   }

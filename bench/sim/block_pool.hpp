@@ -45,10 +45,25 @@ struct BlockStored {
   Medium medium = Medium::gpu;
   // The LoRA adapter the request named (vLLM's lora_name); empty: the base model.
   std::string lora_name;
+  // A hybrid model's cache group (set only when the pool has groups, as
+  // vLLM's hybrid KV cache manager reports them).
+  std::optional<std::uint32_t> group_idx;
+  std::string spec_kind;
+  std::optional<std::uint32_t> sliding_window;
 };
 struct BlockRemoved {
   std::vector<BlockHash> block_hashes;
   Medium medium = Medium::gpu;
+  std::optional<std::uint32_t> group_idx;
+};
+
+// One cache group of a hybrid model: full attention, or a sliding window of
+// `window` tokens. vLLM keeps one group per attention kind (several of one
+// kind when the layers are split into groups of equal size), all drawing
+// blocks from one pool; a block hash is cached per group.
+struct CacheGroup {
+  std::uint32_t window = 0;  // 0: full attention
+  [[nodiscard]] bool sliding() const { return window > 0; }
 };
 struct AllBlocksCleared {};
 using CacheEvent = std::variant<BlockStored, BlockRemoved, AllBlocksCleared>;
@@ -57,9 +72,14 @@ class BlockPool {
  public:
   BlockPool(std::uint32_t num_blocks, std::uint32_t block_size);
 
-  // The longest run of leading hashes that are cached, as blocks holding
-  // them. Changes nothing.
-  [[nodiscard]] std::vector<BlockId> find_cached_prefix(std::span<const BlockHash> hashes) const;
+  // The longest run of leading hashes that are cached (in `group`), as
+  // blocks holding them. Changes nothing.
+  [[nodiscard]] std::vector<BlockId> find_cached_prefix(std::span<const BlockHash> hashes,
+                                                        std::uint32_t group = 0) const;
+  // The block caching `hash` in `group`, if any.
+  [[nodiscard]] std::optional<BlockId> cached_block(BlockHash hash, std::uint32_t group) const;
+  // Events name each block's group, kind and window (a hybrid model).
+  void describe_groups(std::vector<CacheGroup> groups) { groups_ = std::move(groups); }
 
   // A CPU tier of `blocks` blocks: the last GPU copy of a hash that is
   // evicted moves there (BlockStored, medium CPU), its least recently used
@@ -84,7 +104,7 @@ class BlockPool {
   // of the block before blocks[0] (none for a prompt's first block).
   void cache_blocks(std::span<const BlockId> blocks, std::span<const BlockHash> hashes, std::optional<BlockHash> parent,
                     std::span<const TokenId> token_ids, std::string_view cache_salt = {},
-                    std::string_view lora_name = {});
+                    std::string_view lora_name = {}, std::uint32_t group = 0);
 
   // Drops one reference on each block, in the order given; blocks that
   // reach zero join the tail of the free queue in that order.
@@ -103,7 +123,9 @@ class BlockPool {
   [[nodiscard]] std::uint32_t free_blocks() const { return free_count_; }
   // vllm:kv_cache_usage_perc: share of blocks in use (cached free blocks count as free).
   [[nodiscard]] double usage() const;
-  [[nodiscard]] bool is_cached(BlockHash hash) const { return cached_.contains(hash); }
+  [[nodiscard]] bool is_cached(BlockHash hash, std::uint32_t group = 0) const {
+    return cached_.contains(pool_key(hash, group));
+  }
   [[nodiscard]] std::uint32_t ref_count(BlockId block) const { return blocks_[block].ref_count; }
 
   std::vector<CacheEvent> take_events();
@@ -118,12 +140,17 @@ class BlockPool {
     std::vector<TokenId> tokens;
     std::string root_cache_salt;
     std::string lora_name;
+    std::uint32_t group = 0;
     std::uint32_t ref_count = 0;
     BlockId previous = kNone;  // free-queue links, valid while free
     BlockId next = kNone;
     bool free = false;
   };
 
+  // One hash is cached once per group: the cache's key for it in `group`.
+  static BlockHash pool_key(BlockHash hash, std::uint32_t group) {
+    return group == 0 ? hash : hash ^ (0x9E3779B97F4A7C15ULL * group);
+  }
   void push_free_tail(BlockId block);
   void unlink_free(BlockId block);
   void evict_hash(BlockId block);
@@ -134,7 +161,8 @@ class BlockPool {
   BlockId free_head_ = kNone;
   BlockId free_tail_ = kNone;
   std::uint32_t free_count_ = 0;
-  std::unordered_map<BlockHash, std::vector<BlockId>> cached_;
+  std::unordered_map<BlockHash, std::vector<BlockId>> cached_;  // by pool_key
+  std::vector<CacheGroup> groups_;                              // empty: one group, events without group fields
   std::vector<CacheEvent> events_;
   std::uint32_t cpu_capacity_ = 0;
   std::list<BlockHash> cpu_lru_;  // least recently used first

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <iterator>
 
 namespace kvgate::sim {
 namespace {
@@ -19,6 +20,9 @@ TokenId filler_token(std::uint32_t output_index) {
 Engine::Engine(std::uint32_t num_blocks, std::uint32_t block_size, EngineLimits limits, StepCost cost)
     : pool_(num_blocks, block_size), limits_(limits), cost_(cost) {
   pool_.enable_cpu_tier(limits.cpu_offload_blocks);
+  if (hybrid()) {
+    pool_.describe_groups(limits_.groups);
+  }
   if (limits.slots > 0) {
     slots_.emplace(limits.slots, limits.slot_similarity, limits.slot_ram_tokens);
     limits_.max_num_seqs = limits.slots;  // one request per slot; the rest are deferred
@@ -96,6 +100,7 @@ void Engine::schedule_running(std::uint32_t& budget, std::vector<Scheduled>& sch
     auto& request = *running_[index];
     auto wanted = std::min<std::uint32_t>(static_cast<std::uint32_t>(request.tokens.size()) - request.computed, budget);
     bool preempted_itself = false;
+    free_skipped(request);
     while (!grow_blocks(request, request.computed + wanted)) {
       auto* victim = running_.back();  // the most recently admitted
       preempt(*victim);
@@ -160,9 +165,121 @@ bool Engine::try_admit_to_slot(Request& request, std::uint32_t budget, std::uint
   return true;
 }
 
+std::uint32_t Engine::sliding_hit(std::span<const BlockHash> hashes, std::uint32_t full_blocks) const {
+  const auto block_size = pool_.block_size();
+  const auto window = limits_.groups[1].window;
+  // -1: the window includes the token being computed.
+  const std::uint32_t needed = (window - 1 + block_size - 1) / block_size;
+  auto held = [&](std::uint32_t position) {
+    for (std::uint32_t group = 1; group < limits_.groups.size(); ++group) {
+      if (!pool_.cached_block(hashes[position], group)) {
+        return false;
+      }
+    }
+    return true;
+  };
+  std::uint32_t contiguous = 0;
+  for (auto position = static_cast<std::int64_t>(full_blocks) - 1; position >= 0; --position) {
+    if (!held(static_cast<std::uint32_t>(position))) {
+      contiguous = 0;
+      continue;
+    }
+    if (++contiguous >= needed) {
+      return static_cast<std::uint32_t>(position) + contiguous;
+    }
+  }
+  return contiguous;  // the run from the first block, shorter than a window
+}
+
+bool Engine::try_admit_hybrid(Request& request, std::uint32_t budget, std::uint32_t& tokens) {
+  const auto block_size = pool_.block_size();
+  const auto total = static_cast<std::uint32_t>(request.tokens.size());
+  auto hashes = prompt_hashes(request);
+  auto reusable = std::min<std::size_t>(hashes.size(), (total - 1) / block_size);
+  // vLLM's HybridKVCacheCoordinator: the full group's hit, then the
+  // sliding groups' within it; the shorter is the hit of both.
+  const auto full = pool_.find_cached_prefix(std::span(hashes).first(reusable), 0);
+  const auto hit = sliding_hit(hashes, static_cast<std::uint32_t>(full.size()));
+  const std::uint32_t window = limits_.groups[1].window;
+  const std::uint32_t needed = (window - 1 + block_size - 1) / block_size;
+  const auto window_start = hit > needed ? hit - needed : 0;
+  const auto computed = hit * block_size;
+  tokens = std::min(total - computed, budget);
+  const auto positions = blocks_for(computed + tokens, block_size);
+  const auto local_groups = static_cast<std::uint32_t>(limits_.groups.size() - 1);
+  std::vector<BlockId> touched(full.begin(), full.begin() + hit);
+  for (std::uint32_t group = 1; group <= local_groups; ++group) {
+    for (auto position = window_start; position < hit; ++position) {
+      touched.push_back(*pool_.cached_block(hashes[position], group));
+    }
+  }
+  const auto new_blocks = (positions - hit) * (1 + local_groups);
+  const auto hits_in_free_queue = static_cast<std::uint32_t>(
+      std::count_if(touched.begin(), touched.end(), [&](BlockId block) { return pool_.ref_count(block) == 0; }));
+  if (new_blocks > pool_.free_blocks() - hits_in_free_queue) {
+    return false;
+  }
+  pool_.touch(touched);
+  auto allocated = pool_.allocate(new_blocks);
+  assert(allocated);
+  auto next = allocated->begin();
+  request.blocks.assign(full.begin(), full.begin() + hit);
+  for (auto position = hit; position < positions; ++position) {
+    request.blocks.push_back(*next++);
+  }
+  request.local_blocks.assign(local_groups, {});
+  request.local_cached.assign(local_groups, hit);
+  for (std::uint32_t group = 1; group <= local_groups; ++group) {
+    auto& blocks = request.local_blocks[group - 1];
+    blocks.assign(window_start, kNullBlock);
+    for (auto position = window_start; position < hit; ++position) {
+      blocks.push_back(*pool_.cached_block(hashes[position], group));
+    }
+    for (auto position = hit; position < positions; ++position) {
+      blocks.push_back(*next++);
+    }
+  }
+  request.cached_blocks = hit;
+  request.hashes.assign(hashes.begin(), hashes.begin() + hit);
+  request.computed = computed;
+  counters_.prefix_queries_tokens += total;
+  counters_.prefix_hit_tokens += computed;
+  if (!request.cached_tokens) {
+    request.cached_tokens = computed;
+    counters_.prompt_tokens += request.prompt_length;
+  }
+  return true;
+}
+
+void Engine::free_skipped(Request& request) {
+  if (!hybrid()) {
+    return;
+  }
+  const auto block_size = pool_.block_size();
+  const auto window = limits_.groups[1].window;
+  const std::uint32_t skipped_tokens = request.computed + 1 > window ? request.computed + 1 - window : 0;
+  const auto skipped_blocks = skipped_tokens / block_size;
+  std::vector<BlockId> freed;
+  for (auto& blocks : request.local_blocks) {
+    // From the last block the window has passed down to the first already
+    // freed one, freed in that order (vLLM).
+    for (auto position = std::min<std::size_t>(skipped_blocks, blocks.size()); position-- > 0;) {
+      if (blocks[position] == kNullBlock) {
+        break;
+      }
+      freed.push_back(blocks[position]);
+      blocks[position] = kNullBlock;
+    }
+  }
+  pool_.release(freed);
+}
+
 bool Engine::try_admit(Request& request, std::uint32_t budget, std::uint32_t& tokens) {
   if (slots_) {
     return try_admit_to_slot(request, budget, tokens);
+  }
+  if (hybrid()) {
+    return try_admit_hybrid(request, budget, tokens);
   }
   const auto block_size = pool_.block_size();
   const auto total = static_cast<std::uint32_t>(request.tokens.size());
@@ -209,11 +326,18 @@ bool Engine::grow_blocks(Request& request, std::uint32_t total_tokens) {
   if (needed <= request.blocks.size()) {
     return true;
   }
-  auto allocated = pool_.allocate(needed - static_cast<std::uint32_t>(request.blocks.size()));
+  const auto more = needed - static_cast<std::uint32_t>(request.blocks.size());
+  // Every group grows by the same positions, all or nothing.
+  auto allocated = pool_.allocate(more * static_cast<std::uint32_t>(1 + request.local_blocks.size()));
   if (!allocated) {
     return false;
   }
-  request.blocks.insert(request.blocks.end(), allocated->begin(), allocated->end());
+  auto next = allocated->begin();
+  request.blocks.insert(request.blocks.end(), next, next + more);
+  for (auto& blocks : request.local_blocks) {
+    next += more;
+    blocks.insert(blocks.end(), next, next + more);
+  }
   return true;
 }
 
@@ -222,6 +346,8 @@ void Engine::preempt(Request& request) {
   request.computed = 0;
   request.cached_blocks = 0;
   request.hashes.clear();
+  request.local_blocks.clear();
+  request.local_cached.clear();
   std::erase(running_, &request);
   waiting_.push_front(&request);
   ++counters_.preemptions;
@@ -268,6 +394,29 @@ void Engine::cache_full_blocks(Request& request) {
                      std::span(request.tokens).subspan(first * block_size, (full - first) * block_size),
                      request.cache_salt, request.lora_name);
   request.cached_blocks = full;
+  // The sliding-window groups cache the same positions, but for blocks they
+  // never held (before a hit's window): vLLM skips null blocks.
+  for (std::size_t group = 0; group < request.local_blocks.size(); ++group) {
+    const auto& blocks = request.local_blocks[group];
+    auto position = request.local_cached[group];
+    while (position < full) {
+      if (blocks[position] == kNullBlock) {
+        ++position;
+        continue;
+      }
+      auto end = position;
+      while (end < full && blocks[end] != kNullBlock) {
+        ++end;
+      }
+      pool_.cache_blocks(std::span(blocks).subspan(position, end - position),
+                         std::span(request.hashes).subspan(position, end - position),
+                         position > 0 ? std::optional(request.hashes[position - 1]) : std::nullopt,
+                         std::span(request.tokens).subspan(position * block_size, (end - position) * block_size),
+                         request.cache_salt, request.lora_name, static_cast<std::uint32_t>(group + 1));
+      position = end;
+    }
+    request.local_cached[group] = full;
+  }
 }
 
 void Engine::finish(Request& request) {
@@ -286,10 +435,18 @@ void Engine::release_blocks(Request& request) {
     }
     return;
   }
-  // Reverse order: the request's tail blocks are evicted first (vLLM).
-  std::vector<BlockId> reversed(request.blocks.rbegin(), request.blocks.rend());
+  // Every group's blocks in allocation order, then freed in reverse: the
+  // request's tail blocks are evicted first (vLLM).
+  std::vector<BlockId> blocks(request.blocks.begin(), request.blocks.end());
+  for (const auto& group : request.local_blocks) {
+    std::copy_if(group.begin(), group.end(), std::back_inserter(blocks),
+                 [](BlockId block) { return block != kNullBlock; });
+  }
+  std::vector<BlockId> reversed(blocks.rbegin(), blocks.rend());
   pool_.release(reversed);
   request.blocks.clear();
+  request.local_blocks.clear();
+  request.local_cached.clear();
 }
 
 std::vector<BlockHash> Engine::prompt_hashes(const Request& request) const {

@@ -46,6 +46,10 @@ struct EngineLimits {
   // what loading one adds to the step that admits its request.
   std::uint32_t max_loras = 1;
   double lora_load_ms = 0;
+  // A hybrid model's cache groups (vLLM's hybrid KV cache manager): the
+  // first full attention, the others sliding windows of one size. Empty:
+  // one full-attention group, events without group fields.
+  std::vector<CacheGroup> groups;
 };
 
 // Modelled duration of one step, in milliseconds of GPU time.
@@ -133,7 +137,13 @@ class Engine {
     std::string lora_name;
     std::optional<std::uint32_t> cached_tokens;  // set at first admission
     std::optional<std::uint32_t> slot;           // llama.cpp mode: the slot it runs in
+    // A hybrid model: each sliding-window group's blocks by position
+    // (kNullBlock: never needed, or freed once out of the window) and how
+    // many leading positions it has cached.
+    std::vector<std::vector<BlockId>> local_blocks;
+    std::vector<std::uint32_t> local_cached;
   };
+  static constexpr BlockId kNullBlock = UINT32_MAX;
   struct Scheduled {
     Request* request;
     std::uint32_t tokens;
@@ -145,6 +155,14 @@ class Engine {
   void admit_waiting(std::uint32_t& budget, std::vector<Scheduled>& scheduled);
   bool try_admit(Request& request, std::uint32_t budget, std::uint32_t& tokens);
   bool try_admit_to_slot(Request& request, std::uint32_t budget, std::uint32_t& tokens);
+  bool try_admit_hybrid(Request& request, std::uint32_t budget, std::uint32_t& tokens);
+  [[nodiscard]] bool hybrid() const { return limits_.groups.size() > 1; }
+  // The sliding-window groups' hit within the full group's `full_blocks`
+  // leading blocks (vLLM's SlidingWindowManager.find_longest_cache_hit).
+  [[nodiscard]] std::uint32_t sliding_hit(std::span<const BlockHash> hashes, std::uint32_t full_blocks) const;
+  // Frees the sliding-window blocks the request's window has passed
+  // (vLLM's remove_skipped_blocks, before each allocation).
+  void free_skipped(Request& request);
   void cache_full_blocks(Request& request);
   void finish(Request& request);
   void release_blocks(Request& request);

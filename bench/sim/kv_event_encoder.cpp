@@ -87,7 +87,9 @@ void write_stored(MsgpackWriter& writer, const BlockStored& event, EventFormat f
     }
     return;
   }
-  writer.map_header((salted ? 8 : 7) + (lora ? 1 : 0));
+  const bool grouped = event.group_idx.has_value();
+  const bool windowed = event.sliding_window.has_value();
+  writer.map_header((salted ? 8 : 7) + (lora ? 1 : 0) + (grouped ? 2 : 0) + (windowed ? 1 : 0));
   writer.string("type");
   writer.string("BlockStored");
   writer.string("block_hashes");
@@ -110,6 +112,16 @@ void write_stored(MsgpackWriter& writer, const BlockStored& event, EventFormat f
     writer.string("lora_name");
     writer.string(event.lora_name);
   }
+  if (grouped) {
+    writer.string("group_idx");
+    writer.unsigned_integer(*event.group_idx);
+    writer.string("kv_cache_spec_kind");
+    writer.string(event.spec_kind);
+  }
+  if (windowed) {
+    writer.string("kv_cache_spec_sliding_window");
+    writer.unsigned_integer(*event.sliding_window);
+  }
 }
 
 void write_removed(MsgpackWriter& writer, const BlockRemoved& event, EventFormat format) {
@@ -120,13 +132,17 @@ void write_removed(MsgpackWriter& writer, const BlockRemoved& event, EventFormat
     writer.string(medium_name(event.medium));
     return;
   }
-  writer.map_header(3);
+  writer.map_header(event.group_idx ? 4 : 3);
   writer.string("type");
   writer.string("BlockRemoved");
   writer.string("block_hashes");
   write_hashes(writer, event.block_hashes, format);
   writer.string("medium");
   writer.string(medium_name(event.medium));
+  if (event.group_idx) {
+    writer.string("group_idx");
+    writer.unsigned_integer(*event.group_idx);
+  }
 }
 
 void write_cleared(MsgpackWriter& writer, EventFormat format) {

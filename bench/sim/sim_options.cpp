@@ -40,7 +40,8 @@ std::string sim_usage() {
          "         [--attention-ms-per-context-token X]\n"
          "         [--cpu-offload-blocks N] [--cpu-offload-gbps X] [--kv-bytes-per-token N]\n"
          "         [--engine-profile vllm|sglang|llamacpp] [--slots N] [--slot-similarity X] [--cache-ram MIB]\n"
-         "         [--lora-adapters NAME,NAME,...] [--max-loras N] [--lora-load-ms X]\n";
+         "         [--lora-adapters NAME,NAME,...] [--max-loras N] [--lora-load-ms X]\n"
+         "         [--kv-groups full,sliding_window:W,...]\n";
 }
 
 std::optional<std::string> parse_sim_options(const std::vector<std::string>& args, SimOptions& options) {
@@ -83,6 +84,39 @@ std::optional<std::string> parse_sim_options(const std::vector<std::string>& arg
            start = end + 1;
          }
          return true;
+       }},
+      {"--kv-groups",
+       [&](const std::string& value) {
+         // A hybrid model's cache groups: one full, then sliding windows
+         // of one size (vLLM groups layers of one kind into groups of
+         // equal size: Gemma 3's five sliding layers to one global give
+         // several sliding groups beside the full one).
+         auto& groups = options.limits.groups;
+         groups.clear();
+         std::string::size_type start = 0;
+         while (start <= value.size()) {
+           auto end = value.find(',', start);
+           auto item = value.substr(start, end == std::string::npos ? std::string::npos : end - start);
+           constexpr std::string_view kSliding = "sliding_window:";
+           std::uint32_t window = 0;
+           if (item == "full") {
+             if (!groups.empty()) {
+               return false;
+             }
+           } else if (item.starts_with(kSliding) && parse_number(item.substr(kSliding.size()), window) && window >= 2) {
+             if (groups.empty() || (groups.size() > 1 && groups.back().window != window)) {
+               return false;
+             }
+           } else {
+             return false;
+           }
+           groups.push_back(CacheGroup{window});
+           if (end == std::string::npos) {
+             break;
+           }
+           start = end + 1;
+         }
+         return groups.size() >= 2;
        }},
       {"--time-scale", number(options.time_scale, 0.000001)},
       {"--default-max-tokens", number(options.default_max_tokens, 1u)},
@@ -136,6 +170,18 @@ std::optional<std::string> parse_sim_options(const std::vector<std::string>& arg
         static_cast<std::uint64_t>(static_cast<double>(cache_ram_mib) * 1024 * 1024 / options.kv_bytes_per_token);
   } else if (options.limits.slots != 0 || cache_ram_mib != 0) {
     return std::string("--slots and --cache-ram need --engine-profile llamacpp");
+  }
+  if (!options.limits.groups.empty()) {
+    if (options.profile != EngineProfile::vllm || options.kv_events_format != EventFormat::map ||
+        options.limits.cpu_offload_blocks != 0) {
+      return std::string(
+          "--kv-groups is vLLM's hybrid KV cache: --engine-profile vllm, --kv-events-format map, "
+          "no --cpu-offload-blocks");
+    }
+    const auto groups = static_cast<std::uint64_t>(options.limits.groups.size());
+    if (static_cast<std::uint64_t>(options.num_gpu_blocks) * options.block_size < options.max_model_len * groups) {
+      return std::string("--num-gpu-blocks x --block-size must hold --max-model-len tokens in every --kv-groups group");
+    }
   }
   if (seed_given) {
     options.hash_seed = seed;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <set>
 
 namespace kvgate::sim {
 namespace {
@@ -267,6 +268,45 @@ TEST(EngineLora, ABatchMixesAtMostMaxLorasAdaptersAndLoadsCostTheirStep) {
   auto reused = engine.step();
   EXPECT_LT(reused.duration_ms, 50.0);  // b is still loaded
   EXPECT_EQ(engine.counters().lora_loads, 2u);
+}
+
+}  // namespace
+}  // namespace kvgate::sim
+
+namespace kvgate::sim {
+namespace {
+
+// vLLM's hybrid KV cache: every position takes a block in each group; the
+// sliding group frees the blocks its window has passed while the request
+// runs (they stay cached), and a later hit needs the full group's prefix
+// and the sliding group's window before the hit point.
+TEST(HybridEngine, TheSlidingGroupFreesPassedBlocksAndAHitNeedsItsWindow) {
+  EngineLimits limits;
+  limits.groups = {CacheGroup{0}, CacheGroup{8}};  // window 8: ceil(7 / 4) = 2 blocks
+  auto engine = make_engine(64, limits);
+  engine.add({prompt(24), 4, 7});
+  engine.step();  // the prefill: 6 positions in each group
+  EXPECT_EQ(engine.pool().free_blocks(), 64u - 12u);
+  engine.step();
+  // A decode position in each group; the window (token 25 back to 18) has
+  // passed the sliding group's blocks 0-3.
+  EXPECT_EQ(engine.pool().free_blocks(), 64u - 12u - 2u + 4u);
+  run_until_idle(engine);
+  auto events = engine.pool().take_events();
+  std::set<std::uint32_t> groups;
+  for (const auto& event : events) {
+    if (const auto* stored = std::get_if<BlockStored>(&event)) {
+      ASSERT_TRUE(stored->group_idx.has_value());
+      groups.insert(*stored->group_idx);
+      EXPECT_EQ(stored->spec_kind, *stored->group_idx == 0 ? "full_attention" : "sliding_window");
+      EXPECT_EQ(stored->sliding_window.has_value(), *stored->group_idx == 1);
+    }
+  }
+  EXPECT_EQ(groups, (std::set<std::uint32_t>{0, 1}));
+  // Freed, not evicted: the same prompt hits all of it.
+  engine.add({prompt(24), 1, 7});
+  EXPECT_EQ(engine.step().progress[0].cached_tokens, 20u);
+  run_until_idle(engine);
 }
 
 }  // namespace
