@@ -160,17 +160,24 @@ BENCHMARK(index_lookup)->Arg(16)->Arg(1000)->Unit(benchmark::kMicrosecond);
 // request's own, and the cache_aware policy. Reports the p99 of single
 // decisions and the heap allocations per decision. The second argument: the
 // model's LoRA adapters (the request names one; each worker has routed a
-// few of them), 0 for a base-model request.
+// few of them), 0 for a base-model request. The third: a sliding window in
+// tokens (0: full attention only), as Gemma 3's (1024): each worker's local
+// group holds the window before the end of its run, as after its last
+// request, so the check walks one window per worker.
 void router_decide(benchmark::State& state) {
   namespace route = kvgate::route;
   const auto workers = static_cast<std::size_t>(state.range(0));
   const auto adapters = static_cast<std::size_t>(state.range(1));
+  const auto window = static_cast<std::uint32_t>(state.range(2));
   route::RoutingTable table;
   table.options = std::make_shared<kvgate::config::Options>();
   table.policy = kvgate::policy::make_cache_aware({});
   route::ModelRoute model;
   model.name = "qwen3";
   model.cache = std::make_shared<kvgate::kv_events::ModelCache>("qwen3", 16, 1u << 26);
+  if (window > 0) {
+    model.cache->attention.configure({kvgate::prefix::AttentionKind::sliding_window, window});
+  }
   kvgate::prompt::PreparedPrompt prompt;
   prompt.input_tokens = 32'768;
   prompt.blocks.resize(2'048);
@@ -186,6 +193,14 @@ void router_decide(benchmark::State& state) {
     auto held = std::min<std::size_t>(prompt.blocks.size(), 128 * (index % 16 + 1));
     model.cache->index.insert(static_cast<kvgate::index::WorkerSlot>(index), std::span(prompt.blocks).first(held),
                               kvgate::index::Tier::gpu, 1);
+    if (window > 0) {
+      const std::size_t window_blocks = (window + 15) / 16;
+      std::vector<kvgate::index::BlockHash> local;
+      for (auto block = held - std::min(held, window_blocks); block < held; ++block) {
+        local.push_back(kvgate::prefix::local_group_key(prompt.blocks[block]));
+      }
+      model.cache->index.insert(static_cast<kvgate::index::WorkerSlot>(index), local, kvgate::index::Tier::gpu, 1);
+    }
     model.workers.back().state->load().prefill_added(1'000 * (index % 5));
     for (std::size_t adapter = index % 4; adapter < adapters; adapter += 4) {
       model.workers.back().state->adapters().routed(adapter, 1'000 + adapter);
@@ -233,7 +248,13 @@ void router_decide(benchmark::State& state) {
   state.counters["allocs_per_decision"] =
       static_cast<double>(allocations) / static_cast<double>(std::max<std::int64_t>(state.iterations(), 1));
 }
-BENCHMARK(router_decide)->Args({16, 0})->Args({16, 32})->Args({64, 0})->Args({1000, 0})->Unit(benchmark::kMicrosecond);
+BENCHMARK(router_decide)
+    ->Args({16, 0, 0})
+    ->Args({16, 32, 0})
+    ->Args({16, 32, 1024})
+    ->Args({64, 0, 0})
+    ->Args({1000, 0, 0})
+    ->Unit(benchmark::kMicrosecond);
 
 // Resident memory per (block, worker) entry with 10 million entries, each
 // block held by Arg(0) of 16 workers (1: 10 M blocks, the worst case for
@@ -268,7 +289,8 @@ BENCHMARK(index_memory)->Arg(1)->Arg(2)->Iterations(1)->Unit(benchmark::kMillise
 std::uint64_t decode_and_apply_all(benchmark::State& state, const std::vector<std::string>& payloads,
                                    std::uint32_t block_size) {
   kvgate::index::PrefixIndex index(1u << 30);
-  kvgate::kv_events::WorkerCaches caches(index, "model", {block_size});
+  kvgate::kv_events::AttentionLayout attention;
+  kvgate::kv_events::WorkerCaches caches(index, "model", {block_size}, attention);
   std::size_t next = 0;
   std::uint64_t blocks = 0;
   for (auto _ : state) {

@@ -389,20 +389,23 @@ AdminResponse debug_route(gateway::GatewayContext& context, std::string_view que
                      {"expired", decision.session && decision.session->expired}};
   }
   return json_response(
-      200, {{"worker", worker_id(decision.worker)},
-            {"reason", policy::to_string(decision.reason)},
-            {"policy_reason", policy::to_string(decision.policy_reason)},
-            {"policy", table->policy->name()},
-            {"session", std::move(session)},
-            {"session_state", std::move(session_state)},
-            {"input_tokens", decision.input_tokens == 0 ? json(nullptr) : json(decision.input_tokens)},
-            {"predicted_cached_tokens", decision.worker ? json(decision.indexed_cached_tokens) : json(nullptr)},
-            {"runner_up", worker_id(decision.runner_up)},
-            {"gap_ms", optional_ms(decision.gap_ms)},
-            {"tokenization", model.tokenizer ? "exact" : "approximate"},
-            {"blocks", inference.prompt.blocks.size()},
-            {"returns", returns_json(*model.session_gaps)},
-            {"candidates", route::candidates_json(decision.candidates)}});
+      200,
+      {{"worker", worker_id(decision.worker)},
+       {"reason", policy::to_string(decision.reason)},
+       {"policy_reason", policy::to_string(decision.policy_reason)},
+       {"policy", table->policy->name()},
+       {"session", std::move(session)},
+       {"session_state", std::move(session_state)},
+       {"input_tokens", decision.input_tokens == 0 ? json(nullptr) : json(decision.input_tokens)},
+       {"predicted_cached_tokens", decision.worker ? json(decision.indexed_cached_tokens) : json(nullptr)},
+       {"full_attention_cached_tokens", decision.worker ? json(decision.full_attention_cached_tokens) : json(nullptr)},
+       {"attention", model.cache ? prefix::to_string(model.cache->attention.effective()) : "full"},
+       {"runner_up", worker_id(decision.runner_up)},
+       {"gap_ms", optional_ms(decision.gap_ms)},
+       {"tokenization", model.tokenizer ? "exact" : "approximate"},
+       {"blocks", inference.prompt.blocks.size()},
+       {"returns", returns_json(*model.session_gaps)},
+       {"candidates", route::candidates_json(decision.candidates)}});
 }
 
 // %XX escapes in a path segment (a session key may hold any byte).

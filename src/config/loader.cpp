@@ -618,6 +618,24 @@ void read_workers_from(YamlReader& reader, const YAML::Node& node, const std::st
   }
 }
 
+void read_attention(YamlReader& reader, const YAML::Node& node, const std::string& path, ModelOptions& out) {
+  if (!reader.check_mapping(node, path, keys_under("models[].attention"))) {
+    return;
+  }
+  if (node["sliding_window"] && node["chunked_local"]) {
+    reader.problem(node, path, "one kind of local attention: sliding_window or chunked_local, not both");
+    return;
+  }
+  for (auto [key, kind] : {std::pair{"sliding_window", prefix::AttentionKind::sliding_window},
+                           std::pair{"chunked_local", prefix::AttentionKind::chunked_local}}) {
+    reader.optional(node, path, key, [&](auto& value, auto key_path) {
+      out.attention.kind = kind;
+      reader.read(value, key_path, out.attention.tokens, 2u, 1u << 24);
+      out.attention_given = true;
+    });
+  }
+}
+
 void read_model(YamlReader& reader, const YAML::Node& node, const std::string& path, ModelOptions& out) {
   if (!reader.check_mapping(node, path, keys_under("models[]"))) {
     return;
@@ -675,6 +693,8 @@ void read_model(YamlReader& reader, const YAML::Node& node, const std::string& p
   reader.optional(node, path, "lora_load", [&](auto& value, auto key_path) {
     reader.read_duration(value, key_path, out.lora_load, Milliseconds(0));
   });
+  reader.optional(node, path, "attention",
+                  [&](auto& value, auto key_path) { read_attention(reader, value, key_path, out); });
   reader.optional(node, path, "kv_bytes_per_token",
                   [&](auto& value, auto key_path) { reader.read(value, key_path, out.kv_bytes_per_token, 1.0, 1e9); });
   reader.optional(node, path, "offload_gbps",

@@ -219,6 +219,13 @@ constexpr std::array kOptions{
                "adapters a worker holds at once (vLLM --max-loras) when its engine does not report it"},
     OptionSpec{"models[].lora_load", duration, "100ms",
                "loading an adapter a worker does not hold, before the prefill (cache_aware prices it)"},
+    OptionSpec{"models[].attention", section, "",
+               "local-attention layers beside full attention, for workers without KV events (events that name "
+               "their cache groups win); neither key: full attention only"},
+    OptionSpec{"models[].attention.sliding_window", integer, "",
+               "tokens in the sliding window (Gemma 3: 1024, gpt-oss: 128)"},
+    OptionSpec{"models[].attention.chunked_local", integer, "",
+               "tokens per chunk of chunked local attention (Llama 4: 8192)"},
     OptionSpec{"models[].workers", list, "", "the configured workers"},
     OptionSpec{"models[].workers[].id", text, "", "unique across the file; labels metrics and logs (required)"},
     OptionSpec{"models[].workers[].url", text, "", "http://host:port of the engine (required)"},

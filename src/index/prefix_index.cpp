@@ -322,6 +322,77 @@ void PrefixIndex::walk(const Table& table, std::span<const BlockHash> blocks, Pr
   }
 }
 
+void PrefixIndex::limit_to_local_attention(std::span<const BlockHash> blocks, const prefix::LocalAttention& attention,
+                                           std::uint32_t block_size, std::uint32_t reusable_blocks,
+                                           PrefixMatch& match) const {
+  const auto limit = std::min<std::size_t>(reusable_blocks, blocks.size());
+  auto& scanning = match.scanning;
+  scanning.clear();
+  std::uint32_t highest = 0;
+  for (std::size_t worker = 0; worker < match.blocks.size(); ++worker) {
+    auto& run = match.blocks[worker];
+    run = std::min<std::uint32_t>(run, static_cast<std::uint32_t>(limit));
+    match.gpu_blocks[worker] = std::min(match.gpu_blocks[worker], run);
+    if (run > 0 && attention.hybrid()) {
+      scanning.push_back(static_cast<WorkerSlot>(worker));
+      highest = std::max(highest, run);
+    }
+  }
+  if (scanning.empty()) {
+    return;
+  }
+  ReadGuard table(published_);
+  auto local_held = [&](std::uint64_t slot, WorkerSlot worker) {
+    const auto word = word_of(worker);
+    return slot != table->capacity && word < table->words && (table->holders(slot, word) & bit(worker)) != 0;
+  };
+  auto settle = [&](WorkerSlot worker, std::uint32_t hit) {
+    match.blocks[worker] = hit;
+    match.gpu_blocks[worker] = std::min(match.gpu_blocks[worker], hit);
+  };
+  if (attention.kind == prefix::AttentionKind::chunked_local) {
+    for (auto worker : scanning) {
+      settle(worker, prefix::hybrid_hit_blocks(attention, block_size, match.blocks[worker], [&](std::uint32_t block) {
+               return local_held(table->find(key_of(prefix::local_group_key(blocks[block]))), worker);
+             }));
+    }
+    return;
+  }
+  // Sliding window: the rule of prefix::hybrid_hit_blocks for every worker
+  // in one downward pass; runs[i] belongs to scanning[i].
+  const std::uint32_t needed = (attention.tokens - 1 + block_size - 1) / block_size;
+  auto& runs = match.runs;
+  runs.assign(scanning.size(), 0);
+  std::size_t open = scanning.size();
+  for (std::uint32_t block = highest; block-- > 0 && open > 0;) {
+    const auto slot = table->find(key_of(prefix::local_group_key(blocks[block])));
+    for (std::size_t index = 0; index < open;) {
+      const auto worker = scanning[index];
+      if (match.blocks[worker] <= block) {
+        ++index;  // its run has not reached this block yet
+        continue;
+      }
+      if (!local_held(slot, worker)) {
+        runs[index] = 0;
+        ++index;
+        continue;
+      }
+      if (++runs[index] < needed) {
+        ++index;
+        continue;
+      }
+      settle(worker, block + runs[index]);
+      // Done: the last open worker takes its place.
+      --open;
+      scanning[index] = scanning[open];
+      runs[index] = runs[open];
+    }
+  }
+  for (std::size_t index = 0; index < open; ++index) {
+    settle(scanning[index], runs[index]);  // no full window: the run from block 0, if any
+  }
+}
+
 bool PrefixIndex::holds(WorkerSlot worker, BlockHash block) const {
   ReadGuard table(published_);
   const auto word = word_of(worker);

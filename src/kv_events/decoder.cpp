@@ -40,6 +40,9 @@ enum class Slot : std::uint8_t {
   extra_entry,
   extra_key,
   metadata_salt,
+  group_idx,
+  spec_kind,
+  sliding_window,
 };
 
 enum class Frame : std::uint8_t {
@@ -64,19 +67,19 @@ struct FrameState {
 
 // Field positions of the array form, the tag first (vLLM's declaration order).
 Slot stored_field_at(std::uint32_t position) {
-  static constexpr std::array<Slot, 9> kStoredFields = {Slot::tag,    Slot::hashes,     Slot::parent,
-                                                        Slot::tokens, Slot::block_size, Slot::lora_id,
-                                                        Slot::medium, Slot::lora_name,  Slot::extra_keys};
+  static constexpr std::array<Slot, 12> kStoredFields = {
+      Slot::tag,    Slot::hashes,    Slot::parent,     Slot::tokens,    Slot::block_size, Slot::lora_id,
+      Slot::medium, Slot::lora_name, Slot::extra_keys, Slot::group_idx, Slot::spec_kind,  Slot::sliding_window};
   return position < kStoredFields.size() ? kStoredFields[position] : Slot::skip;
 }
 
 Slot removed_field_at(std::uint32_t position) {
-  static constexpr std::array<Slot, 3> kRemovedFields = {Slot::tag, Slot::hashes, Slot::medium};
+  static constexpr std::array<Slot, 4> kRemovedFields = {Slot::tag, Slot::hashes, Slot::medium, Slot::group_idx};
   return position < kRemovedFields.size() ? kRemovedFields[position] : Slot::skip;
 }
 
 Slot event_field_named(std::string_view name) {
-  static constexpr std::array<std::pair<std::string_view, Slot>, 10> kFields = {{
+  static constexpr std::array<std::pair<std::string_view, Slot>, 13> kFields = {{
       {"type", Slot::tag},
       {"block_hashes", Slot::hashes},
       {"parent_block_hash", Slot::parent},
@@ -87,6 +90,9 @@ Slot event_field_named(std::string_view name) {
       {"lora_name", Slot::lora_name},
       {"cache_salt", Slot::cache_salt},
       {"extra_keys", Slot::extra_keys},
+      {"group_idx", Slot::group_idx},
+      {"kv_cache_spec_kind", Slot::spec_kind},
+      {"kv_cache_spec_sliding_window", Slot::sliding_window},
   }};
   for (const auto& [field, slot] : kFields) {
     if (field == name) {
@@ -289,6 +295,15 @@ class BatchReader {
           draft.lora_id = static_cast<std::int64_t>(value.bits);
         }
         break;
+      case Slot::group_idx:
+      case Slot::sliding_window:
+        // nil: not reported (an older engine, or a group without a window).
+        if (auto number = value.natural(); number && *number <= UINT32_MAX) {
+          (slot == Slot::group_idx ? draft.group_idx : draft.sliding_window) = static_cast<std::uint32_t>(*number);
+        } else if (value.kind != Scalar::Kind::null) {
+          draft.bad_group = true;
+        }
+        break;
       default:
         text_or_list_value(slot, value, text);
     }
@@ -301,10 +316,12 @@ class BatchReader {
       case Slot::lora_name:
       case Slot::cache_salt:
       case Slot::metadata_salt:
+      case Slot::spec_kind:
         if (text != nullptr) {
           auto& field = slot == Slot::medium       ? draft.medium
                         : slot == Slot::lora_name  ? draft.lora_name
                         : slot == Slot::cache_salt ? draft.cache_salt
+                        : slot == Slot::spec_kind  ? draft.spec_kind
                                                    : draft.metadata_salt;
           field = *text;
         }
@@ -408,6 +425,10 @@ class BatchReader {
         break;
       case Slot::block_size:
         draft_.block_size = 0;
+        break;
+      case Slot::group_idx:
+      case Slot::sliding_window:
+        draft_.bad_group = true;
         break;
       case Slot::event:
         ++batch_.malformed_events;

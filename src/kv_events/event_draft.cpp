@@ -42,7 +42,8 @@ void read_extra_keys(const std::vector<ExtraKeys>& extra, BlockStored& stored) {
 
 std::optional<BlockStored> stored_event(EventDraft& draft) {
   const bool usable = draft.saw_hashes && !draft.bad_hashes && draft.saw_tokens && !draft.bad_tokens &&
-                      !draft.bad_parent && draft.block_size > 0 && draft.block_size <= kMaxBlockSize &&
+                      !draft.bad_parent && !draft.bad_group && draft.block_size > 0 &&
+                      draft.block_size <= kMaxBlockSize &&
                       // vLLM sends exactly one full block of tokens per hash
                       draft.tokens.size() == draft.hashes.size() * draft.block_size;
   if (!usable) {
@@ -64,6 +65,9 @@ std::optional<BlockStored> stored_event(EventDraft& draft) {
     stored.cache_salt = std::move(draft.metadata_salt);
   }
   read_extra_keys(draft.extra, stored);
+  stored.group_idx = draft.group_idx;
+  stored.spec_kind = std::move(draft.spec_kind);
+  stored.sliding_window = draft.sliding_window;
   return stored;
 }
 
@@ -89,9 +93,10 @@ void EventDraft::finish(EventBatch& batch) {
       }
       return;
     case Kind::removed:
-      if (saw_hashes && !bad_hashes) {
+      if (saw_hashes && !bad_hashes && !bad_group) {
         BlockRemoved removed;
         removed.block_hashes = std::move(hashes);
+        removed.group_idx = group_idx;
         if (medium) {
           removed.medium = std::move(*medium);
         }

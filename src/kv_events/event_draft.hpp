@@ -34,6 +34,10 @@ struct EventDraft {
   std::uint32_t metadata_position = 0;       // element position of that map (0: none)
   std::uint32_t elements = 0;                // elements of the event array (array form)
   std::vector<ExtraKeys> extra;
+  std::optional<std::uint32_t> group_idx;
+  std::optional<std::string> spec_kind;
+  std::optional<std::uint32_t> sliding_window;
+  bool bad_group = false;  // a group index or window that is not a natural number
   bool saw_hashes = false;
   bool saw_tokens = false;
   bool bad_hashes = false;

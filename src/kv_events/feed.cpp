@@ -312,7 +312,29 @@ void Feed::apply(const EventMessage& message, std::uint64_t now_ms) {
   }
   unknown_events_->Increment(batch->unknown_events);
   malformed_events_->Increment(batch->malformed_events);
+  auto& attention = config_.cache->attention;
+  const auto reported_before = attention.reported();
   auto stats = config_.cache->caches.apply(config_.slot, *batch, now_ms);
+  if (const auto reported = attention.reported(); reported && reported != reported_before) {
+    const auto configured = attention.configured();
+    spdlog::info("kv events: model {}: worker {}'s cache groups are {}{}", config_.cache->name, worker_id_,
+                 reported->hybrid() ? "full attention and " + prefix::to_string(*reported) : "full attention only",
+                 *reported == configured
+                     ? ""
+                     : " (configured: " + prefix::to_string(configured) + "; the events' layout is used)");
+  }
+  if (stats.unknown_group_blocks > 0) {
+    config_.worker->series().index_unindexable(stats.unknown_group_blocks);
+    if (!unknown_group_logged_) {
+      unknown_group_logged_ = true;
+      spdlog::warn(
+          "kv events: worker {} sends blocks of cache group {}{} that kvgate does not model; they are "
+          "counted in kvgate_index_unindexable_blocks_total and not indexed (a group without a kind "
+          "is the local attention of models[].attention when set; logged once)",
+          worker_id_, stats.unknown_group.value_or(0),
+          stats.unknown_group_kind.empty() ? std::string() : " (" + stats.unknown_group_kind + ")");
+    }
+  }
   status_.evicted_blocks.fetch_add(stats.gpu_evicted_blocks, std::memory_order_relaxed);
   if (stats.evicted_entries > 0) {
     stats_.evictions.Increment(static_cast<double>(stats.evicted_entries));

@@ -69,6 +69,7 @@ class Feed {
   // The engine restarts the scraper had seen at the last tick: a worker
   // without events loses what kvgate modelled of its cache at each one.
   std::uint64_t engine_restarts_seen_ = 0;
+  bool unknown_group_logged_ = false;  // a cache group kvgate does not model is logged once per worker
 
   prometheus::Counter* stored_events_;
   prometheus::Counter* removed_events_;

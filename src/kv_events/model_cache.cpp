@@ -16,8 +16,9 @@ Result<std::vector<CacheRegistry::Assignment>, std::string> CacheRegistry::assig
     assignments.push_back(std::move(*assignment));
   }
   models_ = std::move(staged);
-  for (const auto& assignment : assignments) {
-    assignment.cache->index.set_max_entries(options.max_entries);
+  for (std::size_t model = 0; model < assignments.size(); ++model) {
+    assignments[model].cache->index.set_max_entries(options.max_entries);
+    assignments[model].cache->attention.configure(models[model].attention);
   }
   return assignments;
 }

@@ -128,16 +128,75 @@ ApplyStats WorkerCaches::apply(WorkerSlot slot, const EventBatch& batch, std::ui
   return stats;
 }
 
-const WorkerCaches::EngineBlock* WorkerCaches::find_parent(const Worker& state, EngineHash parent, Tier tier) const {
+const WorkerCaches::EngineBlock* WorkerCaches::find_parent(const Worker& state, EngineHash parent, Tier tier,
+                                                           bool local, std::uint32_t group) const {
   // The parent normally sits on the same tier; an offloaded copy may chain
-  // from a GPU parent (or the reverse), so the other tier is tried too.
-  for (auto number : {tier_number(tier), 1 - tier_number(tier)}) {
-    auto found = state.engine[number].find(parent);
-    if (found != state.engine[number].end()) {
-      return &found->second;
+  // from a GPU parent (or the reverse), so the other tier is tried too. A
+  // local group's block may continue a block that group never stored (a
+  // request that hit skips the blocks before its window): the full group's
+  // copy has the same chained hash.
+  for (bool own_group : {true, false}) {
+    if (!own_group && !local) {
+      break;
+    }
+    const auto key = own_group && local ? local_engine_key(parent, group) : parent;
+    for (auto number : {tier_number(tier), 1 - tier_number(tier)}) {
+      auto found = state.engine[number].find(key);
+      if (found != state.engine[number].end()) {
+        return &found->second;
+      }
     }
   }
   return nullptr;
+}
+
+// The events name each block's cache group and its kind (vLLM's hybrid KV
+// cache manager; vllm/distributed/kv_events.py BlockStored.group_idx,
+// kv_cache_spec_kind, kv_cache_spec_sliding_window). Without a kind, group
+// 0 is full attention and any other group the configured local attention.
+WorkerCaches::GroupUse WorkerCaches::group_use(std::optional<std::uint32_t> group,
+                                               const std::optional<std::string>& kind,
+                                               std::optional<std::uint32_t> window) {
+  const auto number = group.value_or(0);
+  auto* learned = number < kMaxGroups ? &groups_[number] : nullptr;
+  if (kind) {
+    auto use = GroupUse::unusable;
+    if (*kind == "full_attention" || *kind == "mla_attention" || *kind == "sink_full_attention") {
+      use = GroupUse::full;
+      if (!attention_.reported()) {
+        attention_.report({});  // full attention, so far
+      }
+    } else if ((*kind == "sliding_window" || *kind == "sliding_window_mla") && window.value_or(0) >= 2) {
+      const prefix::LocalAttention reported{prefix::AttentionKind::sliding_window, *window};
+      const auto current = attention_.reported();
+      if (!current || !current->hybrid()) {
+        attention_.report(reported);
+        use = GroupUse::local;
+      } else if (*current == reported) {
+        use = GroupUse::local;
+      }  // else a second window: one local group is modelled
+    }
+    if (learned != nullptr) {
+      *learned = use;
+    }
+    note_local(number, use);
+    return use;
+  }
+  if (learned != nullptr && *learned != GroupUse::unseen) {
+    return *learned;
+  }
+  if (number == 0) {
+    return GroupUse::full;
+  }
+  const auto use = attention_.configured().hybrid() ? GroupUse::local : GroupUse::unusable;
+  note_local(number, use);
+  return use;
+}
+
+void WorkerCaches::note_local(std::uint32_t group, GroupUse use) {
+  if (use == GroupUse::local && group < kMaxGroups) {
+    local_groups_ |= std::uint64_t{1} << group;
+  }
 }
 
 // A stored block's request held every block it continues: in vLLM those
@@ -174,6 +233,17 @@ std::uint32_t WorkerCaches::touch_chain(Worker& state, EngineHash parent, std::u
 }
 
 void WorkerCaches::store(WorkerSlot slot, const BlockStored& event, std::uint64_t now_ms, ApplyStats& stats) {
+  const auto use = group_use(event.group_idx, event.spec_kind, event.sliding_window);
+  if (use == GroupUse::unusable) {
+    stats.unknown_group_blocks += event.block_hashes.size();
+    if (!stats.unknown_group) {
+      stats.unknown_group = event.group_idx.value_or(0);
+      stats.unknown_group_kind = event.spec_kind.value_or("");
+    }
+    return;
+  }
+  const bool local = use == GroupUse::local;
+  const auto group = event.group_idx.value_or(0);
   auto& state = worker(slot);
   const auto tier = tier_of(event.medium);
   const auto number = tier_number(tier);
@@ -182,14 +252,14 @@ void WorkerCaches::store(WorkerSlot slot, const BlockStored& event, std::uint64_
   bool indexable = event.block_size == limits_.block_size && !event.unreproducible_extra_keys;
   BlockHash chain = 0;
   if (event.parent_block_hash) {
-    const auto* parent = find_parent(state, *event.parent_block_hash, tier);
+    const auto* parent = find_parent(state, *event.parent_block_hash, tier, local, group);
     indexable = indexable && parent != nullptr && parent->indexed;
     chain = parent != nullptr ? parent->kvgate_hash : 0;
   } else {
     chain = prefix::partition_seed({model_, event.lora_name.value_or(""), event.cache_salt.value_or("")});
   }
   auto chain_tick = static_cast<std::uint32_t>(now_ms / BlockRecency::kTickMs);
-  if (indexable && event.parent_block_hash && tier == Tier::gpu) {
+  if (indexable && event.parent_block_hash && tier == Tier::gpu && !local) {
     chain_tick = touch_chain(state, *event.parent_block_hash, now_ms);
   }
   scratch_.clear();
@@ -197,13 +267,15 @@ void WorkerCaches::store(WorkerSlot slot, const BlockStored& event, std::uint64_
     if (indexable) {
       chain = prefix::hash_block(chain, std::span(event.token_ids).subspan(block * event.block_size, event.block_size));
     }
-    auto [entry, added] = state.engine[number].try_emplace(event.block_hashes[block]);
+    const auto engine_hash = event.block_hashes[block];
+    auto [entry, added] = state.engine[number].try_emplace(local ? local_engine_key(engine_hash, group) : engine_hash);
     if (!added && entry->second.indexed != indexable) {
       // The same engine hash now means something else to us: keep the
       // newer meaning only once the older copies are gone.
       continue;
     }
     entry->second.kvgate_hash = chain;
+    entry->second.local = local;
     entry->second.indexed = indexable;
     entry->second.has_parent = block > 0 || event.parent_block_hash.has_value();
     entry->second.chain_tick = chain_tick;
@@ -216,14 +288,19 @@ void WorkerCaches::store(WorkerSlot slot, const BlockStored& event, std::uint64_
     }
     // confirmed counts distinct engine hashes (copies are counted above);
     // the index insert also refreshes blocks the cap may have dropped.
-    if (added) {
-      ++state.confirmed[number][chain];
+    const auto key = entry->second.index_key();
+    // A local block counts once every local group holds it (vLLM looks a
+    // block up in all groups of one kind together).
+    auto& groups_holding = state.confirmed[number][key];
+    groups_holding += added ? 1 : 0;
+    if (groups_holding < (local ? local_groups() : 1)) {
+      continue;
     }
     if (tier == Tier::gpu) {
-      forget_assumption(state, chain);  // confirmed: from now on the events decide
-      state.recency.touch(chain, now_ms);
+      forget_assumption(state, key);  // confirmed: from now on the events decide
+      state.recency.touch(key, now_ms);
     }
-    scratch_.push_back(chain);
+    scratch_.push_back(key);
   }
   stats.evicted_entries += index_.insert(slot, scratch_, tier, seconds(now_ms));
   if (state.engine[number].size() > limits_.max_engine_blocks) {
@@ -233,11 +310,21 @@ void WorkerCaches::store(WorkerSlot slot, const BlockStored& event, std::uint64_
 }
 
 void WorkerCaches::remove(WorkerSlot slot, const BlockRemoved& event, ApplyStats& stats) {
+  const auto use = group_use(event.group_idx, std::nullopt, std::nullopt);
+  if (use == GroupUse::unusable) {
+    stats.unknown_group_blocks += event.block_hashes.size();
+    if (!stats.unknown_group) {
+      stats.unknown_group = event.group_idx.value_or(0);
+    }
+    return;
+  }
+  const bool local = use == GroupUse::local;
+  const auto group = event.group_idx.value_or(0);
   auto& state = worker(slot);
   const auto tier = tier_of(event.medium);
   const auto number = tier_number(tier);
   for (auto engine_hash : event.block_hashes) {
-    auto found = state.engine[number].find(engine_hash);
+    auto found = state.engine[number].find(local ? local_engine_key(engine_hash, group) : engine_hash);
     if (found == state.engine[number].end()) {
       ++stats.unknown_removals;
       continue;
@@ -252,16 +339,25 @@ void WorkerCaches::remove(WorkerSlot slot, const BlockRemoved& event, ApplyStats
     if (!block.indexed) {
       continue;
     }
-    auto confirmed = state.confirmed[number].find(block.kvgate_hash);
-    if (confirmed == state.confirmed[number].end() || --confirmed->second > 0) {
+    const auto key = block.index_key();
+    auto confirmed = state.confirmed[number].find(key);
+    if (confirmed == state.confirmed[number].end()) {
       continue;
     }
-    state.confirmed[number].erase(confirmed);
-    const bool still_assumed = tier == Tier::gpu && state.assumed.contains(block.kvgate_hash);
+    const auto required = block.local ? local_groups() : 1;
+    const bool was_credited = confirmed->second >= required;
+    const auto remaining = --confirmed->second;
+    if (remaining == 0) {
+      state.confirmed[number].erase(confirmed);
+    }
+    if (!was_credited || remaining >= required) {
+      continue;
+    }
+    const bool still_assumed = tier == Tier::gpu && state.assumed.contains(key);
     if (!still_assumed) {
-      index_.remove(slot, std::span(&block.kvgate_hash, 1), tier);
+      index_.remove(slot, std::span(&key, 1), tier);
       if (tier == Tier::gpu) {
-        state.recency.forget(block.kvgate_hash);
+        state.recency.forget(key);
       }
     }
   }
@@ -280,6 +376,18 @@ WorkerCaches::AssumeResult WorkerCaches::assume(WorkerSlot slot, std::span<const
     apply_slot_changes(slot, state, now_ms, &result);
     return result;
   }
+  const auto attention = attention_.effective();
+  // The engine's hit on a hybrid model, before this request's own blocks
+  // are credited: the local group's blocks it will compute start there.
+  std::uint32_t hit = 0;
+  if (attention.hybrid()) {
+    while (hit < blocks.size() && index_.holds(slot, blocks[hit])) {
+      ++hit;
+    }
+    hit = prefix::hybrid_hit_blocks(attention, limits_.block_size, hit, [&](std::uint32_t position) {
+      return index_.holds(slot, prefix::local_group_key(blocks[position]));
+    });
+  }
   const auto& confirmed = state.confirmed[tier_number(Tier::gpu)];
   for (auto block : blocks) {
     result.new_blocks += index_.holds(slot, block) ? 0 : 1;
@@ -297,12 +405,53 @@ WorkerCaches::AssumeResult WorkerCaches::assume(WorkerSlot slot, std::span<const
   }
   // Refreshes recency of blocks already held too, so the cap keeps hot ones.
   result.evicted_entries = index_.insert(slot, blocks, Tier::gpu, seconds(now_ms));
+  if (attention.hybrid()) {
+    assume_local(slot, state, blocks, hit, now_ms, ttl_ms, ticket, result);
+  }
   // The worker's cache is full: what it held longest is what it evicts.
   while (state.assumed.size() > capacity_blocks) {
     unassume(slot, state, state.assumed_order.front());
     ++result.evicted_entries;
   }
   return result;
+}
+
+// The local group's copies of a routed prompt. The engine computes them
+// from its hit on (`hit`, in blocks) and reads the window (or the chunk)
+// before the hit; the blocks before that are not touched. The blocks the
+// prefill passes are freed as it goes (vLLM's remove_skipped_blocks) but
+// stay cached until the pool reuses them, so they are assumed too.
+void WorkerCaches::assume_local(WorkerSlot slot, Worker& state, std::span<const BlockHash> blocks, std::uint32_t hit,
+                                std::uint64_t now_ms, std::uint64_t ttl_ms, std::uint64_t ticket,
+                                AssumeResult& result) {
+  const auto attention = attention_.effective();
+  std::uint64_t first_read_token = 0;
+  const std::uint64_t hit_tokens = std::uint64_t{hit} * limits_.block_size;
+  if (attention.kind == prefix::AttentionKind::sliding_window) {
+    const std::uint64_t window_blocks = (attention.tokens - 1 + limits_.block_size - 1) / limits_.block_size;
+    first_read_token = (hit > window_blocks ? hit - window_blocks : 0) * std::uint64_t{limits_.block_size};
+  } else {
+    first_read_token = hit_tokens / attention.tokens * attention.tokens;
+  }
+  const auto& confirmed = state.confirmed[tier_number(Tier::gpu)];
+  local_scratch_.clear();
+  for (auto position = first_read_token / limits_.block_size; position < blocks.size(); ++position) {
+    const auto key = prefix::local_group_key(blocks[position]);
+    result.new_blocks += index_.holds(slot, key) ? 0 : 1;
+    state.recency.touch(key, now_ms);
+    local_scratch_.push_back(key);
+    if (confirmed.contains(key)) {
+      continue;
+    }
+    auto [entry, added] = state.assumed.try_emplace(key);
+    if (!added) {
+      state.assumed_order.erase(entry->second.position);
+    }
+    state.assumed_order.push_back(key);
+    const auto creator = added ? ticket : entry->second.ticket;
+    entry->second = {now_ms + ttl_ms, std::prev(state.assumed_order.end()), creator};
+  }
+  result.evicted_entries += index_.insert(slot, local_scratch_, Tier::gpu, seconds(now_ms));
 }
 
 std::uint64_t WorkerCaches::withdraw(WorkerSlot slot, std::span<const BlockHash> blocks, std::uint64_t ticket,
@@ -315,11 +464,17 @@ std::uint64_t WorkerCaches::withdraw(WorkerSlot slot, std::span<const BlockHash>
     apply_slot_changes(slot, state, now_ms);
     return withdrawn;
   }
+  const bool hybrid = attention_.effective().hybrid();
   for (auto block : blocks) {
-    auto found = state.assumed.find(block);
-    if (found != state.assumed.end() && found->second.ticket == ticket) {
-      unassume(slot, state, block);
-      ++withdrawn;
+    for (auto key : {block, prefix::local_group_key(block)}) {
+      auto found = state.assumed.find(key);
+      if (found != state.assumed.end() && found->second.ticket == ticket) {
+        unassume(slot, state, key);
+        ++withdrawn;
+      }
+      if (!hybrid) {
+        break;
+      }
     }
   }
   return withdrawn;

@@ -195,7 +195,7 @@ WorkerSeries::WorkerSeries(std::string_view model, std::string_view worker)
                       .Name("kvgate_index_unindexable_blocks_total")
                       .Help(
                           "Stored blocks no request can match (unknown parent, other block size, multimodal "
-                          "inputs): tracked for removal, not indexed")
+                          "inputs, a cache group kvgate does not model): not indexed")
                       .Register(registry)
                       .Add(labelled({}));
   auto gauge = [&](const char* name, const char* help) {

@@ -24,6 +24,7 @@ struct Scratch {
   index::PrefixMatch match;
   std::vector<std::uint32_t> indexed;      // per worker, in configuration order
   std::vector<std::uint32_t> indexed_gpu;  // of those, the GPU tier's leading run
+  std::vector<std::uint32_t> full_only;    // of a hybrid model: its full-attention group's run alone
   std::vector<policy::WorkerView> views;
   std::vector<double> speeds;
 };
@@ -33,6 +34,7 @@ Scratch& scratch_for(std::size_t workers) {
   if (scratch.indexed.size() < workers) {
     scratch.indexed.resize(workers);
     scratch.indexed_gpu.resize(workers);
+    scratch.full_only.resize(workers);
     scratch.views.resize(workers);
   }
   return scratch;
@@ -40,7 +42,9 @@ Scratch& scratch_for(std::size_t workers) {
 
 // Per worker: leading prompt tokens its index entries cover, capped as vLLM
 // caps a hit (it never serves the last prompt token from the cache, so at
-// most floor((input_tokens - 1) / block_size) blocks count).
+// most floor((input_tokens - 1) / block_size) blocks count). On a hybrid
+// model, cut to what the engine's coordinator finds with the local group
+// too (prefix/attention.hpp).
 std::span<const std::uint32_t> indexed_cached_tokens(const ModelRoute& model, const prompt::PreparedPrompt* prompt,
                                                      Scratch& scratch) {
   const auto count = model.workers.size();
@@ -48,15 +52,28 @@ std::span<const std::uint32_t> indexed_cached_tokens(const ModelRoute& model, co
   std::fill(cached.begin(), cached.end(), 0);
   auto gpu = std::span(scratch.indexed_gpu).first(count);
   std::fill(gpu.begin(), gpu.end(), 0);
+  auto full_only = std::span(scratch.full_only).first(count);
+  std::fill(full_only.begin(), full_only.end(), 0);
   if (prompt == nullptr || prompt->input_tokens == 0 || prompt->blocks.empty() || !model.cache) {
     return cached;
   }
   const std::uint32_t reusable_blocks = (prompt->input_tokens - 1) / model.block_size;
   model.cache->index.longest_prefix(prompt->blocks, scratch.match);
+  const auto attention = model.cache->attention.effective();
+  if (attention.hybrid()) {
+    for (std::size_t worker = 0; worker < count; ++worker) {
+      full_only[worker] = std::min(scratch.match.held(model.workers[worker].slot), reusable_blocks) * model.block_size;
+    }
+    model.cache->index.limit_to_local_attention(prompt->blocks, attention, model.block_size, reusable_blocks,
+                                                scratch.match);
+  }
   for (std::size_t worker = 0; worker < count; ++worker) {
     const auto slot = model.workers[worker].slot;
     cached[worker] = std::min(scratch.match.held(slot), reusable_blocks) * model.block_size;
     gpu[worker] = std::min(scratch.match.held_on_gpu(slot), reusable_blocks) * model.block_size;
+    if (!attention.hybrid()) {
+      full_only[worker] = cached[worker];
+    }
   }
   return cached;
 }
@@ -226,6 +243,7 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   const auto chosen = *result.worker;
   result.predicted_cached_tokens = views[chosen].cached_tokens;
   result.indexed_cached_tokens = indexed[chosen];
+  result.full_attention_cached_tokens = scratch.full_only[chosen];
   result.offloaded_cached_tokens = indexed[chosen] - std::min(scratch.indexed_gpu[chosen], indexed[chosen]);
   result.evicted_blocks_at_decision =
       model.workers[chosen].state->event_stream().evicted_blocks.load(std::memory_order_relaxed);
@@ -440,6 +458,22 @@ std::string likely_drift_cause(const ModelRoute& model, const WorkerRoute& worke
            "), not llama-server, but the worker is indexed as llama.cpp slots: remove engine: "
            "and cache_model:";
   }
+  if (model.cache) {
+    const auto configured = model.cache->attention.configured();
+    const auto reported = model.cache->attention.reported();
+    if (reported && configured.hybrid() && *reported != configured) {
+      return "Likely cause: models[].attention says " + prefix::to_string(configured) +
+             " but the engines' KV events report " +
+             (reported->hybrid() ? prefix::to_string(*reported) : std::string("full attention only")) +
+             ": the events' layout is used for every worker, so a worker that differs is mispredicted (fix or "
+             "remove models[].attention)";
+    }
+    if (!reported && configured.hybrid() && options.kv_events.empty()) {
+      return "Likely cause: without KV events the index models the " + prefix::to_string(configured) +
+             " of models[].attention; check it against the model's config.json (sliding_window, "
+             "attention_chunk_size) and kv_capacity_blocks";
+    }
+  }
   if (scrape && scrape->load.block_size && *scrape->load.block_size != model.block_size) {
     return "Likely cause: the engine's KV blocks are " + std::to_string(*scrape->load.block_size) +
            " tokens (vllm:cache_config_info) and the model's block_size is " + std::to_string(model.block_size) +
@@ -474,6 +508,12 @@ std::string route_receipt(const ModelRoute& model, const RouteDecision& decision
   receipt += policy::to_string(decision.reason);
   receipt += "; predicted_cached=";
   receipt += std::to_string(decision.indexed_cached_tokens);
+  if (decision.full_attention_cached_tokens != decision.indexed_cached_tokens) {
+    // A hybrid model whose local group holds less than its full-attention
+    // group: what a full-attention-only index would have predicted.
+    receipt += "; full_attention_cached=";
+    receipt += std::to_string(decision.full_attention_cached_tokens);
+  }
   if (decision.runner_up) {
     receipt += "; runner_up=";
     receipt += model.workers[*decision.runner_up].state->id();

@@ -265,9 +265,35 @@ INSTANTIATE_TEST_SUITE_P(
                   "models:\n  - name: m\n    workers: [{id: w, url: 'http://a:1'}]\n  - name: n\n    adapters: [m]\n"
                   "    workers: [{id: v, url: 'http://b:1'}]\n",
                   5, "models[1].adapters[0]", "name of another model or adapter"},
+        BadConfig{"attention_both",
+                  "models:\n  - name: m\n    attention: {sliding_window: 128, chunked_local: 8192}\n"
+                  "    workers: [{id: w, url: 'http://a:1'}]\n",
+                  3, "models[0].attention", "not both"},
+        BadConfig{
+            "attention_window_too_small",
+            "models:\n  - name: m\n    attention: {sliding_window: 1}\n    workers: [{id: w, url: 'http://a:1'}]\n", 3,
+            "models[0].attention.sliding_window", ""},
+        BadConfig{"attention_unknown_kind",
+                  "models:\n  - name: m\n    attention: {linear: 64}\n    workers: [{id: w, url: 'http://a:1'}]\n", 3,
+                  "models[0].attention.linear", ""},
         BadConfig{"yaml_syntax", "models: [\n", 2, "", "YAML syntax error"},
         BadConfig{"empty_file", "", 0, "", "empty"}),
     [](const testing::TestParamInfo<BadConfig>& info) { return std::string(info.param.name); });
+
+TEST(ConfigLoader, ReadsAModelsLocalAttention) {
+  auto options = load_text(
+      "models:\n  - name: gemma\n    attention:\n      sliding_window: 1024\n    workers: [{id: w, url: "
+      "'http://a:1'}]\n"
+      "  - name: llama4\n    attention: {chunked_local: 8192}\n    workers: [{id: v, url: 'http://b:1'}]\n"
+      "  - name: qwen3\n    workers: [{id: u, url: 'http://c:1'}]\n",
+      "attention.yaml");
+  ASSERT_TRUE(options);
+  EXPECT_EQ(options->models[0].attention, (prefix::LocalAttention{prefix::AttentionKind::sliding_window, 1024}));
+  EXPECT_TRUE(options->models[0].attention_given);
+  EXPECT_EQ(options->models[1].attention, (prefix::LocalAttention{prefix::AttentionKind::chunked_local, 8192}));
+  EXPECT_FALSE(options->models[2].attention.hybrid());
+  EXPECT_FALSE(options->models[2].attention_given);
+}
 
 // The default recognises agent clients; a configured list replaces it,
 // header names in any case.

@@ -144,6 +144,51 @@ TEST(PrefixIndexWidth, LookupsAgreeWithAPlainModelOfTheHoldings) {
   }
 }
 
+// A hybrid model: every worker's run is cut exactly as the reference rule
+// (prefix::hybrid_hit_blocks) cuts it, for random full runs and random
+// local-group holdings, sliding windows and chunks, one word and several.
+TEST(PrefixIndexHybrid, LocalAttentionCutsEveryRunAsTheReferenceRule) {
+  std::mt19937_64 random(20261204);
+  constexpr std::uint32_t kPrompt = 96;
+  constexpr std::uint32_t kBlockSize = 4;
+  std::vector<BlockHash> prompt(kPrompt);
+  for (std::uint32_t block = 0; block < kPrompt; ++block) {
+    prompt[block] = 0x9e3779b97f4a7c15ULL * (block + 7);
+  }
+  for (const std::uint32_t workers : {5u, 70u}) {
+    for (const prefix::LocalAttention attention : {prefix::LocalAttention{prefix::AttentionKind::sliding_window, 16},
+                                                   prefix::LocalAttention{prefix::AttentionKind::sliding_window, 5},
+                                                   prefix::LocalAttention{prefix::AttentionKind::chunked_local, 32}}) {
+      PrefixIndex index(1'000'000);
+      std::vector<std::set<std::uint32_t>> local(workers);
+      std::vector<std::uint32_t> runs(workers);
+      for (WorkerSlot worker = 0; worker < workers; ++worker) {
+        runs[worker] = static_cast<std::uint32_t>(random() % (kPrompt + 1));
+        index.insert(worker, std::span(prompt).first(runs[worker]), Tier::gpu, 1);
+        std::vector<BlockHash> keys;
+        const auto density = random() % 4;  // none, sparse, most, all
+        for (std::uint32_t block = 0; block < kPrompt; ++block) {
+          if (density == 3 || (density > 0 && random() % 4 < density)) {
+            local[worker].insert(block);
+            keys.push_back(prefix::local_group_key(prompt[block]));
+          }
+        }
+        index.insert(worker, keys, Tier::gpu, 1);
+      }
+      const std::uint32_t reusable = kPrompt - 3;
+      auto match = index.longest_prefix(prompt);
+      index.limit_to_local_attention(prompt, attention, kBlockSize, reusable, match);
+      for (WorkerSlot worker = 0; worker < workers; ++worker) {
+        const auto expected =
+            prefix::hybrid_hit_blocks(attention, kBlockSize, std::min(runs[worker], reusable),
+                                      [&](std::uint32_t block) { return local[worker].contains(block); });
+        EXPECT_EQ(match.held(worker), expected) << prefix::to_string(attention) << " worker " << worker;
+        EXPECT_EQ(match.held_on_gpu(worker), expected);
+      }
+    }
+  }
+}
+
 TEST(PrefixIndexWidth, WorkersBeyondTheFirstWordGetTheirOwnRuns) {
   PrefixIndex index(100'000);
   EXPECT_EQ(index.mask_words(), 1u);

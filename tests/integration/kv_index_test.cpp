@@ -101,6 +101,63 @@ TEST(KvIndex, EachLoraAdapterIsItsOwnPartition) {
   }
 }
 
+// A hybrid-attention model (one full group, one sliding window of 64
+// tokens) on a pool small enough to evict: the engine's events name the
+// groups, the index learns the layout from them, and every routed
+// request's receipt predicts the cached tokens the engine then reports,
+// where the full-attention group alone (the receipt's full_attention_cached)
+// claims more at least once. The drift detector stays quiet.
+TEST(KvIndex, AHybridModelsHitNeedsTheSlidingWindowBeforeIt) {
+  Fleet fleet;
+  fleet.add_sim("a", "map", true,
+                {"--kv-groups", "full,sliding_window:64", "--num-gpu-blocks", "200", "--max-model-len", "1024"});
+  fleet.start_gateway();
+  const std::string system =
+      "You are a patient assistant for home repairs. Answer briefly, name the tools and parts, and warn about "
+      "water and electricity where they are involved. ";
+  std::vector<json> conversations;
+  for (int conversation = 0; conversation < 6; ++conversation) {
+    conversations.push_back(json::array({{{"role", "system"}, {"content", system}}}));
+  }
+  int requests = 0;
+  int exact = 0;
+  int full_only_over = 0;
+  for (int turn = 0; turn < 4; ++turn) {
+    for (std::size_t conversation = 0; conversation < conversations.size(); ++conversation) {
+      auto& messages = conversations[conversation];
+      messages.push_back({{"role", "user"},
+                          {"content", "Question " + std::to_string(turn) + " of household " +
+                                          std::to_string(conversation) + ": how do I fix the " +
+                                          std::string(40 + 13 * ((turn + conversation) % 5), 'x') + " part?"}});
+      auto body = chat_request(messages);
+      body["max_tokens"] = 24 + 16 * ((turn * 3 + conversation) % 4);
+      auto response =
+          post_json(fleet.harness.api_port(), "/v1/chat/completions", body.dump(), {{"x-kvgate-explain", "1"}});
+      ASSERT_EQ(response.status, 200) << response.body;
+      auto answer = json::parse(response.body);
+      auto receipt = response.header("x-kvgate-route");
+      auto field = [&](const std::string& name) -> std::optional<std::uint32_t> {
+        auto at = receipt.find(name + "=");
+        if (at == std::string::npos) {
+          return std::nullopt;
+        }
+        return static_cast<std::uint32_t>(std::stoul(receipt.substr(at + name.size() + 1)));
+      };
+      const auto reported = answer["usage"]["prompt_tokens_details"]["cached_tokens"].get<std::uint32_t>();
+      ++requests;
+      exact += field("predicted_cached") == reported ? 1 : 0;
+      full_only_over += field("full_attention_cached").value_or(0) > reported ? 1 : 0;
+      EXPECT_EQ(field("predicted_cached"), reported) << "request " << requests << ": " << receipt;
+      messages.push_back({{"role", "assistant"}, {"content", answer["choices"][0]["message"]["content"]}});
+      fleet.wait_synced("a");
+    }
+  }
+  EXPECT_EQ(exact, requests);
+  EXPECT_GT(full_only_over, 0) << "the pool never evicted a window the full group kept";
+  EXPECT_EQ(fleet.route(chat_request(conversations[0]))["attention"], "sliding_window 64");
+  EXPECT_EQ(fleet.worker("a")["drifting"], false);
+}
+
 TEST(KvIndex, EvictionAndCacheResetEmptyTheWorkersEntries) {
   Fleet fleet;
   fleet.add_sim("a");

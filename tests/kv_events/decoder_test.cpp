@@ -36,6 +36,49 @@ TEST(KvEventDecoder, ReadsTheSimulatorsMapArrayAndSglangFormsAlike) {
   }
 }
 
+// vLLM's hybrid KV cache names each block's group (map form and the array
+// form's positions 9-11; BlockRemoved's position 3); a group index that is
+// not a natural number makes the event malformed, nil means not reported.
+TEST(KvEventDecoder, CacheGroupFieldsAreReadInBothForms) {
+  json map_stored = {{"type", "BlockStored"},
+                     {"block_hashes", {7}},
+                     {"parent_block_hash", nullptr},
+                     {"token_ids", {1, 2}},
+                     {"block_size", 2},
+                     {"group_idx", 1},
+                     {"kv_cache_spec_kind", "sliding_window"},
+                     {"kv_cache_spec_sliding_window", 128}};
+  json array_stored =
+      json::array({"BlockStored", {7}, nullptr, {1, 2}, 2, nullptr, "GPU", nullptr, nullptr, 1, "sliding_window", 128});
+  json array_removed = json::array({"BlockRemoved", {7}, "GPU", 1});
+  json map_removed = {{"type", "BlockRemoved"}, {"block_hashes", {7}}, {"group_idx", 1}};
+  for (const auto& [stored_event, removed_event] :
+       {std::pair{map_stored, map_removed}, std::pair{array_stored, array_removed}}) {
+    auto batch = decode_batch(msgpack(json::array({1.0, json::array({stored_event, removed_event})})));
+    ASSERT_TRUE(batch);
+    ASSERT_EQ(batch->events.size(), 2u) << stored_event.dump();
+    const auto& stored = std::get<BlockStored>(batch->events[0]);
+    EXPECT_EQ(stored.group_idx, 1u);
+    EXPECT_EQ(stored.spec_kind, "sliding_window");
+    EXPECT_EQ(stored.sliding_window, 128u);
+    EXPECT_EQ(std::get<BlockRemoved>(batch->events[1]).group_idx, 1u);
+  }
+  auto full = map_stored;
+  full["kv_cache_spec_kind"] = "full_attention";
+  full["kv_cache_spec_sliding_window"] = nullptr;
+  auto batch = decode_batch(msgpack(json::array({1.0, json::array({full})})));
+  ASSERT_TRUE(batch);
+  EXPECT_FALSE(std::get<BlockStored>(batch->events[0]).sliding_window.has_value());
+  auto negative = map_stored;
+  negative["group_idx"] = -1;
+  auto listed = map_removed;
+  listed["group_idx"] = json::array({1});
+  batch = decode_batch(msgpack(json::array({1.0, json::array({negative, listed})})));
+  ASSERT_TRUE(batch);
+  EXPECT_TRUE(batch->events.empty());
+  EXPECT_EQ(batch->malformed_events, 2u);
+}
+
 TEST(KvEventDecoder, SignedAndUnsignedFormsOfAHashAgree) {
   auto batch =
       decode_batch(msgpack(json::array({1.0, json::array({json::array({"BlockRemoved", json::array({-2})})})})));

@@ -167,7 +167,8 @@ TEST(SequenceSlots, TheHostRamCacheIsCreditedAsTheLowerTierAndRestoredFrom) {
 
 TEST(WorkerCachesSequences, TheRamCacheIsTheOffloadedTierOfTheIndex) {
   index::PrefixIndex index(1'000'000);
-  WorkerCaches caches(index, "model", CacheLimits{kBlockSize});
+  AttentionLayout attention;
+  WorkerCaches caches(index, "model", CacheLimits{kBlockSize}, attention);
   caches.set_sequence_slots(0, 1, 0.1, 600'000, 100);
   auto a = prompt_blocks(1, 2, 1, 6);
   auto b = prompt_blocks(2, 2, 2, 6);
@@ -206,7 +207,8 @@ TEST(SequenceSlots, ALostEndExpires) {
 
 TEST(WorkerCachesSequences, TheIndexCreditsExactlyWhatIdleSlotsHold) {
   index::PrefixIndex index(1'000'000);
-  WorkerCaches caches(index, "model", CacheLimits{kBlockSize});
+  AttentionLayout attention;
+  WorkerCaches caches(index, "model", CacheLimits{kBlockSize}, attention);
   caches.set_sequence_slots(0, 2, 0.1, 600'000);
   auto a = prompt_blocks(1, 6, 1, 8);
   auto b = prompt_blocks(1, 6, 2, 8);

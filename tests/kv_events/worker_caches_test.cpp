@@ -42,7 +42,8 @@ class WorkerCachesTest : public ::testing::Test {
   }
 
   index::PrefixIndex index{1'000'000};
-  WorkerCaches caches{index, "model", CacheLimits{kBlockSize}};
+  AttentionLayout attention;
+  WorkerCaches caches{index, "model", CacheLimits{kBlockSize}, attention};
 };
 
 TEST_F(WorkerCachesTest, StoredBlocksChainFromTheirParentAndMatchTheRequestPath) {
@@ -276,9 +277,91 @@ TEST_F(WorkerCachesTest, ForgettingConfirmedBlocksKeepsAssumptions) {
 }
 
 TEST_F(WorkerCachesTest, APublisherClaimingMoreBlocksThanAnyEngineIsReset) {
-  WorkerCaches small{index, "model", CacheLimits{kBlockSize, 2}};
+  WorkerCaches small{index, "model", CacheLimits{kBlockSize, 2}, attention};
   auto stats = small.apply(0, batch({stored({1, 2, 3}, std::nullopt, tokens(100, 12))}), 0);
   EXPECT_TRUE(stats.over_limit);
+  EXPECT_EQ(index.entries_of(0), 0u);
+}
+
+BlockStored grouped(BlockStored event, std::uint32_t group, std::optional<std::string> kind,
+                    std::optional<std::uint32_t> window = std::nullopt) {
+  event.group_idx = group;
+  event.spec_kind = std::move(kind);
+  event.sliding_window = window;
+  return event;
+}
+
+BlockRemoved removed_in(std::vector<EngineHash> hashes, std::uint32_t group) {
+  BlockRemoved event;
+  event.block_hashes = std::move(hashes);
+  event.group_idx = group;
+  return event;
+}
+
+// The local group's blocks are indexed under their own keys, a removal in
+// one group leaves the other's copy, and a local block whose parent that
+// group skipped chains from the full group's copy.
+TEST_F(WorkerCachesTest, EachCacheGroupKeepsItsOwnCopyOfABlock) {
+  auto prompt = tokens(100, 12);
+  const auto blocks = request_blocks(prompt);
+  auto stats = caches.apply(0,
+                            batch({grouped(stored({1, 2}, std::nullopt, tokens(100, 8)), 0, "full_attention"),
+                                   grouped(stored({2}, 1, tokens(104, 4)), 1, "sliding_window", 8)}),
+                            0);
+  EXPECT_EQ(stats.stored_blocks, 3u);
+  EXPECT_EQ(attention.effective(), (prefix::LocalAttention{prefix::AttentionKind::sliding_window, 8}));
+  EXPECT_EQ(held_blocks(0, prompt), 2u);
+  EXPECT_FALSE(index.holds(0, prefix::local_group_key(blocks[0])));
+  EXPECT_TRUE(index.holds(0, prefix::local_group_key(blocks[1])));
+  caches.apply(0, batch({removed_in({2}, 1)}), 1);
+  EXPECT_FALSE(index.holds(0, prefix::local_group_key(blocks[1])));
+  EXPECT_EQ(held_blocks(0, prompt), 2u);  // the full group's copy stays
+  caches.apply(0, batch({removed_in({2}, 0)}), 2);
+  EXPECT_EQ(held_blocks(0, prompt), 1u);
+}
+
+TEST_F(WorkerCachesTest, AGroupOfAKindNotModelledIsCountedAndNeverApplied) {
+  auto prompt = tokens(100, 8);
+  auto stats = caches.apply(0,
+                            batch({grouped(stored({1, 2}, std::nullopt, tokens(100, 8)), 0, "full_attention"),
+                                   grouped(stored({1, 2}, std::nullopt, tokens(100, 8)), 1, "mamba")}),
+                            0);
+  EXPECT_EQ(stats.unknown_group_blocks, 2u);
+  EXPECT_EQ(stats.unknown_group, 1u);
+  EXPECT_EQ(stats.unknown_group_kind, "mamba");
+  EXPECT_EQ(index.entries_of(0), 2u);
+  EXPECT_EQ(attention.reported(), prefix::LocalAttention{});  // full attention, as far as kvgate models it
+  // Its removals are not applied to the full group either.
+  stats = caches.apply(0, batch({removed_in({1}, 1)}), 1);
+  EXPECT_EQ(stats.unknown_group_blocks, 1u);
+  EXPECT_EQ(held_blocks(0, prompt), 2u);
+}
+
+// Events that name a group but not its kind: group 0 is full attention,
+// another group the configured local attention, else not modelled.
+TEST_F(WorkerCachesTest, GroupsWithoutAKindFollowTheConfiguration) {
+  auto prompt = tokens(100, 8);
+  auto local = grouped(stored({1, 2}, std::nullopt, tokens(100, 8)), 1, std::nullopt);
+  EXPECT_EQ(caches.apply(0, batch({local}), 0).unknown_group_blocks, 2u);
+  attention.configure({prefix::AttentionKind::sliding_window, 8});
+  EXPECT_EQ(caches.apply(0, batch({local}), 1).unknown_group_blocks, 0u);
+  EXPECT_TRUE(index.holds(0, prefix::local_group_key(request_blocks(prompt)[1])));
+  EXPECT_EQ(held_blocks(0, prompt), 0u);  // nothing of the full group yet
+  EXPECT_FALSE(attention.reported().has_value());
+}
+
+// Approximate mode on a hybrid model: the local group is assumed for the
+// blocks the prompt computes, and a request's withdrawal takes both copies.
+TEST_F(WorkerCachesTest, RoutingTimeInsertsCoverTheLocalGroup) {
+  attention.configure({prefix::AttentionKind::sliding_window, 8});
+  auto prompt = tokens(100, 16);
+  const auto blocks = request_blocks(prompt);
+  caches.assume(0, blocks, 0, 60'000, 1'000, 7);
+  EXPECT_EQ(caches.assumed_blocks(0), 8u);
+  auto match = index.longest_prefix(blocks);
+  index.limit_to_local_attention(blocks, attention.effective(), kBlockSize, 3, match);
+  EXPECT_EQ(match.held(0), 3u);
+  EXPECT_EQ(caches.withdraw(0, blocks, 7), 8u);
   EXPECT_EQ(index.entries_of(0), 0u);
 }
 

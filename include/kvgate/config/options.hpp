@@ -11,6 +11,7 @@
 #include "kvgate/core/address.hpp"
 #include "kvgate/core/units.hpp"
 #include "kvgate/crypto/digest.hpp"
+#include "kvgate/prefix/attention.hpp"
 
 namespace kvgate::config {
 
@@ -148,6 +149,13 @@ struct ModelOptions {
   // loading one costs before the prefill can start.
   std::uint32_t max_loras = 1;
   Milliseconds lora_load{100};
+  // Local-attention layers beside the full-attention ones (Gemma 3's
+  // sliding window, Llama 4's chunks), whose cache group a hit also needs.
+  // The engines' KV events say so themselves (kv_cache_spec_kind): what they
+  // report wins, and a configured value that contradicts it is named as the
+  // cause when the worker's predictions drift.
+  prefix::LocalAttention attention;
+  bool attention_given = false;
   // A prefix held only in a lower tier (CPU, disk: vLLM's offloading
   // connector, LMCache) is loaded, not computed: priced at one token's KV
   // bytes over the tier's bandwidth. Defaults: Llama-3-8B in BF16 (128 KiB

@@ -29,6 +29,7 @@
 #include <span>
 #include <vector>
 
+#include "kvgate/prefix/attention.hpp"
 #include "kvgate/prefix/block_hash.hpp"
 
 namespace kvgate::index {
@@ -54,6 +55,11 @@ struct PrefixMatch {
   [[nodiscard]] std::uint32_t held_on_gpu(WorkerSlot worker) const {
     return worker < gpu_blocks.size() ? gpu_blocks[worker] : 0;
   }
+
+  // limit_to_local_attention's working memory (kept with the match so that
+  // a thread's lookups stay allocation-free).
+  std::vector<WorkerSlot> scanning;
+  std::vector<std::uint32_t> runs;
 };
 
 class PrefixIndex {
@@ -84,6 +90,13 @@ class PrefixIndex {
     longest_prefix(blocks, match);
     return match;
   }
+  // A hybrid model (prefix/attention.hpp): caps every worker's run in
+  // `match` at `reusable_blocks` and cuts it to the engine's hit, given the
+  // local group's copies of `blocks` (stored under prefix::local_group_key).
+  // One probe per block serves every worker; a sliding window is scanned
+  // from the highest run down and stops once every worker has its window.
+  void limit_to_local_attention(std::span<const BlockHash> blocks, const prefix::LocalAttention& attention,
+                                std::uint32_t block_size, std::uint32_t reusable_blocks, PrefixMatch& match) const;
   [[nodiscard]] bool holds(WorkerSlot worker, BlockHash block) const;
   // (block, worker) pairs, blocks with at least one holder, pairs of a worker.
   [[nodiscard]] std::uint64_t entries() const { return entries_.load(std::memory_order_relaxed); }

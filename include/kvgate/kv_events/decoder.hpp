@@ -36,11 +36,18 @@ struct BlockStored {
   // Extra inputs other than a root block's salt (multimodal hashes, ...):
   // the blocks cannot be reproduced from token ids alone.
   bool unreproducible_extra_keys = false;
+  // vLLM's hybrid KV cache: the cache group the blocks belong to, its kind
+  // ("full_attention", "sliding_window", ...) and window. Absent: one group
+  // of full attention (older vLLM, SGLang).
+  std::optional<std::uint32_t> group_idx;
+  std::optional<std::string> spec_kind;
+  std::optional<std::uint32_t> sliding_window;
 };
 
 struct BlockRemoved {
   std::vector<EngineHash> block_hashes;
   std::string medium = "GPU";
+  std::optional<std::uint32_t> group_idx;
 };
 
 struct AllBlocksCleared {};

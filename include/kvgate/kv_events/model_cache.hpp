@@ -17,12 +17,13 @@ struct ModelCache {
       : name(std::move(model_name)),
         block_size(model_block_size),
         index(max_entries),
-        caches(index, name, CacheLimits{model_block_size}) {}
+        caches(index, name, CacheLimits{model_block_size}, attention) {}
 
   const std::string name;
   const std::uint32_t block_size;
-  index::PrefixIndex index;  // read by any thread, written by the ingestion thread
-  WorkerCaches caches;       // ingestion thread only
+  index::PrefixIndex index;   // read by any thread, written by the ingestion thread
+  AttentionLayout attention;  // configured by the control thread, reported by the ingestion thread
+  WorkerCaches caches;        // ingestion thread only
 };
 
 // Control thread only (start-up and reloads). A worker keeps its slot for

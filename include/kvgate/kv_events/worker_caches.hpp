@@ -18,10 +18,14 @@
 //
 // Pure and single-threaded (the index writer thread calls it); time comes
 // in as milliseconds on any monotonic clock.
+#include <algorithm>
 #include <array>
+#include <atomic>
+#include <bit>
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -32,6 +36,7 @@
 #include "kvgate/kv_events/block_recency.hpp"
 #include "kvgate/kv_events/decoder.hpp"
 #include "kvgate/kv_events/sequence_slots.hpp"
+#include "kvgate/prefix/attention.hpp"
 
 namespace kvgate::kv_events {
 
@@ -47,8 +52,50 @@ struct ApplyStats {
   // block size, multimodal extra keys): tracked for removal, not indexed.
   std::uint64_t unindexable_blocks = 0;
   std::uint64_t unknown_removals = 0;  // BlockRemoved for a hash never stored
-  std::uint64_t evicted_entries = 0;   // index cap evictions caused
-  bool over_limit = false;             // the worker went over max_engine_blocks and was reset
+  // Blocks of a cache group kvgate cannot match (a kind it does not model,
+  // such as mamba, or a second window): counted, never applied to another
+  // group. The first such group, to be named in a log line.
+  std::uint64_t unknown_group_blocks = 0;
+  std::optional<std::uint32_t> unknown_group;
+  std::string unknown_group_kind;
+  std::uint64_t evicted_entries = 0;  // index cap evictions caused
+  bool over_limit = false;            // the worker went over max_engine_blocks and was reset
+};
+
+// A model's attention layout as the index uses it: what the configuration
+// says (models[].attention) and what the engines' KV events report
+// (kv_cache_spec_kind and window per cache group). What the events report
+// wins. Set by the control thread (configured) and the index writer
+// (reported); read by any thread (the router, for every decision).
+class AttentionLayout {
+ public:
+  void configure(const prefix::LocalAttention& attention) {
+    configured_.store(pack(attention), std::memory_order_relaxed);
+  }
+  void report(const prefix::LocalAttention& attention) { reported_.store(pack(attention), std::memory_order_relaxed); }
+  [[nodiscard]] prefix::LocalAttention configured() const {
+    return unpack(configured_.load(std::memory_order_relaxed)).value_or(prefix::LocalAttention{});
+  }
+  // nullopt: no event has named a cache group yet.
+  [[nodiscard]] std::optional<prefix::LocalAttention> reported() const {
+    return unpack(reported_.load(std::memory_order_relaxed));
+  }
+  [[nodiscard]] prefix::LocalAttention effective() const { return reported().value_or(configured()); }
+
+ private:
+  static constexpr std::uint64_t kPresent = std::uint64_t{1} << 63;
+  static std::uint64_t pack(const prefix::LocalAttention& attention) {
+    return kPresent | (std::uint64_t{static_cast<std::uint8_t>(attention.kind)} << 32) | attention.tokens;
+  }
+  static std::optional<prefix::LocalAttention> unpack(std::uint64_t packed) {
+    if ((packed & kPresent) == 0) {
+      return std::nullopt;
+    }
+    return prefix::LocalAttention{static_cast<prefix::AttentionKind>((packed >> 32) & 0xff),
+                                  static_cast<std::uint32_t>(packed)};
+  }
+  std::atomic<std::uint64_t> configured_{0};
+  std::atomic<std::uint64_t> reported_{0};
 };
 
 struct CacheLimits {
@@ -59,8 +106,8 @@ struct CacheLimits {
 
 class WorkerCaches {
  public:
-  WorkerCaches(index::PrefixIndex& index, std::string model, CacheLimits limits)
-      : index_(index), model_(std::move(model)), limits_(limits) {}
+  WorkerCaches(index::PrefixIndex& index, std::string model, CacheLimits limits, AttentionLayout& attention)
+      : index_(index), model_(std::move(model)), limits_(limits), attention_(attention) {}
 
   ApplyStats apply(WorkerSlot worker, const EventBatch& batch, std::uint64_t now_ms);
 
@@ -111,8 +158,8 @@ class WorkerCaches {
 
  private:
   struct EngineBlock {
-    BlockHash kvgate_hash = 0;
-    EngineHash parent = 0;  // meaningful when has_parent
+    BlockHash kvgate_hash = 0;  // the chained hash (a local group's block is indexed under local_group_key of it)
+    EngineHash parent = 0;      // meaningful when has_parent
     std::uint32_t copies = 0;
     // The recency tick (BlockRecency::kTickMs) when this block's chain was
     // last refreshed up to the root (touch_chain), or inherited from the
@@ -120,7 +167,25 @@ class WorkerCaches {
     std::uint32_t chain_tick = 0;
     bool indexed = false;
     bool has_parent = false;
+    bool local = false;  // a block of the local-attention group
+    [[nodiscard]] BlockHash index_key() const { return local ? prefix::local_group_key(kvgate_hash) : kvgate_hash; }
   };
+  // What a cache group's blocks are to the index. Engine hashes are the
+  // same in every group (vLLM hashes a request's blocks once), so a local
+  // group's are kept under local_engine_key of the hash and the group.
+  // Several groups of one kind (Gemma 3's sliding layers split into groups
+  // of equal size) share the block's index key, which counts once every
+  // one of them holds the block: vLLM looks a block up in all of them.
+  enum class GroupUse : std::uint8_t { unseen, full, local, unusable };
+  static constexpr std::size_t kMaxGroups = 64;
+  static EngineHash local_engine_key(EngineHash hash, std::uint32_t group) {
+    return hash ^ (0x4c6f63616c477270ULL * (group + 1));
+  }
+  // How many local groups a block must be in to count (at least one).
+  [[nodiscard]] std::uint32_t local_groups() const { return std::max(1, std::popcount(local_groups_)); }
+  void note_local(std::uint32_t group, GroupUse use);
+  GroupUse group_use(std::optional<std::uint32_t> group, const std::optional<std::string>& kind,
+                     std::optional<std::uint32_t> window);
   // A chain refreshed less than this many ticks ago is not walked again:
   // an engine stores a block per 16 tokens of every running request, and
   // the eviction term's age buckets start at 100 ms and double, so a chain
@@ -146,6 +211,9 @@ class WorkerCaches {
     std::uint64_t max_busy_ms = 0;
     std::uint64_t ram_blocks = 0;
   };
+  // The local group's copies of a routed prompt (approximate mode).
+  void assume_local(WorkerSlot slot, Worker& state, std::span<const BlockHash> blocks, std::uint32_t hit,
+                    std::uint64_t now_ms, std::uint64_t ttl_ms, std::uint64_t ticket, AssumeResult& result);
   void apply_slot_changes(WorkerSlot slot, Worker& state, std::uint64_t now_ms, AssumeResult* result = nullptr);
   // The index credits a block on `tier` exactly while `holds` says so; a
   // block may have gone both ways within one change.
@@ -158,7 +226,8 @@ class WorkerCaches {
   void remove(WorkerSlot slot, const BlockRemoved& event, ApplyStats& stats);
   void unassume(WorkerSlot slot, Worker& state, BlockHash block);
   static void forget_assumption(Worker& state, BlockHash block);
-  const EngineBlock* find_parent(const Worker& state, EngineHash parent, index::Tier tier) const;
+  const EngineBlock* find_parent(const Worker& state, EngineHash parent, index::Tier tier, bool local,
+                                 std::uint32_t group) const;
   // Returns the chain's refresh tick after the walk (now's, or an earlier
   // one within kChainRefreshTicks).
   static std::uint32_t touch_chain(Worker& state, EngineHash parent, std::uint64_t now_ms);
@@ -166,10 +235,14 @@ class WorkerCaches {
   index::PrefixIndex& index_;
   std::string model_;
   CacheLimits limits_;
+  AttentionLayout& attention_;
+  std::array<GroupUse, kMaxGroups> groups_{};                        // by the events' group_idx, as their kinds said
+  std::uint64_t local_groups_ = 0;                                   // bit per group index used as the local group
   std::array<std::unique_ptr<Worker>, index::kMaxWorkers> workers_;  // by slot; null: nothing known
   std::array<SlotConfig, index::kMaxWorkers> slot_configs_{};        // by slot; outlives drop_worker
   SequenceSlots::Changes slot_changes_;
   std::vector<BlockHash> scratch_;
+  std::vector<BlockHash> local_scratch_;
 };
 
 index::Tier tier_of(const std::string& medium);

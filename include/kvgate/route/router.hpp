@@ -61,6 +61,10 @@ struct RouteDecision {
   // the worker is drifting) and as the index alone predicts them.
   std::uint32_t predicted_cached_tokens = 0;
   std::uint32_t indexed_cached_tokens = 0;
+  // A hybrid model (full and local attention): what the full-attention
+  // group alone would give, as routers that drop the local group predict.
+  // Equal to indexed_cached_tokens on a full-attention model.
+  std::uint32_t full_attention_cached_tokens = 0;
   // Of indexed_cached_tokens, those a lower tier holds (vLLM's CPU offload,
   // llama.cpp's host-RAM prompt cache) rather than the GPU or a slot.
   std::uint32_t offloaded_cached_tokens = 0;
