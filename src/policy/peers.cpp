@@ -21,7 +21,9 @@ class DynamoCost final : public Policy {
     for (std::size_t index = 0; index < workers.size(); ++index) {
       const auto& worker = workers[index];
       auto& candidate = decision.candidates[index];
-      const auto cached = std::min(worker.cached_tokens, request.input_tokens);
+      // Dynamo's indexer drops the KV events of non-full-attention groups.
+      const auto cached =
+          std::min(worker.full_attention_cached_tokens.value_or(worker.cached_tokens), request.input_tokens);
       candidate.cached_tokens = cached;
       const double prefill =
           static_cast<double>(request.input_tokens - cached) + static_cast<double>(worker.pending_prefill_tokens);
@@ -54,7 +56,9 @@ class SglangCacheAware final : public Policy {
     std::uint32_t longest_match = 0;
     for (std::size_t index = 0; index < workers.size(); ++index) {
       auto& candidate = decision.candidates[index];
-      candidate.cached_tokens = std::min(workers[index].cached_tokens, request.input_tokens);
+      // SGLang's radix tree keys tokens only: no sliding-window group.
+      candidate.cached_tokens = std::min(
+          workers[index].full_attention_cached_tokens.value_or(workers[index].cached_tokens), request.input_tokens);
       if (!candidate.eligible) {
         continue;
       }

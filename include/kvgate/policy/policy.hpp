@@ -31,6 +31,10 @@ struct WorkerView {
   // capped as the engine caps a hit (never the last prompt token); 0 when
   // the router stopped crediting the worker's index (drifting).
   std::uint32_t cached_tokens = 0;
+  // On a hybrid-attention model, what the full-attention group alone
+  // covers (the peers' re-implementations read this: their routers drop the
+  // local group). Unset: the same as cached_tokens.
+  std::optional<std::uint32_t> full_attention_cached_tokens;
   // Age of the engine snapshot engine_waiting_others comes from, in ms;
   // negative: never scraped. Policies ignore a snapshot older than their
   // configured bound (an engine that stopped answering scrapes is judged by
