@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 
@@ -122,6 +123,7 @@ void Feed::update(const WorkerFeed& other, FeedSettings settings) {
   config_.sequence_slots = other.sequence_slots;
   config_.slot_similarity = other.slot_similarity;
   config_.slot_ram_blocks = other.slot_ram_blocks;
+  config_.adapters = other.adapters;
   settings_ = settings;
   configure_cache_model();
   tracker_.update(sequence_settings());
@@ -312,6 +314,7 @@ void Feed::apply(const EventMessage& message, std::uint64_t now_ms) {
   }
   unknown_events_->Increment(batch->unknown_events);
   malformed_events_->Increment(batch->malformed_events);
+  drop_unknown_adapters(batch->events);
   auto& attention = config_.cache->attention;
   const auto reported_before = attention.reported();
   auto stats = config_.cache->caches.apply(config_.slot, *batch, now_ms);
@@ -347,6 +350,32 @@ void Feed::apply(const EventMessage& message, std::uint64_t now_ms) {
                   worker_id_);
   }
   status_.last_event_unix_ms = unix_now_ms();
+}
+
+// Blocks stored under a LoRA adapter the model does not list: no request
+// can name it (it is a 404), so they are counted, logged once, and not
+// indexed. Their removals then count as unknown removals.
+void Feed::drop_unknown_adapters(std::vector<Event>& events) {
+  std::uint64_t dropped = 0;
+  std::erase_if(events, [&](const Event& event) {
+    const auto* stored = std::get_if<BlockStored>(&event);
+    if (stored == nullptr || !stored->lora_name || stored->lora_name->empty() ||
+        std::find(config_.adapters.begin(), config_.adapters.end(), *stored->lora_name) != config_.adapters.end()) {
+      return false;
+    }
+    dropped += stored->block_hashes.size();
+    if (!unknown_adapter_logged_) {
+      unknown_adapter_logged_ = true;
+      spdlog::warn(
+          "kv events: worker {} stores blocks for LoRA adapter '{}', which models[].adapters does not list; "
+          "they are counted in kvgate_index_unindexable_blocks_total and not indexed (logged once)",
+          worker_id_, *stored->lora_name);
+    }
+    return true;
+  });
+  if (dropped > 0) {
+    config_.worker->series().index_unindexable(dropped);
+  }
 }
 
 void Feed::assume(std::span<const BlockHash> blocks, std::uint64_t now_ms, std::uint64_t ticket) {

@@ -49,6 +49,7 @@ class Feed {
   void receive_replay(std::uint64_t now_ms);
   void perform(SequenceActions actions, std::uint64_t now_ms);
   void apply(const EventMessage& message, std::uint64_t now_ms);
+  void drop_unknown_adapters(std::vector<Event>& events);
   void send_replay_request(std::uint64_t from);
   void finished_replay(const SequenceAction& finished);
   void publish_counts(std::uint64_t now_ms);
@@ -69,7 +70,8 @@ class Feed {
   // The engine restarts the scraper had seen at the last tick: a worker
   // without events loses what kvgate modelled of its cache at each one.
   std::uint64_t engine_restarts_seen_ = 0;
-  bool unknown_group_logged_ = false;  // a cache group kvgate does not model is logged once per worker
+  bool unknown_group_logged_ = false;    // a cache group kvgate does not model is logged once per worker
+  bool unknown_adapter_logged_ = false;  // so is an adapter the model does not list
 
   prometheus::Counter* stored_events_;
   prometheus::Counter* removed_events_;

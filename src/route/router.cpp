@@ -154,6 +154,7 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   const auto count = model.workers.size();
   auto& scratch = scratch_for(count);
   const auto indexed = indexed_cached_tokens(model, prompt, scratch);
+  const bool hybrid = model.cache && model.cache->attention.effective().hybrid();
   auto& views = scratch.views;
   const auto& cost_options = table.options->routing.cache_aware;
   // Only cache_aware reads the prices, the LRU ages and the return odds:
@@ -174,6 +175,9 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
     static_assert(std::is_trivially_destructible_v<policy::WorkerView>);
     ::new (&views[index]) policy::WorkerView(worker_view(
         state, indexed[index], context.now_ms, effective_prefill_rates(cost_options, pooled, median_speed, state)));
+    if (hybrid) {
+      views[index].full_attention_cached_tokens = views[index].drifting ? 0 : scratch.full_only[index];
+    }
     if (model.cache) {
       views[index].indexed_blocks = model.cache->index.entries_of(model.workers[index].slot);
     }
@@ -205,7 +209,7 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   policy::RouteRequest request{model.name, context.session_key, context.sequence, context.excluded};
   request.block_size = model.block_size;
   request.ms_per_offloaded_token = model.ms_per_offloaded_token;
-  request.adapter_load_ms = model.lora_load_ms;
+  request.adapter_load_ms = model.adapter_load->load_ms(model.lora_load_ms);
   const auto returns = eviction_priced ? model.session_gaps->model() : policy::ReturnModel();
   request.returns = eviction_priced ? &returns : nullptr;
   std::size_t previous = count;
@@ -280,6 +284,10 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
                          decision.evicted_blocks_at_decision,
                          decision.queued_tokens,
                          decision.active_tokens};
+  if (prompt != nullptr && prompt->adapter && chosen < decision.candidates.size()) {
+    attempt.prediction_.expected_ttft_ms = decision.candidates[chosen].expected_ttft_ms;
+    attempt.prediction_.adapter_load_ms = std::max(0.0, decision.candidates[chosen].adapter_load_ms);
+  }
   // Decision sequence numbers are unique: they name this attempt's insert.
   attempt.ticket_ = context.sequence;
   // The chosen worker will hold these blocks once it has run the prompt:
@@ -415,6 +423,13 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
                      worker.id(), evidence.over_predicted, evidence.samples);
       }
     }
+  }
+  // The same teaches an adapter's load time: the first token's excess over
+  // what was expected without the load (workers/learned_adapter_load.hpp).
+  if (outcome.first_token_streamed && outcome.ttft_ms && outcome.status == 200 && outcome.retries == 0 &&
+      decision.expected_ttft_ms >= 0 && decision.adapter_load_ms >= 0) {
+    model.adapter_load->observe(decision.adapter_load_ms > 0,
+                                *outcome.ttft_ms - (decision.expected_ttft_ms - decision.adapter_load_ms));
   }
   // A clean first attempt whose first token was streamed teaches the
   // worker's prefill cost (policy/prefill_fit.hpp).

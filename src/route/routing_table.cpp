@@ -239,6 +239,7 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
     if (const auto* old = previous != nullptr ? previous->find_model(model.name) : nullptr) {
       model.session_gaps = old->session_gaps;
       model.pooled_prefill = old->pooled_prefill;
+      model.adapter_load = old->adapter_load;
     }
     model.pooled_prefill->set_prior(prefill_prior);
     for (std::size_t index = 0; index < model_options.workers.size(); ++index) {
@@ -287,7 +288,7 @@ std::vector<kv_events::WorkerFeed> worker_feeds(const RoutingTable& table) {
                        worker.options.kv_events_replay, worker.options.kv_capacity_blocks,
                        table.options->index.default_kv_capacity_blocks,
                        worker.options.cache_model == config::CacheModel::sequences ? worker.options.slots : 0,
-                       worker.options.slot_similarity, slot_ram_blocks(model, worker.options)});
+                       worker.options.slot_similarity, slot_ram_blocks(model, worker.options), model.adapters});
     }
   }
   return feeds;

@@ -158,6 +158,30 @@ TEST(KvIndex, AHybridModelsHitNeedsTheSlidingWindowBeforeIt) {
   EXPECT_EQ(fleet.worker("a")["drifting"], false);
 }
 
+// An engine serving an adapter the model does not list: its blocks are
+// counted and not indexed (no request can name it), and the listed
+// adapter's partition is untouched.
+TEST(KvIndex, BlocksOfAnAdapterNobodyListedAreCountedNotIndexed) {
+  Fleet fleet;
+  fleet.adapters = {"support-bot"};
+  fleet.add_sim("a", "map", true, {"--lora-adapters", "support-bot,sql-bot"});
+  fleet.start_gateway();
+  const auto before = fleet.worker("a")["index"]["blocks"].get<std::uint64_t>();
+  auto unlisted = chat_request(first_turn("Which index speeds up a join on two date columns?"));
+  unlisted["model"] = "sql-bot";
+  ASSERT_EQ(post_json(fleet.sim("a").port(), "/v1/chat/completions", unlisted.dump()).status, 200);
+  fleet.wait_synced("a");
+  EXPECT_EQ(fleet.worker("a")["index"]["blocks"].get<std::uint64_t>(), before);
+  auto metrics = get(fleet.harness.admin_port(), "/metrics").body;
+  EXPECT_EQ(metrics.find("kvgate_index_unindexable_blocks_total{worker=\"a\"} 0"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("kvgate_index_unindexable_blocks_total{worker=\"a\"}"), std::string::npos);
+  auto listed = chat_request(first_turn("Which index speeds up a join on two date columns?"));
+  listed["model"] = "support-bot";
+  ASSERT_EQ(post_json(fleet.harness.api_port(), "/v1/chat/completions", listed.dump()).status, 200);
+  fleet.wait_synced("a");
+  EXPECT_GT(fleet.worker("a")["index"]["blocks"].get<std::uint64_t>(), before);
+}
+
 TEST(KvIndex, EvictionAndCacheResetEmptyTheWorkersEntries) {
   Fleet fleet;
   fleet.add_sim("a");

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kvgate/kv_events/model_cache.hpp"
 
@@ -30,6 +31,9 @@ struct WorkerFeed {
   std::uint32_t sequence_slots = 0;
   double slot_similarity = 0.1;
   std::uint64_t slot_ram_blocks = 0;  // its host-RAM prompt cache, in blocks
+  // The model's LoRA adapters (models[].adapters): blocks whose events
+  // name another adapter are not indexed (no request can match them).
+  std::vector<std::string> adapters;
 };
 
 }  // namespace kvgate::kv_events

@@ -18,6 +18,7 @@
 #include "kvgate/prompt/prepared_prompt.hpp"
 #include "kvgate/route/session_gaps.hpp"
 #include "kvgate/tenant/directory.hpp"
+#include "kvgate/workers/learned_adapter_load.hpp"
 #include "kvgate/workers/scrape_target.hpp"
 #include "kvgate/workers/worker_state.hpp"
 
@@ -62,7 +63,10 @@ struct ModelRoute {
   // (models[].max_loras) and an adapter's load time (models[].lora_load).
   std::vector<std::uint64_t> adapter_hashes;
   std::uint32_t max_loras = 1;
-  double lora_load_ms = 100;
+  double lora_load_ms = 100;  // the prior: adapter_load learns the real figure
+  // An adapter's load time as its requests' first tokens show it (kept
+  // across reloads while the model is).
+  std::shared_ptr<workers::LearnedAdapterLoad> adapter_load = std::make_shared<workers::LearnedAdapterLoad>();
 
   // `adapter`: its position in `adapters` (nullopt: the base model).
   [[nodiscard]] prompt::PromptModel prompt_model(std::optional<std::size_t> adapter = std::nullopt) const {
