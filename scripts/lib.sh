@@ -23,7 +23,8 @@
 # llamacpp-real: real llama-server replicas, bench/load/llama_fleet.sh),
 # KVGATE_SIM_FLAGS_r0 .. (one replica's own, after those: e.g.
 # "--time-scale 1" makes r0 twice as slow as the others at the default 2),
-# KVGATE_MODEL_SETTINGS (more keys of the model's entry, each line
+# KVGATE_NO_EVENTS (set: kvgate is not given the replicas' KV events, its
+# index is approximate), KVGATE_MODEL_SETTINGS (more keys of the model's entry, each line
 # indented four spaces, e.g. adapters), KVGATE_SETTINGS (more top-level YAML for every kvgate, e.g.
 # 'metrics_scrape: {interval: 250ms}'), KVGATE_THREADS (each kvgate's I/O
 # threads, default 1), KVGATE_TOKENIZER (a model folder: exact tokenisation
@@ -149,8 +150,13 @@ start_fleet() {
       line=$started
       read -r -t 10 -u "$started_fd" events_line
       read -r -t 10 -u "$started_fd" replay_line
-      workers_yaml+="      - {id: $id, url: \"http://${line#listening }\", kv_events: \"${events_line#kv-events }\","
-      workers_yaml+=" kv_events_replay: \"${replay_line#kv-events-replay }\", kv_capacity_blocks: $blocks}"$'\n'
+      if [[ -n "${KVGATE_NO_EVENTS:-}" ]]; then
+        # Approximate mode: the replicas publish, kvgate is not told where.
+        workers_yaml+="      - {id: $id, url: \"http://${line#listening }\", kv_capacity_blocks: $blocks}"$'\n'
+      else
+        workers_yaml+="      - {id: $id, url: \"http://${line#listening }\", kv_events: \"${events_line#kv-events }\","
+        workers_yaml+=" kv_events_replay: \"${replay_line#kv-events-replay }\", kv_capacity_blocks: $blocks}"$'\n'
+      fi
     fi
     resets+=(--reset "http://${line#listening }")
     urls+=("http://${line#listening }")

@@ -83,6 +83,13 @@ json summarize(const RunInfo& run, const std::vector<RequestRecord>& records) {
   std::vector<double> ttft;
   std::vector<double> latency;
   std::uint64_t output = 0;
+  // kvgate's predictions against the engine's figure (requests with a
+  // receipt), and the full-attention group's alone.
+  std::uint64_t predicted = 0;
+  std::uint64_t predicted_exact = 0;
+  std::uint64_t predicted_over = 0;
+  std::uint64_t full_attention_exact = 0;
+  std::uint64_t full_attention_over = 0;
   std::uint64_t ceiling = 0;
   double last_sent_ms = 0;
   for (const auto& record : records) {
@@ -99,6 +106,14 @@ json summarize(const RunInfo& run, const std::vector<RequestRecord>& records) {
     }
     ++total.requests;
     ceiling += record.ceiling_tokens;
+    if (record.predicted_cached) {
+      const auto full_only = record.full_attention_cached.value_or(*record.predicted_cached);
+      ++predicted;
+      predicted_exact += *record.predicted_cached == record.cached_tokens ? 1 : 0;
+      predicted_over += *record.predicted_cached > record.cached_tokens ? 1 : 0;
+      full_attention_exact += full_only == record.cached_tokens ? 1 : 0;
+      full_attention_over += full_only > record.cached_tokens ? 1 : 0;
+    }
     if (!record.worker.empty()) {
       auto& bins = timeline[record.worker];
       bins.resize(kBins);
@@ -207,6 +222,12 @@ json summarize(const RunInfo& run, const std::vector<RequestRecord>& records) {
       {"worker_timeline", {{"bin_ms", bin_ms}, {"workers", timeline}}},
       {"latency_ms", distribution(latency)},
       {"requests_per_worker", by_worker},
+      {"predictions", predicted == 0 ? json()
+                                     : json{{"requests", predicted},
+                                            {"exact", predicted_exact},
+                                            {"over", predicted_over},
+                                            {"full_attention_exact", full_attention_exact},
+                                            {"full_attention_over", full_attention_over}}},
       // The busiest worker's share over an even share: 1 is perfectly even.
       {"worker_imbalance", mean_per_worker > 0 ? static_cast<double>(busiest) / mean_per_worker : 0.0},
   };
@@ -290,6 +311,28 @@ std::string markdown_report(const std::vector<json>& runs, const json& meta) {
       adapter_loads += "| " + run.value("name", "") + " | " +
                        format("%.1f", run.value("adapter_loads_per_1000_requests", 0.0)) + " |\n";
     }
+  }
+  // kvgate's predicted cached tokens against the engine's report.
+  std::string predictions;
+  for (const auto& run : runs) {
+    const auto& figures = run.contains("predictions") ? run["predictions"] : json();
+    if (!figures.is_object()) {
+      continue;
+    }
+    const double requests = std::max(1.0, figures.value("requests", 0.0));
+    predictions += "| " + run.value("name", "") + " | " + std::to_string(figures.value("requests", 0)) + " | " +
+                   percent(figures.value("exact", 0.0) / requests) + " | " +
+                   percent(figures.value("over", 0.0) / requests) + " | " +
+                   percent(figures.value("full_attention_exact", 0.0) / requests) + " | " +
+                   percent(figures.value("full_attention_over", 0.0) / requests) + " |\n";
+  }
+  if (!predictions.empty()) {
+    out +=
+        "\nkvgate's predicted cached tokens against the engine's (its route receipts), and what the "
+        "full-attention group alone predicts (a peer-style index on a hybrid model):\n\n"
+        "| run | predicted requests | exact | over | full-attention-only exact | full-attention-only over |\n"
+        "|---|---|---|---|---|---|\n" +
+        predictions;
   }
   if (!adapter_loads.empty()) {
     out +=

@@ -28,6 +28,10 @@ struct RequestRecord {
   // sub-agents the fork ran at once.
   std::uint32_t subagent = 0;
   std::uint32_t fork_size = 0;
+  // kvgate's route receipt: the cached tokens it predicted, and on a
+  // hybrid-attention model what its full-attention group alone gave.
+  std::optional<std::uint32_t> predicted_cached;
+  std::optional<std::uint32_t> full_attention_cached;
 };
 
 struct RunInfo {

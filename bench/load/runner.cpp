@@ -70,6 +70,8 @@ void record(Shared& shared, std::size_t session, std::uint32_t turn, const Answe
   shared.records.push_back({session, turn, answer.status, answer.error, answer.worker, answer.prompt_tokens,
                             answer.cached_tokens, answer.output_tokens, answer.ttft_ms, answer.latency_ms, sent_ms,
                             static_cast<std::uint32_t>(reusable * answer.prompt_tokens)});
+  shared.records.back().predicted_cached = receipt_predicted_cached(answer.receipt);
+  shared.records.back().full_attention_cached = receipt_number(answer.receipt, "full_attention_cached");
 }
 
 // Sub-agents of one fork, running at once; the session waits for the last.
@@ -94,7 +96,7 @@ awaitable<void> run_subagent(Shared& shared, std::size_t session, const Session&
     const auto body = completion_body(shared.model, step.prompt, step.max_tokens);
     const double reusable = shared.ceiling.observe(step.prompt);
     const double sent_ms = since_start_ms(shared);
-    auto answer = co_await connection.post(path, body, session_header);
+    auto answer = co_await connection.post(path, body, session_header, true);
     record(shared, session, turn, answer, sent_ms, reusable);
     shared.records.back().subagent = number;
     shared.records.back().fork_size = fork_size;
@@ -163,7 +165,7 @@ awaitable<void> run_session(Shared& shared, ConnectionSet& connections, std::siz
     }
     const double sent_ms = since_start_ms(shared);
     auto& connection = connections.next(shared, index, turn);
-    auto answer = co_await connection.post(path, body, session_header);
+    auto answer = co_await connection.post(path, body, session_header, true);
     record(shared, index, turn, answer, sent_ms, reusable);
     // A conversation whose turn failed does not go on, unless the engine
     // failed only after its first token (llama-server ends a stream with an
@@ -233,7 +235,7 @@ awaitable<void> trace_request(Shared& shared, std::size_t index) {
   const std::string path = "/v1/completions";
   const double reusable = shared.ceiling.observe(request.prompt);
   const double sent_ms = since_start_ms(shared);
-  auto answer = co_await connection->post(path, body, no_session);
+  auto answer = co_await connection->post(path, body, no_session, true);
   record(shared, index, 0, answer, sent_ms, reusable);
   shared.idle_connections[gateway].push_back(std::move(connection));
 }

@@ -120,13 +120,21 @@ std::optional<double> kv_usage_from_metrics(std::string_view text) {
   return usage;
 }
 
-std::optional<std::uint32_t> receipt_predicted_cached(std::string_view receipt) {
-  constexpr std::string_view kField = "predicted_cached=";
-  const auto at = receipt.find(kField);
-  if (at == std::string_view::npos) {
-    return std::nullopt;
+std::optional<std::uint32_t> receipt_number(std::string_view receipt, std::string_view field) {
+  // Fields are "name=value" separated by "; ": a name starts the receipt or
+  // follows a separator.
+  std::size_t at = 0;
+  for (;; ++at) {
+    at = receipt.find(field, at);
+    if (at == std::string_view::npos) {
+      return std::nullopt;
+    }
+    const bool starts = at == 0 || receipt[at - 1] == ' ';
+    if (starts && receipt.substr(at + field.size()).starts_with("=")) {
+      break;
+    }
   }
-  const auto* begin = receipt.data() + at + kField.size();
+  const auto* begin = receipt.data() + at + field.size() + 1;
   std::uint32_t value = 0;
   const auto [end, error] = std::from_chars(begin, receipt.data() + receipt.size(), value);
   if (error != std::errc{} || end == begin) {

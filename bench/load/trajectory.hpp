@@ -60,8 +60,12 @@ Result<Session, std::string> parse_trajectory(std::string_view text, std::string
 // llama.cpp's kv_cache_usage_ratio; the largest when several.
 std::optional<double> kv_usage_from_metrics(std::string_view text);
 
-// The predicted cached tokens in an x-kvgate-route receipt.
-std::optional<std::uint32_t> receipt_predicted_cached(std::string_view receipt);
+// A number in an x-kvgate-route receipt ("predicted_cached",
+// "full_attention_cached").
+std::optional<std::uint32_t> receipt_number(std::string_view receipt, std::string_view field);
+inline std::optional<std::uint32_t> receipt_predicted_cached(std::string_view receipt) {
+  return receipt_number(receipt, "predicted_cached");
+}
 
 // The replica to send the cold second turn to: the first of `replicas`
 // (ids) that is not `first_worker`; nullopt when there is none.
