@@ -16,7 +16,7 @@
 # into groups of equal size, as vLLM does), so a position takes six
 # blocks: 12,000 per replica.
 # KVGATE_NO_EVENTS=1: kvgate is not given the events (approximate mode) and
-# is told the window in models[].attention instead.
+# is told the window and the groups in models[].attention instead.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
@@ -29,12 +29,14 @@ case "$shape" in
     window=128
     groups=full,sliding_window:128
     group_count=2
+    local_groups=1
     blocks=4000
     ;;
   gemma3)
     window=1024
     groups=full$(printf ',sliding_window:1024%.0s' 1 2 3 4 5)
     group_count=6
+    local_groups=5
     blocks=12000
     ;;
   *)
@@ -62,7 +64,7 @@ export KVGATE_REPLICAS=${KVGATE_REPLICAS:-4} KVGATE_TIME_SCALE=${KVGATE_TIME_SCA
 export KVGATE_SIM_FLAGS="--kv-groups $groups ${KVGATE_SIM_FLAGS:-}"
 label=$shape-$name
 if [[ -n "${KVGATE_NO_EVENTS:-}" ]]; then
-  export KVGATE_MODEL_SETTINGS="    attention: {sliding_window: $window}
+  export KVGATE_MODEL_SETTINGS="    attention: {sliding_window: $window, local_groups: $local_groups}
 ${KVGATE_MODEL_SETTINGS:-}"
   label+=-approximate
 fi

@@ -626,6 +626,8 @@ void read_attention(YamlReader& reader, const YAML::Node& node, const std::strin
     reader.problem(node, path, "one kind of local attention: sliding_window or chunked_local, not both");
     return;
   }
+  reader.optional(node, path, "local_groups",
+                  [&](auto& value, auto key_path) { reader.read(value, key_path, out.attention.groups, 1u, 64u); });
   for (auto [key, kind] : {std::pair{"sliding_window", prefix::AttentionKind::sliding_window},
                            std::pair{"chunked_local", prefix::AttentionKind::chunked_local}}) {
     reader.optional(node, path, key, [&](auto& value, auto key_path) {

@@ -226,6 +226,9 @@ constexpr std::array kOptions{
                "tokens in the sliding window (Gemma 3: 1024, gpt-oss: 128)"},
     OptionSpec{"models[].attention.chunked_local", integer, "",
                "tokens per chunk of chunked local attention (Llama 4: 8192)"},
+    OptionSpec{"models[].attention.local_groups", integer, "1",
+               "vLLM's cache groups of the local kind, each a block per position (its layers split into groups of "
+               "equal size: Gemma 3 5, gpt-oss 1)"},
     OptionSpec{"models[].workers", list, "", "the configured workers"},
     OptionSpec{"models[].workers[].id", text, "", "unique across the file; labels metrics and logs (required)"},
     OptionSpec{"models[].workers[].url", text, "", "http://host:port of the engine (required)"},

@@ -167,19 +167,22 @@ WorkerCaches::GroupUse WorkerCaches::group_use(std::optional<std::uint32_t> grou
         attention_.report({});  // full attention, so far
       }
     } else if ((*kind == "sliding_window" || *kind == "sliding_window_mla") && window.value_or(0) >= 2) {
-      const prefix::LocalAttention reported{prefix::AttentionKind::sliding_window, *window};
       const auto current = attention_.reported();
-      if (!current || !current->hybrid()) {
-        attention_.report(reported);
+      if (!current || !current->hybrid() ||
+          (current->kind == prefix::AttentionKind::sliding_window && current->tokens == *window)) {
         use = GroupUse::local;
-      } else if (*current == reported) {
-        use = GroupUse::local;
-      }  // else a second window: one local group is modelled
+      }  // else a second window: one kind of local attention is modelled
     }
     if (learned != nullptr) {
       *learned = use;
     }
     note_local(number, use);
+    if (use == GroupUse::local) {
+      const prefix::LocalAttention reported{prefix::AttentionKind::sliding_window, *window, local_groups()};
+      if (attention_.reported() != reported) {
+        attention_.report(reported);
+      }
+    }
     return use;
   }
   if (learned != nullptr && *learned != GroupUse::unseen) {
@@ -392,16 +395,9 @@ WorkerCaches::AssumeResult WorkerCaches::assume(WorkerSlot slot, std::span<const
   for (auto block : blocks) {
     result.new_blocks += index_.holds(slot, block) ? 0 : 1;
     state.recency.touch(block, now_ms);  // the routed request uses every block of its prompt
-    if (confirmed.contains(block)) {
-      continue;  // the events already vouch for it, and will report its removal
+    if (!confirmed.contains(block)) {    // else the events vouch for it, and will report its removal
+      assume_key(state, block, 1, now_ms + ttl_ms, ticket);
     }
-    auto [entry, added] = state.assumed.try_emplace(block);
-    if (!added) {
-      state.assumed_order.erase(entry->second.position);
-    }
-    state.assumed_order.push_back(block);
-    const auto creator = added ? ticket : entry->second.ticket;
-    entry->second = {now_ms + ttl_ms, std::prev(state.assumed_order.end()), creator};
   }
   // Refreshes recency of blocks already held too, so the cap keeps hot ones.
   result.evicted_entries = index_.insert(slot, blocks, Tier::gpu, seconds(now_ms));
@@ -409,7 +405,7 @@ WorkerCaches::AssumeResult WorkerCaches::assume(WorkerSlot slot, std::span<const
     assume_local(slot, state, blocks, hit, now_ms, ttl_ms, ticket, result);
   }
   // The worker's cache is full: what it held longest is what it evicts.
-  while (state.assumed.size() > capacity_blocks) {
+  while (state.assumed_weight > capacity_blocks && !state.assumed_order.empty()) {
     unassume(slot, state, state.assumed_order.front());
     ++result.evicted_entries;
   }
@@ -440,16 +436,9 @@ void WorkerCaches::assume_local(WorkerSlot slot, Worker& state, std::span<const 
     result.new_blocks += index_.holds(slot, key) ? 0 : 1;
     state.recency.touch(key, now_ms);
     local_scratch_.push_back(key);
-    if (confirmed.contains(key)) {
-      continue;
+    if (!confirmed.contains(key)) {
+      assume_key(state, key, std::max(1u, std::max(attention.groups, local_groups())), now_ms + ttl_ms, ticket);
     }
-    auto [entry, added] = state.assumed.try_emplace(key);
-    if (!added) {
-      state.assumed_order.erase(entry->second.position);
-    }
-    state.assumed_order.push_back(key);
-    const auto creator = added ? ticket : entry->second.ticket;
-    entry->second = {now_ms + ttl_ms, std::prev(state.assumed_order.end()), creator};
   }
   result.evicted_entries += index_.insert(slot, local_scratch_, Tier::gpu, seconds(now_ms));
 }
@@ -480,9 +469,24 @@ std::uint64_t WorkerCaches::withdraw(WorkerSlot slot, std::span<const BlockHash>
   return withdrawn;
 }
 
+void WorkerCaches::assume_key(Worker& state, BlockHash key, std::uint32_t weight, std::uint64_t expires_ms,
+                              std::uint64_t ticket) {
+  auto [entry, added] = state.assumed.try_emplace(key);
+  if (added) {
+    state.assumed_weight += weight;
+  } else {
+    state.assumed_order.erase(entry->second.position);
+    weight = entry->second.weight;
+  }
+  state.assumed_order.push_back(key);
+  const auto creator = added ? ticket : entry->second.ticket;
+  entry->second = {expires_ms, std::prev(state.assumed_order.end()), creator, weight};
+}
+
 void WorkerCaches::forget_assumption(Worker& state, BlockHash block) {
   auto found = state.assumed.find(block);
   if (found != state.assumed.end()) {
+    state.assumed_weight -= found->second.weight;
     state.assumed_order.erase(found->second.position);
     state.assumed.erase(found);
   }
@@ -490,6 +494,7 @@ void WorkerCaches::forget_assumption(Worker& state, BlockHash block) {
 
 void WorkerCaches::unassume(WorkerSlot slot, Worker& state, BlockHash block) {
   auto found = state.assumed.find(block);
+  state.assumed_weight -= found->second.weight;
   state.assumed_order.erase(found->second.position);
   state.assumed.erase(found);
   if (!state.confirmed[tier_number(Tier::gpu)].contains(block)) {

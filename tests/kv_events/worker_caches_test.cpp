@@ -365,5 +365,24 @@ TEST_F(WorkerCachesTest, RoutingTimeInsertsCoverTheLocalGroup) {
   EXPECT_EQ(index.entries_of(0), 0u);
 }
 
+// The pool holds every group's blocks: a local block stands for one block
+// per local group when the worker's capacity is counted (Gemma 3's five
+// sliding groups beside the full one take six blocks per position).
+TEST_F(WorkerCachesTest, LocalBlocksCountOncePerLocalGroupAgainstTheCapacity) {
+  attention.configure({prefix::AttentionKind::sliding_window, 8, 3});
+  const auto blocks = request_blocks(tokens(100, 16));
+  // 4 full blocks + 4 local ones x 3 groups = 16 pool blocks.
+  auto result = caches.assume(0, blocks, 0, 60'000, 16, 7);
+  EXPECT_EQ(result.evicted_entries, 0u);
+  EXPECT_EQ(caches.assumed_blocks(0), 8u);
+  // A capacity of 12 drops the oldest assumptions (the full blocks, then
+  // the local ones) until what stays fits.
+  const auto other = request_blocks(tokens(500, 4));
+  result = caches.assume(0, other, 1, 60'000, 12, 8);
+  EXPECT_GT(result.evicted_entries, 0u);
+  EXPECT_TRUE(index.holds(0, prefix::local_group_key(other[0])));
+  EXPECT_FALSE(index.holds(0, blocks[0]));
+}
+
 }  // namespace
 }  // namespace kvgate::kv_events

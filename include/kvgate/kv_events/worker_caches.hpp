@@ -84,15 +84,18 @@ class AttentionLayout {
 
  private:
   static constexpr std::uint64_t kPresent = std::uint64_t{1} << 63;
+  // Bits 0-31 the tokens, 32-39 the kind, 40-47 the groups (at most 255).
   static std::uint64_t pack(const prefix::LocalAttention& attention) {
-    return kPresent | (std::uint64_t{static_cast<std::uint8_t>(attention.kind)} << 32) | attention.tokens;
+    return kPresent | (std::uint64_t{std::min<std::uint32_t>(attention.groups, 255)} << 40) |
+           (std::uint64_t{static_cast<std::uint8_t>(attention.kind)} << 32) | attention.tokens;
   }
   static std::optional<prefix::LocalAttention> unpack(std::uint64_t packed) {
     if ((packed & kPresent) == 0) {
       return std::nullopt;
     }
     return prefix::LocalAttention{static_cast<prefix::AttentionKind>((packed >> 32) & 0xff),
-                                  static_cast<std::uint32_t>(packed)};
+                                  static_cast<std::uint32_t>(packed),
+                                  static_cast<std::uint32_t>((packed >> 40) & 0xff)};
   }
   std::atomic<std::uint64_t> configured_{0};
   std::atomic<std::uint64_t> reported_{0};
@@ -196,12 +199,14 @@ class WorkerCaches {
     std::uint64_t expires_ms = 0;
     std::list<BlockHash>::iterator position;
     std::uint64_t ticket = 0;  // the request that created it
+    std::uint32_t weight = 1;  // pool blocks it stands for (a local block: one per local group)
   };
   struct Worker {
     absl::flat_hash_map<EngineHash, EngineBlock> engine[2];      // by tier
     absl::flat_hash_map<BlockHash, std::uint32_t> confirmed[2];  // by tier
     absl::flat_hash_map<BlockHash, Assumed> assumed;
     std::list<BlockHash> assumed_order;        // least recently assumed first
+    std::uint64_t assumed_weight = 0;          // pool blocks the assumptions stand for
     BlockRecency recency;                      // GPU blocks, confirmed or assumed
     std::unique_ptr<SequenceSlots> sequences;  // set for a sequences worker
   };
@@ -226,6 +231,9 @@ class WorkerCaches {
   void remove(WorkerSlot slot, const BlockRemoved& event, ApplyStats& stats);
   void unassume(WorkerSlot slot, Worker& state, BlockHash block);
   static void forget_assumption(Worker& state, BlockHash block);
+  // Assumes `key` for the request `ticket` (refreshing it when assumed).
+  static void assume_key(Worker& state, BlockHash key, std::uint32_t weight, std::uint64_t expires_ms,
+                         std::uint64_t ticket);
   const EngineBlock* find_parent(const Worker& state, EngineHash parent, index::Tier tier, bool local,
                                  std::uint32_t group) const;
   // Returns the chain's refresh tick after the walk (now's, or an earlier

@@ -20,12 +20,16 @@ enum class AttentionKind : std::uint8_t { full, sliding_window, chunked_local };
 struct LocalAttention {
   AttentionKind kind = AttentionKind::full;
   std::uint32_t tokens = 0;  // the window (sliding_window) or the chunk (chunked_local), in tokens
+  // Cache groups of the local kind: vLLM splits a model's layers into
+  // groups of equal size, so Gemma 3's five sliding layers per global one
+  // make five, each taking a block per position from the shared pool.
+  std::uint32_t groups = 1;
 
   [[nodiscard]] bool hybrid() const { return kind != AttentionKind::full && tokens > 0; }
   bool operator==(const LocalAttention&) const = default;
 };
 
-// "full", "sliding_window 1024", "chunked_local 8192".
+// "full", "sliding_window 1024", "chunked_local 8192", "sliding_window 1024 x 5 groups".
 std::string to_string(const LocalAttention& attention);
 
 // The index key of a block's copy in the local group: the same chained hash,
