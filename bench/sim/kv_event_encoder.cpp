@@ -1,5 +1,8 @@
 #include "kv_event_encoder.hpp"
 
+#include <functional>
+#include <string>
+
 #include "msgpack_writer.hpp"
 
 namespace kvgate::sim {
@@ -58,7 +61,8 @@ void write_stored(MsgpackWriter& writer, const BlockStored& event, EventFormat f
   const bool lora = !event.lora_name.empty();
   if (format != EventFormat::map) {
     // vLLM <= 0.23 adds lora_name and extra_keys (the salt) when salted or
-    // for an adapter; SGLang a trailing metadata map (no adapters here).
+    // for an adapter; SGLang a trailing metadata map, and for an adapter
+    // only its numeric lora_id (no name).
     const bool sglang = format == EventFormat::sglang;
     const bool tail = !sglang && (salted || lora);  // lora_name and extra_keys
     writer.array_header(tail ? 9 : salted ? 8 : 7);
@@ -67,7 +71,11 @@ void write_stored(MsgpackWriter& writer, const BlockStored& event, EventFormat f
     write_parent(writer, event.parent_block_hash, format);
     tokens();
     writer.unsigned_integer(event.block_size);
-    writer.nil();  // lora_id
+    if (sglang && lora) {
+      writer.unsigned_integer(1 + std::hash<std::string>{}(event.lora_name) % 1'000'000);  // lora_id
+    } else {
+      writer.nil();  // lora_id
+    }
     writer.string(medium_name(event.medium));
     if (salted && sglang) {
       writer.map_header(1);

@@ -501,15 +501,29 @@ std::optional<Response> validate_completion(SimServer& server, const Request& re
     return error_response(server, 400, "The request body is not a valid JSON object.", keep_alive);
   }
   auto model = body.value("model", std::string());
+  auto served = [&](const std::string& name) {
+    return std::find(options.lora_adapters.begin(), options.lora_adapters.end(), name) != options.lora_adapters.end();
+  };
+  std::string adapter_name = served(model) ? model : std::string();
+  // SGLang's own ways: "lora_path" beside the base model, or "base:adapter".
+  if (options.profile == EngineProfile::sglang) {
+    const auto colon = model.rfind(':');
+    if (body.contains("lora_path") && body["lora_path"].is_string() && model == options.model) {
+      adapter_name = body["lora_path"].get<std::string>();
+      if (!served(adapter_name)) {
+        return error_response(server, 400, "Unknown lora_path `" + adapter_name + "`.", keep_alive, "lora_path");
+      }
+    } else if (colon != std::string::npos && model.substr(0, colon) == options.model &&
+               served(model.substr(colon + 1))) {
+      adapter_name = model.substr(colon + 1);
+      model = options.model;
+    }
+  }
   // llama-server serves its one model whatever the request names.
-  const bool adapter =
-      std::find(options.lora_adapters.begin(), options.lora_adapters.end(), model) != options.lora_adapters.end();
-  if (model != options.model && !adapter && options.profile != EngineProfile::llamacpp) {
+  if (model != options.model && adapter_name.empty() && options.profile != EngineProfile::llamacpp) {
     return error_response(server, 404, "The model `" + model + "` does not exist.", keep_alive, "model");
   }
-  if (adapter) {
-    completion.lora_name = model;
-  }
+  completion.lora_name = adapter_name;
   completion.chat = chat;
   if (auto problem = read_completion(body, request.body(), server, completion)) {
     return error_response(server, 400, *problem, keep_alive);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <csignal>
 #include <iostream>
+#include <set>
 
 #include "kvgate/app/cpus.hpp"
 #include "kvgate/config/loader.hpp"
@@ -48,12 +49,41 @@ std::string endpoint_text(const tcp::endpoint& endpoint) {
 Gateway::Gateway(std::string config_path, std::shared_ptr<const config::Options> options)
     : config_path_(std::move(config_path)), base_options_(options), options_(std::move(options)) {}
 
+// models[].discover_adapters: the adapters any of the model's engines lists
+// join the configured ones (in the order first seen), except a name another
+// model or adapter already has.
+void Gateway::add_discovered_adapters(config::Options& options) const {
+  std::set<std::string> names;
+  for (const auto& model : options.models) {
+    names.insert(model.name);
+    names.insert(model.adapters.begin(), model.adapters.end());
+  }
+  for (auto& model : options.models) {
+    if (!model.discover_adapters) {
+      continue;
+    }
+    for (const auto& worker : model.workers) {
+      const auto found = engines_.find(worker.id);
+      if (found == engines_.end()) {
+        continue;
+      }
+      for (const auto& adapter : found->second.adapters) {
+        constexpr std::size_t kMaxAdapters = 256;  // as configured ones
+        if (model.adapters.size() < kMaxAdapters && names.insert(adapter).second) {
+          model.adapters.push_back(adapter);
+        }
+      }
+    }
+  }
+}
+
 std::shared_ptr<const config::Options> Gateway::effective(const config::Options& base) const {
   std::vector<std::string> skipped;
   auto options = discovery::with_discovered(base, discovered_, &skipped);
   for (const auto& worker : skipped) {
     spdlog::warn("discovery: {} is left out: a configured worker has its id or URL", worker);
   }
+  add_discovered_adapters(options);
   for (auto& model : options.models) {
     for (auto& worker : model.workers) {
       const auto found = engines_.find(worker.id);
@@ -79,6 +109,7 @@ void Gateway::engines_changed() {
         facts.identity = *identity;
       }
       facts.ram_cache = worker.costs().ram_cache();
+      facts.adapters = worker.engine().served_adapters();
       auto& known = engines_[worker.id()];
       if (known == facts) {
         continue;
@@ -106,7 +137,17 @@ void Gateway::engines_changed() {
   if (*options == *options_) {
     return;
   }
+  const auto before = options_;
   if (install(options)) {
+    for (std::size_t model = 0;
+         model < options_->models.size() && model < before->models.size() && model < base_options_->models.size();
+         ++model) {
+      if (options_->models[model].adapters != before->models[model].adapters) {
+        spdlog::info("model {}: serving {} LoRA adapters ({} configured, the rest listed by its engines)",
+                     options_->models[model].name, options_->models[model].adapters.size(),
+                     base_options_->models[model].adapters.size());
+      }
+    }
     for (const auto& model : options_->models) {
       for (const auto& worker : model.workers) {
         spdlog::info("worker {}: engine {}, cache model {}{}", worker.id, config::to_string(worker.engine),

@@ -690,6 +690,8 @@ void read_model(YamlReader& reader, const YAML::Node& node, const std::string& p
       }
     }
   });
+  reader.optional(node, path, "discover_adapters",
+                  [&](auto& value, auto key_path) { reader.read(value, key_path, out.discover_adapters); });
   reader.optional(node, path, "max_loras",
                   [&](auto& value, auto key_path) { reader.read(value, key_path, out.max_loras, 1u, 1024u); });
   reader.optional(node, path, "lora_load", [&](auto& value, auto key_path) {

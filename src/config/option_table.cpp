@@ -215,6 +215,9 @@ constexpr std::array kOptions{
     OptionSpec{"models[].adapters", list, "",
                "LoRA adapters the workers serve (vLLM --lora-modules names): a request naming one as \"model\" "
                "goes to these workers, in the adapter's own cache partition; at most 256, unique across models"},
+    OptionSpec{"models[].discover_adapters", boolean, "false",
+               "also serve the adapters the workers' engines list in GET /v1/models (parent: this model), read "
+               "every 5 s with the metrics"},
     OptionSpec{"models[].max_loras", integer, "1",
                "adapters a worker holds at once (vLLM --max-loras) when its engine does not report it"},
     OptionSpec{"models[].lora_load", duration, "100ms",

@@ -252,7 +252,11 @@ void WorkerCaches::store(WorkerSlot slot, const BlockStored& event, std::uint64_
   const auto number = tier_number(tier);
   // Whether these blocks can be matched by a request, and the hash chain
   // they continue.
-  bool indexable = event.block_size == limits_.block_size && !event.unreproducible_extra_keys;
+  // An adapter's blocks named by number only (SGLang's lora_id, vLLM's
+  // before lora_name) belong to a partition kvgate cannot name: never the
+  // base model's.
+  const bool unnamed_adapter = event.lora_id.value_or(0) != 0 && !event.lora_name;
+  bool indexable = event.block_size == limits_.block_size && !event.unreproducible_extra_keys && !unnamed_adapter;
   BlockHash chain = 0;
   if (event.parent_block_hash) {
     const auto* parent = find_parent(state, *event.parent_block_hash, tier, local, group);

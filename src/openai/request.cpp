@@ -156,7 +156,7 @@ Result<RequestSummary, ApiError> inspect_request(std::string_view body_text, End
   if (auto problem = check_endpoint_fields(body, endpoint)) {
     return unexpected(std::move(*problem));
   }
-  for (const char* field : {"user", "prompt_cache_key", "cache_salt"}) {
+  for (const char* field : {"user", "prompt_cache_key", "cache_salt", "lora_path"}) {
     if (auto problem = check_optional_string(body, field)) {
       return unexpected(std::move(*problem));
     }
@@ -170,6 +170,9 @@ Result<RequestSummary, ApiError> inspect_request(std::string_view body_text, End
     summary.prompt = extract_prompt(body, endpoint);
   }
   summary.cache_salt = extract_cache_salt(body);
+  if (auto lora_path = body.find("lora_path"); lora_path != body.end() && lora_path->is_string()) {
+    summary.lora_path = lora_path->get<std::string>();
+  }
   summary.has_cache_salt_member = body.contains("cache_salt");
   for (std::size_t at = 0; at < keys.sources.size() && at < config::kMaxSessionKeySources; ++at) {
     const auto& source = keys.sources[at];

@@ -10,10 +10,11 @@ Result<InferenceRequest, InferenceError> prepare_inference(const RoutingTable& t
   if (!summary) {
     return unexpected(InferenceError{summary.error()});
   }
-  const auto [model, adapter] = table.find_served(summary->model);
+  const auto [model, adapter] = table.find_served(summary->model, summary->lora_path);
   if (model == nullptr) {
     // The client's model name never becomes a metric label (unbounded).
-    return unexpected(InferenceError{openai::model_not_found(summary->model)});
+    return unexpected(InferenceError{openai::model_not_found(
+        summary->lora_path ? summary->model + " with lora_path " + *summary->lora_path : summary->model)});
   }
   std::string salt_override;
   if (model->cache_isolation == config::CacheIsolation::tenant) {

@@ -27,9 +27,26 @@ const ModelRoute* RoutingTable::find_model(std::string_view name) const {
   return nullptr;
 }
 
-RoutingTable::Served RoutingTable::find_served(std::string_view name) const {
+RoutingTable::Served RoutingTable::find_served(std::string_view name,
+                                               const std::optional<std::string>& lora_path) const {
+  auto adapter_of = [](const ModelRoute& model, std::string_view adapter) -> Served {
+    for (std::size_t index = 0; index < model.adapters.size(); ++index) {
+      if (model.adapters[index] == adapter) {
+        return {&model, index};
+      }
+    }
+    return {};
+  };
   if (const auto* model = find_model(name)) {
+    if (lora_path) {
+      return adapter_of(*model, *lora_path);  // an adapter the model does not list is not the base model
+    }
     return {model, std::nullopt};
+  }
+  if (const auto colon = name.rfind(':'); colon != std::string_view::npos && !lora_path) {
+    if (const auto* model = find_model(name.substr(0, colon))) {
+      return adapter_of(*model, name.substr(colon + 1));
+    }
   }
   for (const auto& model : models) {
     for (std::size_t adapter = 0; adapter < model.adapters.size(); ++adapter) {
@@ -297,10 +314,14 @@ std::vector<kv_events::WorkerFeed> worker_feeds(const RoutingTable& table) {
 std::vector<workers::ScrapeTarget> scrape_targets(const RoutingTable& table) {
   std::vector<workers::ScrapeTarget> targets;
   const auto& defaults = table.options->metrics_scrape;
-  for (const auto& model : table.models) {
+  for (std::size_t index = 0; index < table.models.size(); ++index) {
+    const auto& model = table.models[index];
+    // The table's models are the options' models, in order.
+    const bool discover = index < table.options->models.size() && table.options->models[index].discover_adapters;
     for (const auto& worker : model.workers) {
       targets.push_back({worker.state, worker.options.scrape_interval.value_or(defaults.interval),
-                         worker.options.scrape_timeout.value_or(defaults.timeout)});
+                         worker.options.scrape_timeout.value_or(defaults.timeout),
+                         discover ? model.name : std::string()});
     }
   }
   return targets;

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 
 namespace kvgate::workers {
@@ -54,6 +55,31 @@ Result<LlamacppProps, std::string> parse_llamacpp_props(std::string_view body) {
     props.build = build->get<std::string>().substr(0, 64);
   }
   return props;
+}
+
+Result<std::vector<std::string>, std::string> parse_served_adapters(std::string_view body,
+                                                                    std::string_view base_model) {
+  const auto document = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!document.is_object() || !document.contains("data") || !document["data"].is_array()) {
+    return unexpected(std::string("not a model list (no data array)"));
+  }
+  std::vector<std::string> adapters;
+  for (const auto& entry : document["data"]) {
+    if (!entry.is_object() || !entry.contains("id") || !entry["id"].is_string() || !entry.contains("parent") ||
+        !entry["parent"].is_string() || entry["parent"].get<std::string_view>() != base_model) {
+      continue;
+    }
+    auto name = entry["id"].get<std::string>();
+    if (name.empty() || name.size() > 256 || name == base_model ||
+        std::find(adapters.begin(), adapters.end(), name) != adapters.end()) {
+      continue;
+    }
+    if (adapters.size() == kMaxListedAdapters) {
+      break;
+    }
+    adapters.push_back(std::move(name));
+  }
+  return adapters;
 }
 
 std::optional<bool> RamCacheEvidence::record(std::uint32_t slot_tokens, std::uint32_t ram_tokens,

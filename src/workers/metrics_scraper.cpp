@@ -137,6 +137,16 @@ awaitable<void> MetricsScraper::scrape(std::shared_ptr<WorkerState> worker, std:
   if (*stopped) {
     co_return;
   }
+  if (!target.discover_adapters_of.empty()) {
+    auto& listed = adapters_listed_ms_[id];
+    if (listed == 0 || steady_ms() >= listed + kAdapterPollMs) {
+      listed = steady_ms();
+      co_await list_adapters(worker, target.discover_adapters_of, timeout);
+      if (*stopped) {
+        co_return;
+      }
+    }
+  }
   const auto verdict = worker->costs().ram_cache();
   auto& seen = ram_cache_seen_[id];
   if (verdict != seen) {
@@ -144,6 +154,23 @@ awaitable<void> MetricsScraper::scrape(std::shared_ptr<WorkerState> worker, std:
     if (on_engine_change_) {
       on_engine_change_();
     }
+  }
+}
+
+awaitable<void> MetricsScraper::list_adapters(const std::shared_ptr<WorkerState>& worker, const std::string& base_model,
+                                              Milliseconds timeout) {
+  constexpr std::uint64_t kMaxModelsBytes = 4 * 1024 * 1024;
+  auto page = co_await fetch_http(io_, worker->endpoint(), "/v1/models", timeout, kMaxModelsBytes);
+  if (!page || page->status != 200) {
+    co_return;  // asked again at the next poll; what was listed stays
+  }
+  auto adapters = parse_served_adapters(page->body, base_model);
+  if (!adapters) {
+    spdlog::warn("worker {}: /v1/models: {}", worker->id(), adapters.error());
+    co_return;
+  }
+  if (worker->engine().publish_served_adapters(std::move(*adapters)) && on_engine_change_) {
+    on_engine_change_();
   }
 }
 

@@ -182,6 +182,64 @@ TEST(KvIndex, BlocksOfAnAdapterNobodyListedAreCountedNotIndexed) {
   EXPECT_GT(fleet.worker("a")["index"]["blocks"].get<std::uint64_t>(), before);
 }
 
+// SGLang names an adapter with "lora_path" beside the base model, or as
+// "base:adapter", and its events carry only the adapter's number: kvgate
+// routes both forms to the adapter's partition, and the engine's adapter
+// blocks are never credited to the base model.
+TEST(KvIndex, SglangsWaysOfNamingAnAdapterKeepItsPartition) {
+  Fleet fleet;
+  fleet.adapters = {"support-bot"};
+  fleet.add_sim("a", "sglang", true, {"--engine-profile", "sglang", "--lora-adapters", "support-bot"});
+  fleet.start_gateway();
+  auto messages = first_turn("Which grout suits a shower floor that flexes a little?");
+  auto by_path = chat_request(messages);
+  by_path["lora_path"] = "support-bot";
+  auto response = post_json(fleet.harness.api_port(), "/v1/chat/completions", by_path.dump());
+  ASSERT_EQ(response.status, 200) << response.body;
+  fleet.wait_synced("a");
+  auto base = chat_request(messages);
+  EXPECT_EQ(Fleet::predicted(fleet.route(base), "a"), 0u);
+  EXPECT_EQ(fleet.engine_cached("a", base), 0u);
+  auto by_name = chat_request(messages);
+  by_name["model"] = "sim-model:support-bot";
+  response = post_json(fleet.harness.api_port(), "/v1/chat/completions", by_name.dump());
+  ASSERT_EQ(response.status, 200) << response.body;
+  EXPECT_GT(json::parse(response.body)["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0);
+  auto unknown = chat_request(messages);
+  unknown["lora_path"] = "ops-bot";
+  response = post_json(fleet.harness.api_port(), "/v1/chat/completions", unknown.dump());
+  EXPECT_EQ(response.status, 404);
+  EXPECT_EQ(json::parse(response.body)["error"]["code"], "model_not_found");
+}
+
+// models[].discover_adapters: the adapters the engine lists on the model
+// in /v1/models become routing keys without configuring them.
+TEST(KvIndex, AdaptersTheEngineListsAreDiscovered) {
+  Fleet fleet;
+  fleet.model_settings = "    discover_adapters: true\n";
+  fleet.add_sim("a", "map", true, {"--lora-adapters", "support-bot,sql-bot"});
+  fleet.start_gateway("metrics_scrape: {interval: 100ms}\n");
+  json models;
+  const auto deadline = std::chrono::steady_clock::now() + 15s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    models = json::parse(get(fleet.harness.api_port(), "/v1/models").body)["data"];
+    if (models.size() == 3) {
+      break;
+    }
+    std::this_thread::sleep_for(50ms);  // polling the gateway for what it read from the engine
+  }
+  ASSERT_EQ(models.size(), 3u) << models.dump();
+  EXPECT_EQ(models[1]["id"], "support-bot");
+  EXPECT_EQ(models[1]["parent"], "sim-model");
+  auto sql = chat_request(first_turn("Which index speeds up a join on two date columns?"));
+  sql["model"] = "sql-bot";
+  ASSERT_EQ(post_json(fleet.harness.api_port(), "/v1/chat/completions", sql.dump()).status, 200);
+  fleet.wait_synced("a");
+  auto prediction = Fleet::predicted(fleet.route(sql), "a");
+  EXPECT_GT(prediction, 0u);
+  EXPECT_EQ(prediction, fleet.engine_cached("a", sql));
+}
+
 TEST(KvIndex, EvictionAndCacheResetEmptyTheWorkersEntries) {
   Fleet fleet;
   fleet.add_sim("a");

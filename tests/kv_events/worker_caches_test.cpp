@@ -365,6 +365,20 @@ TEST_F(WorkerCachesTest, RoutingTimeInsertsCoverTheLocalGroup) {
   EXPECT_EQ(index.entries_of(0), 0u);
 }
 
+// SGLang's events (and vLLM's before lora_name) give an adapter's number
+// only: its blocks cannot be put in the partition a request would hash
+// them in, and are never the base model's.
+TEST_F(WorkerCachesTest, AnAdapterNamedOnlyByNumberIsNotIndexed) {
+  auto event = stored({1, 2}, std::nullopt, tokens(100, 8));
+  event.lora_id = 3;
+  auto stats = caches.apply(0, batch({event}), 0);
+  EXPECT_EQ(stats.unindexable_blocks, 2u);
+  EXPECT_EQ(held_blocks(0, tokens(100, 8)), 0u);
+  event.lora_name = "support-bot";
+  caches.apply(0, batch({event}), 1);
+  EXPECT_EQ(held_blocks(0, tokens(100, 8)), 0u);  // the adapter's partition, not the base model's
+}
+
 // The pool holds every group's blocks: a local block stands for one block
 // per local group when the worker's capacity is counted (Gemma 3's five
 // sliding groups beside the full one take six blocks per position).

@@ -680,3 +680,32 @@ TEST(Explain, TheTextNamesTheWorkerTheReasonTheRunnerUpAndEachCandidate) {
 
 }  // namespace
 }  // namespace kvgate::route
+
+namespace kvgate::route {
+namespace {
+
+// A request names an adapter as vLLM's clients do ("model": the adapter),
+// or as SGLang's do: "lora_path" beside the base model, or "base:adapter".
+TEST(RoutingTableServed, AnAdapterIsFoundByEachEnginesWayOfNamingIt) {
+  RoutingTable table;
+  table.models.emplace_back();
+  table.models.back().name = "llama";
+  table.models.back().adapters = {"sql", "support"};
+  table.models.emplace_back();
+  table.models.back().name = "qwen3:8b";  // a name with a colon of its own
+  const auto& llama = table.models.front();
+  EXPECT_EQ(table.find_served("llama").model, &llama);
+  EXPECT_FALSE(table.find_served("llama").adapter);
+  EXPECT_EQ(table.find_served("support").adapter, 1u);
+  EXPECT_EQ(table.find_served("llama", std::string("sql")).adapter, 0u);
+  EXPECT_EQ(table.find_served("llama:support").adapter, 1u);
+  EXPECT_EQ(table.find_served("llama:support").model, &llama);
+  EXPECT_EQ(table.find_served("qwen3:8b").model, &table.models.back());
+  // Unknown adapters are never the base model.
+  EXPECT_EQ(table.find_served("llama", std::string("ops")).model, nullptr);
+  EXPECT_EQ(table.find_served("llama:ops").model, nullptr);
+  EXPECT_EQ(table.find_served("qwen3:8b", std::string("sql")).model, nullptr);
+}
+
+}  // namespace
+}  // namespace kvgate::route

@@ -52,6 +52,23 @@ EngineIdentity llamacpp_with_slots(std::uint32_t slots) {
 }
 
 // A worker configured with nothing but its URL takes what its engine says.
+// vLLM's /v1/models lists each adapter with the base model as its parent.
+TEST(EngineIdentity, ServedAdaptersAreTheEntriesWhoseParentIsTheModel) {
+  const auto body = R"({"object":"list","data":[
+    {"id":"llama","object":"model","root":"/models/llama","parent":null},
+    {"id":"sql-lora","object":"model","root":"/adapters/sql","parent":"llama"},
+    {"id":"other","object":"model","parent":"mistral"},
+    {"id":"sql-lora","object":"model","parent":"llama"},
+    {"id":"","parent":"llama"}, {"id":7,"parent":"llama"}, "junk",
+    {"id":"ops-lora","object":"model","parent":"llama"}]})";
+  auto adapters = parse_served_adapters(body, "llama");
+  ASSERT_TRUE(adapters);
+  EXPECT_EQ(*adapters, (std::vector<std::string>{"sql-lora", "ops-lora"}));
+  EXPECT_TRUE(parse_served_adapters(R"({"data":[]})", "llama")->empty());
+  EXPECT_FALSE(parse_served_adapters("not json", "llama"));
+  EXPECT_FALSE(parse_served_adapters(R"({"models":[]})", "llama"));
+}
+
 TEST(EngineIdentity, KeysTheConfigurationLeftOutFollowTheEngine) {
   const auto before = resolve_engine(bare_worker(), std::nullopt, std::nullopt);
   EXPECT_EQ(before.engine, EngineKind::vllm);

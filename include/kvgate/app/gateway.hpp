@@ -56,6 +56,7 @@ class Gateway {
   // worker's engine keys the file left out completed from what its engine
   // said (workers/engine_identity.hpp).
   std::shared_ptr<const config::Options> effective(const config::Options& base) const;
+  void add_discovered_adapters(config::Options& options) const;
   // A worker's engine said what it is, or its answers showed whether it
   // keeps a RAM prompt cache (control thread): re-model what changed.
   void engines_changed();
@@ -77,6 +78,7 @@ class Gateway {
   struct EngineFacts {
     std::optional<workers::EngineIdentity> identity;
     std::optional<bool> ram_cache;
+    std::vector<std::string> adapters;  // listed in its /v1/models (models[].discover_adapters)
     bool operator==(const EngineFacts&) const = default;
   };
   std::unordered_map<std::string, EngineFacts> engines_;

@@ -149,6 +149,9 @@ struct ModelOptions {
   // loading one costs before the prefill can start.
   std::uint32_t max_loras = 1;
   Milliseconds lora_load{100};
+  // Also serve the adapters the workers' engines list on this model (GET
+  // /v1/models, "parent": this model), as they are loaded and unloaded.
+  bool discover_adapters = false;
   // Local-attention layers beside the full-attention ones (Gemma 3's
   // sliding window, Llama 4's chunks), whose cache group a hit also needs.
   // The engines' KV events say so themselves (kv_cache_spec_kind): what they

@@ -31,6 +31,8 @@ struct RequestSummary {
   // tokenisation the model uses (extract_prompt for the approximate one).
   openai::PromptInput prompt;
   std::optional<std::string> cache_salt;  // partitions the engine's prefix cache
+  // SGLang's way to name a LoRA adapter beside the base model's "model".
+  std::optional<std::string> lora_path;
   // The body has a cache_salt member of any value, its key spelt in any
   // escaped form (the parsed document says so; the text cannot).
   bool has_cache_salt_member = false;

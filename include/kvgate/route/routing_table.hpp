@@ -95,7 +95,10 @@ struct RoutingTable {
     const ModelRoute* model = nullptr;
     std::optional<std::size_t> adapter;  // its position in model->adapters
   };
-  [[nodiscard]] Served find_served(std::string_view name) const;
+  // `lora_path` (SGLang's request field) names an adapter of the model
+  // `name`; SGLang's "base:adapter" form of `name` does too.
+  [[nodiscard]] Served find_served(std::string_view name,
+                                   const std::optional<std::string>& lora_path = std::nullopt) const;
   // Every worker once, in configuration order.
   [[nodiscard]] std::vector<std::shared_ptr<workers::WorkerState>> all_workers() const;
 };

@@ -43,6 +43,13 @@ struct LlamacppProps {
 };
 Result<LlamacppProps, std::string> parse_llamacpp_props(std::string_view body);
 
+// The LoRA adapters an engine's GET /v1/models lists on `base_model`: the
+// entries whose "parent" is that model (vLLM's form, adapters loaded at
+// start or through /v1/load_lora_adapter), in the order listed, at most
+// kMaxListedAdapters, names of at most 256 bytes.
+inline constexpr std::size_t kMaxListedAdapters = 256;
+Result<std::vector<std::string>, std::string> parse_served_adapters(std::string_view body, std::string_view base_model);
+
 // Whether the worker's answers show a host-RAM prompt cache (llama-server
 // --cache-ram): a turn credited with a sequence only the RAM cache could
 // hold that the engine computed again counts against it; a turn the engine

@@ -47,6 +47,9 @@ class MetricsScraper {
   // What the scrape says the engine is; asks /props when it needs to.
   http::awaitable<void> identify(const std::shared_ptr<WorkerState>& worker, const ParsedMetrics& parsed,
                                  Milliseconds timeout);
+  // The adapters the engine lists (models[].discover_adapters).
+  http::awaitable<void> list_adapters(const std::shared_ptr<WorkerState>& worker, const std::string& base_model,
+                                      Milliseconds timeout);
 
   http::asio::io_context& io_;
   PeriodicRounds rounds_;
@@ -56,6 +59,13 @@ class MetricsScraper {
   // The RAM-cache verdict last reported per worker id (control thread).
   std::unordered_map<std::string, std::optional<bool>> ram_cache_seen_;
   std::function<void()> on_engine_change_;
+  // When each worker's /v1/models was last read (control thread), by id.
+  std::unordered_map<std::string, std::uint64_t> adapters_listed_ms_;
+
+ public:
+  // Between two reads of a worker's /v1/models: adapters come and go at
+  // the pace of deployments, not of load.
+  static constexpr std::uint64_t kAdapterPollMs = 5'000;
 };
 
 }  // namespace kvgate::workers

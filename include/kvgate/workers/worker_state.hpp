@@ -244,6 +244,21 @@ class EngineView {
     std::lock_guard lock(last_mutex_);
     return identity_;
   }
+  // The LoRA adapters the engine lists on the model (models[].
+  // discover_adapters); empty until listed.
+  [[nodiscard]] std::vector<std::string> served_adapters() const {
+    std::lock_guard lock(last_mutex_);
+    return served_adapters_;
+  }
+  // Returns whether the list changed.
+  bool publish_served_adapters(std::vector<std::string> adapters) {
+    std::lock_guard lock(last_mutex_);
+    if (adapters == served_adapters_) {
+      return false;
+    }
+    served_adapters_ = std::move(adapters);
+    return true;
+  }
   void publish_identity(std::shared_ptr<const EngineIdentity> identity) {
     std::lock_guard lock(last_mutex_);
     identity_ = std::move(identity);
@@ -288,6 +303,7 @@ class EngineView {
   mutable std::mutex last_mutex_;
   std::shared_ptr<const Scrape> last_;
   std::shared_ptr<const EngineIdentity> identity_;
+  std::vector<std::string> served_adapters_;  // under last_mutex_
 };
 
 // What kvgate learns of the worker from its answers: the prediction drift
