@@ -4,6 +4,7 @@
 #include <array>
 #include <bit>
 #include <cassert>
+#include <optional>
 #include <thread>
 
 namespace kvgate::index {
@@ -358,38 +359,54 @@ void PrefixIndex::limit_to_local_attention(std::span<const BlockHash> blocks, co
     }
     return;
   }
-  // Sliding window: the rule of prefix::hybrid_hit_blocks for every worker
-  // in one downward pass; runs[i] belongs to scanning[i].
-  const std::uint32_t needed = (attention.tokens - 1 + block_size - 1) / block_size;
-  auto& runs = match.runs;
-  runs.assign(scanning.size(), 0);
-  std::size_t open = scanning.size();
-  for (std::uint32_t block = highest; block-- > 0 && open > 0;) {
-    const auto slot = table->find(key_of(prefix::local_group_key(blocks[block])));
-    for (std::size_t index = 0; index < open;) {
-      const auto worker = scanning[index];
-      if (match.blocks[worker] <= block) {
-        ++index;  // its run has not reached this block yet
+  // Sliding window, per worker: the highest run of `needed` held blocks
+  // ending at or below its full run, else its held run from block 0 (the
+  // rule of prefix::hybrid_hit_blocks). Every run ending in (end - needed,
+  // end] holds block end - needed, so that block is read first and a miss
+  // there moves the search down a whole window; a miss above it moves the
+  // search to just below the miss. A held window costs `needed` probes, and
+  // the slots of the blocks below are fetched while one is read.
+  const std::uint32_t needed = std::max<std::uint32_t>(1, (attention.tokens - 1 + block_size - 1) / block_size);
+  constexpr std::uint32_t kPrefetchBelow = 8;
+  for (auto worker : scanning) {
+    auto held = [&](std::uint32_t block) {
+      return local_held(table->find(key_of(prefix::local_group_key(blocks[block]))), worker);
+    };
+    auto prefetch = [&](std::uint32_t block) {
+      __builtin_prefetch(&table->cells[table->home(key_of(prefix::local_group_key(blocks[block]))) * table->stride]);
+    };
+    std::uint32_t end = match.blocks[worker];
+    std::optional<std::uint32_t> hit;
+    while (!hit && end >= needed) {
+      const auto start = end - needed;
+      if (!held(start)) {
+        end = start;
         continue;
       }
-      if (!local_held(slot, worker)) {
-        runs[index] = 0;
-        ++index;
-        continue;
+      std::optional<std::uint32_t> miss;
+      for (auto block = end; block-- > start + 1;) {
+        if (block >= start + kPrefetchBelow) {
+          prefetch(block - kPrefetchBelow);
+        }
+        if (!held(block)) {
+          miss = block;
+          break;
+        }
       }
-      if (++runs[index] < needed) {
-        ++index;
-        continue;
+      if (miss) {
+        end = *miss;
+      } else {
+        hit = end;
       }
-      settle(worker, block + runs[index]);
-      // Done: the last open worker takes its place.
-      --open;
-      scanning[index] = scanning[open];
-      runs[index] = runs[open];
     }
-  }
-  for (std::size_t index = 0; index < open; ++index) {
-    settle(scanning[index], runs[index]);  // no full window: the run from block 0, if any
+    if (!hit) {
+      std::uint32_t leading = 0;  // shorter than a window: the run from the first block
+      while (leading < end && held(leading)) {
+        ++leading;
+      }
+      hit = leading;
+    }
+    settle(worker, *hit);
   }
 }
 

@@ -7,7 +7,6 @@
 // kv_cache_coordinator.py: full attention first, then the local group within
 // that length; the shorter wins), so kvgate indexes the local group's blocks
 // under their own keys and applies the same rule.
-#include <bit>
 #include <cstdint>
 #include <string>
 
@@ -32,10 +31,15 @@ struct LocalAttention {
 // "full", "sliding_window 1024", "chunked_local 8192", "sliding_window 1024 x 5 groups".
 std::string to_string(const LocalAttention& attention);
 
-// The index key of a block's copy in the local group: the same chained hash,
-// moved by a fixed bijection so it never meets a full-attention key.
+// The index key of a block's copy in the local group: the same chained hash
+// through a fixed bijection (splitmix64's finaliser), so it meets a
+// full-attention key only by chance and keys that arrive structured (small
+// integers, multiples of one constant) still spread over the table.
 inline BlockHash local_group_key(BlockHash block) {
-  return std::rotl(block, 23) ^ 0x6c6f63616c4b5631ULL;
+  auto key = block ^ 0x6c6f63616c4b5631ULL;
+  key = (key ^ (key >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  key = (key ^ (key >> 27)) * 0x94d049bb133111ebULL;
+  return key ^ (key >> 31);
 }
 
 // How many leading blocks of a prompt the engine serves from its cache when
