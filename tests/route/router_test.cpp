@@ -506,6 +506,32 @@ TEST(Router, TheDriftCauseNamesTheEngineItDetected) {
   EXPECT_NE(likely_drift_cause(fleet.model, route).find("set block_size: 32"), std::string::npos);
 }
 
+// A hybrid-attention model: a worker whose local group lacks the window
+// before its full-attention run is credited with no hit, whatever that run;
+// a configured layout the events contradict is named as the drift cause.
+TEST(Router, AHybridModelsHitNeedsTheLocalGroupsWindow) {
+  Fleet fleet(cache_aware(), 2);
+  fleet.model.cache->attention.configure({prefix::AttentionKind::sliding_window, 64});
+  auto prompt = prompt_of(800);
+  fleet.hold(0, prompt, 48);  // routed there: both groups
+  fleet.model.cache->index.insert(fleet.model.workers[1].slot, std::span(prompt.blocks).first(48), index::Tier::gpu,
+                                  0);  // the full-attention group only
+  auto decision = fleet.decide(prompt, std::nullopt);
+  EXPECT_EQ(decision.candidates[0].cached_tokens, 768u);
+  EXPECT_EQ(decision.candidates[1].cached_tokens, 0u);
+  ASSERT_EQ(decision.worker, 0u);
+  EXPECT_EQ(decision.full_attention_cached_tokens, 768u);
+  auto& route = fleet.model.workers[0];
+  EXPECT_NE(likely_drift_cause(fleet.model, route).find("without KV events the index models the sliding_window 64"),
+            std::string::npos)
+      << likely_drift_cause(fleet.model, route);
+  fleet.model.cache->attention.report({prefix::AttentionKind::sliding_window, 128});
+  EXPECT_NE(likely_drift_cause(fleet.model, route)
+                .find("models[].attention says sliding_window 64 but the engines' KV events report sliding_window 128"),
+            std::string::npos)
+      << likely_drift_cause(fleet.model, route);
+}
+
 TEST(Router, AMoveIsCountedOnCommitOnly) {
   Fleet fleet(cache_aware());
   auto first = prompt_of(320);
