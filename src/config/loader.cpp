@@ -628,10 +628,10 @@ void read_attention(YamlReader& reader, const YAML::Node& node, const std::strin
   }
   reader.optional(node, path, "local_groups",
                   [&](auto& value, auto key_path) { reader.read(value, key_path, out.attention.groups, 1u, 64u); });
-  for (auto [key, kind] : {std::pair{"sliding_window", prefix::AttentionKind::sliding_window},
-                           std::pair{"chunked_local", prefix::AttentionKind::chunked_local}}) {
-    reader.optional(node, path, key, [&](auto& value, auto key_path) {
-      out.attention.kind = kind;
+  for (const auto& option : {std::pair{"sliding_window", prefix::AttentionKind::sliding_window},
+                             std::pair{"chunked_local", prefix::AttentionKind::chunked_local}}) {
+    reader.optional(node, path, option.first, [&](auto& value, auto key_path) {
+      out.attention.kind = option.second;
       reader.read(value, key_path, out.attention.tokens, 2u, 1u << 24);
       out.attention_given = true;
     });
