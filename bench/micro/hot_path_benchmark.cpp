@@ -247,6 +247,8 @@ void router_decide(benchmark::State& state) {
     state.counters["p50_us"] = nanoseconds[nanoseconds.size() / 2] / 1000;
     state.counters["p90_us"] = nanoseconds[nanoseconds.size() * 9 / 10] / 1000;
     state.counters["p99_us"] = nanoseconds[nanoseconds.size() * 99 / 100] / 1000;
+    state.counters["p95_us"] = nanoseconds[nanoseconds.size() * 95 / 100] / 1000;
+    state.counters["p98_us"] = nanoseconds[nanoseconds.size() * 98 / 100] / 1000;
   }
   state.counters["allocs_per_decision"] =
       static_cast<double>(allocations) / static_cast<double>(std::max<std::int64_t>(state.iterations(), 1));
