@@ -161,24 +161,37 @@ WorkerCaches::GroupUse WorkerCaches::group_use(std::optional<std::uint32_t> grou
   auto* learned = number < kMaxGroups ? &groups_[number] : nullptr;
   if (kind) {
     auto use = GroupUse::unusable;
+    // The local layout this group stands for: a sliding window its event
+    // names, or chunks whose size the event may name and the configuration
+    // otherwise gives (Llama 4's attention_chunk_size).
+    std::optional<prefix::LocalAttention> local;
     if (*kind == "full_attention" || *kind == "mla_attention" || *kind == "sink_full_attention") {
       use = GroupUse::full;
       if (!attention_.reported()) {
         attention_.report({});  // full attention, so far
       }
     } else if ((*kind == "sliding_window" || *kind == "sliding_window_mla") && window.value_or(0) >= 2) {
+      local = prefix::LocalAttention{prefix::AttentionKind::sliding_window, *window};
+    } else if (*kind == "chunked_local_attention") {
+      const auto configured = attention_.configured();
+      const auto chunk =
+          window.value_or(configured.kind == prefix::AttentionKind::chunked_local ? configured.tokens : 0);
+      if (chunk >= 2) {
+        local = prefix::LocalAttention{prefix::AttentionKind::chunked_local, chunk};
+      }
+    }
+    if (local) {
       const auto current = attention_.reported();
-      if (!current || !current->hybrid() ||
-          (current->kind == prefix::AttentionKind::sliding_window && current->tokens == *window)) {
+      if (!current || !current->hybrid() || (current->kind == local->kind && current->tokens == local->tokens)) {
         use = GroupUse::local;
-      }  // else a second window: one kind of local attention is modelled
+      }  // else a second kind or size: one kind of local attention is modelled
     }
     if (learned != nullptr) {
       *learned = use;
     }
     note_local(number, use);
     if (use == GroupUse::local) {
-      const prefix::LocalAttention reported{prefix::AttentionKind::sliding_window, *window, local_groups()};
+      const prefix::LocalAttention reported{local->kind, local->tokens, local_groups()};
       if (attention_.reported() != reported) {
         attention_.report(reported);
       }

@@ -337,6 +337,19 @@ TEST_F(WorkerCachesTest, AGroupOfAKindNotModelledIsCountedAndNeverApplied) {
   EXPECT_EQ(held_blocks(0, prompt), 2u);
 }
 
+// vLLM names a chunked-local group's kind; the chunk size comes from the
+// event's window field when it carries one, else from the configuration,
+// and without either the group cannot be modelled.
+TEST_F(WorkerCachesTest, AChunkedLocalGroupTakesItsChunkFromTheConfiguration) {
+  auto chunked = grouped(stored({1, 2}, std::nullopt, tokens(100, 8)), 1, "chunked_local_attention");
+  EXPECT_EQ(caches.apply(0, batch({chunked}), 0).unknown_group_blocks, 2u);
+  attention.configure({prefix::AttentionKind::chunked_local, 8192});
+  chunked.group_idx = 2;  // a group not yet judged
+  EXPECT_EQ(caches.apply(0, batch({chunked}), 1).unknown_group_blocks, 0u);
+  EXPECT_EQ(attention.effective(), (prefix::LocalAttention{prefix::AttentionKind::chunked_local, 8192}));
+  EXPECT_TRUE(index.holds(0, prefix::local_group_key(request_blocks(tokens(100, 8))[1])));
+}
+
 // Events that name a group but not its kind: group 0 is full attention,
 // another group the configured local attention, else not modelled.
 TEST_F(WorkerCachesTest, GroupsWithoutAKindFollowTheConfiguration) {
