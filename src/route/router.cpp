@@ -46,7 +46,7 @@ Scratch& scratch_for(std::size_t workers) {
 // model, cut to what the engine's coordinator finds with the local group
 // too (prefix/attention.hpp).
 std::span<const std::uint32_t> indexed_cached_tokens(const ModelRoute& model, const prompt::PreparedPrompt* prompt,
-                                                     Scratch& scratch) {
+                                                     const prefix::LocalAttention& attention, Scratch& scratch) {
   const auto count = model.workers.size();
   auto cached = std::span(scratch.indexed).first(count);
   std::fill(cached.begin(), cached.end(), 0);
@@ -59,7 +59,6 @@ std::span<const std::uint32_t> indexed_cached_tokens(const ModelRoute& model, co
   }
   const std::uint32_t reusable_blocks = (prompt->input_tokens - 1) / model.block_size;
   model.cache->index.longest_prefix(prompt->blocks, scratch.match);
-  const auto attention = model.cache->attention.effective();
   if (attention.hybrid()) {
     for (std::size_t worker = 0; worker < count; ++worker) {
       full_only[worker] = std::min(scratch.match.held(model.workers[worker].slot), reusable_blocks) * model.block_size;
@@ -153,8 +152,10 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   RouteDecision result;
   const auto count = model.workers.size();
   auto& scratch = scratch_for(count);
-  const auto indexed = indexed_cached_tokens(model, prompt, scratch);
-  const bool hybrid = model.cache && model.cache->attention.effective().hybrid();
+  // Read once: the layout the events report may change between two reads.
+  const auto attention = model.cache ? model.cache->attention.effective() : prefix::LocalAttention{};
+  const auto indexed = indexed_cached_tokens(model, prompt, attention, scratch);
+  const bool hybrid = attention.hybrid();
   auto& views = scratch.views;
   const auto& cost_options = table.options->routing.cache_aware;
   // Only cache_aware reads the prices, the LRU ages and the return odds:

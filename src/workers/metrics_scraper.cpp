@@ -41,6 +41,7 @@ void MetricsScraper::watch(std::vector<ScrapeTarget> targets, const config::Metr
   }
   schedules_ = std::move(kept);
   std::erase_if(ram_cache_seen_, [&](const auto& entry) { return !schedules_.contains(entry.first); });
+  std::erase_if(adapters_listed_ms_, [&](const auto& entry) { return !schedules_.contains(entry.first); });
   if (!options.enabled || targets.empty()) {
     return;
   }
