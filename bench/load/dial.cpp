@@ -150,6 +150,9 @@ ReplicaMetrics parse_replica_metrics(std::string_view exposition) {
       {"kvgate_sim_num_gpu_blocks", &ReplicaMetrics::num_gpu_blocks},
       {"vllm:prompt_tokens_total", &ReplicaMetrics::prompt_tokens},
       {"kvgate_sim_lora_loads_total", &ReplicaMetrics::lora_loads},
+      {"kvgate_sim_computed_prompt_tokens_total", &ReplicaMetrics::computed_prompt_tokens},
+      {"kvgate_sim_kv_transfers_total", &ReplicaMetrics::kv_transfers},
+      {"kvgate_sim_kv_transfer_seconds_total", &ReplicaMetrics::kv_transfer_seconds},
   };
   while (!exposition.empty()) {
     auto end = exposition.find('\n');

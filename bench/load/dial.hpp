@@ -78,8 +78,11 @@ struct ReplicaMetrics {
   std::optional<double> busy_seconds;          // counter
   std::optional<double> prefill_seconds;       // counter
   std::optional<double> num_gpu_blocks;
-  std::optional<double> prompt_tokens;  // vllm:prompt_tokens_total
-  std::optional<double> lora_loads;     // kvgate_sim_lora_loads_total
+  std::optional<double> prompt_tokens;           // vllm:prompt_tokens_total
+  std::optional<double> lora_loads;              // kvgate_sim_lora_loads_total
+  std::optional<double> computed_prompt_tokens;  // kvgate_sim_computed_prompt_tokens_total
+  std::optional<double> kv_transfers;            // kvgate_sim_kv_transfers_total (a decoder's)
+  std::optional<double> kv_transfer_seconds;     // kvgate_sim_kv_transfer_seconds_total (model seconds)
 };
 ReplicaMetrics parse_replica_metrics(std::string_view exposition);
 

@@ -492,6 +492,29 @@ json run_one(const Command& command, const std::string& name, const std::string&
       if (counted && !result->records.empty()) {
         summary["adapter_loads_per_1000_requests"] = 1000.0 * loads / static_cast<double>(result->records.size());
       }
+      // What the replicas computed and moved, whichever of them did it: a
+      // disaggregated decoder's usage counts received KV as cached, so the
+      // prefill work is the replicas' own count.
+      auto delta = [&](std::optional<double> kvgate::load::ReplicaMetrics::*field) -> std::optional<double> {
+        double total = 0;
+        bool any = false;
+        for (std::size_t index = 0; index < after->size() && index < before->size(); ++index) {
+          if ((*after)[index].*field && (*before)[index].*field) {
+            total += *((*after)[index].*field) - *((*before)[index].*field);
+            any = true;
+          }
+        }
+        return any ? std::optional(total) : std::nullopt;
+      };
+      if (auto computed = delta(&kvgate::load::ReplicaMetrics::computed_prompt_tokens)) {
+        summary["replica_prefill_tokens_computed"] = *computed;
+      }
+      auto transfers = delta(&kvgate::load::ReplicaMetrics::kv_transfers);
+      auto transfer_seconds = delta(&kvgate::load::ReplicaMetrics::kv_transfer_seconds);
+      if (transfers && transfer_seconds) {
+        summary["kv_transfers"] = *transfers;
+        summary["kv_transfer_ms_mean"] = *transfers > 0 ? 1000 * *transfer_seconds / *transfers : 0.0;
+      }
     }
   }
   std::string records;

@@ -82,6 +82,8 @@ json summarize(const RunInfo& run, const std::vector<RequestRecord>& records) {
   double sibling_ttft_sum = 0;
   std::vector<double> ttft;
   std::vector<double> latency;
+  std::vector<double> tpot;
+  std::uint64_t remote_prefills = 0;
   std::uint64_t output = 0;
   // kvgate's predictions against the engine's figure (requests with a
   // receipt), and the full-attention group's alone.
@@ -106,7 +108,12 @@ json summarize(const RunInfo& run, const std::vector<RequestRecord>& records) {
     }
     ++total.requests;
     ceiling += record.ceiling_tokens;
-    if (record.predicted_cached) {
+    remote_prefills += record.remote_prefill ? 1 : 0;
+    // Time per output token after the first (the decode phase's pace).
+    if (record.ttft_ms >= 0 && record.output_tokens > 1) {
+      tpot.push_back((record.latency_ms - record.ttft_ms) / static_cast<double>(record.output_tokens - 1));
+    }
+    if (record.predicted_cached && !record.remote_prefill) {
       const auto full_only = record.full_attention_cached.value_or(*record.predicted_cached);
       ++predicted;
       predicted_exact += *record.predicted_cached == record.cached_tokens ? 1 : 0;
@@ -221,6 +228,8 @@ json summarize(const RunInfo& run, const std::vector<RequestRecord>& records) {
       {"ttft_cdf", ttft_cdf},
       {"worker_timeline", {{"bin_ms", bin_ms}, {"workers", timeline}}},
       {"latency_ms", distribution(latency)},
+      {"tpot_ms", distribution(tpot)},
+      {"remote_prefill_share", ratio(remote_prefills, total.requests)},
       {"requests_per_worker", by_worker},
       {"predictions", predicted == 0 ? json()
                                      : json{{"requests", predicted},

@@ -32,6 +32,10 @@ struct RequestRecord {
   // hybrid-attention model what its full-attention group alone gave.
   std::optional<std::uint32_t> predicted_cached;
   std::optional<std::uint32_t> full_attention_cached;
+  // A disaggregated model's request whose prompt a prefill worker computed
+  // (the receipt's prefill=remote_prefill): the decoder's usage counts the
+  // moved KV as cached.
+  bool remote_prefill = false;
 };
 
 struct RunInfo {

@@ -72,6 +72,7 @@ void record(Shared& shared, std::size_t session, std::uint32_t turn, const Answe
                             static_cast<std::uint32_t>(reusable * answer.prompt_tokens)});
   shared.records.back().predicted_cached = receipt_predicted_cached(answer.receipt);
   shared.records.back().full_attention_cached = receipt_number(answer.receipt, "full_attention_cached");
+  shared.records.back().remote_prefill = answer.receipt.find("prefill=remote_prefill") != std::string::npos;
 }
 
 // Sub-agents of one fork, running at once; the session waits for the last.

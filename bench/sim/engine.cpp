@@ -39,6 +39,7 @@ RequestHandle Engine::add(NewRequest spec) {
   request->hash_seed = spec.hash_seed;
   request->cache_salt = spec.cache_salt;
   request->lora_name = spec.lora_name;
+  request->external_tokens = spec.external_tokens;
   auto handle = request->handle;
   waiting_.push_back(request.get());
   requests_.emplace(handle, std::move(request));
@@ -76,6 +77,7 @@ StepReport Engine::step() {
     }
     report.context_tokens += request->computed + tokens;
   }
+  counters_.computed_prompt_tokens += report.prefill_tokens;
   report.duration_ms = cost_.overhead_ms + cost_.prefill_ms_per_token * report.prefill_tokens +
                        cost_.decode_ms_per_sequence * report.decode_sequences +
                        cost_.attention_ms_per_context_token * static_cast<double>(report.context_tokens) +
@@ -288,7 +290,12 @@ bool Engine::try_admit(Request& request, std::uint32_t budget, std::uint32_t& to
   auto reusable = std::min<std::size_t>(hashes.size(), (total - 1) / block_size);
   auto hit = pool_.find_cached_prefix(std::span(hashes).first(reusable));
   const auto offloaded = pool_.offloaded_run(std::span(hashes).first(reusable).subspan(hit.size()));
-  auto computed = (static_cast<std::uint32_t>(hit.size()) + offloaded) * block_size;
+  // Blocks a prefill worker sent, beyond what this cache and its lower tier
+  // hold (the transfer already happened: no load cost here).
+  const auto external_blocks = std::min<std::size_t>(reusable, request.external_tokens / block_size);
+  const auto local_blocks = hit.size() + offloaded;
+  const auto received = external_blocks > local_blocks ? static_cast<std::uint32_t>(external_blocks - local_blocks) : 0;
+  auto computed = (static_cast<std::uint32_t>(local_blocks) + received) * block_size;
   tokens = std::min(total - computed, budget);
   auto new_blocks = blocks_for(computed + tokens, block_size) - static_cast<std::uint32_t>(hit.size());
   auto hits_in_free_queue = static_cast<std::uint32_t>(
@@ -300,6 +307,8 @@ bool Engine::try_admit(Request& request, std::uint32_t budget, std::uint32_t& to
   pool_.touch_offloaded(std::span(hashes).subspan(hit.size(), offloaded));
   loading_blocks_ += offloaded;
   counters_.offloaded_hit_tokens += offloaded * block_size;
+  counters_.external_hit_tokens += received * block_size;
+  request.external_tokens = 0;  // landed once: a preempted request recomputes
   auto allocated = pool_.allocate(new_blocks);
   assert(allocated);
   request.blocks = std::move(hit);
@@ -447,6 +456,16 @@ void Engine::release_blocks(Request& request) {
   request.blocks.clear();
   request.local_blocks.clear();
   request.local_cached.clear();
+}
+
+std::uint32_t Engine::cached_prefix_tokens(std::span<const TokenId> prompt, BlockHash hash_seed) const {
+  if (slots_ || prompt.empty()) {
+    return 0;
+  }
+  const auto block_size = pool_.block_size();
+  auto hashes = prefix::hash_blocks(prompt, block_size, hash_seed);
+  const auto reusable = std::min<std::size_t>(hashes.size(), (prompt.size() - 1) / block_size);
+  return static_cast<std::uint32_t>(pool_.find_cached_prefix(std::span(hashes).first(reusable)).size()) * block_size;
 }
 
 std::vector<BlockHash> Engine::prompt_hashes(const Request& request) const {

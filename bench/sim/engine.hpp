@@ -67,6 +67,12 @@ struct NewRequest {
   BlockHash hash_seed = 0;  // partition seed (per-process seed, cache_salt)
   std::string cache_salt;   // reported in the root block's KV event
   std::string lora_name;    // the adapter the request named, reported in its KV events; empty: base model
+  // Disaggregated decode: leading prompt tokens whose KV a prefill worker
+  // computed and sent here (landed before add). At admission the full
+  // blocks among them the cache lacks count as computed, take GPU blocks
+  // and are cached like computed ones (vLLM's connector reports them as
+  // external hits); at least the last prompt token is still computed.
+  std::uint32_t external_tokens = 0;
 };
 
 struct Progress {
@@ -88,13 +94,15 @@ struct StepReport {
 };
 
 struct EngineCounters {
-  std::uint64_t prefix_queries_tokens = 0;  // vllm:prefix_cache_queries_total
-  std::uint64_t prefix_hit_tokens = 0;      // vllm:prefix_cache_hits_total
-  std::uint64_t prompt_tokens = 0;          // vllm:prompt_tokens_total
-  std::uint64_t generation_tokens = 0;      // vllm:generation_tokens_total
-  std::uint64_t preemptions = 0;            // vllm:num_preemptions_total
-  std::uint64_t offloaded_hit_tokens = 0;   // prompt tokens loaded from the CPU tier
-  std::uint64_t lora_loads = 0;             // adapters loaded onto the GPU
+  std::uint64_t prefix_queries_tokens = 0;   // vllm:prefix_cache_queries_total
+  std::uint64_t prefix_hit_tokens = 0;       // vllm:prefix_cache_hits_total
+  std::uint64_t prompt_tokens = 0;           // vllm:prompt_tokens_total
+  std::uint64_t generation_tokens = 0;       // vllm:generation_tokens_total
+  std::uint64_t preemptions = 0;             // vllm:num_preemptions_total
+  std::uint64_t offloaded_hit_tokens = 0;    // prompt tokens loaded from the CPU tier
+  std::uint64_t lora_loads = 0;              // adapters loaded onto the GPU
+  std::uint64_t external_hit_tokens = 0;     // prompt tokens received from a prefill worker
+  std::uint64_t computed_prompt_tokens = 0;  // prompt tokens computed (recomputations after preemption too)
 };
 
 class Engine {
@@ -110,6 +118,9 @@ class Engine {
   [[nodiscard]] std::size_t running() const { return running_.size(); }
   [[nodiscard]] std::size_t waiting() const { return waiting_.size(); }
   [[nodiscard]] const EngineCounters& counters() const { return counters_; }
+  // Leading prompt tokens the GPU cache holds now for this prompt and seed
+  // (what a transfer need not move).
+  [[nodiscard]] std::uint32_t cached_prefix_tokens(std::span<const TokenId> prompt, BlockHash hash_seed) const;
   // The adapters with requests running and waiting (vllm:lora_requests_info).
   [[nodiscard]] std::vector<std::string> running_adapters() const;
   [[nodiscard]] std::vector<std::string> waiting_adapters() const;
@@ -135,6 +146,7 @@ class Engine {
     BlockHash hash_seed = 0;
     std::string cache_salt;
     std::string lora_name;
+    std::uint32_t external_tokens = 0;
     std::optional<std::uint32_t> cached_tokens;  // set at first admission
     std::optional<std::uint32_t> slot;           // llama.cpp mode: the slot it runs in
     // A hybrid model: each sliding-window group's blocks by position

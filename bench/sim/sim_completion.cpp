@@ -2,6 +2,7 @@
 // simulated engine, plus /health, /v1/models, /metrics, /reset_prefix_cache.
 // Errors follow vLLM's current OpenAI-style shape.
 #include <boost/asio/experimental/awaitable_operators.hpp>
+#include <charconv>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
@@ -91,6 +92,15 @@ struct Completion {
   std::string cache_salt;
   std::string lora_name;  // the adapter the request named; empty: the base model
   std::string id;
+  // Disaggregated serving (--role). vLLM's kv_transfer_params: prefill here
+  // and hand the KV to a decoder (do_remote_decode), or take the prompt's KV
+  // from a prefill worker (do_remote_prefill). SGLang's bootstrap fields:
+  // the room a prefill replica computes and a decoder fetches.
+  bool remote_decode = false;
+  bool remote_prefill = false;
+  std::optional<std::uint64_t> bootstrap_room;
+  std::string bootstrap_host;
+  std::uint16_t bootstrap_port = 0;
 };
 
 std::tm local_now() {
@@ -162,6 +172,23 @@ std::optional<std::string> read_completion(const json& body, std::string_view bo
   }
   if (body.contains("cache_salt") && body["cache_salt"].is_string()) {
     completion.cache_salt = body["cache_salt"].get<std::string>();
+  }
+  if (auto params = body.find("kv_transfer_params"); params != body.end() && params->is_object()) {
+    completion.remote_decode = params->value("do_remote_decode", false);
+    completion.remote_prefill = params->value("do_remote_prefill", false);
+    if (completion.remote_prefill &&
+        !(params->contains("remote_block_ids") && (*params)["remote_block_ids"].is_array())) {
+      return std::string("kv_transfer_params.do_remote_prefill needs remote_block_ids");
+    }
+  }
+  if (auto room = body.find("bootstrap_room"); room != body.end() && !room->is_null()) {
+    if (!room->is_number_unsigned() || !body.contains("bootstrap_host") || !body["bootstrap_host"].is_string() ||
+        !body.contains("bootstrap_port") || !body["bootstrap_port"].is_number_unsigned()) {
+      return std::string("bootstrap_room needs a non-negative integer room, bootstrap_host and bootstrap_port");
+    }
+    completion.bootstrap_room = room->get<std::uint64_t>();
+    completion.bootstrap_host = body["bootstrap_host"].get<std::string>();
+    completion.bootstrap_port = body["bootstrap_port"].get<std::uint16_t>();
   }
   if (completion.chat && (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())) {
     return std::string("messages must be a non-empty list");
@@ -339,6 +366,42 @@ awaitable<void> wait_signal(asio::steady_timer& signal) {
   co_await signal.async_wait(use_nothrow);
 }
 
+// A SGLang decoder's fetch of a bootstrap room from the prefill replica
+// (GET /sim/bootstrap/<room>, which waits for the room's prefill): the
+// prompt tokens whose KV it holds; nullopt when the prefill failed or the
+// replica cannot be reached.
+awaitable<std::optional<std::uint32_t>> fetch_room(const std::string& host, std::uint16_t port, std::uint64_t room) {
+  auto executor = co_await asio::this_coro::executor;
+  tcp::resolver resolver(executor);
+  auto [resolve_error, endpoints] = co_await resolver.async_resolve(host, std::to_string(port), use_nothrow);
+  if (resolve_error) {
+    co_return std::nullopt;
+  }
+  beast::tcp_stream stream(executor);
+  stream.expires_after(std::chrono::seconds(60));
+  auto [connect_error, endpoint] = co_await stream.async_connect(endpoints, use_nothrow);
+  if (connect_error) {
+    co_return std::nullopt;
+  }
+  bhttp::request<bhttp::empty_body> request{bhttp::verb::get, "/sim/bootstrap/" + std::to_string(room), 11};
+  request.set(bhttp::field::host, host + ":" + std::to_string(port));
+  auto [write_error, written] = co_await bhttp::async_write(stream, request, use_nothrow);
+  if (write_error) {
+    co_return std::nullopt;
+  }
+  beast::flat_buffer buffer;
+  bhttp::response<bhttp::string_body> response;
+  auto [read_error, read] = co_await bhttp::async_read(stream, buffer, response, use_nothrow);
+  if (read_error || response.result() != bhttp::status::ok) {
+    co_return std::nullopt;
+  }
+  auto answer = json::parse(response.body(), nullptr, false);
+  if (!answer.is_object() || !answer.contains("tokens") || !answer["tokens"].is_number_unsigned()) {
+    co_return std::nullopt;
+  }
+  co_return answer["tokens"].get<std::uint32_t>();
+}
+
 class CompletionRun {
  public:
   CompletionRun(SimServer& server, beast::tcp_stream& stream, Completion completion)
@@ -350,12 +413,37 @@ class CompletionRun {
     NewRequest request{completion_.prompt, completion_.max_tokens,
                        server_.hash_seed_for(completion_.cache_salt, completion_.lora_name), completion_.cache_salt,
                        completion_.lora_name};
+    const auto role = server_.options().role;
+    prefills_for_decoder_ = role == SimRole::prefill && (completion_.remote_decode || completion_.bootstrap_room);
+    if (prefills_for_decoder_) {
+      // The decoder generates; this replica computes the prompt and its
+      // first token only.
+      completion_.max_tokens = 1;
+      request.max_tokens = 1;
+      if (completion_.bootstrap_room) {
+        server_.open_room(*completion_.bootstrap_room);
+      }
+    }
+    if (role != SimRole::prefill &&
+        (completion_.remote_prefill || (role == SimRole::decode && completion_.bootstrap_room))) {
+      const bool landed = co_await receive_kv(request);
+      if (!landed) {
+        co_return co_await refuse_unreachable_room(keep_alive);
+      }
+    }
     handle_ = server_.submit(std::move(request), state_);
     bool ok = false;
     if (completion_.stream) {
       ok = co_await stream_events(keep_alive);
     } else {
       ok = co_await answer_whole(keep_alive);
+    }
+    if (prefills_for_decoder_) {
+      if (completion_.bootstrap_room) {
+        server_.close_room(*completion_.bootstrap_room,
+                           ok ? std::optional(static_cast<std::uint32_t>(completion_.prompt.size())) : std::nullopt);
+      }
+      server_.disaggregation().remote_prefills += ok ? 1 : 0;
     }
     if (!ok) {
       server_.cancel(handle_);
@@ -368,6 +456,60 @@ class CompletionRun {
   }
 
  private:
+  // A remotely prefilled request: the prompt's KV comes over the link (the
+  // tokens this cache lacks, at --transfer-gbps) before the engine admits
+  // it. vLLM's decode request says where the blocks are; a SGLang decoder
+  // asks the prefill replica's bootstrap server for its room. False: the
+  // room's prefill failed.
+  awaitable<bool> receive_kv(NewRequest& request) {
+    auto landed = static_cast<std::uint32_t>(completion_.prompt.size());
+    if (!completion_.remote_prefill) {
+      auto room =
+          co_await fetch_room(completion_.bootstrap_host, completion_.bootstrap_port, *completion_.bootstrap_room);
+      if (!room) {
+        co_return false;
+      }
+      landed = std::min(*room, landed);
+    }
+    const auto held = std::min(server_.engine().cached_prefix_tokens(request.prompt, request.hash_seed), landed);
+    const double model_ms = server_.transfer_ms(landed - held);
+    auto& counters = server_.disaggregation();
+    ++counters.transfers;
+    counters.transferred_tokens += landed - held;
+    counters.transfer_seconds += model_ms / 1000;
+    asio::steady_timer transfer(stream_.get_executor(),
+                                std::chrono::microseconds(static_cast<std::int64_t>(
+                                    model_ms * 1000 / server_.options().time_scale * server_.fault().slow_factor)));
+    co_await transfer.async_wait(use_nothrow);
+    request.external_tokens = landed;
+    co_return true;
+  }
+
+  awaitable<bool> refuse_unreachable_room(bool keep_alive) {
+    auto response = error_response(server_, 500,
+                                   "KV transfer failed: bootstrap room " + std::to_string(*completion_.bootstrap_room) +
+                                       " was not prefilled by " + completion_.bootstrap_host,
+                                   keep_alive);
+    auto [error, written] = co_await bhttp::async_write(stream_, response, use_nothrow);
+    co_return !error && keep_alive;
+  }
+
+  // vLLM's prefill answer names where its KV is, for the decoder to read.
+  json transfer_params() const {
+    json block_ids = json::array();
+    const auto blocks = (completion_.prompt.size() + server_.options().block_size - 1) / server_.options().block_size;
+    for (std::size_t block = 0; block < blocks; ++block) {
+      block_ids.push_back(block);
+    }
+    return {{"do_remote_prefill", true},
+            {"do_remote_decode", false},
+            {"remote_block_ids", std::move(block_ids)},
+            {"remote_engine_id", server_.options().id},
+            {"remote_host", server_.options().host},
+            {"remote_port", server_.options().port},
+            {"tp_size", 1}};
+  }
+
   // Waits for engine progress; false when the client closed meanwhile.
   awaitable<bool> wait_progress() {
     auto result = co_await (wait_signal(state_.signal) || wait_until_peer_closes(stream_.socket()));
@@ -392,14 +534,21 @@ class CompletionRun {
     Response response{bhttp::status::ok, 11};
     response.set(bhttp::field::content_type, "application/json");
     response.keep_alive(keep_alive);
-    response.body() =
-        llama_profile()
-            ? llama_whole(completion_, server_.options().model, state_.generated, state_.cached_tokens, times())
-            : whole_json(completion_, server_.options().model, state_.generated, state_.cached_tokens).dump();
+    response.body() = llama_profile() ? llama_whole(completion_, server_.options().model, state_.generated,
+                                                    state_.cached_tokens, times())
+                                      : whole_body();
     response.prepare_payload();
     response.set(kReplicaHeader, server_.options().id);
     auto [error, written] = co_await bhttp::async_write(stream_, response, use_nothrow);
     co_return !error;
+  }
+
+  std::string whole_body() const {
+    auto body = whole_json(completion_, server_.options().model, state_.generated, state_.cached_tokens);
+    if (prefills_for_decoder_ && completion_.remote_decode) {
+      body["kv_transfer_params"] = transfer_params();
+    }
+    return body.dump();
   }
 
   awaitable<bool> write_data(const std::string& data) {
@@ -489,6 +638,7 @@ class CompletionRun {
   ActiveRequest state_;
   RequestHandle handle_ = 0;
   std::chrono::steady_clock::time_point started_;
+  bool prefills_for_decoder_ = false;
 };
 
 // The error response when the request cannot be served, else nothing.
@@ -527,6 +677,14 @@ std::optional<Response> validate_completion(SimServer& server, const Request& re
   completion.chat = chat;
   if (auto problem = read_completion(body, request.body(), server, completion)) {
     return error_response(server, 400, *problem, keep_alive);
+  }
+  if (completion.remote_decode && options.role == SimRole::decode) {
+    return error_response(server, 400, "this replica decodes (--role decode): it does not prefill for others",
+                          keep_alive, "kv_transfer_params");
+  }
+  if (completion.remote_prefill && options.role == SimRole::prefill) {
+    return error_response(server, 400, "this replica prefills (--role prefill): it does not take remote KV", keep_alive,
+                          "kv_transfer_params");
   }
   if (options.profile == EngineProfile::llamacpp) {
     // llama-server refuses a prompt its slot's context cannot hold (the
@@ -634,6 +792,20 @@ awaitable<bool> handle_sim_request(SimServer& server, beast::tcp_stream& stream,
   if (path != "/metrics" && server.fault().status) {
     auto status = *server.fault().status;
     auto response = error_response(server, status, "injected failure", keep_alive);
+    co_return co_await send(stream, std::move(response));
+  }
+  constexpr std::string_view kBootstrap = "/sim/bootstrap/";
+  if (path.starts_with(kBootstrap) && request.method() == bhttp::verb::get) {
+    std::uint64_t room = 0;
+    const auto digits = std::string_view(path).substr(kBootstrap.size());
+    const auto [end, parse_error] = std::from_chars(digits.data(), digits.data() + digits.size(), room);
+    if (parse_error != std::errc() || end != digits.data() + digits.size()) {
+      co_return co_await send(stream, error_response(server, 400, "not a room number", keep_alive));
+    }
+    auto tokens = co_await server.await_room(room, std::chrono::seconds(30));
+    auto response =
+        tokens ? json_response(200, {{"room", room}, {"tokens", *tokens}}, keep_alive)
+               : error_response(server, 404, "room " + std::to_string(room) + " was not prefilled here", keep_alive);
     co_return co_await send(stream, std::move(response));
   }
   const bool chat = path == "/v1/chat/completions";

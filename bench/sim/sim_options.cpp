@@ -41,12 +41,13 @@ std::string sim_usage() {
          "         [--cpu-offload-blocks N] [--cpu-offload-gbps X] [--kv-bytes-per-token N]\n"
          "         [--engine-profile vllm|sglang|llamacpp] [--slots N] [--slot-similarity X] [--cache-ram MIB]\n"
          "         [--lora-adapters NAME,NAME,...] [--max-loras N] [--lora-load-ms X]\n"
-         "         [--kv-groups full,sliding_window:W,...]\n";
+         "         [--kv-groups full,sliding_window:W,...] [--role both|prefill|decode] [--transfer-gbps X]\n";
 }
 
 std::optional<std::string> parse_sim_options(const std::vector<std::string>& args, SimOptions& options) {
   std::string format = "map";
   std::string profile = "vllm";
+  std::string role = "both";
   std::uint64_t cache_ram_mib = 0;
   std::uint64_t seed = 0;
   bool seed_given = false;
@@ -128,6 +129,8 @@ std::optional<std::string> parse_sim_options(const std::vector<std::string>& arg
       {"--cpu-offload-gbps", number(options.cpu_offload_gbps, 0.001)},
       {"--kv-bytes-per-token", number(options.kv_bytes_per_token, 1.0)},
       {"--engine-profile", text(profile)},
+      {"--role", text(role)},
+      {"--transfer-gbps", number(options.transfer_gbps, 0.001)},
       {"--slots", number(options.limits.slots, 1u)},
       {"--slot-similarity", number(options.limits.slot_similarity, 0.0)},
       {"--cache-ram", number(cache_ram_mib, std::uint64_t{0})},
@@ -182,6 +185,13 @@ std::optional<std::string> parse_sim_options(const std::vector<std::string>& arg
     if (static_cast<std::uint64_t>(options.num_gpu_blocks) * options.block_size < options.max_model_len * groups) {
       return std::string("--num-gpu-blocks x --block-size must hold --max-model-len tokens in every --kv-groups group");
     }
+  }
+  if (role != "both" && role != "prefill" && role != "decode") {
+    return "--role must be both, prefill or decode, not '" + role + "'";
+  }
+  options.role = role == "prefill" ? SimRole::prefill : role == "decode" ? SimRole::decode : SimRole::both;
+  if (options.role != SimRole::both && (options.profile == EngineProfile::llamacpp || !options.limits.groups.empty())) {
+    return std::string("--role prefill|decode is vLLM's or SGLang's paged cache: not with llamacpp or --kv-groups");
   }
   if (seed_given) {
     options.hash_seed = seed;

@@ -15,6 +15,12 @@ namespace kvgate::sim {
 // (EngineLimits::slots) and publishes no KV events.
 enum class EngineProfile : std::uint8_t { vllm, sglang, llamacpp };
 
+// A disaggregated fleet's part (vLLM's KV connectors, SGLang's PD mode):
+// prefill computes prompts and hands their KV over; decode receives it (or
+// prefills a request sent without transfer fields itself); both is an
+// aggregated engine.
+enum class SimRole : std::uint8_t { both, prefill, decode };
+
 struct SimOptions {
   EngineProfile profile = EngineProfile::vllm;
   std::string host = "127.0.0.1";
@@ -52,6 +58,10 @@ struct SimOptions {
   // request naming one runs in that adapter's cache partition and its KV
   // events carry lora_name; /v1/models lists them with their parent.
   std::vector<std::string> lora_adapters;
+  SimRole role = SimRole::both;
+  // The KV link between the pools (a decoder waits the lacking tokens' KV
+  // bytes over it before admitting a remotely prefilled request).
+  double transfer_gbps = 25;
 };
 
 // Parses argv; on error returns the message (the caller prints usage).

@@ -1,6 +1,7 @@
 #include "sim_server.hpp"
 
 #include <algorithm>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <iomanip>
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 namespace kvgate::sim {
 
 using namespace kvgate::http;
+using namespace boost::asio::experimental::awaitable_operators;
 
 namespace {
 
@@ -241,6 +243,52 @@ void SimServer::restart() {
   fault_ = FaultState{};
 }
 
+SimServer::Room& SimServer::room(std::uint64_t id) {
+  auto& entry = rooms_[id];
+  if (!entry.signal) {
+    entry.signal = std::make_shared<asio::steady_timer>(io_);
+    entry.signal->expires_at(std::chrono::steady_clock::time_point::max());
+  }
+  return entry;
+}
+
+void SimServer::open_room(std::uint64_t id) {
+  room(id);
+}
+
+void SimServer::close_room(std::uint64_t id, std::optional<std::uint32_t> tokens) {
+  auto& entry = room(id);
+  entry.tokens = tokens;
+  entry.closed = true;
+  entry.signal->cancel();
+  // Bounded: rooms nobody fetches (a decoder that failed) do not pile up.
+  constexpr std::size_t kMaxRooms = 100'000;
+  if (rooms_.size() > kMaxRooms) {
+    for (auto it = rooms_.begin(); it != rooms_.end();) {
+      it = it->second.closed ? rooms_.erase(it) : std::next(it);
+    }
+  }
+}
+
+awaitable<std::optional<std::uint32_t>> SimServer::await_room(std::uint64_t id, std::chrono::milliseconds patience) {
+  const auto deadline = std::chrono::steady_clock::now() + patience;
+  for (;;) {
+    auto& entry = room(id);
+    if (entry.closed) {
+      auto tokens = entry.tokens;
+      rooms_.erase(id);
+      co_return tokens;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      co_return std::nullopt;
+    }
+    // A copy of the timer's owner: the room may be erased while waiting.
+    auto signal = entry.signal;
+    asio::steady_timer patience_timer(io_, deadline);
+    co_await (signal->async_wait(use_nothrow) || patience_timer.async_wait(use_nothrow));
+  }
+}
+
 std::string SimServer::metrics_text() {
   std::ostringstream out;
   const auto labels = "model_name=\"" + options_.model + "\",engine=\"0\"";
@@ -331,6 +379,10 @@ std::string SimServer::metrics_text() {
   }
   counter("kvgate_sim_offloaded_hit_tokens_total", "Prompt tokens loaded from the CPU tier instead of computed.",
           counters.offloaded_hit_tokens);
+  // The prefill work itself, whichever role did it: prompt tokens computed,
+  // not served from a cache, a lower tier or a prefill worker's transfer.
+  counter("kvgate_sim_computed_prompt_tokens_total", "Prompt tokens the replica computed.",
+          counters.computed_prompt_tokens);
   // Every profile: the prompt-cache hits as the engine counts them (for
   // llama.cpp, the slots' reused prefixes), which a test compares with the
   // gateway's predictions.
@@ -351,6 +403,18 @@ std::string SimServer::metrics_text() {
       options_.cost.prefill_ms_per_token > 0 ? 1000.0 * options_.time_scale / options_.cost.prefill_ms_per_token : 0.0);
   sim_gauge("kvgate_sim_num_gpu_blocks", "KV blocks of the replica.", options_.num_gpu_blocks);
   sim_counter("kvgate_sim_busy_seconds_total", "Real seconds spent running engine steps.", busy_seconds_);
+  if (options_.role != SimRole::both) {
+    sim_counter("kvgate_sim_remote_prefills_total", "Prompts computed here for a decoder (role prefill).",
+                static_cast<double>(disaggregation_.remote_prefills));
+    sim_counter("kvgate_sim_kv_transfers_total", "Prompts whose KV was received from a prefill worker (role decode).",
+                static_cast<double>(disaggregation_.transfers));
+    sim_counter("kvgate_sim_kv_transferred_tokens_total", "Prompt tokens whose KV was received.",
+                static_cast<double>(disaggregation_.transferred_tokens));
+    sim_counter("kvgate_sim_kv_transfer_seconds_total", "Model seconds spent receiving KV before admission.",
+                disaggregation_.transfer_seconds);
+    sim_counter("kvgate_sim_decoded_tokens_total", "Output tokens generated (decode steps' work).",
+                static_cast<double>(counters.generation_tokens));
+  }
   sim_counter("kvgate_sim_prefill_seconds_total", "Real seconds of engine steps spent computing prompt tokens.",
               prefill_seconds_);
   if (publisher_) {

@@ -65,6 +65,24 @@ class SimServer {
   // Applies a POST /sim/fault body; returns an error message for a bad one.
   std::optional<std::string> apply_fault(const std::string& body);
   const FaultState& fault() const { return fault_; }
+  // Disaggregated serving. A prefill replica's SGLang bootstrap rooms: the
+  // prompts it computed for decoders, which GET /sim/bootstrap/<room> waits
+  // for (the room's prompt tokens; nullopt: the prefill failed, or did not
+  // arrive within `patience`).
+  void open_room(std::uint64_t room);
+  void close_room(std::uint64_t room, std::optional<std::uint32_t> tokens);
+  http::awaitable<std::optional<std::uint32_t>> await_room(std::uint64_t room, std::chrono::milliseconds patience);
+  // Model milliseconds to move `tokens` tokens' KV over --transfer-gbps.
+  double transfer_ms(std::uint32_t tokens) const {
+    return static_cast<double>(tokens) * options_.kv_bytes_per_token / (options_.transfer_gbps * 1e6);
+  }
+  struct DisaggregationCounters {
+    std::uint64_t remote_prefills = 0;  // prompts computed here for a decoder
+    std::uint64_t transfers = 0;        // prompts whose KV was received here
+    std::uint64_t transferred_tokens = 0;
+    double transfer_seconds = 0;  // model seconds spent receiving
+  };
+  DisaggregationCounters& disaggregation() { return disaggregation_; }
   std::string metrics_text();
   std::uint64_t next_completion_number() { return ++completions_; }
   // The KV-event publisher's bound address, empty when events are off.
@@ -93,6 +111,14 @@ class SimServer {
   double prefill_seconds_ = 0;
   FaultState fault_;
   void restart();
+  struct Room {
+    std::optional<std::uint32_t> tokens;  // set when its prefill ended well
+    bool closed = false;
+    std::shared_ptr<http::asio::steady_timer> signal;  // cancelled when closed
+  };
+  std::unordered_map<std::uint64_t, Room> rooms_;
+  DisaggregationCounters disaggregation_;
+  Room& room(std::uint64_t id);
   struct Histogram {
     std::vector<double> bounds;
     std::vector<std::uint64_t> counts;  // per bucket, not cumulative

@@ -57,6 +57,7 @@ void read_timeouts(YamlReader& reader, const YAML::Node& node, TimeoutOptions& o
       {"keep_alive_idle", &out.keep_alive_idle},   {"client_write", &out.client_write},
       {"upstream_connect", &out.upstream_connect}, {"upstream_response", &out.upstream_response},
       {"upstream_idle", &out.upstream_idle},       {"shutdown_grace", &out.shutdown_grace},
+      {"prefill_response", &out.prefill_response},
   };
   if (!reader.check_mapping(node, "timeouts", keys_under("timeouts"))) {
     return;
@@ -534,6 +535,25 @@ void read_worker(YamlReader& reader, const YAML::Node& node, const std::string& 
   reader.optional(node, path, "kv_capacity_blocks", [&](auto& value, auto key_path) {
     reader.read(value, key_path, out.kv_capacity_blocks, 1, 1'000'000'000);
   });
+  reader.optional(node, path, "role", [&](auto& value, auto key_path) {
+    std::string role;
+    reader.read(value, key_path, role);
+    bool known = false;
+    for (auto candidate : {WorkerRole::both, WorkerRole::prefill, WorkerRole::decode}) {
+      if (role == to_string(candidate)) {
+        out.role = candidate;
+        known = true;
+      }
+    }
+    if (!known && value.IsScalar()) {
+      reader.problem(value, key_path, "unknown role '" + role + "' (both, prefill, decode)");
+    }
+  });
+  reader.optional(node, path, "bootstrap_port", [&](auto& value, auto key_path) {
+    std::uint32_t port = 0;
+    reader.read(value, key_path, port, 1, 65'535);
+    out.bootstrap_port = static_cast<std::uint16_t>(port);
+  });
   reader.optional(node, path, "scrape_interval", [&](auto& value, auto key_path) {
     Milliseconds interval{};
     reader.read_duration(value, key_path, interval, Milliseconds(100));
@@ -638,6 +658,62 @@ void read_attention(YamlReader& reader, const YAML::Node& node, const std::strin
   }
 }
 
+void read_disaggregation(YamlReader& reader, const YAML::Node& node, const std::string& path,
+                         DisaggregationOptions& out) {
+  if (!reader.check_mapping(node, path, keys_under("models[].disaggregation"))) {
+    return;
+  }
+  reader.optional(node, path, "protocol", [&](auto& value, auto key_path) {
+    std::string protocol;
+    reader.read(value, key_path, protocol);
+    if (protocol == "vllm") {
+      out.protocol = DisaggregationProtocol::vllm;
+    } else if (protocol == "sglang") {
+      out.protocol = DisaggregationProtocol::sglang;
+    } else if (value.IsScalar()) {
+      reader.problem(value, key_path, "unknown protocol '" + protocol + "' (vllm, sglang)");
+    }
+  });
+  reader.optional(node, path, "transfer_gbps",
+                  [&](auto& value, auto key_path) { reader.read(value, key_path, out.transfer_gbps, 1e-3, 1e6); });
+  reader.optional(node, path, "local_prefill_tokens", [&](auto& value, auto key_path) {
+    reader.read(value, key_path, out.local_prefill_tokens, 0u, 1u << 24);
+  });
+  reader.optional(node, path, "local_prefill_ratio",
+                  [&](auto& value, auto key_path) { reader.read(value, key_path, out.local_prefill_ratio, 0.0, 1.0); });
+}
+
+// A disaggregated model needs a protocol, a worker that can prefill and one
+// that can decode; roles without `disaggregation` would never be used.
+void check_roles(YamlReader& reader, const YAML::Node& node, const std::string& path, const ModelOptions& out) {
+  bool prefills = false;
+  bool decodes = false;
+  bool roles = false;
+  for (const auto& worker : out.workers) {
+    prefills = prefills || worker.role != WorkerRole::decode;
+    decodes = decodes || worker.role != WorkerRole::prefill;
+    roles = roles || worker.role != WorkerRole::both;
+  }
+  if (roles && !out.disaggregation) {
+    reader.problem(node, path + ".disaggregation",
+                   "missing: workers with role prefill or decode need the model's disaggregation (protocol: vllm or "
+                   "sglang)");
+  }
+  if (out.workers.empty() || out.workers_from.any()) {
+    return;  // the discovered workers' roles are known only at run time
+  }
+  if (!prefills) {
+    reader.problem(node["workers"], path + ".workers",
+                   "every worker is role: decode, so nothing can prefill: give at least one worker role prefill or "
+                   "both");
+  }
+  if (!decodes) {
+    reader.problem(node["workers"], path + ".workers",
+                   "every worker is role: prefill, so nothing can decode: give at least one worker role decode or "
+                   "both");
+  }
+}
+
 void read_model(YamlReader& reader, const YAML::Node& node, const std::string& path, ModelOptions& out) {
   if (!reader.check_mapping(node, path, keys_under("models[]"))) {
     return;
@@ -703,6 +779,9 @@ void read_model(YamlReader& reader, const YAML::Node& node, const std::string& p
                   [&](auto& value, auto key_path) { reader.read(value, key_path, out.kv_bytes_per_token, 1.0, 1e9); });
   reader.optional(node, path, "offload_gbps",
                   [&](auto& value, auto key_path) { reader.read(value, key_path, out.offload_gbps, 1e-3, 1e6); });
+  reader.optional(node, path, "disaggregation", [&](auto& value, auto key_path) {
+    read_disaggregation(reader, value, key_path, out.disaggregation.emplace());
+  });
   reader.optional(node, path, "workers_from",
                   [&](auto& value, auto key_path) { read_workers_from(reader, value, key_path, out.workers_from); });
   auto workers = node["workers"];
@@ -724,6 +803,7 @@ void read_model(YamlReader& reader, const YAML::Node& node, const std::string& p
       worker.upstream_api_key = out.upstream_api_key;
     }
   }
+  check_roles(reader, node, path, out);
 }
 
 void read_models(YamlReader& reader, const YAML::Node& node, std::vector<ModelOptions>& out) {

@@ -88,6 +88,9 @@ constexpr std::array kOptions{
     OptionSpec{"timeouts.upstream_connect", duration, "2s", "TCP connect to a worker"},
     OptionSpec{"timeouts.upstream_response", duration, "5m",
                "until the worker's response header (queueing and prefill); then 504"},
+    OptionSpec{"timeouts.prefill_response", duration, "2m",
+               "a disaggregated request's prefill worker, until its whole answer; then the prefill is retried on "
+               "another prefill worker or the decoder"},
     OptionSpec{"timeouts.upstream_idle", duration, "2m",
                "longest silence inside a response body (between stream events)"},
     OptionSpec{"timeouts.shutdown_grace", duration, "30s", "SIGTERM: how long in-flight requests may finish"},
@@ -232,6 +235,17 @@ constexpr std::array kOptions{
     OptionSpec{"models[].attention.local_groups", integer, "1",
                "vLLM's cache groups of the local kind, each a block per position (its layers split into groups of "
                "equal size: Gemma 3 5, gpt-oss 1)"},
+    OptionSpec{"models[].disaggregation", section, "",
+               "a model whose workers have roles (prefill, decode): how the two phases reach the engines"},
+    OptionSpec{"models[].disaggregation.protocol", choice, "vllm",
+               "vllm (prefill first with kv_transfer_params, then the decoder) or sglang (both at once with the "
+               "prefill worker's bootstrap host, port and room)"},
+    OptionSpec{"models[].disaggregation.transfer_gbps", number, "25",
+               "the KV link between the pools in GB/s (prices moving the prompt's KV; learned from transfers)"},
+    OptionSpec{"models[].disaggregation.local_prefill_tokens", integer, "512",
+               "the decoder prefills itself when it lacks at most this many of the prompt's tokens"},
+    OptionSpec{"models[].disaggregation.local_prefill_ratio", number, "0.7",
+               "... or when it holds at least this share of the prompt (1: never)"},
     OptionSpec{"models[].workers", list, "", "the configured workers"},
     OptionSpec{"models[].workers[].id", text, "", "unique across the file; labels metrics and logs (required)"},
     OptionSpec{"models[].workers[].url", text, "", "http://host:port of the engine (required)"},
@@ -256,6 +270,11 @@ constexpr std::array kOptions{
     OptionSpec{"models[].workers[].cache_ram_mib", integer, "",
                "sequences: llama-server --cache-ram, its host-RAM prompt cache in MiB; unset: llama.cpp's default "
                "(8192) until the worker's answers show it keeps none"},
+    OptionSpec{"models[].workers[].role", choice, "both",
+               "both (an aggregated engine), prefill or decode (a disaggregated fleet: the model needs "
+               "disaggregation)"},
+    OptionSpec{"models[].workers[].bootstrap_port", integer, "8998",
+               "a SGLang prefill worker's --disaggregation-bootstrap-port"},
     OptionSpec{"models[].workers_from", section, "", "workers found at run time, added to the listed ones"},
     OptionSpec{"models[].workers_from.dns", section, "",
                "every A/AAAA address of a name (e.g. a headless Service) is a worker with id address:port"},

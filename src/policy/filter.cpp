@@ -21,6 +21,8 @@ std::vector<Candidate> filter_candidates(const RouteRequest& request, std::span<
       candidate.ineligible_because = Ineligible::unhealthy;
     } else if (worker.ejected) {
       candidate.ineligible_because = Ineligible::ejected;
+    } else if (!worker.decodes) {
+      candidate.ineligible_because = Ineligible::prefill_only;
     } else if (worker.at_capacity) {
       candidate.ineligible_because = Ineligible::at_capacity;
     } else {

@@ -198,7 +198,7 @@ void ClientSession::finish(Exchange& exchange) {
   // decision log and the worker's own logs.
   spdlog::get("access")->info(
       "request_id={} method={} path={} tenant={} model={} worker={} status={} duration_ms={:.1f} ttfb_ms={:.1f} "
-      "bytes={} retries={} reason={} error={} trace_id={}{}",
+      "bytes={} retries={} reason={} error={} trace_id={}{}{}",
       exchange.request_id, exchange.method, exchange.path,
       exchange.tenant != nullptr ? std::string_view(exchange.tenant->name) : std::string_view("-"),
       exchange.model.empty() ? "-" : exchange.model, exchange.worker.empty() ? "-" : exchange.worker, exchange.status,
@@ -207,6 +207,7 @@ void ClientSession::finish(Exchange& exchange) {
       exchange.route ? policy::to_string(exchange.route->reason) : std::string_view("-"),
       exchange.error_code.empty() ? "-" : exchange.error_code,
       exchange.trace ? exchange.trace->trace_id_view() : std::string_view("-"),
+      exchange.prefill_worker.empty() ? "" : " prefill_worker=" + exchange.prefill_worker,
       exchange.client_gone ? " client_gone=1" : "");
 }
 

@@ -50,6 +50,7 @@ std::string decision_record(const Exchange& exchange, double unix_seconds) {
       {"tenant", exchange.tenant != nullptr ? json(exchange.tenant->name) : json(nullptr)},
       {"model", exchange.model},
       {"worker", exchange.worker.empty() ? json(nullptr) : json(exchange.worker)},
+      {"prefill_worker", exchange.prefill_worker.empty() ? json(nullptr) : json(exchange.prefill_worker)},
       {"policy", exchange.table->policy->name()},
       {"reason", policy::to_string(route.reason)},
       {"policy_reason", policy::to_string(route.policy_reason)},
@@ -60,6 +61,7 @@ std::string decision_record(const Exchange& exchange, double unix_seconds) {
       {"runner_up", route_runner_up(exchange, route)},
       {"gap_ms", optional_number(route.gap_ms)},
       {"candidates", route::candidates_json(route.candidates)},
+      {"prefill", route::prefill_json(route)},
       {"status", exchange.status},
       {"cached_tokens", optional_count(exchange.reported.cached_tokens)},
       {"ttft_ms", optional_number(ttft_ms)},
@@ -77,11 +79,13 @@ void record_outcome(gateway::GatewayContext& context, Exchange& exchange) {
   const double elapsed = exchange.total_seconds;
   if (exchange.attempt) {
     const double ttft = exchange.first_token_seconds >= 0 ? exchange.first_token_seconds : exchange.first_byte_seconds;
-    exchange.attempt->complete({exchange.status, exchange.retries, exchange.reported.cached_tokens,
-                                exchange.reported.prompt_tokens,
-                                ttft < 0 ? std::nullopt : std::optional<double>(ttft * 1000),
-                                exchange.first_token_seconds >= 0, exchange.reported.completion_tokens,
-                                ttft < 0 ? std::nullopt : std::optional<double>((elapsed - ttft) * 1000)});
+    exchange.attempt->complete(
+        {exchange.status, exchange.retries, exchange.reported.cached_tokens, exchange.reported.prompt_tokens,
+         ttft < 0 ? std::nullopt : std::optional<double>(ttft * 1000), exchange.first_token_seconds >= 0,
+         exchange.reported.completion_tokens, ttft < 0 ? std::nullopt : std::optional<double>((elapsed - ttft) * 1000),
+         exchange.prefill_answered_seconds >= 0 && exchange.first_token_seconds >= 0
+             ? std::optional<double>((exchange.first_token_seconds - exchange.prefill_answered_seconds) * 1000)
+             : std::nullopt});
   }
   if (exchange.route && exchange.route->worker) {
     obs::RoutedRequest routed;

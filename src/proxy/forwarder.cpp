@@ -1,10 +1,15 @@
 #include "kvgate/proxy/forwarder.hpp"
 
 #include <spdlog/spdlog.h>
+
 #include <array>
+#include <boost/asio/detached.hpp>
+#include <random>
 #include <utility>
 
 #include "kvgate/core/clock.hpp"
+#include "kvgate/openai/disaggregation.hpp"
+#include "kvgate/proxy/prefill_phase.hpp"
 #include "kvgate/proxy/relay.hpp"
 
 namespace kvgate::proxy {
@@ -80,12 +85,45 @@ class Attempts {
         ++exchange_.retries;
         session_.thread().stats().shared().retry(target_.model.name);
       }
+      if (decision.prefill) {
+        session_.thread().stats().shared().prefill_placement(target_.model.name, decision.prefill->reason);
+      }
       auto& attempt =
           exchange_.attempt.emplace(router.commit(target_.table, target_.model, decision, target_.prompt, context));
       note_decision(std::move(decision));
       auto& worker = *target_.model.workers[chosen].state;
       set_upstream_key(upstream_request, request, target_.model.workers[chosen].options);
-      auto outcome = co_await try_worker(worker, upstream_request, attempt);
+      AttemptOutcome outcome;
+      if (const auto prefill_index = attempt.prefill_worker_index()) {
+        // One co_await per statement: g++ 12 destroys a conditional's
+        // co_await temporaries wrongly (a heap corruption in release).
+        Phases phases;
+        if (target_.model.disaggregation->protocol == config::DisaggregationProtocol::vllm) {
+          phases = co_await prefill_then_decode(*prefill_index, worker, request, upstream_request, attempt);
+        } else {
+          phases = co_await prefill_beside_decode(*prefill_index, worker, request, upstream_request, attempt);
+        }
+        if (phases.prefill_failed) {
+          // The decoder was not asked, or was stopped for it: its try
+          // tells its breaker nothing, and the next decision finds another
+          // prefill worker, or lets the decoder prefill.
+          attempt.end(route::AttemptEnd::not_run, std::nullopt, monotonic_now_ms());
+          if (phases.prefill.kind == PrefillOutcome::Kind::client_left || link_.client_gone) {
+            co_return;
+          }
+          if (phases.prefill.kind == PrefillOutcome::Kind::refused) {
+            co_await session_.respond_error(exchange_, *phases.prefill.error);
+            co_return;
+          }
+          session_.thread().stats().shared().prefill_failed(target_.model.name);
+          last_error = std::move(phases.prefill.error);
+          excluded.push_back(*prefill_index);
+          continue;
+        }
+        outcome = std::move(phases.decode);
+      } else {
+        outcome = co_await try_worker(worker, upstream_request, attempt);
+      }
       const bool engine_refused = outcome.kind == AttemptOutcome::Kind::relayed && exchange_.status >= 400;
       const bool not_run = engine_refused || outcome.kind == AttemptOutcome::Kind::retryable;
       attempt.end(not_run ? route::AttemptEnd::not_run : route::AttemptEnd::served,
@@ -142,8 +180,156 @@ class Attempts {
     exchange_.route = std::move(decision);
   }
 
+  // The two phases of a disaggregated request, as far as they got.
+  struct Phases {
+    bool prefill_failed = false;  // `prefill` says how; the decoder's try is void
+    PrefillOutcome prefill;
+    AttemptOutcome decode;
+  };
+
+  // The prefill worker's request, from the decoder's (same head, its own key).
+  UpstreamRequest prefill_request(const UpstreamRequest& decode_request, const ClientRequest& request,
+                                  std::size_t prefill_index, std::string body) {
+    UpstreamRequest prefill = decode_request;
+    prefill.body() = std::move(body);
+    set_upstream_key(prefill, request, target_.model.workers[prefill_index].options);
+    prefill.prepare_payload();
+    return prefill;
+  }
+
+  void note_prefill_answer(route::Attempt& attempt, const PrefillOutcome& prefilled) {
+    attempt.end_prefill(route::AttemptEnd::served, workers::FailureCause::none, monotonic_now_ms());
+    attempt.prefill_answered(prefilled.answer.cached_tokens, prefilled.answer.prompt_tokens);
+    exchange_.prefill_answered_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange_.started).count();
+  }
+
+  void end_failed_prefill(route::Attempt& attempt, const PrefillOutcome& prefilled) {
+    const bool not_run = prefilled.kind != PrefillOutcome::Kind::client_left;
+    attempt.end_prefill(not_run ? route::AttemptEnd::not_run : route::AttemptEnd::served,
+                        prefilled.reached_worker && prefilled.kind == PrefillOutcome::Kind::retryable
+                            ? std::optional(prefilled.failure)
+                            : std::nullopt,
+                        monotonic_now_ms());
+  }
+
+  // vLLM: the prefill worker answers one token and where its KV is; the
+  // decoder then gets the client's request with those kv_transfer_params
+  // and its answer is relayed.
+  awaitable<Phases> prefill_then_decode(std::size_t prefill_index, workers::WorkerState& decoder,
+                                        const ClientRequest& request, UpstreamRequest& decode_request,
+                                        route::Attempt& attempt) {
+    Phases phases;
+    auto& prefill_worker = *target_.model.workers[prefill_index].state;
+    auto prefill =
+        prefill_request(decode_request, request, prefill_index, openai::vllm_prefill_body(decode_request.body()));
+    exchange_.prefill_worker = prefill_worker.id();
+    phases.prefill = co_await run_prefill(session_, exchange_, prefill_worker, prefill, link_, true);
+    if (phases.prefill.kind != PrefillOutcome::Kind::answered) {
+      end_failed_prefill(attempt, phases.prefill);
+      exchange_.prefill_worker.clear();
+      phases.prefill_failed = true;
+      co_return phases;
+    }
+    note_prefill_answer(attempt, phases.prefill);
+    if (phases.prefill.answer.kv_transfer_params.empty()) {
+      // An engine without a KV connector answers like any engine: the
+      // decoder prefills again, which costs time, not the answer.
+      spdlog::warn(
+          "request_id={} prefill worker {} answered without kv_transfer_params (is its KV connector "
+          "configured?): the decoder prefills the prompt itself",
+          exchange_.request_id, prefill_worker.id());
+      phases.decode = co_await try_worker(decoder, decode_request, attempt, true);
+      co_return phases;
+    }
+    auto with_params = decode_request;
+    with_params.body() = openai::vllm_decode_body(decode_request.body(), phases.prefill.answer.kv_transfer_params);
+    with_params.prepare_payload();
+    phases.decode = co_await try_worker(decoder, with_params, attempt, true);
+    co_return phases;
+  }
+
+  // SGLang: the same request, naming the prefill worker's bootstrap server
+  // and a room, goes to both at once; the decoder waits for the room's KV
+  // and its answer is relayed. A prefill worker that fails first stops the
+  // decoder's try; a decoder that fails first stops the prefill.
+  awaitable<Phases> prefill_beside_decode(std::size_t prefill_index, workers::WorkerState& decoder,
+                                          const ClientRequest& request, UpstreamRequest& decode_request,
+                                          route::Attempt& attempt) {
+    Phases phases;
+    const auto& prefill_route = target_.model.workers[prefill_index];
+    auto& prefill_worker = *prefill_route.state;
+    thread_local std::mt19937_64 rooms{std::random_device{}()};
+    const auto room = rooms() >> 1;  // SGLang's rooms are non-negative 64-bit integers
+    auto body = openai::sglang_pd_body(decode_request.body(), prefill_route.options.endpoint.authority.host,
+                                       prefill_route.options.bootstrap_port, room);
+    auto prefill = prefill_request(decode_request, request, prefill_index, body);
+    auto with_room = decode_request;
+    with_room.body() = std::move(body);
+    with_room.prepare_payload();
+    exchange_.prefill_worker = prefill_worker.id();
+
+    struct Concurrent {
+      explicit Concurrent(asio::any_io_executor executor) : done_signal(std::move(executor)) {
+        done_signal.expires_at(std::chrono::steady_clock::time_point::max());
+      }
+      CancelLink link;
+      bool done = false;
+      PrefillOutcome outcome;
+      asio::steady_timer done_signal;
+    };
+    auto concurrent = std::make_shared<Concurrent>(session_.stream().get_executor());
+    link_.also = &concurrent->link;
+    asio::co_spawn(
+        session_.stream().get_executor(),
+        [](std::shared_ptr<Concurrent> state, ClientSession& session, const Exchange& exchange,
+           workers::WorkerState& worker, UpstreamRequest request, CancelLink& decode_link) -> awaitable<void> {
+          state->outcome = co_await run_prefill(session, exchange, worker, request, state->link, false);
+          state->done = true;
+          if (state->outcome.kind != PrefillOutcome::Kind::answered && !decode_link.answering) {
+            decode_link.abandoned = true;
+            decode_link.close_upstream();
+          }
+          state->done_signal.cancel();
+        }(concurrent, session_, exchange_, prefill_worker, std::move(prefill), link_),
+        asio::detached);
+    phases.decode = co_await try_worker(decoder, with_room, attempt, true);
+    const bool decoder_failed_first = !concurrent->done && !link_.answering;
+    if (decoder_failed_first) {
+      concurrent->link.close_upstream();  // nothing will read the KV
+    }
+    while (!concurrent->done) {
+      co_await concurrent->done_signal.async_wait(use_nothrow);
+    }
+    link_.also = nullptr;
+    phases.prefill = std::move(concurrent->outcome);
+    const bool relayed = link_.answering;
+    link_.abandoned = false;
+    link_.answering = false;
+    if (phases.prefill.kind == PrefillOutcome::Kind::answered) {
+      note_prefill_answer(attempt, phases.prefill);
+    } else if (decoder_failed_first || relayed) {
+      // The decoder's try decides: it failed first (the prefill was stopped
+      // for it), or it answered, so the KV arrived whatever the prefill
+      // worker's own answer said.
+      attempt.end_prefill(relayed ? route::AttemptEnd::served : route::AttemptEnd::not_run, std::nullopt,
+                          monotonic_now_ms());
+      if (!relayed) {
+        exchange_.prefill_worker.clear();
+      }
+    } else {
+      end_failed_prefill(attempt, phases.prefill);
+      exchange_.prefill_worker.clear();
+      phases.prefill_failed = true;
+    }
+    co_return phases;
+  }
+
+  // `decode_phase`: the decoder of a disaggregated request, whose server
+  // error before anything was relayed (a failed KV transfer) is retried
+  // with a new prefill rather than relayed.
   awaitable<AttemptOutcome> try_worker(workers::WorkerState& worker, UpstreamRequest& upstream_request,
-                                       route::Attempt& attempt) {
+                                       route::Attempt& attempt, bool decode_phase = false) {
     const auto& options = *target_.table.options;
     auto& pool = session_.thread().pool();
     // optional<>: a tcp_stream can be moved but not move-assigned.
@@ -165,9 +351,20 @@ class Attempts {
         left.reached_worker = false;
         co_return left;
       }
+      if (link_.abandoned) {
+        auto stopped =
+            AttemptOutcome::retry(openai::upstream_failure("the prefill failed"), workers::FailureCause::none);
+        stopped.reached_worker = false;
+        co_return stopped;
+      }
       auto& upstream = connection->value();
       Relay relay(session_, exchange_, worker, *upstream.stream, link_, options, attempt);
-      auto outcome = co_await relay.run(upstream_request, upstream.reused && fresh_tries == 0);
+      auto outcome = co_await relay.run(upstream_request, upstream.reused && fresh_tries == 0, decode_phase);
+      if (outcome.kind == AttemptOutcome::Kind::stale_connection && link_.abandoned) {
+        outcome = AttemptOutcome::retry(openai::upstream_failure("the prefill failed"), workers::FailureCause::none);
+        outcome.reached_worker = false;
+        co_return outcome;
+      }
       if (outcome.kind == AttemptOutcome::Kind::stale_connection) {
         connection.emplace(co_await pool.connect(worker, options.timeouts.upstream_connect));
         continue;

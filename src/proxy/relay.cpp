@@ -23,11 +23,18 @@ Relay::Relay(ClientSession& session, Exchange& exchange, const workers::WorkerSt
   parser_.body_limit(boost::none);  // the worker's answer is relayed, never held whole
 }
 
-awaitable<AttemptOutcome> Relay::run(UpstreamRequest& request, bool may_be_stale) {
+awaitable<AttemptOutcome> Relay::run(UpstreamRequest& request, bool may_be_stale, bool retry_server_errors) {
   auto outcome = co_await send_and_read_header(request, may_be_stale);
   if (outcome.kind != AttemptOutcome::Kind::relayed) {
     co_return outcome;
   }
+  if (const auto status = parser_.get().result_int(); retry_server_errors && status >= 500) {
+    worker_.series().upstream_error(obs::UpstreamErrorKind::status_5xx);
+    co_return AttemptOutcome::retry(
+        openai::upstream_failure("worker " + worker_.id() + " answered " + std::to_string(status)),
+        workers::FailureCause::status_5xx);
+  }
+  link_.answering = true;
   co_return co_await relay_body();
 }
 
@@ -88,6 +95,9 @@ void Relay::prepare_client_header() {
     response.chunked(true);
   }
   response.set("x-kvgate-worker", worker_.id());
+  if (!exchange_.prefill_worker.empty()) {
+    response.set("x-kvgate-prefill-worker", exchange_.prefill_worker);
+  }
   response.set("x-request-id", exchange_.request_id);
   if (!exchange_.receipt.empty()) {
     response.set("x-kvgate-route", exchange_.receipt);

@@ -27,6 +27,17 @@ RequestStats::RequestStats(prometheus::Registry& registry)
                           .Name("kvgate_retries_denied_total")
                           .Help("Retries the retry budget refused (the client got the attempt's error)")
                           .Register(registry)),
+      prefill_placements_(BuildCounter()
+                              .Name("kvgate_prefill_placements_total")
+                              .Help("Disaggregated requests' prefills by where they ran: local_prefill (on the "
+                                    "decoder), remote_prefill (on a prefill worker), prefill_unavailable (on the "
+                                    "decoder, no prefill worker could take it)")
+                              .Register(registry)),
+      prefill_failures_(BuildCounter()
+                            .Name("kvgate_prefill_failures_total")
+                            .Help("Remote prefills that failed before the decoder answered (the request was "
+                                  "decided again: another prefill worker, or the decoder)")
+                            .Register(registry)),
       client_errors_(BuildCounter()
                          .Name("kvgate_client_errors_total")
                          .Help("Requests rejected by kvgate itself, by status and error code")

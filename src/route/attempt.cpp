@@ -21,13 +21,42 @@ Attempt::Attempt(Attempt&& other) noexcept
       session_turn_(other.session_turn_),
       session_key_(std::move(other.session_key_)),
       blocks_(std::move(other.blocks_)),
+      prefill_(std::move(other.prefill_)),
+      decoder_assumed_(other.decoder_assumed_),
       ended_(other.ended_),
       completed_(other.completed_) {}
 
 Attempt::~Attempt() {
+  if (router_ != nullptr && prefill_ && !prefill_->ended) {
+    prefill_->ended = true;
+    prefill_->in_flight.finish();
+    router_->withdraw(*this, prefill_->worker);
+  }
   if (router_ != nullptr && !ended_) {
     in_flight_.finish();
-    router_->withdraw(*this);
+    router_->withdraw(*this, worker_);
+  }
+}
+
+void Attempt::end_prefill(AttemptEnd how, std::optional<workers::FailureCause> traffic, std::uint64_t now_ms) {
+  if (router_ == nullptr || !prefill_ || prefill_->ended) {
+    return;
+  }
+  prefill_->ended = true;
+  prefill_->in_flight.finish();
+  if (how == AttemptEnd::not_run) {
+    router_->withdraw(*this, prefill_->worker);
+  } else if (!ended_) {
+    router_->assume_on_decoder(*this);
+  }
+  if (traffic) {
+    router_->note_traffic(*this, prefill_->worker, *traffic, now_ms);
+  }
+}
+
+void Attempt::prefill_answered(std::optional<std::uint32_t> cached_tokens, std::optional<std::uint32_t> prompt_tokens) {
+  if (router_ != nullptr && prefill_) {
+    router_->record_prefill_outcome(*this, cached_tokens, prompt_tokens);
   }
 }
 
@@ -35,15 +64,24 @@ void Attempt::end(AttemptEnd how, std::optional<workers::FailureCause> traffic, 
   if (router_ == nullptr || ended_) {
     return;
   }
+  if (prefill_ && !prefill_->ended) {
+    // The prefill worker ran the prompt either way; the decoder holds it
+    // only if it ran there too.
+    prefill_->ended = true;
+    prefill_->in_flight.finish();
+    if (how == AttemptEnd::served) {
+      router_->assume_on_decoder(*this);
+    }
+  }
   ended_ = true;
   in_flight_.finish();
   if (how == AttemptEnd::not_run) {
-    router_->withdraw(*this);
+    router_->withdraw(*this, worker_);
   } else {
     router_->finish(*this);
   }
   if (traffic) {
-    router_->note_traffic(*this, *traffic, now_ms);
+    router_->note_traffic(*this, worker_, *traffic, now_ms);
   }
 }
 

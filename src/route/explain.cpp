@@ -47,6 +47,40 @@ json candidates_json(const std::vector<policy::Candidate>& candidates) {
   return result;
 }
 
+json prefill_json(const RouteDecision& decision) {
+  if (!decision.prefill) {
+    return nullptr;
+  }
+  const auto& prefill = *decision.prefill;
+  json candidates = json::array();
+  for (const auto& candidate : prefill.candidates) {
+    candidates.push_back({{"worker", candidate.id},
+                          {"eligible", candidate.eligible},
+                          {"ineligible_because", candidate.ineligible_because == policy::Ineligible::none
+                                                     ? json(nullptr)
+                                                     : json(policy::to_string(candidate.ineligible_because))},
+                          {"cached_tokens", candidate.cached_tokens},
+                          {"queue_ms", candidate.queue_ms},
+                          {"prefill_ms", candidate.prefill_ms},
+                          {"transfer_ms", candidate.transfer_ms},
+                          {"expected_ms", candidate.expected_ms}});
+  }
+  json worker = nullptr;
+  if (prefill.worker) {
+    for (const auto& candidate : prefill.candidates) {
+      if (candidate.worker == *prefill.worker) {
+        worker = candidate.id;
+      }
+    }
+  }
+  return {{"reason", policy::to_string(prefill.reason)},
+          {"worker", std::move(worker)},
+          {"decoder_cached_tokens", prefill.decoder_cached_tokens},
+          {"local_ms", prefill.local_ms},
+          {"remote_ms", optional_number(prefill.remote_ms)},
+          {"candidates", std::move(candidates)}};
+}
+
 namespace {
 
 std::string milliseconds(double value) {
@@ -77,6 +111,14 @@ std::string explain_text(const ModelRoute& model, const RouteDecision& decision)
     }
     text += "prompt: " + std::to_string(decision.input_tokens) + " tokens, " +
             std::to_string(decision.indexed_cached_tokens) + " predicted cached on " + id(*decision.worker) + "\n";
+    if (const auto& prefill = decision.prefill) {
+      text += "prefill: " + std::string(policy::to_string(prefill->reason));
+      if (prefill->worker) {
+        text += " on " + id(*prefill->worker) + ", expected " + milliseconds(prefill->remote_ms) + " with the transfer";
+      }
+      text += "; on the decoder " + milliseconds(prefill->local_ms) + " (it holds " +
+              std::to_string(prefill->decoder_cached_tokens) + " tokens)\n";
+    }
     if (decision.runner_up) {
       text += "runner-up: " + id(*decision.runner_up);
       if (decision.gap_ms >= 0) {

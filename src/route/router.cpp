@@ -192,6 +192,11 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
       views[index].adapter = state.adapters().state(*prompt->adapter, model.adapter_hashes[*prompt->adapter],
                                                     model.adapters.size(), model.max_loras);
     }
+    if (model.disaggregation) {
+      const auto role = model.workers[index].options.role;
+      views[index].decodes = role != config::WorkerRole::prefill;
+      views[index].prefills_for_others = role == config::WorkerRole::prefill;
+    }
   }
   lift_ejections_in_panic(std::span(views.data(), count));
   if (const auto limit = table.options->admission.max_in_flight_per_worker; limit > 0) {
@@ -263,6 +268,12 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
       result.gap_ms = second.expected_ttft_ms - winner.expected_ttft_ms;
     }
   }
+  if (const auto& pd = model.disaggregation) {
+    policy::PrefillRule rule{pd->local_prefill_tokens, pd->local_prefill_ratio,
+                             model.transfer->ms_per_token(pd->transfer_ms_per_token_prior),
+                             table.options->routing.policy == config::PolicyKind::round_robin};
+    result.prefill = policy::choose_prefill(rule, request, view_span, chosen);
+  }
   if (!context.excluded.empty()) {
     result.reason = Reason::retry;
   } else if (context.session_key) {
@@ -276,8 +287,11 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
   const auto chosen = *decision.worker;
   const auto& worker = model.workers[chosen];
   const auto uncached = decision.input_tokens - std::min(decision.predicted_cached_tokens, decision.input_tokens);
+  const auto prefill_worker = decision.prefill_worker();
+  // A remotely prefilled request only decodes on its decoder: the prefill
+  // worker carries its pending prefill.
   Attempt attempt(*this, table, model, chosen,
-                  workers::InFlightRequest(*worker.state, uncached, decision.input_tokens));
+                  workers::InFlightRequest(*worker.state, prefill_worker ? 0 : uncached, decision.input_tokens));
   attempt.prediction_ = {decision.reason,
                          decision.input_tokens,
                          decision.indexed_cached_tokens,
@@ -288,6 +302,22 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
   if (prompt != nullptr && prompt->adapter && chosen < decision.candidates.size()) {
     attempt.prediction_.expected_ttft_ms = decision.candidates[chosen].expected_ttft_ms;
     attempt.prediction_.adapter_load_ms = std::max(0.0, decision.candidates[chosen].adapter_load_ms);
+  }
+  if (prefill_worker) {
+    const auto& prefill = *decision.prefill;
+    std::uint32_t cached_there = 0;
+    for (const auto& candidate : prefill.candidates) {
+      if (candidate.worker == *prefill_worker) {
+        cached_there = candidate.cached_tokens;
+      }
+    }
+    attempt.prefill_.emplace(
+        Attempt::PrefillLeg{*prefill_worker,
+                            workers::InFlightRequest(*model.workers[*prefill_worker].state,
+                                                     decision.input_tokens - cached_there, decision.input_tokens),
+                            cached_there});
+    attempt.prediction_.remote_prefill = true;
+    attempt.prediction_.moved_tokens = decision.input_tokens - prefill.decoder_cached_tokens;
   }
   // Decision sequence numbers are unique: they name this attempt's insert.
   attempt.ticket_ = context.sequence;
@@ -301,7 +331,17 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
   }
   if (index_writer_ != nullptr && prompt != nullptr && !prompt->blocks.empty()) {
     attempt.blocks_.assign(prompt->blocks.begin(), prompt->blocks.end());
-    index_writer_->assume(model.cache, worker.slot, attempt.blocks_, attempt.ticket_);
+    if (prefill_worker) {
+      // The prefill worker computes the whole prompt and keeps its blocks;
+      // the decoder holds them once they have moved, which its insert waits
+      // for (end_prefill): a prefill that fails must not leave the decoder
+      // credited with a prompt it never received when the request is
+      // decided again.
+      index_writer_->assume(model.cache, model.workers[*prefill_worker].slot, attempt.blocks_, attempt.ticket_);
+    } else {
+      index_writer_->assume(model.cache, worker.slot, attempt.blocks_, attempt.ticket_);
+      attempt.decoder_assumed_ = true;
+    }
   }
   if (context.session_key) {
     attempt.session_key_.assign(*context.session_key);
@@ -309,6 +349,12 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
     turn.worker = worker.state->id();
     turn.worker_position = static_cast<std::uint32_t>(chosen);
     turn.reason = decision.reason;
+    if (decision.prefill) {
+      turn.prefill = decision.prefill->reason;
+      if (prefill_worker) {
+        turn.prefill_worker = model.workers[*prefill_worker].state->id();
+      }
+    }
     turn.input_tokens = decision.input_tokens;
     turn.predicted_cached_tokens = decision.indexed_cached_tokens;
     turn.kv_usage = decision.kv_usage;
@@ -332,9 +378,20 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
   return attempt;
 }
 
-void Router::withdraw(const Attempt& attempt) {
+void Router::assume_on_decoder(Attempt& attempt) {
+  if (index_writer_ != nullptr && !attempt.blocks_.empty() && !attempt.decoder_assumed_) {
+    index_writer_->assume(attempt.model_->cache, attempt.model_->workers[attempt.worker_].slot, attempt.blocks_,
+                          attempt.ticket_);
+    attempt.decoder_assumed_ = true;
+  }
+}
+
+void Router::withdraw(const Attempt& attempt, std::size_t worker) {
+  if (worker == attempt.worker_ && !attempt.decoder_assumed_) {
+    return;
+  }
   if (index_writer_ != nullptr && !attempt.blocks_.empty()) {
-    index_writer_->withdraw(attempt.model_->cache, attempt.model_->workers[attempt.worker_].slot, attempt.blocks_,
+    index_writer_->withdraw(attempt.model_->cache, attempt.model_->workers[worker].slot, attempt.blocks_,
                             attempt.ticket_);
   }
 }
@@ -346,10 +403,11 @@ void Router::finish(const Attempt& attempt) {
   }
 }
 
-void Router::note_traffic(const Attempt& attempt, workers::FailureCause failure, std::uint64_t now_ms) {
+void Router::note_traffic(const Attempt& attempt, std::size_t worker_index, workers::FailureCause failure,
+                          std::uint64_t now_ms) {
   const auto& table = *attempt.table_;
   const auto& model = *attempt.model_;
-  auto& worker = *model.workers[attempt.worker_].state;
+  auto& worker = *model.workers[worker_index].state;
   const bool may_eject = failure == workers::FailureCause::none ||
                          may_eject_another(model, now_ms, table.options->outlier_detection.max_ejected_percent);
   const auto change = worker.breaker().record_traffic(failure, now_ms, table.ejection, may_eject);
@@ -371,9 +429,17 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
   if (outcome.status == 200 && outcome.prompt_tokens && outcome.cached_tokens) {
     worker.series().prompt_tokens(*outcome.prompt_tokens, *outcome.cached_tokens);
   }
+  // A remotely prefilled request's moved KV: from the prefill worker's
+  // answer to the decoder's first token, per moved token.
+  if (decision.remote_prefill && outcome.first_token_streamed && outcome.status == 200 && outcome.retries == 0 &&
+      outcome.handover_ms) {
+    model.transfer->observe(decision.moved_tokens, *outcome.handover_ms);
+  }
   // Only a clean first attempt compares like with like: a retry's
-  // prediction was made for another worker's state.
-  if (outcome.cached_tokens && outcome.status == 200 && outcome.retries == 0) {
+  // prediction was made for another worker's state. A decoder that
+  // received the prompt's KV counts it as cached: the prefill worker's
+  // answer was compared instead (record_prefill_outcome).
+  if (outcome.cached_tokens && outcome.status == 200 && outcome.retries == 0 && !decision.remote_prefill) {
     const auto reported = *outcome.cached_tokens;
     // An engine that reuses prefixes token by token (llama.cpp's slots)
     // reports within a block of kvgate's block-grained prediction, either
@@ -433,9 +499,11 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
                                 *outcome.ttft_ms - (decision.expected_ttft_ms - decision.adapter_load_ms));
   }
   // A clean first attempt whose first token was streamed teaches the
-  // worker's prefill cost (policy/prefill_fit.hpp).
-  if (table.options->routing.cache_aware.learn_prefill_cost && outcome.first_token_streamed && outcome.ttft_ms &&
-      outcome.status == 200 && outcome.retries == 0 && outcome.cached_tokens && outcome.prompt_tokens) {
+  // worker's prefill cost (policy/prefill_fit.hpp); not a decoder's whose
+  // prefill ran elsewhere.
+  if (table.options->routing.cache_aware.learn_prefill_cost && !decision.remote_prefill &&
+      outcome.first_token_streamed && outcome.ttft_ms && outcome.status == 200 && outcome.retries == 0 &&
+      outcome.cached_tokens && outcome.prompt_tokens) {
     const policy::PrefillSample sample{*outcome.prompt_tokens, std::min(*outcome.cached_tokens, *outcome.prompt_tokens),
                                        decision.queued_tokens, decision.active_tokens, *outcome.ttft_ms};
     worker.costs().record_prefill(sample);
@@ -456,6 +524,36 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
   if (attempt.session_turn_ >= 2 && outcome.status == 200 && outcome.cached_tokens && prompt_tokens > 0) {
     stats_.turn_hit(model.name,
                     std::min(1.0, static_cast<double>(*outcome.cached_tokens) / static_cast<double>(prompt_tokens)));
+  }
+}
+
+void Router::record_prefill_outcome(const Attempt& attempt, std::optional<std::uint32_t> cached_tokens,
+                                    std::optional<std::uint32_t> prompt_tokens) {
+  const auto& model = *attempt.model_;
+  const auto& leg = *attempt.prefill_;
+  auto& worker = *model.workers[leg.worker].state;
+  if (prompt_tokens && cached_tokens) {
+    worker.series().prompt_tokens(*prompt_tokens, *cached_tokens);
+  }
+  if (!cached_tokens) {
+    return;
+  }
+  const auto reported = *cached_tokens;
+  const auto predicted = leg.predicted_cached_tokens;
+  worker.series().cache_prediction(predicted == reported  ? obs::PredictionOutcome::exact
+                                   : predicted > reported ? obs::PredictionOutcome::over
+                                                          : obs::PredictionOutcome::under);
+  const auto change = worker.costs().record_prediction(predicted, reported, 0, attempt.table_->options->routing.drift);
+  if (change != workers::DriftChange::none) {
+    worker.series().set_drifting(change == workers::DriftChange::started);
+    if (change == workers::DriftChange::started) {
+      spdlog::warn(
+          "prefill worker {}: cache predictions drifting; its index is not credited until they agree "
+          "again. {}",
+          worker.id(), likely_drift_cause(model, model.workers[leg.worker]));
+    } else {
+      spdlog::info("prefill worker {}: cache predictions agree again; its index is credited", worker.id());
+    }
   }
 }
 
@@ -529,6 +627,14 @@ std::string route_receipt(const ModelRoute& model, const RouteDecision& decision
     // group: what a full-attention-only index would have predicted.
     receipt += "; full_attention_cached=";
     receipt += std::to_string(decision.full_attention_cached_tokens);
+  }
+  if (decision.prefill) {
+    receipt += "; prefill=";
+    receipt += policy::to_string(decision.prefill->reason);
+    if (const auto prefill_worker = decision.prefill_worker()) {
+      receipt += "; prefill_worker=";
+      receipt += model.workers[*prefill_worker].state->id();
+    }
   }
   if (decision.runner_up) {
     receipt += "; runner_up=";

@@ -247,6 +247,10 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
     for (const auto& adapter : model_options.adapters) {
       model.adapter_hashes.push_back(workers::adapter_hash(adapter));
     }
+    if (const auto& pd = model_options.disaggregation) {
+      model.disaggregation = ModelRoute::Disaggregation{pd->protocol, pd->local_prefill_tokens, pd->local_prefill_ratio,
+                                                        model_options.kv_bytes_per_token / (pd->transfer_gbps * 1e6)};
+    }
     model.max_loras = model_options.max_loras;
     model.lora_load_ms = static_cast<double>(model_options.lora_load.count());
     model.streams_carry_timings =
@@ -257,6 +261,7 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
       model.session_gaps = old->session_gaps;
       model.pooled_prefill = old->pooled_prefill;
       model.adapter_load = old->adapter_load;
+      model.transfer = old->transfer;
     }
     model.pooled_prefill->set_prior(prefill_prior);
     for (std::size_t index = 0; index < model_options.workers.size(); ++index) {

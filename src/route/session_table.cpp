@@ -211,6 +211,8 @@ std::uint64_t SessionTable::commit_turn(std::string_view key, SessionTurn turn, 
           last.worker = turn.worker;
           last.worker_position = turn.worker_position;
           last.reason = turn.reason;
+          last.prefill_worker = turn.prefill_worker;
+          last.prefill = turn.prefill;
           last.predicted_cached_tokens = turn.predicted_cached_tokens;
           last.kv_usage = turn.kv_usage;
           entry->worker = std::move(turn.worker);

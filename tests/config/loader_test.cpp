@@ -277,8 +277,57 @@ INSTANTIATE_TEST_SUITE_P(
                   "models:\n  - name: m\n    attention: {linear: 64}\n    workers: [{id: w, url: 'http://a:1'}]\n", 3,
                   "models[0].attention.linear", ""},
         BadConfig{"yaml_syntax", "models: [\n", 2, "", "YAML syntax error"},
+        BadConfig{"role_unknown",
+                  "models:\n  - name: m\n    disaggregation: {}\n    workers:\n"
+                  "      - {id: w, url: 'http://a:1', role: encode}\n",
+                  5, "models[0].workers[0].role", "unknown role 'encode'"},
+        BadConfig{"roles_without_disaggregation",
+                  "models:\n  - name: m\n    workers:\n      - {id: p, url: 'http://a:1', role: prefill}\n"
+                  "      - {id: d, url: 'http://b:1', role: decode}\n",
+                  2, "models[0].disaggregation", "need the model's disaggregation"},
+        BadConfig{"decoders_without_prefill",
+                  "models:\n  - name: m\n    disaggregation: {protocol: vllm}\n    workers:\n"
+                  "      - {id: d, url: 'http://b:1', role: decode}\n",
+                  5, "models[0].workers", "nothing can prefill"},
+        BadConfig{"prefill_without_decoders",
+                  "models:\n  - name: m\n    disaggregation: {protocol: sglang}\n    workers:\n"
+                  "      - {id: p, url: 'http://b:1', role: prefill}\n",
+                  5, "models[0].workers", "nothing can decode"},
+        BadConfig{"protocol_unknown",
+                  "models:\n  - name: m\n    disaggregation: {protocol: mooncake}\n    workers:\n"
+                  "      - {id: d, url: 'http://b:1'}\n",
+                  3, "models[0].disaggregation.protocol", "unknown protocol 'mooncake'"},
+        BadConfig{"ratio_over_one",
+                  "models:\n  - name: m\n    disaggregation: {local_prefill_ratio: 1.5}\n    workers:\n"
+                  "      - {id: d, url: 'http://b:1'}\n",
+                  3, "models[0].disaggregation.local_prefill_ratio", ""},
         BadConfig{"empty_file", "", 0, "", "empty"}),
     [](const testing::TestParamInfo<BadConfig>& info) { return std::string(info.param.name); });
+
+TEST(ConfigLoader, ReadsADisaggregatedModel) {
+  auto options = load_text(
+      "models:\n  - name: m\n    disaggregation:\n      protocol: sglang\n      transfer_gbps: 50\n"
+      "      local_prefill_tokens: 256\n      local_prefill_ratio: 0.8\n    workers:\n"
+      "      - {id: p, url: 'http://a:1', role: prefill, bootstrap_port: 9000}\n"
+      "      - {id: d, url: 'http://b:1', role: decode}\n      - {id: both, url: 'http://c:1'}\n",
+      "pd.yaml");
+  ASSERT_TRUE(options);
+  const auto& model = options->models[0];
+  ASSERT_TRUE(model.disaggregation);
+  EXPECT_EQ(model.disaggregation->protocol, DisaggregationProtocol::sglang);
+  EXPECT_EQ(model.disaggregation->transfer_gbps, 50);
+  EXPECT_EQ(model.disaggregation->local_prefill_tokens, 256u);
+  EXPECT_EQ(model.disaggregation->local_prefill_ratio, 0.8);
+  EXPECT_EQ(model.workers[0].role, WorkerRole::prefill);
+  EXPECT_EQ(model.workers[0].bootstrap_port, 9000);
+  EXPECT_EQ(model.workers[1].role, WorkerRole::decode);
+  EXPECT_EQ(model.workers[1].bootstrap_port, 8998);  // SGLang's default
+  EXPECT_EQ(model.workers[2].role, WorkerRole::both);
+  // Without the section a model is aggregated.
+  auto plain = load_text("models:\n  - name: m\n    workers: [{id: w, url: 'http://a:1'}]\n", "plain.yaml");
+  ASSERT_TRUE(plain);
+  EXPECT_FALSE(plain->models[0].disaggregation);
+}
 
 TEST(ConfigLoader, ReadsAModelsLocalAttention) {
   auto options = load_text(

@@ -173,6 +173,13 @@ TEST(OptionTable, EveryDocumentedDefaultIsTheLoadersDefault) {
       place(root, parent + ".cache_model").leaf = "sequences";
       place(root, parent + ".slots").leaf = "2";
     }
+    // A disaggregation section makes the model disaggregated: present in
+    // both files, through another of its keys.
+    if (option.path.starts_with("models[].disaggregation.")) {
+      const bool protocol = key == "protocol";
+      place(root, protocol ? "models[].disaggregation.local_prefill_ratio" : "models[].disaggregation.protocol").leaf =
+          protocol ? "0.7" : "vllm";
+    }
     auto base = load_text(root.render(), "base.yaml");
     ASSERT_TRUE(base) << option.path << ": " << base.error().front().to_string();
     place(root, option.path).leaf = std::string(option.default_text);

@@ -602,6 +602,101 @@ TEST(Attempt, NotRunWithdrawsTheInsertWithItsOwnCopyOfTheBlocks) {
   EXPECT_EQ(writer.calls.size(), 2u);
 }
 
+// A disaggregated model: a, b decode; c, d prefill.
+void make_disaggregated(Fleet& fleet, std::uint32_t local_prefill_tokens = 256) {
+  fleet.model.disaggregation =
+      ModelRoute::Disaggregation{config::DisaggregationProtocol::vllm, local_prefill_tokens, 0.7, 0.001};
+  fleet.model.workers[2].options.role = config::WorkerRole::prefill;
+  fleet.model.workers[3].options.role = config::WorkerRole::prefill;
+  fleet.model.workers[0].options.role = config::WorkerRole::decode;
+  fleet.model.workers[1].options.role = config::WorkerRole::decode;
+}
+
+TEST(Disaggregated, TheDecoderIsChosenFirstAndALongUncachedPromptPrefillsRemotely) {
+  Fleet fleet(cache_aware(), 4);
+  make_disaggregated(fleet);
+  RecordingIndexWriter writer;
+  fleet.router.set_index_writer(&writer);
+  auto prompt = prompt_of(4'000, 1);
+  fleet.hold(2, prompt, 200);  // c, a prefill worker, holds most of it: never the decoder
+  RouteContext context{"s1", 9, {}, kNow};
+  auto decision = fleet.router.decide(fleet.table, fleet.model, &prompt, context);
+  ASSERT_TRUE(decision.worker);
+  EXPECT_LT(*decision.worker, 2u);
+  EXPECT_EQ(decision.candidates[2].ineligible_because, policy::Ineligible::prefill_only);
+  ASSERT_TRUE(decision.prefill);
+  EXPECT_EQ(decision.prefill->reason, Reason::remote_prefill);
+  ASSERT_TRUE(decision.prefill_worker());
+  EXPECT_EQ(*decision.prefill_worker(), 2u);  // c: its cache shortens the prefill
+  EXPECT_NE(route_receipt(fleet.model, decision).find("prefill=remote_prefill; prefill_worker=c"), std::string::npos);
+  EXPECT_NE(explain_text(fleet.model, decision).find("prefill: remote_prefill on c"), std::string::npos);
+
+  auto attempt = fleet.router.commit(fleet.table, fleet.model, decision, &prompt, context);
+  const auto decoder = *decision.worker;
+  // The prefill worker carries the pending prefill; the decoder only decodes.
+  EXPECT_EQ(fleet.worker(2).load().in_flight(), 1u);
+  EXPECT_EQ(fleet.worker(2).load().pending_prefill_tokens(), 4'000u - 200 * 16);
+  EXPECT_EQ(fleet.worker(decoder).load().pending_prefill_tokens(), 0u);
+  // The prefill worker is assumed to hold the prompt at once; the decoder
+  // once the prefill has answered.
+  ASSERT_EQ(writer.calls.size(), 1u);
+  EXPECT_EQ(writer.calls[0].slot, fleet.model.workers[2].slot);
+  // The session remembers both.
+  auto session = fleet.sessions.find("s1", kNow);
+  ASSERT_TRUE(session);
+  EXPECT_EQ(session->worker, fleet.worker(decoder).id());
+
+  // The prefill worker failed: its counts and insert go, the decoder's stay.
+  attempt.end_prefill(AttemptEnd::not_run, workers::FailureCause::reset, kNow);
+  EXPECT_EQ(fleet.worker(2).load().in_flight(), 0u);
+  EXPECT_EQ(fleet.worker(decoder).load().in_flight(), 1u);
+  ASSERT_EQ(writer.calls.size(), 2u);
+  EXPECT_EQ(writer.calls[1].kind, "withdraw");
+  EXPECT_EQ(writer.calls[1].slot, fleet.model.workers[2].slot);
+  attempt.end(AttemptEnd::not_run, std::nullopt, kNow);
+  EXPECT_EQ(fleet.worker(decoder).load().in_flight(), 0u);
+  EXPECT_EQ(writer.calls.size(), 2u);  // the decoder never had an insert to withdraw
+
+  // A prefill that answered: the decoder is assumed to hold the prompt.
+  auto served = fleet.router.commit(fleet.table, fleet.model, decision, &prompt, {"s1", 11, {}, kNow});
+  served.end_prefill(AttemptEnd::served, workers::FailureCause::none, kNow);
+  ASSERT_EQ(writer.calls.size(), 4u);
+  EXPECT_EQ(writer.calls[3].kind, "assume");
+  EXPECT_EQ(writer.calls[3].slot, fleet.model.workers[decoder].slot);
+  served.end(AttemptEnd::served, workers::FailureCause::none, kNow);
+
+  // Retried without c: d prefills.
+  std::vector<std::size_t> tried{2};
+  RouteContext retry{"s1", 10, tried, kNow};
+  auto again = fleet.router.decide(fleet.table, fleet.model, &prompt, retry);
+  ASSERT_TRUE(again.prefill_worker());
+  EXPECT_EQ(*again.prefill_worker(), 3u);
+}
+
+TEST(Disaggregated, ADecoderHoldingTheHistoryPrefillsTheNewTurnItself) {
+  Fleet fleet(cache_aware(), 4);
+  make_disaggregated(fleet);
+  auto prompt = prompt_of(4'000, 1);
+  fleet.hold(1, prompt, 240);  // b holds all but the last few blocks
+  auto decision = fleet.decide(prompt, "s2");
+  ASSERT_TRUE(decision.worker);
+  EXPECT_EQ(*decision.worker, 1u);
+  ASSERT_TRUE(decision.prefill);
+  EXPECT_EQ(decision.prefill->reason, Reason::local_prefill);
+  EXPECT_FALSE(decision.prefill_worker());
+  auto attempt = fleet.router.commit(fleet.table, fleet.model, decision, &prompt, {"s2", 0, {}, kNow});
+  EXPECT_EQ(fleet.worker(1).load().pending_prefill_tokens(), 4'000u - 240 * 16);
+  EXPECT_FALSE(attempt.prefill_worker_index());
+}
+
+TEST(Disaggregated, AModelWithoutRolesDecidesAsBefore) {
+  Fleet fleet(cache_aware(), 4);
+  auto prompt = prompt_of(4'000, 1);
+  auto decision = fleet.decide(prompt, std::nullopt);
+  EXPECT_FALSE(decision.prefill);
+  EXPECT_EQ(route_receipt(fleet.model, decision).find("prefill"), std::string::npos);
+}
+
 TEST(Attempt, AnAttemptNeverEndedIsWithdrawnAndAMovedFromOneOwnsNothing) {
   Fleet fleet(cache_aware());
   RecordingIndexWriter writer;

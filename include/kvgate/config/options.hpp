@@ -40,6 +40,19 @@ enum class EngineKind : std::uint8_t { vllm, sglang, llamacpp };
 // (kv_events/sequence_slots.hpp).
 enum class CacheModel : std::uint8_t { blocks, sequences };
 
+// What a worker does in a disaggregated fleet (vLLM's KV connectors, SGLang's
+// PD mode): prefill only (answers one token and hands the prompt's KV on),
+// decode only (receives the KV, or prefills a short uncached part itself),
+// or both (an aggregated engine: every worker of a model without roles).
+enum class WorkerRole : std::uint8_t { both, prefill, decode };
+
+// How the two phases of a disaggregated request reach the engines.
+// vllm: the prefill worker first (max_tokens 1, kv_transfer_params asking
+// for remote decode), then the decoder with the prefill answer's
+// kv_transfer_params. sglang: both at once, with the prefill worker's
+// bootstrap host, port and room in the body.
+enum class DisaggregationProtocol : std::uint8_t { vllm, sglang };
+
 // Which of a worker's engine keys the configuration set. The others follow
 // what the engine says of itself (workers/engine_identity.hpp): its kind
 // from its /metrics names, llama-server's slots from /props.
@@ -81,6 +94,10 @@ struct WorkerOptions {
   // default is 8192): slots' sequences saved there are credited as a lower
   // tier, priced by their load time. 0: none (--cache-ram 0).
   std::uint64_t cache_ram_mib = 0;
+  WorkerRole role = WorkerRole::both;
+  // SGLang's --disaggregation-bootstrap-port on a prefill worker (its
+  // default): where decoders fetch the KV of a bootstrap room.
+  std::uint16_t bootstrap_port = 8998;
   EngineKeysGiven given;
   bool operator==(const WorkerOptions&) const = default;
 };
@@ -127,6 +144,21 @@ struct WorkersFromOptions {
 // same salt, never credits one tenant with another's blocks.
 enum class CacheIsolation { none, tenant };
 
+// A model whose workers have roles (prefill, decode): how the phases reach
+// the engines and when a decoder prefills for itself.
+struct DisaggregationOptions {
+  DisaggregationProtocol protocol = DisaggregationProtocol::vllm;
+  // The link between the pools in GB/s (NIXL over RDMA: a 200 Gb/s NIC is
+  // ~25 GB/s); the prior until observed transfers teach the real figure.
+  double transfer_gbps = 25;
+  // The decoder prefills itself when what it lacks of the prompt is at most
+  // this many tokens, or when it holds at least this share of it (llm-d's
+  // prefix-based decider; Dynamo's effective-to-raw input length).
+  std::uint32_t local_prefill_tokens = 512;
+  double local_prefill_ratio = 0.7;
+  bool operator==(const DisaggregationOptions&) const = default;
+};
+
 struct ModelOptions {
   std::string name;
   std::string tokenizer;  // empty: approximate tokenisation
@@ -165,6 +197,8 @@ struct ModelOptions {
   // per token) over PCIe 4.0 x16 (~25 GB/s effective).
   double kv_bytes_per_token = 131'072;
   double offload_gbps = 25;
+  // A model whose workers have roles (prefill, decode).
+  std::optional<DisaggregationOptions> disaggregation;
   bool operator==(const ModelOptions&) const = default;
 };
 
@@ -184,6 +218,7 @@ struct TimeoutOptions {
   Milliseconds upstream_connect{2'000};
   Milliseconds upstream_response{300'000};  // until the response header (queue + prefill)
   Milliseconds upstream_idle{120'000};      // between two reads of a response body
+  Milliseconds prefill_response{120'000};   // a disaggregated request's prefill worker: its whole answer
   Milliseconds shutdown_grace{30'000};
   bool operator==(const TimeoutOptions&) const = default;
 };
@@ -455,6 +490,20 @@ inline constexpr std::string_view to_string(EngineKind engine) {
 }
 inline constexpr std::string_view to_string(CacheModel model) {
   return model == CacheModel::sequences ? "sequences" : "blocks";
+}
+inline constexpr std::string_view to_string(WorkerRole role) {
+  switch (role) {
+    case WorkerRole::both:
+      return "both";
+    case WorkerRole::prefill:
+      return "prefill";
+    case WorkerRole::decode:
+      return "decode";
+  }
+  return "both";
+}
+inline constexpr std::string_view to_string(DisaggregationProtocol protocol) {
+  return protocol == DisaggregationProtocol::sglang ? "sglang" : "vllm";
 }
 
 }  // namespace kvgate::config

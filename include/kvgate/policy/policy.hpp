@@ -74,6 +74,11 @@ struct WorkerView {
   std::uint32_t offloaded_cached_tokens = 0;
   // The request's LoRA adapter here (base: a base-model request).
   AdapterState adapter = AdapterState::base;
+  // A disaggregated fleet's roles (config: workers[].role): a prefill
+  // worker never decodes (every policy skips it), and only it prefills for
+  // a decoder (policy/disaggregation.hpp).
+  bool decodes = true;
+  bool prefills_for_others = false;
 };
 
 struct RouteRequest {

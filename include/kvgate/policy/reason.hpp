@@ -34,6 +34,10 @@ enum class Reason : std::uint8_t {
   moved_evicted,        // the index says the previous worker lost the session's blocks
   moved_unhealthy,      // the previous worker is down (or failed this request)
   moved_better_prefix,  // another worker holds more of this prompt (e.g. a shared system prompt)
+  // Where a disaggregated request's prefill runs (policy/disaggregation.hpp).
+  local_prefill,        // on its decoder, which lacks little of the prompt
+  remote_prefill,       // on a prefill worker, its KV then moved to the decoder
+  prefill_unavailable,  // on its decoder: it lacks much, but no prefill worker can take it
 };
 
 inline constexpr std::string_view to_string(Reason reason) {
@@ -82,11 +86,17 @@ inline constexpr std::string_view to_string(Reason reason) {
       return "moved_unhealthy";
     case Reason::moved_better_prefix:
       return "moved_better_prefix";
+    case Reason::local_prefill:
+      return "local_prefill";
+    case Reason::remote_prefill:
+      return "remote_prefill";
+    case Reason::prefill_unavailable:
+      return "prefill_unavailable";
   }
   return "unknown";
 }
 
-inline constexpr Reason kLastReason = Reason::moved_better_prefix;
+inline constexpr Reason kLastReason = Reason::prefill_unavailable;
 
 // The session moves the router counts (kvgate_session_moves_total).
 // The reasons a session turn leaves its previous worker.
@@ -123,7 +133,17 @@ inline constexpr std::string_view to_string(AdapterState state) {
 }
 
 // Why a worker was not a candidate for this request.
-enum class Ineligible : std::uint8_t { none, unhealthy, ejected, already_tried, at_capacity };
+// prefill_only: a disaggregated fleet's prefill worker never decodes;
+// decode_only: its decoders never prefill for another worker.
+enum class Ineligible : std::uint8_t {
+  none,
+  unhealthy,
+  ejected,
+  already_tried,
+  at_capacity,
+  prefill_only,
+  decode_only
+};
 
 inline constexpr std::string_view to_string(Ineligible why) {
   switch (why) {
@@ -137,6 +157,10 @@ inline constexpr std::string_view to_string(Ineligible why) {
       return "already_tried";
     case Ineligible::at_capacity:
       return "at_capacity";
+    case Ineligible::prefill_only:
+      return "prefill_only";
+    case Ineligible::decode_only:
+      return "decode_only";
   }
   return "";
 }

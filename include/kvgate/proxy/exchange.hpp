@@ -39,6 +39,10 @@ struct Exchange {
   std::optional<CacheSaltRewrite> cache_salt_rewrite;
   std::string model;
   std::string worker;
+  // A disaggregated request prefilled on another worker: that worker, and
+  // when its answer came (seconds since `started`; < 0: none).
+  std::string prefill_worker;
+  double prefill_answered_seconds = -1;
   // The routing decision of the attempt that got the request (the last
   // one), once the router was asked; its model lives in `table`.
   std::optional<route::RouteDecision> route;

@@ -21,12 +21,25 @@ struct CancelLink {
   http::DeadlineStream* upstream = nullptr;
   bool forward_done = false;
   bool client_gone = false;
+  // A disaggregated request whose phases run at once (SGLang): the prefill
+  // worker's link, closed with this one.
+  CancelLink* also = nullptr;
+  // The worker's response is being relayed to the client (the try can no
+  // longer be moved).
+  bool answering = false;
+  // The try was stopped because its other phase failed: not the worker's
+  // fault, and not to be resent to it.
+  bool abandoned = false;
 
   void close_upstream() {
     if (upstream != nullptr) {
       http::error_code ignored;
       upstream->socket().shutdown(http::tcp::socket::shutdown_both, ignored);
       upstream->socket().close(ignored);
+    }
+    if (also != nullptr) {
+      also->client_gone = client_gone;
+      also->close_upstream();
     }
   }
 };
@@ -69,7 +82,9 @@ class Relay {
 
   // `may_be_stale`: the connection came from the pool and this is its first
   // use here; an early failure then means "reconnect", not "worker failed".
-  http::awaitable<AttemptOutcome> run(UpstreamRequest& request, bool may_be_stale);
+  // `retry_server_errors`: a 5xx header is not relayed but retryable (a
+  // disaggregated request's decoder that could not get the prompt's KV).
+  http::awaitable<AttemptOutcome> run(UpstreamRequest& request, bool may_be_stale, bool retry_server_errors = false);
 
   // The whole response was read and the worker allows keep-alive.
   [[nodiscard]] bool upstream_reusable() const { return reusable_; }

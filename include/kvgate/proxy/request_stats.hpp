@@ -18,6 +18,7 @@
 
 #include "kvgate/obs/exposition.hpp"
 #include "kvgate/obs/worker_series.hpp"
+#include "kvgate/policy/reason.hpp"
 
 namespace kvgate::proxy {
 
@@ -53,6 +54,11 @@ class RequestStats {
   void retry(std::string_view model) { retries_.Add({{"model", std::string(model)}}).Increment(); }
   // A retry the retry budget refused (the client got the last error).
   void retry_denied(std::string_view model) { retries_denied_.Add({{"model", std::string(model)}}).Increment(); }
+  void prefill_placement(std::string_view model, policy::Reason placement) {
+    prefill_placements_.Add({{"model", std::string(model)}, {"placement", std::string(policy::to_string(placement))}})
+        .Increment();
+  }
+  void prefill_failed(std::string_view model) { prefill_failures_.Add({{"model", std::string(model)}}).Increment(); }
   void client_error(int status, std::string_view code);
   // A template that raised (answered with a 400).
   void template_error(std::string_view model) { template_errors_.Add({{"model", std::string(model)}}).Increment(); }
@@ -67,6 +73,8 @@ class RequestStats {
   prometheus::Family<prometheus::Histogram>& first_byte_;
   prometheus::Family<prometheus::Counter>& retries_;
   prometheus::Family<prometheus::Counter>& retries_denied_;
+  prometheus::Family<prometheus::Counter>& prefill_placements_;
+  prometheus::Family<prometheus::Counter>& prefill_failures_;
   prometheus::Family<prometheus::Counter>& client_errors_;
   prometheus::Family<prometheus::Counter>& template_errors_;
   prometheus::Family<prometheus::Counter>& prompt_segments_;

@@ -58,6 +58,9 @@ struct ResponseOutcome {
   bool first_token_streamed = false;
   std::optional<std::uint32_t> completion_tokens;  // the engine's usage
   std::optional<double> decode_ms;                 // the first token to the answer's end
+  // A remotely prefilled request: the prefill worker's answer to the
+  // decoder's first token (the KV's hand-over), in ms.
+  std::optional<double> handover_ms;
 };
 
 class Attempt {
@@ -71,6 +74,19 @@ class Attempt {
   [[nodiscard]] std::size_t worker_index() const { return worker_; }
   // The session turn this attempt committed (0: the request has no session key).
   [[nodiscard]] std::uint64_t session_turn() const { return session_turn_; }
+  // A disaggregated request prefilled on another worker (the decision's
+  // remote prefill): that worker's position in the model; empty otherwise.
+  [[nodiscard]] std::optional<std::size_t> prefill_worker_index() const {
+    return prefill_ ? std::optional(prefill_->worker) : std::nullopt;
+  }
+  // The prefill worker answered (the KV is ready to move) or failed (`how`
+  // and `traffic` as for end()): its counts are released, its insert kept
+  // or withdrawn. end() ends a prefill leg still open as served.
+  void end_prefill(AttemptEnd how, std::optional<workers::FailureCause> traffic, std::uint64_t now_ms);
+  // The prefill worker's usage (its cached tokens against the decision's
+  // prediction for it: the drift check of a remotely prefilled request,
+  // whose decoder reports the moved KV as cached).
+  void prefill_answered(std::optional<std::uint32_t> cached_tokens, std::optional<std::uint32_t> prompt_tokens);
 
   // A non-streamed answer's header, or a stream's first event.
   void answering() { in_flight_.answering(); }
@@ -100,6 +116,10 @@ class Attempt {
     // first token and the adapter load priced in it (< 0: not priced).
     double expected_ttft_ms = -1;
     double adapter_load_ms = -1;
+    // The prompt's KV moved from a prefill worker: the decoder's usage
+    // counts it as cached, so the decoder's figure teaches nothing.
+    bool remote_prefill = false;
+    std::uint32_t moved_tokens = 0;  // what the decoder lacked
   };
   Attempt(Router& router, const RoutingTable& table, const ModelRoute& model, std::size_t worker,
           workers::InFlightRequest in_flight);
@@ -114,6 +134,15 @@ class Attempt {
   std::uint64_t session_turn_ = 0;  // 0: no session key
   std::string session_key_;
   std::vector<prefix::BlockHash> blocks_;  // inserted for the worker on commit
+  // The remote prefill of a disaggregated request (Router::commit).
+  struct PrefillLeg {
+    std::size_t worker = 0;
+    workers::InFlightRequest in_flight;
+    std::uint32_t predicted_cached_tokens = 0;  // what the index gave the prefill worker
+    bool ended = false;
+  };
+  std::optional<PrefillLeg> prefill_;
+  bool decoder_assumed_ = false;  // the blocks are inserted for worker_
   bool ended_ = false;
   bool completed_ = false;
 };

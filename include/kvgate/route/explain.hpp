@@ -13,6 +13,10 @@
 namespace kvgate::route {
 
 nlohmann::json candidates_json(const std::vector<policy::Candidate>& candidates);
+// A disaggregated decision's prefill: where it runs and why, the decoder's
+// own expected prefill and every prefill worker's expected hand-over; null
+// for a model without roles.
+nlohmann::json prefill_json(const RouteDecision& decision);
 
 // No session key or other client text is quoted: worker ids come from the
 // configuration.

@@ -86,6 +86,11 @@ struct RouteDecision {
   double gap_ms = -1;
   // The session before this turn (empty: no key, or a key seen first now).
   std::optional<SessionState> session;
+  // A disaggregated model: where the prefill runs (`worker` above is the
+  // decoder), the alternatives' expected times and why.
+  std::optional<policy::PrefillChoice> prefill;
+  // The remote prefill worker, when there is one.
+  [[nodiscard]] std::optional<std::size_t> prefill_worker() const { return prefill ? prefill->worker : std::nullopt; }
 };
 
 class Router {
@@ -107,11 +112,16 @@ class Router {
 
  private:
   friend class Attempt;
-  void withdraw(const Attempt& attempt);
+  // `worker`: the attempt's decoder or its prefill worker.
+  void withdraw(const Attempt& attempt, std::size_t worker);
+  // A remote prefill answered: the decoder is about to hold the prompt.
+  void assume_on_decoder(Attempt& attempt);
   void finish(const Attempt& attempt);
   // Into the worker's circuit breaker, under the model's ejection cap.
-  void note_traffic(const Attempt& attempt, workers::FailureCause failure, std::uint64_t now_ms);
+  void note_traffic(const Attempt& attempt, std::size_t worker, workers::FailureCause failure, std::uint64_t now_ms);
   void record_outcome(const Attempt& attempt, const ResponseOutcome& outcome);
+  void record_prefill_outcome(const Attempt& attempt, std::optional<std::uint32_t> cached_tokens,
+                              std::optional<std::uint32_t> prompt_tokens);
 
   SessionTable& sessions_;
   SessionStats& stats_;

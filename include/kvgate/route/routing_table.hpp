@@ -5,6 +5,7 @@
 // (shared_ptr), so nothing is torn mid-request.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,12 +14,14 @@
 #include "kvgate/core/result.hpp"
 #include "kvgate/kv_events/model_cache.hpp"
 #include "kvgate/kv_events/worker_feed.hpp"
+#include "kvgate/policy/disaggregation.hpp"
 #include "kvgate/policy/policy.hpp"
 #include "kvgate/prompt/model_tokenizer.hpp"
 #include "kvgate/prompt/prepared_prompt.hpp"
 #include "kvgate/route/session_gaps.hpp"
 #include "kvgate/tenant/directory.hpp"
 #include "kvgate/workers/learned_adapter_load.hpp"
+#include "kvgate/workers/learned_transfer.hpp"
 #include "kvgate/workers/scrape_target.hpp"
 #include "kvgate/workers/worker_state.hpp"
 
@@ -67,6 +70,19 @@ struct ModelRoute {
   // An adapter's load time as its requests' first tokens show it (kept
   // across reloads while the model is).
   std::shared_ptr<workers::LearnedAdapterLoad> adapter_load = std::make_shared<workers::LearnedAdapterLoad>();
+
+  // A disaggregated model (models[].disaggregation): how the phases reach
+  // the engines, when the decoder prefills itself, and the KV link's prior
+  // (ms per token: kv_bytes_per_token over transfer_gbps), which
+  // `transfer` replaces once requests have shown the real hand-over.
+  struct Disaggregation {
+    config::DisaggregationProtocol protocol = config::DisaggregationProtocol::vllm;
+    std::uint32_t local_prefill_tokens = 512;
+    double local_prefill_ratio = 0.7;
+    double transfer_ms_per_token_prior = 0;
+  };
+  std::optional<Disaggregation> disaggregation;
+  std::shared_ptr<workers::LearnedTransfer> transfer = std::make_shared<workers::LearnedTransfer>();
 
   // `adapter`: its position in `adapters` (nullopt: the base model).
   [[nodiscard]] prompt::PromptModel prompt_model(std::optional<std::size_t> adapter = std::nullopt) const {

@@ -64,6 +64,10 @@ struct SessionTurn {
   // holds `worker` (a reload or discovery may have moved it).
   std::uint32_t worker_position = 0;
   policy::Reason reason = policy::Reason::new_session;
+  // A disaggregated model: where the prefill ran (empty: on `worker`, the
+  // decoder) and why.
+  std::string prefill_worker;
+  std::optional<policy::Reason> prefill;
   std::uint32_t input_tokens = 0;
   std::uint32_t predicted_cached_tokens = 0;
   // The worker's KV-cache usage (0..1) its engine last reported, when chosen.
