@@ -67,7 +67,7 @@ stage "fuzz smoke (libFuzzer, clang)"
 cmake -S fuzz -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 cmake --build build-fuzz -j"$jobs"
 fuzz_seconds=${KVGATE_FUZZ_SECONDS:-4}
-for target in inspect_request config kv_event_decoder prometheus_text tokenizer chat_template ext_proc; do
+for target in inspect_request config kv_event_decoder prometheus_text tokenizer chat_template ext_proc prefill_answer; do
   # Work on a copy: libFuzzer adds what it finds to the corpus folder.
   scratch=$(mktemp -d)
   cp fuzz/corpus/"$target"/* "$scratch"/

@@ -153,6 +153,7 @@ ReplicaMetrics parse_replica_metrics(std::string_view exposition) {
       {"kvgate_sim_computed_prompt_tokens_total", &ReplicaMetrics::computed_prompt_tokens},
       {"kvgate_sim_kv_transfers_total", &ReplicaMetrics::kv_transfers},
       {"kvgate_sim_kv_transfer_seconds_total", &ReplicaMetrics::kv_transfer_seconds},
+      {"kvgate_sim_prefix_hit_tokens_total", &ReplicaMetrics::prefix_hit_tokens},
   };
   while (!exposition.empty()) {
     auto end = exposition.find('\n');

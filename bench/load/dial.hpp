@@ -83,6 +83,7 @@ struct ReplicaMetrics {
   std::optional<double> computed_prompt_tokens;  // kvgate_sim_computed_prompt_tokens_total
   std::optional<double> kv_transfers;            // kvgate_sim_kv_transfers_total (a decoder's)
   std::optional<double> kv_transfer_seconds;     // kvgate_sim_kv_transfer_seconds_total (model seconds)
+  std::optional<double> prefix_hit_tokens;       // kvgate_sim_prefix_hit_tokens_total (its own cache's hits)
 };
 ReplicaMetrics parse_replica_metrics(std::string_view exposition);
 

@@ -509,6 +509,22 @@ json run_one(const Command& command, const std::string& name, const std::string&
       if (auto computed = delta(&kvgate::load::ReplicaMetrics::computed_prompt_tokens)) {
         summary["replica_prefill_tokens_computed"] = *computed;
       }
+      // Per replica (in --reset order): what each computed, found in its own
+      // cache and received, so a report can group them into pools.
+      json replicas = json::array();
+      for (std::size_t index = 0; index < after->size() && index < before->size(); ++index) {
+        auto one = [&](std::optional<double> kvgate::load::ReplicaMetrics::*field) {
+          const auto& start = (*before)[index].*field;
+          const auto& end = (*after)[index].*field;
+          return start && end ? json(*end - *start) : json(nullptr);
+        };
+        replicas.push_back({{"replica", command.resets[index]},
+                            {"prompt_tokens", one(&kvgate::load::ReplicaMetrics::prompt_tokens)},
+                            {"prefix_hit_tokens", one(&kvgate::load::ReplicaMetrics::prefix_hit_tokens)},
+                            {"computed_prompt_tokens", one(&kvgate::load::ReplicaMetrics::computed_prompt_tokens)},
+                            {"kv_transfers", one(&kvgate::load::ReplicaMetrics::kv_transfers)}});
+      }
+      summary["replica_work"] = std::move(replicas);
       auto transfers = delta(&kvgate::load::ReplicaMetrics::kv_transfers);
       auto transfer_seconds = delta(&kvgate::load::ReplicaMetrics::kv_transfer_seconds);
       if (transfers && transfer_seconds) {

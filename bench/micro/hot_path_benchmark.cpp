@@ -163,12 +163,15 @@ BENCHMARK(index_lookup)->Arg(16)->Arg(1000)->Unit(benchmark::kMicrosecond);
 // few of them), 0 for a base-model request. The third: a sliding window in
 // tokens (0: full attention only), as Gemma 3's (1024): each worker's local
 // group holds the window before the end of its run, as after its last
-// request, so the check walks one window per worker.
+// request, so the check walks one window per worker. The fourth: 1 for a
+// disaggregated model (every other worker a prefill worker, the rest
+// decoders): the decoder pick, then where the prefill runs.
 void router_decide(benchmark::State& state) {
   namespace route = kvgate::route;
   const auto workers = static_cast<std::size_t>(state.range(0));
   const auto adapters = static_cast<std::size_t>(state.range(1));
   const auto window = static_cast<std::uint32_t>(state.range(2));
+  const bool disaggregated = state.range(3) != 0;
   route::RoutingTable table;
   table.options = std::make_shared<kvgate::config::Options>();
   table.policy = kvgate::policy::make_cache_aware({});
@@ -205,6 +208,10 @@ void router_decide(benchmark::State& state) {
       model.cache->index.insert(static_cast<kvgate::index::WorkerSlot>(index), local, kvgate::index::Tier::gpu, 1);
     }
     model.workers.back().state->load().prefill_added(1'000 * (index % 5));
+    if (disaggregated) {
+      model.workers.back().options.role =
+          index % 2 == 0 ? kvgate::config::WorkerRole::prefill : kvgate::config::WorkerRole::decode;
+    }
     for (std::size_t adapter = index % 4; adapter < adapters; adapter += 4) {
       model.workers.back().state->adapters().routed(adapter, 1'000 + adapter);
     }
@@ -214,6 +221,10 @@ void router_decide(benchmark::State& state) {
     model.adapter_hashes.push_back(kvgate::workers::adapter_hash(model.adapters.back()));
   }
   model.max_loras = 4;
+  if (disaggregated) {
+    model.disaggregation =
+        route::ModelRoute::Disaggregation{kvgate::config::DisaggregationProtocol::vllm, 512, 0.7, 131'072 / 25e6};
+  }
   if (adapters > 0) {
     prompt.adapter = adapters / 2;
   }
@@ -254,12 +265,13 @@ void router_decide(benchmark::State& state) {
       static_cast<double>(allocations) / static_cast<double>(std::max<std::int64_t>(state.iterations(), 1));
 }
 BENCHMARK(router_decide)
-    ->Args({16, 0, 0})
-    ->Args({16, 32, 0})
-    ->Args({16, 32, 128})
-    ->Args({16, 32, 1024})
-    ->Args({64, 0, 0})
-    ->Args({1000, 0, 0})
+    ->Args({16, 0, 0, 0})
+    ->Args({16, 0, 0, 1})
+    ->Args({16, 32, 0, 0})
+    ->Args({16, 32, 128, 0})
+    ->Args({16, 32, 1024, 0})
+    ->Args({64, 0, 0, 0})
+    ->Args({1000, 0, 0, 0})
     ->Unit(benchmark::kMicrosecond);
 
 // Resident memory per (block, worker) entry with 10 million entries, each

@@ -244,8 +244,9 @@ constexpr std::array kOptions{
                "the KV link between the pools in GB/s (prices moving the prompt's KV; learned from transfers)"},
     OptionSpec{"models[].disaggregation.local_prefill_tokens", integer, "512",
                "the decoder prefills itself when it lacks at most this many of the prompt's tokens"},
-    OptionSpec{"models[].disaggregation.local_prefill_ratio", number, "0.7",
-               "... or when it holds at least this share of the prompt (1: never)"},
+    OptionSpec{"models[].disaggregation.local_prefill_ratio", number, "1",
+               "... or when it holds at least this share of the prompt (1: never by share; a share lets long "
+               "remainders stall the decoder's streams)"},
     OptionSpec{"models[].workers", list, "", "the configured workers"},
     OptionSpec{"models[].workers[].id", text, "", "unique across the file; labels metrics and logs (required)"},
     OptionSpec{"models[].workers[].url", text, "", "http://host:port of the engine (required)"},

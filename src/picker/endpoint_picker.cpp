@@ -365,6 +365,13 @@ class PickerStream final : public grpc::ServerBidiReactor<Request, Response> {
     }
     exchange_.route = std::move(decision);
     answer.set_headers.emplace_back("x-request-id", exchange_.request_id);
+    if (const auto prefill_worker = exchange_.route->prefill_worker()) {
+      // llm-d's disaggregation sidecar on the decoder runs the prefill
+      // there first (vLLM's protocol), then the decode.
+      const auto& prefill_route = model->workers[*prefill_worker];
+      exchange_.prefill_worker = prefill_route.state->id();
+      answer.set_headers.emplace_back("x-prefiller-host-port", prefill_route.options.endpoint.authority.to_string());
+    }
     const auto& worker_options = model->workers[chosen].options;
     if (!worker_options.upstream_api_key.empty()) {
       answer.set_headers.emplace_back("authorization", "Bearer " + worker_options.upstream_api_key);
@@ -419,6 +426,8 @@ class PickerStream final : public grpc::ServerBidiReactor<Request, Response> {
     if (!event_stream_) {
       exchange_.attempt->answering();
     }
+    // The decoder answers once the prefill worker has handed the KV over.
+    exchange_.attempt->end_prefill(route::AttemptEnd::served, workers::FailureCause::none, monotonic_now_ms());
     auto served = served_endpoint(request);
     if (!served.empty() && exchange_.route_model != nullptr &&
         served != endpoint_of(*exchange_.route_model, *exchange_.route->worker)) {

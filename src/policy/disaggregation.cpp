@@ -22,6 +22,7 @@ PrefillChoice choose_prefill(const PrefillRule& rule, const RouteRequest& reques
   const auto lacking = input - held;
   choice.decoder_cached_tokens = held;
   choice.local_ms = expected_local_ms(own, input);
+  choice.candidates.reserve(workers.size());
   for (std::size_t index = 0; index < workers.size(); ++index) {
     const auto& worker = workers[index];
     if (!worker.prefills_for_others || index == decoder) {

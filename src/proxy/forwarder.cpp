@@ -86,7 +86,7 @@ class Attempts {
         session_.thread().stats().shared().retry(target_.model.name);
       }
       if (decision.prefill) {
-        session_.thread().stats().shared().prefill_placement(target_.model.name, decision.prefill->reason);
+        session_.thread().stats().prefill_placement(target_.model.name, decision.prefill->reason);
       }
       auto& attempt =
           exchange_.attempt.emplace(router.commit(target_.table, target_.model, decision, target_.prompt, context));

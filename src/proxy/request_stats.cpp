@@ -104,6 +104,18 @@ RequestStats::PromptCacheCounters RequestStats::prompt_cache_counters(std::strin
           &template_iterations_.Add({{"model", name}, {"result", "evaluated"}})};
 }
 
+RequestStats::PlacementCounters RequestStats::placement_counters(std::string_view model) {
+  PlacementCounters counters;
+  const std::string name(model);
+  std::size_t index = 0;
+  for (const auto reason :
+       {policy::Reason::local_prefill, policy::Reason::remote_prefill, policy::Reason::prefill_unavailable}) {
+    counters.by_reason[index++] =
+        &prefill_placements_.Add({{"model", name}, {"placement", std::string(policy::to_string(reason))}});
+  }
+  return counters;
+}
+
 void RequestStats::client_error(int status, std::string_view code) {
   client_errors_.Add({{"status", obs::status_label(status)}, {"code", std::string(code)}}).Increment();
 }
@@ -129,6 +141,17 @@ void ThreadStats::request_finished(std::string_view model, obs::WorkerSeries* wo
   if (first_byte_seconds >= 0) {
     found->second.first_byte->Observe(first_byte_seconds);
   }
+}
+
+void ThreadStats::prefill_placement(std::string_view model, policy::Reason placement) {
+  auto found = placements_.find(model);
+  if (found == placements_.end()) {
+    found = placements_.emplace(std::string(model), shared_.placement_counters(model)).first;
+  }
+  const std::size_t index = placement == policy::Reason::local_prefill    ? 0
+                            : placement == policy::Reason::remote_prefill ? 1
+                                                                          : 2;
+  found->second.by_reason[index]->Increment();
 }
 
 void ThreadStats::prompt_caches(std::string_view model, const PromptCacheCounts& counts) {

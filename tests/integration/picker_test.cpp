@@ -218,6 +218,41 @@ TEST(Picker, ForEveryPolicyThePickIsWhatTheDryRunNames) {
   }
 }
 
+// A disaggregated model: the pick is a decoder; a long prompt's prefill is
+// named for llm-d's sidecar (x-prefiller-host-port), a short one is not.
+TEST(Picker, ADisaggregatedPickIsTheDecoderWithThePrefillWorkerNamed) {
+  Harness harness;
+  std::map<std::string, std::string> ids;  // endpoint -> worker id
+  for (const char* id : {"p0", "d0", "d1"}) {
+    ids["127.0.0.1:" + std::to_string(harness.start_upstream(id).port)] = id;
+  }
+  std::string models =
+      "models:\n  - name: test-model\n    disaggregation: {protocol: vllm, local_prefill_tokens: 64}\n"
+      "    workers:\n";
+  for (const char* id : {"p0", "d0", "d1"}) {
+    models += std::string("      - {id: ") + id + ", url: \"" + harness.upstream(id).url() +
+              "\", role: " + (id[0] == 'p' ? "prefill" : "decode") + "}\n";
+  }
+  harness.start_gateway("epp_listen: \"127.0.0.1:0\"\n", models);
+  auto stub = epp::ext_proc::ExternalProcessor::NewStub(picker_channel(harness.epp_port()));
+  const auto prefill_endpoint = "127.0.0.1:" + std::to_string(harness.upstream("p0").port);
+  std::string long_text;
+  for (int word = 0; word < 300; ++word) {
+    long_text += "word" + std::to_string(word) + " ";
+  }
+  for (const auto& [content, remote] : {std::pair{long_text, true}, std::pair{std::string("hi"), false}}) {
+    json body = {{"model", "test-model"}, {"max_tokens", 2}, {"messages", {{{"role", "user"}, {"content", content}}}}};
+    EnvoyStream stream(*stub);
+    auto answer = stream.send_request(request_headers(), body.dump(), 2);
+    ASSERT_TRUE(answer.stream_ok && !answer.immediate) << answer.error;
+    EXPECT_EQ(ids[answer.endpoint()].front(), 'd');
+    EXPECT_EQ(answer.header("x-prefiller-host-port"), remote ? prefill_endpoint : "") << content.size();
+    forward_through(stream, answer, "/v1/chat/completions");
+  }
+  // The prefill worker's accounting ended with the decoder's answer.
+  EXPECT_TRUE(eventually([&] { return worker_state(harness, "p0")["in_flight"] == 0; }));
+}
+
 // A stream that did not ask for usage: the body the worker gets asks for
 // it, and the client's stream comes back without the usage-only event;
 // the decision log has the engine's cached tokens all the same.

@@ -152,10 +152,12 @@ struct DisaggregationOptions {
   // ~25 GB/s); the prior until observed transfers teach the real figure.
   double transfer_gbps = 25;
   // The decoder prefills itself when what it lacks of the prompt is at most
-  // this many tokens, or when it holds at least this share of it (llm-d's
-  // prefix-based decider; Dynamo's effective-to-raw input length).
+  // this many tokens (llm-d's prefix-based decider, Dynamo's conditional
+  // disaggregation), or when it holds at least this share of it (1: never
+  // by share: a share lets long remainders stall the decoder's streams;
+  // BENCHMARKS.md compares both).
   std::uint32_t local_prefill_tokens = 512;
-  double local_prefill_ratio = 0.7;
+  double local_prefill_ratio = 1;
   bool operator==(const DisaggregationOptions&) const = default;
 };
 

@@ -5,10 +5,11 @@
 // and every alternative's expected time, out.
 //
 // The decoder prefills itself when what it lacks of the prompt is small:
-// at most `local_prefill_tokens`, or it holds at least `local_prefill_ratio`
-// of the prompt (llm-d's prefix-based decider, Dynamo's conditional
-// disaggregation); a short prefill beside its decodes stalls them less than
-// a transfer costs. Otherwise a prefill worker computes it: the one whose
+// at most `local_prefill_tokens` (llm-d's prefix-based decider, Dynamo's
+// conditional disaggregation), or, when configured below 1, it holds at
+// least `local_prefill_ratio` of the prompt; a short prefill beside its
+// decodes stalls them less than a transfer costs, a long one stalls them
+// more whatever share it is. Otherwise a prefill worker computes it: the one whose
 // expected time to hand the KV over is lowest,
 //   queue       = its queued prompt tokens and decoding context (PrefillRates)
 //   prefill     = the prompt less what its own cache holds
@@ -30,7 +31,7 @@ namespace kvgate::policy {
 
 struct PrefillRule {
   std::uint32_t local_prefill_tokens = 512;
-  double local_prefill_ratio = 0.7;  // 1: never by share
+  double local_prefill_ratio = 1;    // 1: never by share
   double transfer_ms_per_token = 0;  // one token's KV bytes over the link
   bool rotate = false;               // round robin: the prefill pool rotates too
 };

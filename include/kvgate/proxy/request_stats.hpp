@@ -12,6 +12,7 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -54,10 +55,12 @@ class RequestStats {
   void retry(std::string_view model) { retries_.Add({{"model", std::string(model)}}).Increment(); }
   // A retry the retry budget refused (the client got the last error).
   void retry_denied(std::string_view model) { retries_denied_.Add({{"model", std::string(model)}}).Increment(); }
-  void prefill_placement(std::string_view model, policy::Reason placement) {
-    prefill_placements_.Add({{"model", std::string(model)}, {"placement", std::string(policy::to_string(placement))}})
-        .Increment();
-  }
+  // A disaggregated model's prefill placements, one counter per reason
+  // (local_prefill, remote_prefill, prefill_unavailable, in that order).
+  struct PlacementCounters {
+    std::array<prometheus::Counter*, 3> by_reason{};
+  };
+  PlacementCounters placement_counters(std::string_view model);
   void prefill_failed(std::string_view model) { prefill_failures_.Add({{"model", std::string(model)}}).Increment(); }
   void client_error(int status, std::string_view code);
   // A template that raised (answered with a 400).
@@ -108,12 +111,15 @@ class ThreadStats {
     std::uint64_t iterations_evaluated = 0;
   };
   void prompt_caches(std::string_view model, const PromptCacheCounts& counts);
+  // Where a disaggregated request's prefill ran (policy/disaggregation.hpp).
+  void prefill_placement(std::string_view model, policy::Reason placement);
 
  private:
   RequestStats& shared_;
   std::string key_;  // reused lookup buffer
   obs::SeriesMap<RequestStats::ModelSeries> series_;
   obs::SeriesMap<RequestStats::PromptCacheCounters> prompt_caches_;
+  obs::SeriesMap<RequestStats::PlacementCounters> placements_;
 };
 
 }  // namespace kvgate::proxy

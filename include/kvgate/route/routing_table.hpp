@@ -78,7 +78,7 @@ struct ModelRoute {
   struct Disaggregation {
     config::DisaggregationProtocol protocol = config::DisaggregationProtocol::vllm;
     std::uint32_t local_prefill_tokens = 512;
-    double local_prefill_ratio = 0.7;
+    double local_prefill_ratio = 1;
     double transfer_ms_per_token_prior = 0;
   };
   std::optional<Disaggregation> disaggregation;
