@@ -72,6 +72,22 @@ end_run() {
   rm -rf "$work"
 }
 
+# The comparison's reports ($work/report) into build/$1, beside each
+# gateway's /debug/workers at the end and its decision log (compressed):
+# what it learned and saw, and why it sent each request where it did.
+collect_report() {
+  local out=$1 entry
+  rm -rf "$out"
+  mkdir -p "$out"
+  cp "$work/report/"* "$out/"
+  for entry in "${admins[@]}"; do
+    curl -fsS "http://${entry#*=}/debug/workers" >"$out/workers-${entry%%=*}.json" || true
+    if [[ -f "$work/decisions-${entry%%=*}.jsonl" ]]; then
+      gzip -c "$work/decisions-${entry%%=*}.jsonl" >"$out/decisions-${entry%%=*}.jsonl.gz"
+    fi
+  done
+}
+
 start_server() {
   local name=$1
   shift

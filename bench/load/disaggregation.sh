@@ -123,13 +123,7 @@ baseline=()
 build/bench/load/kvgate-bench compare "${runs[@]}" "${resets[@]}" "${workload[@]}" --load 0.7 \
   --prefill-tokens-per-s "$fleet_rate" "${baseline[@]}" --fleet "$fleet" --out "$work/report" >/dev/null
 out=build/disaggregation-report/$name
-rm -rf "$out"
-mkdir -p "$out"
-cp "$work/report/"* "$out/"
-for entry in "${admins[@]}"; do
-  curl -fsS "http://${entry#*=}/debug/workers" >"$out/workers-${entry%%=*}.json" || true
-done
-gzip -c "$work"/decisions-*.jsonl >"$out/decisions.jsonl.gz" 2>/dev/null || true
+collect_report "$out"
 # The PD figures side by side (the full report is report.md).
 KVGATE_REPLICA_IDS="p0 p1 d0 d1 a0 a1 a2 a3" python3 - "$out/summary.json" <<'PY'
 import json, os, sys

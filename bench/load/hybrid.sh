@@ -75,10 +75,5 @@ start_fleet "$blocks" "$max_model_len" "${targets[@]}" >/dev/null
 build/bench/load/kvgate-bench compare "${runs[@]}" "${resets[@]}" "${workload[@]}" --load 0.7 --concurrency 64 \
   --baseline round_robin --fleet "$fleet; $shape's cache groups ($groups)" --out "$work/report" >/dev/null
 out=build/hybrid-report/$label
-rm -rf "$out"
-mkdir -p "$out"
-cp "$work/report/"* "$out/"
-for entry in "${admins[@]}"; do
-  curl -fsS "http://${entry#*=}/debug/workers" >"$out/workers-${entry%%=*}.json" || true
-done
+collect_report "$out"
 sed -n '/^| run | requests/,/^$/p;/^| run | predicted requests/,/^$/p' "$out/report.md"

@@ -73,17 +73,7 @@ build/bench/load/kvgate-bench compare "${runs[@]}" "${resets[@]}" "${workload[@]
   "${baselines[@]}" --fleet "$fleet" --out "$work/report"
 echo "trace.sh $name: $(($(date +%s) - started_at)) s for ${#targets[@]} targets"
 out=build/trace-report/$name
-rm -rf "$out"
-mkdir -p "$out"
-cp "$work/report/"* "$out/"
-# What each gateway learned and saw (prefill cost, ejections, drift), and
-# why it sent each request where it did (its decision log, compressed).
-for entry in "${admins[@]}"; do
-  curl -fsS "http://${entry#*=}/debug/workers" >"$out/workers-${entry%%=*}.json" || true
-  if [[ -f "$work/decisions-${entry%%=*}.jsonl" ]]; then
-    gzip -c "$work/decisions-${entry%%=*}.jsonl" >"$out/decisions-${entry%%=*}.jsonl.gz"
-  fi
-done
+collect_report "$out"
 if command -v chromium >/dev/null 2>&1; then
   scripts/report_screenshot.sh "$out/report.html" "$out/report.png"
 fi
