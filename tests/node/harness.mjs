@@ -27,6 +27,35 @@ function start(binary, args, readyPrefix) {
 
 const portOf = (text) => Number(text.slice(text.lastIndexOf(':') + 1));
 
+// A disaggregated fleet: one prefill and one decode kvgate-sim replica
+// (vLLM's protocol) behind kvgate.
+export async function startPdStack() {
+  const folder = mkdtempSync(join(tmpdir(), 'kvgate-node-pd-'));
+  const sims = [];
+  for (const [id, role] of [['p0', 'prefill'], ['d0', 'decode']]) {
+    const { child, line } = await start(`${buildDir}/bench/sim/kvgate-sim`,
+      ['--model', 'pd-model', '--id', id, '--role', role, '--time-scale', '100'], 'listening');
+    sims.push({ id, role, child, port: portOf(line) });
+  }
+  const config = join(folder, 'kvgate.yaml');
+  writeFileSync(config, [
+    'listen: "127.0.0.1:0"', 'admin_listen: "127.0.0.1:0"', 'threads: 1', 'routing: {receipt: true}', 'models:',
+    '  - name: pd-model', '    disaggregation: {protocol: vllm, local_prefill_tokens: 64}', '    workers:',
+    ...sims.map((s) => `      - {id: ${s.id}, url: "http://127.0.0.1:${s.port}", role: ${s.role}}`), ''].join('\n'));
+  const gateway = await start(`${buildDir}/src/kvgate`, ['--config', config], 'kvgate listening');
+  const api = gateway.line.match(/api=(\S+)/)[1];
+  return {
+    baseURL: `http://${api}/v1`,
+    async stop() {
+      for (const child of [gateway.child, ...sims.map((s) => s.child)]) {
+        child.kill('SIGTERM');
+        await new Promise((resolve) => (child.exitCode !== null ? resolve() : child.on('exit', resolve)));
+      }
+      rmSync(folder, { recursive: true, force: true });
+    },
+  };
+}
+
 export async function startStack() {
   const folder = mkdtempSync(join(tmpdir(), 'kvgate-node-'));
   const upstreams = [];
