@@ -173,6 +173,7 @@ AdminResponse debug_workers(gateway::GatewayContext& context) {
           {"id", worker.id()},
           {"model", model.name},
           {"url", worker.url()},
+          {"role", config::to_string(route.options.role)},
           {"healthy", worker.health().healthy()},
           {"in_flight", worker.load().in_flight()},
           {"pending_prefill_tokens", worker.load().pending_prefill_tokens()},

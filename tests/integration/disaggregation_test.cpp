@@ -177,6 +177,17 @@ TEST_P(Disaggregation, ALongPromptIsPrefilledOnAPrefillWorkerAndDecodedOnADecode
   EXPECT_EQ(
       metric_value(fleet.harness, R"(kvgate_prefill_placements_total{model="sim-model",placement="local_prefill"})"),
       1);
+  EXPECT_EQ(worker_state(fleet.harness, "p1")["role"], "prefill");
+  EXPECT_EQ(worker_state(fleet.harness, "d2")["role"], "decode");
+  // A session's turn names both workers.
+  auto keyed =
+      post_json(port, "/v1/chat/completions", chat(long_messages("kappa"), false), {{"x-session-id", "pd-session"}});
+  ASSERT_EQ(keyed.status, 200) << keyed.body;
+  const auto session = json::parse(get(fleet.harness.admin_port(), "/debug/sessions/pd-session").body);
+  ASSERT_TRUE(session.contains("turns") && !session["turns"].empty()) << session.dump();
+  EXPECT_EQ(session["turns"][0]["prefill"], "remote_prefill");
+  EXPECT_EQ(session["turns"][0]["prefill_worker"], keyed.header("x-kvgate-prefill-worker"));
+  EXPECT_EQ(session["turns"][0]["worker"], keyed.header("x-kvgate-worker"));
 }
 
 TEST_P(Disaggregation, APrefillWorkerThatRefusesIsReplacedAndWithoutAnyTheDecoderPrefills) {
