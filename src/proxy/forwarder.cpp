@@ -63,7 +63,13 @@ class Attempts {
     auto& router = session_.context().router();
     std::vector<std::size_t> excluded;
     std::optional<openai::ApiError> last_error;
-    for (std::uint32_t try_number = 0; try_number <= options.upstream.retries; ++try_number) {
+    // A failed remote prefill is placed again without counting as a retry:
+    // each one excludes its prefill worker, so at worst the decoder
+    // prefills, and a disaggregated request never fails for its prefill
+    // pool alone.
+    std::uint32_t prefill_replacements = 0;
+    bool replacing_prefill = false;
+    for (std::uint32_t try_number = 0; try_number <= options.upstream.retries + prefill_replacements; ++try_number) {
       route::RouteContext context{target_.session_key, session_.context().next_decision_sequence(), excluded,
                                   monotonic_now_ms(), target_.session_key_source};
       auto decision = router.decide(target_.table, target_.model, target_.prompt, context);
@@ -76,7 +82,7 @@ class Attempts {
       const auto chosen = *decision.worker;
       if (try_number == 0) {
         session_.thread().retry_budget().record_request(context.now_ms);
-      } else {
+      } else if (!std::exchange(replacing_prefill, false)) {
         if (!session_.thread().retry_budget().try_retry(context.now_ms, options.upstream.retry_budget)) {
           session_.thread().stats().shared().retry_denied(target_.model.name);
           note_decision(std::move(decision));
@@ -118,6 +124,8 @@ class Attempts {
           session_.thread().stats().shared().prefill_failed(target_.model.name);
           last_error = std::move(phases.prefill.error);
           excluded.push_back(*prefill_index);
+          ++prefill_replacements;
+          replacing_prefill = true;
           continue;
         }
         outcome = std::move(phases.decode);

@@ -192,7 +192,8 @@ TEST_P(Disaggregation, ALongPromptIsPrefilledOnAPrefillWorkerAndDecodedOnADecode
 
 TEST_P(Disaggregation, APrefillWorkerThatRefusesIsReplacedAndWithoutAnyTheDecoderPrefills) {
   PdFleet fleet(GetParam());
-  fleet.start_gateway("health_check: {interval: 60s}\n");
+  // Placing a failed prefill again is not a retry: none are allowed here.
+  fleet.start_gateway("health_check: {interval: 60s}\nupstream: {retries: 0}\n");
   const auto port = fleet.harness.api_port();
   fleet.prefill[0]->fault({{"mode", "status"}, {"status", 503}});
   for (int request = 0; request < 6; ++request) {
