@@ -686,25 +686,28 @@ TEST(RouterEviction, FullReplicasShowWhatEachPlacementWouldEvict) {
     ASSERT_EQ(post_json(fleet.harness.api_port(), "/v1/completions", sessions.next("sim-model").dump(), key).status,
               200);
   }
-  // The ingestion thread publishes each worker's blocks every 100 ms.
-  // The count and the age profile are read one after the other: a read
-  // between two of the writer's publications may see them differ.
-  json full;
-  int aged = 0;
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    full = fleet.worker("a")["index"];
-    aged = 0;
-    for (const auto& bucket : full["gpu_blocks_by_idle_age"]) {
-      aged += bucket["count"].get<int>();
+  // The ingestion thread publishes each worker's blocks every 100 ms, and
+  // each worker's capacity comes with its scrape: both replicas are waited
+  // for. The count and the age profile are read one after the other: a
+  // read between two of the writer's publications may see them differ.
+  for (const std::string worker : {"a", "b"}) {
+    json full;
+    int aged = 0;
+    for (int attempt = 0; attempt < 200; ++attempt) {
+      full = fleet.worker(worker)["index"];
+      aged = 0;
+      for (const auto& bucket : full["gpu_blocks_by_idle_age"]) {
+        aged += bucket["count"].get<int>();
+      }
+      if (full["capacity_blocks"] == 64 && full["gpu_blocks"].get<int>() >= 48 && aged == full["gpu_blocks"]) {
+        break;
+      }
+      std::this_thread::sleep_for(20ms);  // polling a remote process's state
     }
-    if (full["capacity_blocks"] == 64 && full["gpu_blocks"].get<int>() >= 48 && aged == full["gpu_blocks"]) {
-      break;
-    }
-    std::this_thread::sleep_for(20ms);  // polling a remote process's state
+    ASSERT_EQ(full["capacity_blocks"], 64) << worker << " " << full.dump();
+    ASSERT_GE(full["gpu_blocks"].get<int>(), 48) << worker << " " << full.dump();
+    EXPECT_EQ(aged, full["gpu_blocks"].get<int>()) << worker << " " << full.dump();
   }
-  ASSERT_EQ(full["capacity_blocks"], 64) << full.dump();
-  ASSERT_GE(full["gpu_blocks"].get<int>(), 48) << full.dump();
-  EXPECT_EQ(aged, full["gpu_blocks"].get<int>()) << full.dump();
 
   // A new conversation of ~25 blocks: neither replica has room for it.
   json body = {{"model", "sim-model"}, {"prompt", "a new conversation " + std::string(400, 'n')}, {"max_tokens", 1}};
