@@ -13,6 +13,16 @@ double expected_local_ms(const WorkerView& decoder, std::uint32_t input_tokens) 
 
 }  // namespace
 
+std::string_view to_string(TransferSource source) {
+  switch (source) {
+    case TransferSource::configured:
+      return "configured";
+    case TransferSource::learned:
+      return "learned";
+  }
+  return "configured";
+}
+
 PrefillChoice choose_prefill(const PrefillRule& rule, const RouteRequest& request, std::span<const WorkerView> workers,
                              std::size_t decoder) {
   PrefillChoice choice;
@@ -21,6 +31,8 @@ PrefillChoice choose_prefill(const PrefillRule& rule, const RouteRequest& reques
   const auto held = std::min(own.cached_tokens, input);
   const auto lacking = input - held;
   choice.decoder_cached_tokens = held;
+  choice.transfer_ms_per_token = rule.transfer_ms_per_token;
+  choice.transfer_source = rule.transfer_source;
   choice.local_ms = expected_local_ms(own, input);
   choice.candidates.reserve(workers.size());
   for (std::size_t index = 0; index < workers.size(); ++index) {

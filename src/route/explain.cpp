@@ -78,6 +78,8 @@ json prefill_json(const RouteDecision& decision) {
           {"decoder_cached_tokens", prefill.decoder_cached_tokens},
           {"local_ms", prefill.local_ms},
           {"remote_ms", optional_number(prefill.remote_ms)},
+          {"transfer_ms_per_token", prefill.transfer_ms_per_token},
+          {"transfer_source", policy::to_string(prefill.transfer_source)},
           {"candidates", std::move(candidates)}};
 }
 

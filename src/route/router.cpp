@@ -269,9 +269,11 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
     }
   }
   if (const auto& pd = model.disaggregation) {
-    policy::PrefillRule rule{pd->local_prefill_tokens, pd->local_prefill_ratio,
-                             model.transfer->ms_per_token(pd->transfer_ms_per_token_prior),
-                             table.options->routing.policy == config::PolicyKind::round_robin};
+    policy::PrefillRule rule{
+        pd->local_prefill_tokens, pd->local_prefill_ratio,
+        model.transfer->ms_per_token(pd->transfer_ms_per_token_prior),
+        model.transfer->learned() ? policy::TransferSource::learned : policy::TransferSource::configured,
+        table.options->routing.policy == config::PolicyKind::round_robin};
     result.prefill = policy::choose_prefill(rule, request, view_span, chosen);
   }
   if (!context.excluded.empty()) {

@@ -26,7 +26,7 @@ RouteRequest request_of(std::uint32_t input_tokens, std::uint64_t sequence = 0) 
   return request;
 }
 
-const PrefillRule kRule{512, 0.7, 0.001, false};
+const PrefillRule kRule{512, 0.7, 0.001, TransferSource::configured, false};
 
 TEST(Disaggregation, ADecoderLackingFewTokensPrefillsItself) {
   auto views = fleet({7'700, 0, 0, 0});
@@ -48,7 +48,7 @@ TEST(Disaggregation, HoldingTheRatioIsEnoughEvenWhenTheRestIsLong) {
   views[0].cached_tokens = 24'000;
   EXPECT_EQ(choose_prefill(kRule, request_of(40'000), views, 0).reason, Reason::remote_prefill);
   // A ratio of 1 never decides on its own.
-  PrefillRule never{512, 1.0, 0.001, false};
+  PrefillRule never{512, 1.0, 0.001, TransferSource::configured, false};
   views[0].cached_tokens = 39'000;
   EXPECT_EQ(choose_prefill(never, request_of(40'000), views, 0).reason, Reason::remote_prefill);
 }
@@ -77,6 +77,9 @@ TEST(Disaggregation, OnlyWhatTheDecoderLacksIsTransferred) {
   auto choice = choose_prefill(kRule, request_of(8'000), views, 0);
   ASSERT_EQ(choice.reason, Reason::remote_prefill);
   EXPECT_DOUBLE_EQ(choice.candidates[0].transfer_ms, (8'000 - 256) * kRule.transfer_ms_per_token);
+  // The choice names the price it used and where it came from.
+  EXPECT_DOUBLE_EQ(choice.transfer_ms_per_token, kRule.transfer_ms_per_token);
+  EXPECT_EQ(choice.transfer_source, TransferSource::configured);
 }
 
 TEST(Disaggregation, WithoutAnEligiblePrefillWorkerTheDecoderPrefills) {
@@ -99,7 +102,7 @@ TEST(Disaggregation, WithoutAnEligiblePrefillWorkerTheDecoderPrefills) {
 }
 
 TEST(Disaggregation, RoundRobinRotatesThePrefillPool) {
-  PrefillRule rotate{0, 1.0, 0.001, true};
+  PrefillRule rotate{0, 1.0, 0.001, TransferSource::configured, true};
   auto views = fleet({0, 0, 0, 8'000});  // p2 holds the prompt: round robin ignores it
   std::vector<std::size_t> picks;
   for (std::uint64_t sequence = 0; sequence < 4; ++sequence) {

@@ -689,6 +689,30 @@ TEST(Disaggregated, ADecoderHoldingTheHistoryPrefillsTheNewTurnItself) {
   EXPECT_FALSE(attempt.prefill_worker_index());
 }
 
+TEST(Disaggregated, ObservedHandOversReplaceTheConfiguredLinkOnceThereAreEnough) {
+  Fleet fleet(cache_aware(), 4);
+  make_disaggregated(fleet);
+  auto prompt = prompt_of(4'000, 1);
+  auto decision = fleet.decide(prompt, std::nullopt);
+  ASSERT_TRUE(decision.prefill);
+  EXPECT_EQ(decision.prefill->transfer_source, policy::TransferSource::configured);
+  EXPECT_DOUBLE_EQ(decision.prefill->transfer_ms_per_token, 0.001);
+  EXPECT_NE(prefill_json(decision).dump().find(R"("transfer_source":"configured")"), std::string::npos);
+  // A slower hand-over than the link promised: 4,000 tokens in 40 ms.
+  for (std::uint32_t sample = 0; sample + 1 < workers::LearnedTransfer::kMinSamples; ++sample) {
+    fleet.model.transfer->observe(4'000, 40);
+  }
+  EXPECT_EQ(fleet.decide(prompt, std::nullopt).prefill->transfer_source, policy::TransferSource::configured);
+  fleet.model.transfer->observe(4'000, 40);
+  decision = fleet.decide(prompt, std::nullopt);
+  ASSERT_TRUE(decision.prefill);
+  EXPECT_EQ(decision.prefill->transfer_source, policy::TransferSource::learned);
+  EXPECT_DOUBLE_EQ(decision.prefill->transfer_ms_per_token, 0.01);
+  for (const auto& candidate : decision.prefill->candidates) {
+    EXPECT_DOUBLE_EQ(candidate.transfer_ms, (4'000 - decision.prefill->decoder_cached_tokens) * 0.01);
+  }
+}
+
 TEST(Disaggregated, AModelWithoutRolesDecidesAsBefore) {
   Fleet fleet(cache_aware(), 4);
   auto prompt = prompt_of(4'000, 1);

@@ -29,11 +29,18 @@
 
 namespace kvgate::policy {
 
+// Where the KV hand-over's price came from: the configured link
+// (kv_bytes_per_token over transfer_gbps) or the model's observed
+// hand-overs (workers/learned_transfer.hpp).
+enum class TransferSource : std::uint8_t { configured, learned };
+std::string_view to_string(TransferSource source);
+
 struct PrefillRule {
   std::uint32_t local_prefill_tokens = 512;
   double local_prefill_ratio = 1;    // 1: never by share
   double transfer_ms_per_token = 0;  // one token's KV bytes over the link
-  bool rotate = false;               // round robin: the prefill pool rotates too
+  TransferSource transfer_source = TransferSource::configured;
+  bool rotate = false;  // round robin: the prefill pool rotates too
 };
 
 // One prefill worker's line: what handing this request's KV to the decoder
@@ -58,6 +65,9 @@ struct PrefillChoice {
   double local_ms = 0;
   double remote_ms = -1;
   std::uint32_t decoder_cached_tokens = 0;
+  // The hand-over's price the candidates were given (ms per moved token).
+  double transfer_ms_per_token = 0;
+  TransferSource transfer_source = TransferSource::configured;
   std::vector<PrefillCandidate> candidates;  // the prefill workers, in the views' order
 };
 

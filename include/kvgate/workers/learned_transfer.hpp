@@ -41,6 +41,7 @@ class LearnedTransfer {
     const double learned = learned_.load(std::memory_order_relaxed);
     return learned >= 0 ? learned : prior;
   }
+  [[nodiscard]] bool learned() const { return learned_.load(std::memory_order_relaxed) >= 0; }
   [[nodiscard]] std::uint64_t samples() const { return samples_seen_.load(std::memory_order_relaxed); }
 
  private:
