@@ -351,7 +351,7 @@ void Gateway::rediscovered(discovery::DiscoveredByModel discovered) {
 // own are declared with it: obs/worker_series.hpp).
 void Gateway::declare_series(const route::RoutingTable& table) {
   for (const auto& model : table.models) {
-    request_stats_.declare_model(model.name);
+    request_stats_.declare_model(model.name, model.disaggregation.has_value());
     context_.session_stats().declare_model(model.name);
   }
   admission_.stats().declare_tenant(table.tenants->anonymous().name);

@@ -69,8 +69,12 @@ RequestStats::RequestStats(prometheus::Registry& registry)
       open_connections_(
           BuildGauge().Name("kvgate_client_connections").Help("Open client connections").Register(registry).Add({})) {}
 
-void RequestStats::declare_model(std::string_view model) {
+void RequestStats::declare_model(std::string_view model, bool disaggregated) {
   const std::string name(model);
+  if (disaggregated) {
+    placement_counters(model);
+    prefill_failures_.Add({{"model", name}});
+  }
   retries_.Add({{"model", name}});
   retries_denied_.Add({{"model", name}});
   template_errors_.Add({{"model", name}});

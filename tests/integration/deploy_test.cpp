@@ -98,6 +98,22 @@ void expect_every_queried_metric(std::map<std::string, Family>& families) {
   EXPECT_GE(checked.size(), 25u);
 }
 
+// Every kvgate_* family a gateway exposed is named in the reference's
+// metrics list (docs/reference.md), so the manual lists what /metrics
+// serves.
+void expect_every_exposed_metric_documented(const std::map<std::string, Family>& families) {
+  const auto reference = test_support::read_text_file(KVGATE_SOURCE_DIR "/docs/reference.md");
+  std::size_t checked = 0;
+  for (const auto& [name, family] : families) {
+    if (!name.starts_with("kvgate_")) {
+      continue;
+    }
+    ++checked;
+    EXPECT_NE(reference.find("`" + name), std::string::npos) << name << " is exposed but not in docs/reference.md";
+  }
+  EXPECT_GE(checked, 40u);
+}
+
 // A ZMQ publisher that sends bytes no engine would: the worker's event
 // stream counts decode errors.
 class JunkPublisher {
@@ -140,7 +156,7 @@ std::string chat(const std::string& session, int turn) {
   return json{{"model", "sim-model"}, {"messages", messages}, {"max_tokens", 2}, {"stream", true}}.dump();
 }
 
-TEST(Deploy, EveryMetricTheDashboardAndTheAlertsUseExistsWithItsLabels) {
+TEST(Deploy, EveryMetricTheDashboardAndTheAlertsUseExistsWithItsLabelsAndIsDocumented) {
   std::map<std::string, Family> families;
   {
     // A cache-aware fleet: sessions, cache hits, a worker that goes down,
@@ -261,25 +277,49 @@ TEST(Deploy, EveryMetricTheDashboardAndTheAlertsUseExistsWithItsLabels) {
     EXPECT_EQ(post_json(harness.api_port(), "/v1/completions", request, key).status, 429);
     add_exposition(families, get(harness.admin_port(), "/metrics").body);
   }
+  {
+    // A disaggregated model whose only prefill worker refuses: the long
+    // prompt's remote prefill fails and the decoder prefills it.
+    Harness harness;
+    RefusingPort refused;
+    SimProcess decoder(harness, {"--role", "decode"}, "d");
+    harness.start_gateway("health_check: {interval: 1h}\n",
+                          "models:\n  - name: \"sim-model\"\n    disaggregation: {protocol: vllm, "
+                          "local_prefill_tokens: 16}\n    workers:\n      - {id: p, url: \"http://127.0.0.1:" +
+                              std::to_string(refused.port()) + "\", role: prefill}\n      - {id: d, url: \"" +
+                              decoder.url() + "\", role: decode}\n");
+    EXPECT_EQ(post_json(harness.api_port(), "/v1/completions",
+                        json{{"model", "sim-model"}, {"prompt", std::string(2000, 'x')}, {"max_tokens", 1}}.dump())
+                  .status,
+              200);
+    add_exposition(families, get(harness.admin_port(), "/metrics").body);
+  }
 
   expect_every_queried_metric(families);
+  expect_every_exposed_metric_documented(families);
 }
 
 // Prometheus's guidance for labelled metrics: the label values known in
 // advance are exported from the start. A gateway that has served nothing
-// yet (in front of a fleet with event streams and tenants configured)
-// already exposes every metric the dashboard and the alerts query, so no
-// panel is empty and no alert is blind until its first event.
+// yet (in front of a fleet with event streams and tenants configured, and
+// a disaggregated model) already exposes every metric the dashboard and the
+// alerts query, so no panel is empty and no alert is blind until its first
+// event.
 TEST(Deploy, AFreshGatewayExposesEveryMetricTheDashboardAndTheAlertsQuery) {
   Harness harness;
   const std::vector<std::string> events{"--kv-events-endpoint", "tcp://127.0.0.1:*"};
   SimProcess a(harness, events, "a");
   SimProcess b(harness, {}, "b");
+  SimProcess prefill(harness, {"--role", "prefill", "--model", "pd-model"}, "p");
+  SimProcess decode(harness, {"--role", "decode", "--model", "pd-model"}, "d");
   harness.start_gateway(
       "tenants:\n  - {name: t, api_key_sha256: "
       "'9b026803df327ca79463366dddb11cbe8aface7f290d5414c969a0d6a94be600'}\n",
       "models:\n  - name: \"sim-model\"\n    block_size: 16\n    workers:\n      - {id: a, url: \"" + a.url() +
-          "\", kv_events: \"" + a.events_endpoint() + "\"}\n      - {id: b, url: \"" + b.url() + "\"}\n");
+          "\", kv_events: \"" + a.events_endpoint() + "\"}\n      - {id: b, url: \"" + b.url() +
+          "\"}\n  - name: \"pd-model\"\n    disaggregation: {protocol: vllm}\n    workers:\n"
+          "      - {id: p, url: \"" +
+          prefill.url() + "\", role: prefill}\n      - {id: d, url: \"" + decode.url() + "\", role: decode}\n");
   std::map<std::string, Family> families;
   add_exposition(families, get(harness.admin_port(), "/metrics").body);
   expect_every_queried_metric(families);

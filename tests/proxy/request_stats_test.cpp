@@ -71,7 +71,8 @@ struct ComponentStats : ::testing::Test {
 // Label values the configuration makes known exist at 0 before anything
 // happened, each declared by its component.
 TEST_F(ComponentStats, KnownLabelValuesStartAtZero) {
-  requests.declare_model("m");
+  requests.declare_model("m", false);
+  requests.declare_model("pd", true);
   requests.declare_client_error(404, "model_not_found");
   admission.declare_tenant("t");
   sessions.declare_model("m");
@@ -85,6 +86,10 @@ TEST_F(ComponentStats, KnownLabelValuesStartAtZero) {
            R"(kvgate_retries_denied_total{model="m"})",
            R"(kvgate_chat_template_errors_total{model="m"})",
            R"(kvgate_request_duration_seconds_count{model="m"})",
+           R"(kvgate_prefill_placements_total{model="pd",placement="local_prefill"})",
+           R"(kvgate_prefill_placements_total{model="pd",placement="remote_prefill"})",
+           R"(kvgate_prefill_placements_total{model="pd",placement="prefill_unavailable"})",
+           R"(kvgate_prefill_failures_total{model="pd"})",
            R"(kvgate_admission_rejections_total{reason="queue_full",tenant="t"})",
            R"(kvgate_admission_rejections_total{reason="abandoned",tenant="t"})",
            R"(kvgate_client_errors_total{code="model_not_found",status="404"})",
@@ -97,6 +102,8 @@ TEST_F(ComponentStats, KnownLabelValuesStartAtZero) {
        }) {
     EXPECT_EQ(series_value(text, series), 0) << series;
   }
+  // A model that is not disaggregated has no prefill placements to count.
+  EXPECT_EQ(text.find(R"(kvgate_prefill_failures_total{model="m"})"), std::string::npos);
 }
 
 TEST_F(ComponentStats, EventsCountUnderTheirLabels) {

@@ -29,7 +29,7 @@ class RequestStats {
 
   // Series whose label values are known once the configuration is: each at
   // 0 from the start. Idempotent.
-  void declare_model(std::string_view model);
+  void declare_model(std::string_view model, bool disaggregated);
   void declare_client_error(int status, std::string_view code);
 
   // The label children of one model's request series made on first use.
