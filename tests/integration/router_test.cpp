@@ -709,8 +709,9 @@ TEST(RouterEviction, FullReplicasShowWhatEachPlacementWouldEvict) {
     EXPECT_EQ(aged, full["gpu_blocks"].get<int>()) << worker << " " << full.dump();
   }
 
-  // A new conversation of ~25 blocks: neither replica has room for it.
-  json body = {{"model", "sim-model"}, {"prompt", "a new conversation " + std::string(400, 'n')}, {"max_tokens", 1}};
+  // A new conversation of ~25 blocks (about 4 bytes a token): more than
+  // the 16 a replica holding 48 of 64 has free.
+  json body = {{"model", "sim-model"}, {"prompt", "a new conversation " + std::string(1600, 'n')}, {"max_tokens", 1}};
   auto route = json::parse(
       post_json(fleet.harness.admin_port(), "/debug/route", body.dump(), {{"x-session-id", "newcomer"}}).body);
   EXPECT_EQ(route["returns"]["learned"], true) << route.dump();
