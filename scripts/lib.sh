@@ -30,6 +30,8 @@
 # threads, default 1), KVGATE_TOKENIZER (a model folder: exact tokenisation
 # instead of the approximate one).
 # free_port: an unused TCP port on 127.0.0.1. wait_port PORT: until it answers.
+# gateway_yaml_head TARGET ROUTING: the top of a benchmarked kvgate's YAML
+# (ports, decision log, `routing: ROUTING`); the caller adds its models.
 # weka_workload TRACES_DIR SESSIONS: sets $workload to kvgate-bench's flags
 # for the WEKA Claude Code sessions as the headline runs replay them.
 # mooncake_workload TRACES_DIR REQUESTS: the same for Mooncake's
@@ -103,6 +105,20 @@ start_server() {
   fi
   started=$line
   started_fd=$fd  # the server's stdout, for any further announcement lines
+}
+
+# The settings every benchmarked gateway shares: ephemeral ports, its
+# decision log beside the run, and the routing block given (YAML).
+gateway_yaml_head() {  # target routing
+  cat <<YAML
+listen: "127.0.0.1:0"
+admin_listen: "127.0.0.1:0"
+threads: ${KVGATE_THREADS:-1}
+access_log: false
+decision_log: "$work/decisions-$1.jsonl"
+routing: $2
+health_check: {interval: 1s}
+YAML
 }
 
 free_port() {
@@ -223,14 +239,9 @@ start_fleet() {
     local variant="KVGATE_TARGET_${picker_policy:-$target}"
     local routing="{policy: ${picker_policy:-$target}}"
     [[ -n "${!variant:-}" ]] && routing=${!variant}
-    cat >"$work/$target.yaml" <<YAML
-listen: "127.0.0.1:0"
-admin_listen: "127.0.0.1:0"
-threads: ${KVGATE_THREADS:-1}
-access_log: false
-decision_log: "$work/decisions-$target.jsonl"
-routing: $routing
-health_check: {interval: 1s}
+    {
+      gateway_yaml_head "$target" "$routing"
+      cat <<YAML
 ${picker_policy:+epp_listen: "127.0.0.1:0"}
 ${KVGATE_SETTINGS:-}
 models:
@@ -241,6 +252,7 @@ ${KVGATE_MODEL_SETTINGS:-}
     workers:
 $workers_yaml
 YAML
+    } >"$work/$target.yaml"
     # KVGATE_BINARY_<target>: another kvgate binary for that target (an
     # earlier build, for a before/after comparison in one run).
     own_var="KVGATE_BINARY_$target"

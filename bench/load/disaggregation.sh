@@ -94,14 +94,9 @@ for target in "${targets[@]}"; do
   esac
   workers=$pd_workers
   [[ -z "$pd" ]] && workers=$aggregated_workers
-  cat >"$work/$target.yaml" <<YAML
-listen: "127.0.0.1:0"
-admin_listen: "127.0.0.1:0"
-threads: ${KVGATE_THREADS:-1}
-access_log: false
-decision_log: "$work/decisions-$target.jsonl"
-routing: {policy: $routing}
-health_check: {interval: 1s}
+  {
+    gateway_yaml_head "$target" "{policy: $routing}"
+    cat <<YAML
 models:
   - name: demo-model
     block_size: 16
@@ -109,6 +104,7 @@ ${pd:+    disaggregation: $pd}
     workers:
 $workers
 YAML
+  } >"$work/$target.yaml"
   start_server "kvgate-$target" build/src/kvgate --config "$work/$target.yaml"
   api=$(sed -E 's/.*api=([^ ]+).*/\1/' <<<"$started")
   admin=$(sed -E 's/.*admin=([^ ]+).*/\1/' <<<"$started")
