@@ -198,6 +198,19 @@ WorkerSeries::WorkerSeries(std::string_view model, std::string_view worker)
                           "inputs, a cache group kvgate does not model): not indexed")
                       .Register(registry)
                       .Add(labelled({}));
+  auto& adapter_placements =
+      BuildCounter()
+          .Name("kvgate_adapter_placements_total")
+          .Help(
+              "Requests for a LoRA adapter placed on the worker, by where the adapter stood there at the decision "
+              "(resident; loadable: a load into a free slot; evicts: a load that evicts another adapter; waiting: a "
+              "load already under way)")
+          .Register(registry);
+  for (const auto state : {policy::AdapterState::resident, policy::AdapterState::loadable, policy::AdapterState::evicts,
+                           policy::AdapterState::waiting}) {
+    adapter_placements_[static_cast<std::size_t>(state)] =
+        &adapter_placements.Add(labelled({{"model", model_}, {"state", std::string(policy::to_string(state))}}));
+  }
   auto gauge = [&](const char* name, const char* help) {
     return &BuildGauge().Name(name).Help(help).Register(registry).Add(labelled({}));
   };

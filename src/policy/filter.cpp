@@ -15,6 +15,7 @@ std::vector<Candidate> filter_candidates(const RouteRequest& request, std::span<
     candidate.in_flight = worker.in_flight;
     candidate.cached_tokens = worker.cached_tokens;
     candidate.indexed_blocks = worker.indexed_blocks;
+    candidate.adapter = worker.adapter;  // whatever prices it: the operator sees where adapters land
     if (std::find(request.excluded.begin(), request.excluded.end(), index) != request.excluded.end()) {
       candidate.ineligible_because = Ineligible::already_tried;
     } else if (!worker.healthy) {

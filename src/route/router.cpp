@@ -304,6 +304,7 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
   if (prompt != nullptr && prompt->adapter && chosen < decision.candidates.size()) {
     attempt.prediction_.expected_ttft_ms = decision.candidates[chosen].expected_ttft_ms;
     attempt.prediction_.adapter_load_ms = std::max(0.0, decision.candidates[chosen].adapter_load_ms);
+    worker.state->series().adapter_placement(decision.candidates[chosen].adapter);
   }
   if (prefill_worker) {
     const auto& prefill = *decision.prefill;

@@ -466,6 +466,33 @@ TEST(Router, OutcomesCompleteTheSessionsTurn) {
 // A token-grained engine (llama.cpp's slots) reports within a block of the
 // block-grained prediction either way: that is exact; a block-cache
 // worker's figure must match.
+// Each request for an adapter is counted on its worker by where the adapter
+// stood there; base-model requests are not. One LoRA slot per worker.
+TEST(Router, AdapterPlacementsAreCountedByWhereTheAdapterStood) {
+  Fleet fleet(cache_aware(), 1);
+  fleet.model.adapters = {"sql", "support"};
+  for (const auto& name : fleet.model.adapters) {
+    fleet.model.adapter_hashes.push_back(workers::adapter_hash(name));
+  }
+  fleet.model.max_loras = 1;
+  auto sql = prompt_of(64, 1);
+  sql.adapter = 0;
+  auto support = prompt_of(64, 100);
+  support.adapter = 1;
+  EXPECT_EQ(fleet.turn(sql, "s1", kNow).candidates[0].adapter, policy::AdapterState::loadable);
+  EXPECT_EQ(fleet.turn(sql, "s1", kNow + 1).candidates[0].adapter, policy::AdapterState::resident);
+  EXPECT_EQ(fleet.turn(support, "s2", kNow + 2).candidates[0].adapter, policy::AdapterState::evicts);
+  fleet.turn(prompt_of(64, 200), "s3", kNow + 3);
+  const auto metrics = fleet.exposition();
+  for (const auto& [state, count] : {std::pair{"resident", 1}, {"loadable", 1}, {"evicts", 1}, {"waiting", 0}}) {
+    EXPECT_NE(metrics.find(std::string(R"(kvgate_adapter_placements_total{model="m",state=")") + state +
+                           R"(",worker="a"} )" + std::to_string(count) + "\n"),
+              std::string::npos)
+        << state << "\n"
+        << metrics;
+  }
+}
+
 TEST(Router, ATokenGrainedEngineWithinABlockEitherWayIsExact) {
   Fleet fleet(cache_aware(), 2);
   fleet.model.workers[0].options.cache_model = config::CacheModel::sequences;

@@ -30,6 +30,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kvgate/policy/reason.hpp"
+
 namespace kvgate::obs {
 
 // The ways talking to a worker fails (kvgate_upstream_errors_total{kind}).
@@ -74,6 +76,13 @@ class WorkerSeries {
   void request_finished(int status, double first_token_seconds);
   void upstream_error(UpstreamErrorKind kind) { upstream_errors_[static_cast<std::size_t>(kind)]->Increment(); }
   void prompt_tokens(std::uint32_t prompt, std::uint32_t cached);
+  // A request for a LoRA adapter placed here, by where the adapter stood
+  // at the decision (base-model requests are not counted).
+  void adapter_placement(policy::AdapterState state) {
+    if (auto* counter = adapter_placements_[static_cast<std::size_t>(state)]) {
+      counter->Increment();
+    }
+  }
   void cache_prediction(PredictionOutcome outcome) {
     cache_predictions_[static_cast<std::size_t>(outcome)]->Increment();
   }
@@ -143,6 +152,8 @@ class WorkerSeries {
   prometheus::Counter* resets_;
   prometheus::Counter* decode_errors_;
   prometheus::Counter* unindexable_;
+  // By policy::AdapterState; base's stays null.
+  std::array<prometheus::Counter*, 5> adapter_placements_{};
   prometheus::Gauge* up_;
   prometheus::Gauge* in_flight_;
   prometheus::Gauge* pending_prefill_;
