@@ -276,6 +276,9 @@ AdminResponse status_page(gateway::GatewayContext& context) {
       WorkerRow row;
       row.id = worker.id();
       row.model = model.name;
+      if (route.options.role != config::WorkerRole::both) {
+        row.role = config::to_string(route.options.role);
+      }
       row.url = worker.url();
       row.healthy = worker.health().healthy();
       row.ejected = worker.breaker().ejected(now);

@@ -137,14 +137,25 @@ std::string render_status_page(const StatusView& view) {
   html += "<h2>Prefix-cache hits over time</h2>";
   hit_chart(html, view);
 
+  // A role column only for a fleet that has disaggregated workers.
+  const bool roles = std::any_of(view.workers.begin(), view.workers.end(),
+                                 [](const WorkerRow& worker) { return !worker.role.empty(); });
   html += "<h2>Workers</h2><table id=\"workers\">";
-  header_row(html, {"worker", "model", "state", "index mode", "KV events", "in flight", "engine running",
-                    "engine waiting", "KV used", "recent TTFT", "index blocks"});
+  if (roles) {
+    header_row(html, {"worker", "model", "role", "state", "index mode", "KV events", "in flight", "engine running",
+                      "engine waiting", "KV used", "recent TTFT", "index blocks"});
+  } else {
+    header_row(html, {"worker", "model", "state", "index mode", "KV events", "in flight", "engine running",
+                      "engine waiting", "KV used", "recent TTFT", "index blocks"});
+  }
   html += "<tbody>";
   for (const auto& worker : view.workers) {
     html += "<tr>";
     cell(html, worker.id);
     cell(html, worker.model);
+    if (roles) {
+      cell(html, worker.role.empty() ? "both" : worker.role);
+    }
     const std::string state = !worker.healthy   ? "down"
                               : worker.ejected  ? "ejected"
                               : worker.drifting ? "drifting"
@@ -177,7 +188,11 @@ std::string render_status_page(const StatusView& view) {
       const auto id = request.request_id.view();
       cell(html, id.size() > 16 ? std::string(id.substr(0, 16)) + "…" : std::string(id));
       cell(html, request.model.view());
-      cell(html, request.worker.view());
+      // A disaggregated request names its prefill worker beside its decoder.
+      cell(html,
+           request.prefill_worker.view().empty()
+               ? std::string(request.worker.view())
+               : std::string(request.worker.view()) + " (prefill: " + std::string(request.prefill_worker.view()) + ")");
       cell(html, request.reason.view());
       cell(html, request.session.view().empty() ? "–" : request.session.view());
       cell(html, request.prompt_tokens ? std::to_string(*request.prompt_tokens) : std::to_string(request.input_tokens),

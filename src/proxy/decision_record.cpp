@@ -93,6 +93,7 @@ void record_outcome(gateway::GatewayContext& context, Exchange& exchange) {
     routed.request_id.assign(exchange.request_id);
     routed.model.assign(exchange.model);
     routed.worker.assign(exchange.worker);
+    routed.prefill_worker.assign(exchange.prefill_worker);
     routed.reason.assign(policy::to_string(exchange.route->reason));
     if (exchange.session) {
       routed.session.assign(*exchange.session);

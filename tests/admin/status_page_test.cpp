@@ -65,6 +65,22 @@ TEST(StatusPage, SaysWhatIsUpAndEscapesEveryTextItShows) {
   EXPECT_EQ(bars, 2u);
 }
 
+// A disaggregated fleet: each worker's role, and each request's prefill
+// worker beside its decoder; an aggregated fleet shows no role column.
+TEST(StatusPage, ADisaggregatedFleetShowsRolesAndBothWorkersOfARequest) {
+  auto view = view_with_one_of_each();
+  EXPECT_EQ(render_status_page(view).find("<th>role</th>"), std::string::npos);
+  view.workers[0].role = "prefill";
+  view.workers[1].role = "decode";
+  view.recent[0].worker.assign("d<1>");
+  view.recent[0].prefill_worker.assign("p1");
+  const auto html = render_status_page(view);
+  EXPECT_NE(html.find("<th>role</th>"), std::string::npos);
+  EXPECT_NE(html.find("<td>prefill</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td>decode</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td>d&lt;1&gt; (prefill: p1)</td>"), std::string::npos);
+}
+
 TEST(StatusPage, AFleetWithNoTrafficShowsDashesNotNumbers) {
   StatusView view;
   view.policy = "round_robin";

@@ -188,6 +188,13 @@ TEST_P(Disaggregation, ALongPromptIsPrefilledOnAPrefillWorkerAndDecodedOnADecode
   EXPECT_EQ(session["turns"][0]["prefill"], "remote_prefill");
   EXPECT_EQ(session["turns"][0]["prefill_worker"], keyed.header("x-kvgate-prefill-worker"));
   EXPECT_EQ(session["turns"][0]["worker"], keyed.header("x-kvgate-worker"));
+  // The status page shows each worker's role and the request's two workers.
+  const auto page = get(fleet.harness.admin_port(), "/").body;
+  EXPECT_NE(page.find("<th>role</th>"), std::string::npos);
+  EXPECT_NE(page.find("<td>" + keyed.header("x-kvgate-worker") +
+                      " (prefill: " + keyed.header("x-kvgate-prefill-worker") + ")</td>"),
+            std::string::npos)
+      << page;
 }
 
 TEST_P(Disaggregation, APrefillWorkerThatRefusesIsReplacedAndWithoutAnyTheDecoderPrefills) {

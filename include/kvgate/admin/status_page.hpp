@@ -21,6 +21,7 @@ namespace kvgate::admin {
 struct WorkerRow {
   std::string id;
   std::string model;
+  std::string role;  // prefill or decode; empty: an aggregated worker (both)
   std::string url;
   bool healthy = false;
   bool ejected = false;

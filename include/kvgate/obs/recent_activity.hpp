@@ -49,8 +49,9 @@ struct RoutedRequest {
   ShortText<40> request_id;
   ShortText<64> model;
   ShortText<64> worker;
-  ShortText<32> reason;   // the route's reason (policy::to_string)
-  ShortText<48> session;  // the session key as sent, cut
+  ShortText<64> prefill_worker;  // a disaggregated request's, when one computed the prompt
+  ShortText<32> reason;          // the route's reason (policy::to_string)
+  ShortText<48> session;         // the session key as sent, cut
   std::uint32_t input_tokens = 0;
   std::uint32_t predicted_cached_tokens = 0;
   std::optional<std::uint32_t> prompt_tokens;  // the engine's usage, when it sent it
