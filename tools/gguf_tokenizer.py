@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Writes a Hugging Face tokenizer folder (tokenizer.json, tokenizer_config.json
 and chat_template.jinja) for the SentencePiece vocabulary a GGUF model
-carries, so kvgate tokenises prompts as llama-server does for that model.
+carries, so kvgate tokenises prompts as llama-server does for that model, and
+a config.json with the model's attention shape (layers, heads, KV heads, head
+size from the ARCH.* keys; float16, llama-server's default KV-cache type), from
+which kvgate derives one token's KV bytes.
 
 Usage: tools/gguf_tokenizer.py MODEL.gguf OUT_DIR
 
@@ -140,10 +143,40 @@ def tokenizer_files(metadata):
     return tokenizer, config, template
 
 
+def shape_config(metadata):
+    """The Hugging Face config fields kvgate reads for the KV shape, or None
+    when the GGUF does not give them."""
+    arch = metadata.get("general.architecture")
+    layers = metadata.get(f"{arch}.block_count")
+    heads = metadata.get(f"{arch}.attention.head_count")
+    hidden = metadata.get(f"{arch}.embedding_length")
+    if not arch or not layers or not heads or not hidden:
+        return None
+    # Per-layer head counts (a list) are not modelled: the largest prices it.
+    if isinstance(heads, list):
+        heads = max(heads)
+    kv_heads = metadata.get(f"{arch}.attention.head_count_kv", heads)
+    if isinstance(kv_heads, list):
+        kv_heads = max(kv_heads)
+    config = {
+        "model_type": arch,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "hidden_size": hidden,
+        "torch_dtype": "float16",
+    }
+    key_length = metadata.get(f"{arch}.attention.key_length")
+    if key_length:
+        config["head_dim"] = key_length
+    return config
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
-    tokenizer, config, template = tokenizer_files(read_metadata(sys.argv[1]))
+    metadata = read_metadata(sys.argv[1])
+    tokenizer, config, template = tokenizer_files(metadata)
     os.makedirs(sys.argv[2], exist_ok=True)
     with open(os.path.join(sys.argv[2], "tokenizer.json"), "w", encoding="utf-8") as out:
         json.dump(tokenizer, out, ensure_ascii=False)
@@ -151,6 +184,10 @@ def main():
         json.dump(config, out, ensure_ascii=False, indent=1)
     with open(os.path.join(sys.argv[2], "chat_template.jinja"), "w", encoding="utf-8") as out:
         out.write(template)
+    shape = shape_config(metadata)
+    if shape:
+        with open(os.path.join(sys.argv[2], "config.json"), "w", encoding="utf-8") as out:
+            json.dump(shape, out, indent=1)
 
 
 if __name__ == "__main__":

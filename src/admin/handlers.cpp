@@ -404,6 +404,7 @@ AdminResponse debug_route(gateway::GatewayContext& context, std::string_view que
        {"predicted_cached_tokens", decision.worker ? json(decision.indexed_cached_tokens) : json(nullptr)},
        {"full_attention_cached_tokens", decision.worker ? json(decision.full_attention_cached_tokens) : json(nullptr)},
        {"attention", model.cache ? prefix::to_string(model.cache->attention.effective()) : "full"},
+       {"kv_bytes_per_token", model.kv_bytes_per_token},
        {"runner_up", worker_id(decision.runner_up)},
        {"gap_ms", optional_ms(decision.gap_ms)},
        {"prefill", route::prefill_json(decision)},

@@ -775,8 +775,11 @@ void read_model(YamlReader& reader, const YAML::Node& node, const std::string& p
   });
   reader.optional(node, path, "attention",
                   [&](auto& value, auto key_path) { read_attention(reader, value, key_path, out); });
-  reader.optional(node, path, "kv_bytes_per_token",
-                  [&](auto& value, auto key_path) { reader.read(value, key_path, out.kv_bytes_per_token, 1.0, 1e9); });
+  reader.optional(node, path, "kv_bytes_per_token", [&](auto& value, auto key_path) {
+    double bytes = kDefaultKvBytesPerToken;
+    reader.read(value, key_path, bytes, 1.0, 1e9);
+    out.kv_bytes_per_token = bytes;
+  });
   reader.optional(node, path, "offload_gbps",
                   [&](auto& value, auto key_path) { reader.read(value, key_path, out.offload_gbps, 1e-3, 1e6); });
   reader.optional(node, path, "disaggregation", [&](auto& value, auto key_path) {

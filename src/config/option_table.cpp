@@ -299,8 +299,11 @@ constexpr std::array kOptions{
     OptionSpec{"models[].upstream_api_key_file", text, "",
                "a file holding the engines' --api-key, sent as Authorization by every worker of the model"},
     OptionSpec{"models[].upstream_api_key_env", text, "", "or: an environment variable holding it"},
-    OptionSpec{"models[].kv_bytes_per_token", number, "131072",
-               "one token's KV bytes: prices loading a prefix held in a lower tier (Llama-3-8B in BF16)"},
+    OptionSpec{"models[].kv_bytes_per_token", number, "",
+               "one token's KV bytes: prices loading a prefix held in a lower tier and moving KV between prefill "
+               "and decode workers; unset: from the tokenizer folder's config.json (layers x KV heads x head size x "
+               "2 x the dtype's bytes; for latent attention the latent), else 131072 (Llama-3-8B in BF16); set it "
+               "for an FP8 KV cache"},
     OptionSpec{"models[].offload_gbps", number, "25", "the lower tier's load bandwidth in GB/s"},
 };
 

@@ -42,6 +42,27 @@ Result<std::optional<std::string>, std::string> read_chat_template(const std::st
   return unexpected(folder + "/tokenizer_config.json: chat_template is neither a string nor a list of templates");
 }
 
+Result<std::optional<KvShape>, std::string> read_kv_shape(const std::string& folder) {
+  const auto file = std::filesystem::path(folder) / "config.json";
+  std::error_code error;
+  if (!std::filesystem::exists(file, error)) {
+    return std::optional<KvShape>();
+  }
+  auto text = read_whole_file(file.string());
+  if (!text) {
+    return unexpected(text.error().message);
+  }
+  auto parsed = nlohmann::json::parse(*text, nullptr, false);
+  if (parsed.is_discarded()) {
+    return unexpected(file.string() + ": not JSON");
+  }
+  auto shape = kv_shape_from_config(parsed);
+  if (!shape) {
+    return unexpected(file.string() + ": " + shape.error());
+  }
+  return std::optional<KvShape>(std::move(*shape));
+}
+
 Result<std::shared_ptr<const ModelTokenizer>, std::string> load_model_tokenizer(const std::string& folder) {
   try {
     auto tokenizer = tokenizer::Tokenizer::load_folder(folder);
@@ -61,8 +82,10 @@ Result<std::shared_ptr<const ModelTokenizer>, std::string> load_model_tokenizer(
       compiled.emplace(std::move(*result));
     }
     auto special = special_tokens_from_config(config);
-    return std::make_shared<const ModelTokenizer>(
-        ModelTokenizer{folder, std::move(tokenizer), std::move(compiled), std::move(special)});
+    auto shape = read_kv_shape(folder);
+    return std::make_shared<const ModelTokenizer>(ModelTokenizer{folder, std::move(tokenizer), std::move(compiled),
+                                                                 std::move(special), shape ? *shape : std::nullopt,
+                                                                 shape ? std::string() : shape.error()});
   } catch (const tokenizer::TokenizerLoadError& error) {
     return unexpected(folder + ": " + error.what());
   }

@@ -190,6 +190,15 @@ Result<std::shared_ptr<const prompt::ModelTokenizer>, std::string> reuse_or_load
     }
   }
   auto loaded = prompt::load_model_tokenizer(folder);
+  if (loaded && (*loaded)->kv_shape) {
+    spdlog::info("tokenizer {}: {} KV bytes per token from config.json ({}), where kv_bytes_per_token is not set",
+                 folder, (*loaded)->kv_shape->bytes_per_token, (*loaded)->kv_shape->derivation);
+  } else if (loaded && !(*loaded)->kv_shape_error.empty()) {
+    spdlog::warn(
+        "tokenizer {}: {}: KV bytes per token not known from the model; models[].kv_bytes_per_token or {} "
+        "prices KV moves",
+        folder, (*loaded)->kv_shape_error, config::kDefaultKvBytesPerToken);
+  }
   if (loaded && !(*loaded)->chat_template) {
     spdlog::warn(
         "tokenizer {}: no chat template (neither chat_template.jinja nor tokenizer_config.json's chat_template): "
@@ -241,15 +250,19 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
     ModelRoute model{model_options.name,           model_options.block_size, {},
                      model_options.adapters,       assignment.cache,         tokenizers[model_index],
                      model_options.cache_isolation};
+    // Configured, else the model's own (its config.json), else the default.
+    const auto* tokenizer = tokenizers[model_index].get();
+    model.kv_bytes_per_token = model_options.kv_bytes_per_token.value_or(tokenizer != nullptr && tokenizer->kv_shape
+                                                                             ? tokenizer->kv_shape->bytes_per_token
+                                                                             : config::kDefaultKvBytesPerToken);
     // GB/s is 1e6 bytes per millisecond.
-    model.ms_per_offloaded_token = model_options.kv_bytes_per_token / (model_options.offload_gbps * 1e6);
-    model.kv_bytes_per_token = model_options.kv_bytes_per_token;
+    model.ms_per_offloaded_token = model.kv_bytes_per_token / (model_options.offload_gbps * 1e6);
     for (const auto& adapter : model_options.adapters) {
       model.adapter_hashes.push_back(workers::adapter_hash(adapter));
     }
     if (const auto& pd = model_options.disaggregation) {
       model.disaggregation = ModelRoute::Disaggregation{pd->protocol, pd->local_prefill_tokens, pd->local_prefill_ratio,
-                                                        model_options.kv_bytes_per_token / (pd->transfer_gbps * 1e6)};
+                                                        model.kv_bytes_per_token / (pd->transfer_gbps * 1e6)};
     }
     model.max_loras = model_options.max_loras;
     model.lora_load_ms = static_cast<double>(model_options.lora_load.count());

@@ -209,6 +209,42 @@ TEST(ExactTokens, AModelWhoseTemplateIsInItsOwnFileIsTokenisedExactly) {
   EXPECT_EQ(route["input_tokens"], engine["usage"]["prompt_tokens"]);
 }
 
+// A model folder with the model's config.json (Qwen3-8B's shape) prices KV
+// moves at the model's own bytes per token; without one, at the default;
+// a configured figure wins over both.
+TEST(ExactTokens, TheModelsConfigJsonGivesItsKvBytesPerToken) {
+  const auto request = chat_request(first_turn("How long does a kitchen tap washer last?"));
+  {
+    Fleet fleet;
+    const auto folder = fleet.harness.folder() + "/qwen3-8b";
+    std::filesystem::create_directories(folder);
+    for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) {
+      std::filesystem::copy_file(model_folder("qwen3") + "/" + file, folder + "/" + file);
+    }
+    std::ofstream(folder + "/config.json") << R"({"architectures": ["Qwen3ForCausalLM"], "head_dim": 128,
+      "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 36, "num_key_value_heads": 8,
+      "torch_dtype": "bfloat16"})";
+    fleet.tokenizer = folder;
+    fleet.add_sim("a");
+    fleet.start_gateway();
+    EXPECT_EQ(fleet.route(request)["kv_bytes_per_token"], 36 * 8 * 128 * 2 * 2);
+    // The same folder with an FP8 KV cache configured.
+    Fleet configured;
+    configured.tokenizer = folder;
+    configured.model_settings = "    kv_bytes_per_token: 73728\n";
+    configured.add_sim("a");
+    configured.start_gateway();
+    EXPECT_EQ(configured.route(request)["kv_bytes_per_token"], 73'728);
+  }
+  {
+    Fleet fleet;
+    fleet.tokenizer = model_folder("qwen3");  // tokenizer files only
+    fleet.add_sim("a");
+    fleet.start_gateway();
+    EXPECT_EQ(fleet.route(request)["kv_bytes_per_token"], 131'072);
+  }
+}
+
 TEST(TokenizeCommand, TextLinesGiveIdsWithoutSpecialTokens) {
   auto [output, status] =
       run_tokenize("--tokenizer " + model_folder("qwen3"), "{\"text\": \"Hello world\"}\n{\"text\": 5}\n");

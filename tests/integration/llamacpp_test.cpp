@@ -76,6 +76,13 @@ TEST(LlamaServer, ItsKindAndSlotsAreReadFromItAndItsHitsPredictedToTheBlock) {
     EXPECT_EQ(state["slots"]["total"], 2);
     EXPECT_FALSE(state["engine_keys_configured"]["slots"].get<bool>());
   }
+  // The folder made from the GGUF carries the model's shape: one token's KV
+  // in llama-server's F16 cache, 1 layer x 2 KV heads x 4 (8 / 2) x 2 x 2.
+  const auto route = json::parse(
+      post_json(harness.admin_port(), "/debug/route",
+                chat(json::array({{{"role", "user"}, {"content", "Which screws hold a shelf?"}}}), 4).dump())
+          .body);
+  EXPECT_EQ(route["kv_bytes_per_token"], 32) << route.dump();
   // Six conversations over two system prompts, one turn at a time: more
   // conversations than the fleet's four slots, so sequences are displaced
   // and kvgate must follow llama.cpp's choice of slot.

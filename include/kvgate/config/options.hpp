@@ -161,6 +161,9 @@ struct DisaggregationOptions {
   bool operator==(const DisaggregationOptions&) const = default;
 };
 
+// Llama-3-8B in BF16: 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes.
+inline constexpr double kDefaultKvBytesPerToken = 131'072;
+
 struct ModelOptions {
   std::string name;
   std::string tokenizer;  // empty: approximate tokenisation
@@ -195,9 +198,11 @@ struct ModelOptions {
   bool attention_given = false;
   // A prefix held only in a lower tier (CPU, disk: vLLM's offloading
   // connector, LMCache) is loaded, not computed: priced at one token's KV
-  // bytes over the tier's bandwidth. Defaults: Llama-3-8B in BF16 (128 KiB
-  // per token) over PCIe 4.0 x16 (~25 GB/s effective).
-  double kv_bytes_per_token = 131'072;
+  // bytes over the tier's bandwidth (and a disaggregated model's KV moved
+  // over its link at the same bytes). Unset: from the tokenizer folder's
+  // config.json (prompt/kv_shape.hpp), else kDefaultKvBytesPerToken.
+  // offload_gbps: PCIe 4.0 x16 (~25 GB/s effective).
+  std::optional<double> kv_bytes_per_token;
   double offload_gbps = 25;
   // A model whose workers have roles (prefill, decode).
   std::optional<DisaggregationOptions> disaggregation;

@@ -10,6 +10,7 @@
 #include "kvgate/chat_template/chat_template.hpp"
 #include "kvgate/core/result.hpp"
 #include "kvgate/prompt/chat_request.hpp"
+#include "kvgate/prompt/kv_shape.hpp"
 #include "kvgate/tokenizer/hf_tokenizer.hpp"
 
 namespace kvgate::prompt {
@@ -19,7 +20,16 @@ struct ModelTokenizer {
   tokenizer::Tokenizer tokenizer;
   std::optional<chat_template::ChatTemplate> chat_template;  // absent: chat requests route without prefix data
   SpecialTokens special_tokens;
+  // One token's KV bytes from the folder's config.json (prompt/kv_shape.hpp);
+  // absent without one. `kv_shape_error`: a config.json that says nothing
+  // usable, and why (the configured or default figure is used).
+  std::optional<KvShape> kv_shape;
+  std::string kv_shape_error;
 };
+
+// The KV shape of a model folder's config.json: nullopt without the file,
+// an error for one that cannot be read or says nothing usable.
+Result<std::optional<KvShape>, std::string> read_kv_shape(const std::string& folder);
 
 // Errors name the folder and what could not be read.
 Result<std::shared_ptr<const ModelTokenizer>, std::string> load_model_tokenizer(const std::string& folder);

@@ -49,7 +49,9 @@ struct ModelRoute {
   // Loading one token's KV from a lower tier (config: kv_bytes_per_token
   // over offload_gbps).
   double ms_per_offloaded_token = 0;
-  double kv_bytes_per_token = 131'072;  // config: sizes a llama.cpp RAM cache in blocks
+  // Configured, else the model's config.json, else the default: prices
+  // offloaded prefixes and PD transfers, sizes a llama.cpp RAM cache in blocks.
+  double kv_bytes_per_token = config::kDefaultKvBytesPerToken;
   // Every worker is a llama.cpp server, whose streams end with `timings`
   // (the prompt's computed and cached tokens) whether or not usage was
   // asked for: kvgate need not add stream_options.include_usage, and the
