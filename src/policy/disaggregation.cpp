@@ -48,17 +48,8 @@ PrefillChoice choose_prefill(const PrefillRule& rule, const RouteRequest& reques
     candidate.prefill_ms = worker.prefill.prefill_ms(input, candidate.cached_tokens);
     candidate.transfer_ms = static_cast<double>(lacking) * rule.transfer_ms_per_token;
     candidate.expected_ms = candidate.queue_ms + candidate.prefill_ms + candidate.transfer_ms;
-    if (std::find(request.excluded.begin(), request.excluded.end(), index) != request.excluded.end()) {
-      candidate.ineligible_because = Ineligible::already_tried;
-    } else if (!worker.healthy) {
-      candidate.ineligible_because = Ineligible::unhealthy;
-    } else if (worker.ejected) {
-      candidate.ineligible_because = Ineligible::ejected;
-    } else if (worker.at_capacity) {
-      candidate.ineligible_because = Ineligible::at_capacity;
-    } else {
-      candidate.eligible = true;
-    }
+    candidate.ineligible_because = ineligibility(request, worker, index, false);
+    candidate.eligible = candidate.ineligible_because == Ineligible::none;
     choice.candidates.push_back(candidate);
   }
   const bool small = lacking <= rule.local_prefill_tokens ||

@@ -4,6 +4,25 @@
 
 namespace kvgate::policy {
 
+Ineligible ineligibility(const RouteRequest& request, const WorkerView& worker, std::size_t index, bool to_decode) {
+  if (std::find(request.excluded.begin(), request.excluded.end(), index) != request.excluded.end()) {
+    return Ineligible::already_tried;
+  }
+  if (!worker.healthy) {
+    return Ineligible::unhealthy;
+  }
+  if (worker.ejected) {
+    return Ineligible::ejected;
+  }
+  if (to_decode && !worker.decodes) {
+    return Ineligible::prefill_only;
+  }
+  if (worker.at_capacity) {
+    return Ineligible::at_capacity;
+  }
+  return Ineligible::none;
+}
+
 std::vector<Candidate> filter_candidates(const RouteRequest& request, std::span<const WorkerView> workers) {
   std::vector<Candidate> candidates;
   candidates.reserve(workers.size());
@@ -16,19 +35,8 @@ std::vector<Candidate> filter_candidates(const RouteRequest& request, std::span<
     candidate.cached_tokens = worker.cached_tokens;
     candidate.indexed_blocks = worker.indexed_blocks;
     candidate.adapter = worker.adapter;  // whatever prices it: the operator sees where adapters land
-    if (std::find(request.excluded.begin(), request.excluded.end(), index) != request.excluded.end()) {
-      candidate.ineligible_because = Ineligible::already_tried;
-    } else if (!worker.healthy) {
-      candidate.ineligible_because = Ineligible::unhealthy;
-    } else if (worker.ejected) {
-      candidate.ineligible_because = Ineligible::ejected;
-    } else if (!worker.decodes) {
-      candidate.ineligible_because = Ineligible::prefill_only;
-    } else if (worker.at_capacity) {
-      candidate.ineligible_because = Ineligible::at_capacity;
-    } else {
-      candidate.eligible = true;
-    }
+    candidate.ineligible_because = ineligibility(request, worker, index, true);
+    candidate.eligible = candidate.ineligible_because == Ineligible::none;
     candidates.push_back(candidate);
   }
   return candidates;

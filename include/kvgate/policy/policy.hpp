@@ -259,6 +259,10 @@ Decision decide_least_load(const RouteRequest& request, std::span<const WorkerVi
 // decision (one vector); scoring and picking allocate nothing.
 std::vector<Candidate> filter_candidates(const RouteRequest& request, std::span<const WorkerView> workers);
 
+// Why the worker at `index` cannot take this request (Ineligible::none: it
+// can). `to_decode`: it would decode it, which a prefill-only worker cannot.
+Ineligible ineligibility(const RouteRequest& request, const WorkerView& worker, std::size_t index, bool to_decode);
+
 // Shared last stage: the eligible candidate that `better(a, b)` ranks first.
 // Candidates are visited from a start that rotates with the sequence number
 // and ties keep the first visited, so equal workers share the load instead
