@@ -20,7 +20,8 @@ build_packages=(
 # (tools/gguf_tokenizer.py); chromium (headless) renders the status page and the
 # bench reports (scripts/screenshot.py); iproute2's ss destroys live TCP
 # connections in the fault suite.
-test_packages=(clang lld clang-format clang-tidy libclang-rt-14-dev prometheus curl nginx-light haproxy python3 chromium iproute2)
+# python3-venv holds the pinned Envoy (scripts/install_tools.sh).
+test_packages=(clang lld clang-format clang-tidy libclang-rt-14-dev prometheus curl nginx-light haproxy python3 python3-venv chromium iproute2)
 # Benchmarks: wrk as the load generator.
 bench_packages=(wrk)
 
@@ -67,6 +68,8 @@ fi
 
 if [[ "${1:-build}" != build ]]; then
   top=$(cd "$(dirname "$0")/.." && pwd)
+  # Envoy and llm-d's vLLM simulator, pinned, into .tools/.
+  bash "$top/scripts/install_tools.sh"
   # Real model tokenizers for the tokenizer goldens and benchmarks.
   bash "$top/scripts/fetch_tokenizers.sh"
   if [[ ! -d "$top/tests/node/node_modules/openai" ]]; then
