@@ -98,7 +98,7 @@ class Attempts {
           exchange_.attempt.emplace(router.commit(target_.table, target_.model, decision, target_.prompt, context));
       note_decision(std::move(decision));
       auto& worker = *target_.model.workers[chosen].state;
-      set_upstream_key(upstream_request, request, target_.model.workers[chosen].options);
+      set_worker_headers(upstream_request, request, target_.model.workers[chosen].options);
       AttemptOutcome outcome;
       if (const auto prefill_index = attempt.prefill_worker_index()) {
         // One co_await per statement: g++ 12 destroys a conditional's
@@ -155,10 +155,14 @@ class Attempts {
   }
 
  private:
-  // The worker's configured key, else the client's header when kvgate does
-  // not authenticate (a transparent proxy in front of engines that check
-  // keys themselves), else none.
-  void set_upstream_key(UpstreamRequest& upstream, const ClientRequest& request, const config::WorkerOptions& worker) {
+  // What names the worker in its request: Host is its own address (HTTP/1.1
+  // requires one, and strict servers such as fasthttp refuse a request
+  // without it); the key is the worker's configured one, else the client's
+  // header when kvgate does not authenticate (a transparent proxy in front
+  // of engines that check keys themselves), else none.
+  void set_worker_headers(UpstreamRequest& upstream, const ClientRequest& request,
+                          const config::WorkerOptions& worker) {
+    upstream.set(bhttp::field::host, worker.endpoint.host_header);
     if (!worker.upstream_api_key.empty()) {
       upstream.set(bhttp::field::authorization, "Bearer " + worker.upstream_api_key);
     } else if (target_.table.tenants->authenticates() || request[bhttp::field::authorization].empty()) {
@@ -200,7 +204,7 @@ class Attempts {
                                   std::size_t prefill_index, std::string body) {
     UpstreamRequest prefill = decode_request;
     prefill.body() = std::move(body);
-    set_upstream_key(prefill, request, target_.model.workers[prefill_index].options);
+    set_worker_headers(prefill, request, target_.model.workers[prefill_index].options);
     prefill.prepare_payload();
     return prefill;
   }
