@@ -40,8 +40,8 @@ struct RequestAnswer {
     }
     return {};
   }
-  // The first endpoint of the destination.
-  [[nodiscard]] std::string endpoint() const { return destination.substr(0, destination.find(',')); }
+  // The picked endpoint (the header names it alone).
+  [[nodiscard]] std::string endpoint() const { return destination; }
 };
 
 inline std::string value_of(const envoy::config::core::v3::HeaderValue& header) {

@@ -149,7 +149,10 @@ ext_proc::ProcessingResponse pick_answer(const PickAnswer& pick) {
   auto* common = answer.mutable_request_headers()->mutable_response();
   common->set_clear_route_cache(true);
   auto* mutation = common->mutable_header_mutation();
-  set_header(*mutation, kDestinationHeader, destination);
+  // The header names the pick alone (the protocol's <ip:port>): Envoy's
+  // ORIGINAL_DST cluster parses it as one address and refuses a list. The
+  // fallbacks travel in the metadata, for data planes that read a list.
+  set_header(*mutation, kDestinationHeader, pick.endpoints.empty() ? std::string() : pick.endpoints.front());
   for (const auto& [name, value] : pick.set_headers) {
     set_header(*mutation, name, value);
   }

@@ -99,8 +99,9 @@ struct PickAnswer {
 };
 
 // The answer to the request headers that carries the pick: the
-// destination header (endpoints comma-separated) and the same value in the
-// dynamic metadata envoy.lb (with the first fallback also under
+// destination header (the pick alone, as the protocol and Envoy's
+// ORIGINAL_DST cluster want it), every endpoint comma-separated (the pick
+// first) in the dynamic metadata envoy.lb (with the first fallback also under
 // x-gateway-destination-endpoint-fallback), the other header changes, and
 // the route cache cleared (the destination changes the route's upstream).
 ext_proc::ProcessingResponse pick_answer(const PickAnswer& pick);
