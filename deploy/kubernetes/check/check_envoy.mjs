@@ -1,6 +1,7 @@
 // Checks deploy/envoy/envoy.yaml, the plain Envoy in front of kvgate's
-// endpoint picker, for what the picker needs (no Envoy binary in Debian 12
-// to validate it with): an ext_proc filter before the router whose
+// endpoint picker, for what the picker needs (Envoy itself validates the
+// file, deploy_envoy_validate, and runs it, tests/integration/envoy_test.cpp):
+// an ext_proc filter before the router whose
 // cluster exists and speaks HTTP/2, both bodies FULL_DUPLEX_STREAMED and
 // both header phases sent, and routes to an ORIGINAL_DST cluster keyed on
 // x-gateway-destination-endpoint.
