@@ -124,9 +124,10 @@ awaitable<void> MetricsScraper::scrape(std::shared_ptr<WorkerState> worker, std:
     worker->adapters().publish_report(running, waiting, load.adapters->max_loras);
   }
   // An engine counter that went down is an engine that restarted: what it
-  // said of itself (slots) is asked again.
-  const bool restarted = previous && ((previous->load.computed_prompt_tokens && load.computed_prompt_tokens &&
-                                       *load.computed_prompt_tokens < *previous->load.computed_prompt_tokens) ||
+  // said of itself (slots) is asked again. Only counters as exported: a
+  // difference of two (vLLM's computed tokens) can dip between updates.
+  const bool restarted = previous && ((previous->load.prompt_tokens_counter && load.prompt_tokens_counter &&
+                                       *load.prompt_tokens_counter < *previous->load.prompt_tokens_counter) ||
                                       (previous->load.prefix_hit_tokens && load.prefix_hit_tokens &&
                                        *load.prefix_hit_tokens < *previous->load.prefix_hit_tokens));
   if (restarted) {

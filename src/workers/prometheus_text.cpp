@@ -195,10 +195,11 @@ EngineLoad extract_engine_load(const ParsedMetrics& metrics) {
       add(llamacpp_prompt_seconds, sample.value);
     } else if (name == "llamacpp:prompt_tokens_total") {
       add(llamacpp_prompt_tokens, sample.value);
-    } else if (name == "vllm:prefix_cache_queries_total") {
+    } else if (name == "vllm:prefix_cache_queries_total" || name == "vllm:prefix_cache_queries") {
+      // llm-d-inference-sim names vLLM's counters without the _total suffix.
       add(load.prefix_queries_tokens, sample.value);
-    } else if (name == "vllm:prefix_cache_hits_total" || name == "sglang:cached_tokens_total" ||
-               name == "llamacpp:prompt_tokens_cached_total") {
+    } else if (name == "vllm:prefix_cache_hits_total" || name == "vllm:prefix_cache_hits" ||
+               name == "sglang:cached_tokens_total" || name == "llamacpp:prompt_tokens_cached_total") {
       add(load.prefix_hit_tokens, sample.value);
     } else if (name == "vllm:lora_requests_info") {
       if (sample.value < adapters_at) {
@@ -228,6 +229,7 @@ EngineLoad extract_engine_load(const ParsedMetrics& metrics) {
       }
     }
   }
+  load.prompt_tokens_counter = llamacpp_prompt_tokens ? llamacpp_prompt_tokens : vllm_prompt_tokens;
   if (llamacpp_prompt_seconds && llamacpp_prompt_tokens) {
     load.prefill_seconds = llamacpp_prompt_seconds;
     load.computed_prompt_tokens = llamacpp_prompt_tokens;  // llama.cpp counts only the tokens it computed

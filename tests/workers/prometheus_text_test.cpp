@@ -54,6 +54,20 @@ TEST(PrometheusText, ExtractsVllmLoadAcrossEngines) {
   EXPECT_EQ(load.num_gpu_blocks, 27000u);
 }
 
+// llm-d-inference-sim's exposition (v0.10.2): vLLM's prefix-cache counters
+// without the _total suffix, read as vLLM's.
+TEST(PrometheusText, ReadsLlmdSimulatorsPrefixCacheCounters) {
+  auto load = extract_engine_load(
+      parse_prometheus_text("# TYPE vllm:prefix_cache_hits counter\n"
+                            "vllm:prefix_cache_hits{model_name=\"sim-model\"} 32\n"
+                            "# TYPE vllm:prefix_cache_queries counter\n"
+                            "vllm:prefix_cache_queries{model_name=\"sim-model\"} 94\n"
+                            "vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"4096\"} 1\n"));
+  EXPECT_EQ(load.prefix_hit_tokens, 32.0);
+  EXPECT_EQ(load.prefix_queries_tokens, 94.0);
+  EXPECT_EQ(load.num_gpu_blocks, 4096u);
+}
+
 // vLLM writes one lora_requests_info sample per change, valued at its time:
 // the newest says which adapters run and wait now.
 TEST(PrometheusText, ExtractsTheNewestLoraReport) {

@@ -45,6 +45,11 @@ struct EngineLoad {
   // prefix_cache_hits_total. Absent: the engine exports no such pair.
   std::optional<double> prefill_seconds;
   std::optional<double> computed_prompt_tokens;
+  // The engine's own prompt-token counter as exported (vllm:
+  // prompt_tokens_total, llamacpp:prompt_tokens_total): monotonic while the
+  // engine runs, unlike computed_prompt_tokens, which vLLM's two counters
+  // give as a difference of counters updated at different moments.
+  std::optional<double> prompt_tokens_counter;
   // vllm:lora_requests_info (its newest sample, the largest value: a
   // timestamp): the adapters with requests running and waiting, and how
   // many the engine holds at once (--max-loras).
