@@ -374,6 +374,12 @@ void read_kv_events(YamlReader& reader, const YAML::Node& node, KvEventOptions& 
   reader.optional(node, "kv_events", "silence_after", [&](auto& value, auto path) {
     reader.read_duration(value, path, out.silence_after, Milliseconds(100));
   });
+  reader.optional(node, "kv_events", "listen", [&](auto& value, auto path) {
+    reader.read(value, path, out.listen);
+    if (value.IsScalar() && !out.listen.starts_with("tcp://") && !out.listen.starts_with("ipc://")) {
+      reader.problem(value, path, "expected a ZMQ address to bind, such as tcp://0.0.0.0:5557");
+    }
+  });
 }
 
 // A secret's text from a file (trailing newline and blanks dropped) or an
@@ -568,8 +574,10 @@ void read_worker(YamlReader& reader, const YAML::Node& node, const std::string& 
     reader.optional(node, path, key, [&](auto& value, auto key_path) {
       std::string& target = std::string_view(key) == "kv_events" ? out.kv_events : out.kv_events_replay;
       reader.read(value, key_path, target);
-      if (value.IsScalar() && !target.starts_with("tcp://") && !target.starts_with("ipc://")) {
-        reader.problem(value, key_path, "expected a ZMQ address such as tcp://127.0.0.1:5557");
+      const bool listener = std::string_view(key) == "kv_events" && target == "listen";
+      if (value.IsScalar() && !listener && !target.starts_with("tcp://") && !target.starts_with("ipc://")) {
+        reader.problem(value, key_path,
+                       "expected a ZMQ address such as tcp://127.0.0.1:5557, or listen (kv_events.listen)");
       }
     });
   }
@@ -613,8 +621,11 @@ void read_dns_discovery(YamlReader& reader, const YAML::Node& node, const std::s
     reader.optional(node, path, key, [&](auto& value, auto key_path) {
       std::string& target = std::string_view(key) == "kv_events" ? out.kv_events : out.kv_events_replay;
       reader.read(value, key_path, target);
-      if (value.IsScalar() && (!target.starts_with("tcp://") || target.find("{host}") == std::string::npos)) {
-        reader.problem(value, key_path, "expected a ZMQ address with {host}, such as tcp://{host}:5557");
+      const bool listener = std::string_view(key) == "kv_events" && target == "listen";
+      if (value.IsScalar() && !listener &&
+          (!target.starts_with("tcp://") || target.find("{host}") == std::string::npos)) {
+        reader.problem(value, key_path,
+                       "expected a ZMQ address with {host}, such as tcp://{host}:5557, or listen (kv_events.listen)");
       }
     });
   }
@@ -739,6 +750,15 @@ void read_model(YamlReader& reader, const YAML::Node& node, const std::string& p
   });
   reader.optional(node, path, "tokenizer",
                   [&](auto& value, auto key_path) { reader.read(value, key_path, out.tokenizer); });
+  reader.optional(node, path, "stand_in_tokenizer", [&](auto& value, auto key_path) {
+    std::string kind;
+    reader.read(value, key_path, kind);
+    if (kind == "llm_d_inference_sim") {
+      out.stand_in_tokenizer = prompt::StandInTokenizer::llm_d_inference_sim;
+    } else if (value.IsScalar() && kind != "kvgate") {
+      reader.problem(value, key_path, "unknown stand_in_tokenizer '" + kind + "' (kvgate, llm_d_inference_sim)");
+    }
+  });
   reader.optional(node, path, "block_size",
                   [&](auto& value, auto key_path) { reader.read(value, key_path, out.block_size, 1, 4096); });
   reader.optional(node, path, "adapters", [&](auto& value, auto key_path) {
@@ -988,6 +1008,29 @@ void read_admission(YamlReader& reader, const YAML::Node& node, AdmissionOptions
   });
 }
 
+// A worker whose engine publishes to the gateway needs the gateway's socket.
+void check_listener(YamlReader& reader, const YAML::Node& root, const Options& options) {
+  if (!options.kv_events.listen.empty()) {
+    return;
+  }
+  for (std::size_t model = 0; model < options.models.size(); ++model) {
+    const auto& workers = options.models[model].workers;
+    for (std::size_t worker = 0; worker < workers.size(); ++worker) {
+      if (workers[worker].kv_events == "listen") {
+        reader.problem(root["models"][model]["workers"][worker]["kv_events"],
+                       indexed(indexed("models", model) + ".workers", worker) + ".kv_events",
+                       "listen needs kv_events.listen (the address kvgate binds for engines that dial out)");
+      }
+    }
+    const auto& dns = options.models[model].workers_from.dns;
+    if (dns && dns->kv_events == "listen") {
+      reader.problem(root["models"][model]["workers_from"]["dns"]["kv_events"],
+                     indexed("models", model) + ".workers_from.dns.kv_events",
+                     "listen needs kv_events.listen (the address kvgate binds for engines that dial out)");
+    }
+  }
+}
+
 // Isolation needs identities to separate and a secret to key their salts.
 void check_isolation(YamlReader& reader, const YAML::Node& root, const Options& options) {
   for (std::size_t model = 0; model < options.models.size(); ++model) {
@@ -1060,6 +1103,7 @@ void read_root(YamlReader& reader, const YAML::Node& root, Options& out) {
     read_models(reader, models, out.models);
     check_unique_names(reader, root, out);
     check_isolation(reader, root, out);
+    check_listener(reader, root, out);
   } else {
     reader.problem(root, "models", "missing: configure at least one model with its workers");
   }

@@ -207,6 +207,10 @@ constexpr std::array kOptions{
     OptionSpec{"kv_events", section, "", "the engines' KV-event streams"},
     OptionSpec{"kv_events.replay_timeout", duration, "1s",
                "a replay request (after a sequence gap) that has not ended by then has failed"},
+    OptionSpec{"kv_events.listen", text, "",
+               "a ZMQ address kvgate binds a SUB socket on, for engines that dial out (llm-d-inference-sim, vLLM "
+               "with a connecting publisher); workers with kv_events: listen, told apart by the topic "
+               "kv@<host:port or host>@<model>"},
     OptionSpec{"kv_events.silence_after", duration, "10s",
                "flag a worker that gets traffic but has sent no KV event for this long"},
     OptionSpec{"models", list, "", "the models served, each with its workers (at least one model)"},
@@ -214,6 +218,10 @@ constexpr std::array kOptions{
     OptionSpec{"models[].tokenizer", text, "",
                "the model's folder (tokenizer.json, tokenizer_config.json): exact tokens; empty: the "
                "approximation"},
+    OptionSpec{"models[].stand_in_tokenizer", choice, "kvgate",
+               "without a tokenizer folder, whose stand-in tokens the engines compute: kvgate (kvgate's "
+               "approximation, as kvgate-sim) or llm_d_inference_sim (llm-d's simulator with its simulated "
+               "tokenizer: a model name not on Hugging Face, or --force-dummy-tokenizer)"},
     OptionSpec{"models[].block_size", integer, "16", "must equal the engines' KV block size"},
     OptionSpec{"models[].adapters", list, "",
                "LoRA adapters the workers serve (vLLM --lora-modules names): a request naming one as \"model\" "
@@ -250,7 +258,9 @@ constexpr std::array kOptions{
     OptionSpec{"models[].workers", list, "", "the configured workers"},
     OptionSpec{"models[].workers[].id", text, "", "unique across the file; labels metrics and logs (required)"},
     OptionSpec{"models[].workers[].url", text, "", "http://host:port of the engine (required)"},
-    OptionSpec{"models[].workers[].kv_events", text, "", "the engine's ZMQ KV-event publisher, tcp://host:port"},
+    OptionSpec{"models[].workers[].kv_events", text, "",
+               "the engine's ZMQ KV-event publisher, tcp://host:port; listen: its engine publishes to "
+               "kv_events.listen"},
     OptionSpec{"models[].workers[].kv_events_replay", text, "", "the engine's replay (ROUTER) socket"},
     OptionSpec{"models[].workers[].kv_capacity_blocks", integer, "",
                "the engine's GPU KV blocks; unset: what its metrics say, else index.default_kv_capacity_blocks"},
@@ -282,7 +292,8 @@ constexpr std::array kOptions{
     OptionSpec{"models[].workers_from.dns.name", text, "", "the name to resolve (required)"},
     OptionSpec{"models[].workers_from.dns.port", integer, "", "the engines' port (required)"},
     OptionSpec{"models[].workers_from.dns.interval", duration, "10s", "between two lookups"},
-    OptionSpec{"models[].workers_from.dns.kv_events", text, "", "e.g. tcp://{host}:5557 ({host}: the address)"},
+    OptionSpec{"models[].workers_from.dns.kv_events", text, "",
+               "e.g. tcp://{host}:5557 ({host}: the address), or listen"},
     OptionSpec{"models[].workers_from.dns.kv_events_replay", text, "", "e.g. tcp://{host}:5558"},
     OptionSpec{"models[].workers_from.dns.nameserver", text, "",
                "ip:port of the DNS server; empty: the system's resolv.conf (a pod's cluster DNS)"},

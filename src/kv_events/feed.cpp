@@ -81,6 +81,14 @@ Feed::Feed(zmq::context_t& context, IndexStats& stats, WorkerFeed config, FeedSe
   if (!events_on()) {
     return;
   }
+  if (on_listener()) {
+    // The engine dials the gateway: no socket of this worker's own; the
+    // listener hands over its messages (deliver).
+    open_replay_socket();
+    spdlog::info("kv events: worker {} publishes to kv_events.listen (topic kv@{}@<model>)", worker_id_,
+                 config_.listener_addresses.empty() ? std::string("?") : config_.listener_addresses.front());
+    return;
+  }
   static std::atomic<std::uint64_t> monitor_number{0};
   subscriber_.emplace(context_, zmq::socket_type::sub);
   configure_reconnect(*subscriber_);
@@ -114,7 +122,7 @@ void Feed::open_replay_socket() {
 
 bool Feed::same_source(const WorkerFeed& other) const {
   return other.worker == config_.worker && other.events_endpoint == config_.events_endpoint &&
-         other.replay_endpoint == config_.replay_endpoint;
+         other.listener_addresses == config_.listener_addresses && other.replay_endpoint == config_.replay_endpoint;
 }
 
 void Feed::update(const WorkerFeed& other, FeedSettings settings) {
@@ -151,6 +159,10 @@ void Feed::receive(std::uint64_t now_ms) {
   if (!events_on()) {
     return;
   }
+  if (on_listener()) {
+    receive_replay(now_ms);
+    return;
+  }
   receive_monitor();
   receive_replay(now_ms);
   receive_live(now_ms);
@@ -180,15 +192,28 @@ void Feed::receive_live(std::uint64_t now_ms) {
     if (!frames) {
       return;
     }
-    // [topic, sequence (8 bytes, big-endian), payload]
-    auto sequence = frames->size() == 3 ? read_sequence((*frames)[1]) : std::nullopt;
-    if (!sequence) {
-      ++status_.decode_errors;
-      config_.worker->series().kv_event_decode_error();
-      continue;
-    }
-    perform(tracker_.on_live({*sequence, (*frames)[2].to_string()}, now_ms), now_ms);
+    live_message(*frames, now_ms);
   }
+}
+
+void Feed::deliver(std::vector<zmq::message_t>& frames, std::uint64_t now_ms) {
+  if (!status_.connected.exchange(true)) {
+    // No connection of its own to watch: its first message says it is there.
+    spdlog::info("kv events: worker {} publishes to the listener", worker_id_);
+  }
+  receive_replay(now_ms);
+  live_message(frames, now_ms);
+}
+
+void Feed::live_message(std::vector<zmq::message_t>& frames, std::uint64_t now_ms) {
+  // [topic, sequence (8 bytes, big-endian), payload]
+  auto sequence = frames.size() == 3 ? read_sequence(frames[1]) : std::nullopt;
+  if (!sequence) {
+    ++status_.decode_errors;
+    config_.worker->series().kv_event_decode_error();
+    return;
+  }
+  perform(tracker_.on_live({*sequence, frames[2].to_string()}, now_ms), now_ms);
 }
 
 void Feed::send_replay_request(std::uint64_t from) {
@@ -238,6 +263,7 @@ void Feed::perform(SequenceActions actions, std::uint64_t now_ms) {
         spdlog::warn("kv events: worker {} sequence gap: expected {}, got {}", worker_id_, action.expected, action.got);
         break;
       case Kind::engine_restarted:
+        restart_seen_in_events_ = true;  // the metrics' sign of it, when it comes, is this restart
         ++status_.resets;
         config_.worker->series().kv_event_reset();
         spdlog::warn("kv events: worker {} restarted (sequence went back); its index entries were dropped", worker_id_);
@@ -418,14 +444,36 @@ std::uint64_t Feed::capacity_blocks() const {
 }
 
 void Feed::tick(std::uint64_t now_ms) {
+  if (const auto restarts = config_.worker->engine().restarts(); restarts != engine_restarts_seen_) {
+    // The engine's counters went down: it restarted and its cache is empty.
+    // Without events they are the only sign; with events they catch a
+    // restart whose first batches were lost before its publisher connected
+    // (sequences can then look like a gap or a continuation).
+    engine_restarts_seen_ = restarts;
+    if (!events_on()) {
+      config_.cache->caches.drop_worker(config_.slot);
+      spdlog::info("worker {}: its engine restarted; its modelled cache is emptied", worker_id_);
+    } else if (on_listener() && !restart_seen_in_events_) {
+      // A connected stream sees its publisher go (the socket monitor), so
+      // any sequence but the next then means a restart; a worker on the
+      // listener has no connection of its own, and the restarted engine's
+      // first batches may be lost before its publisher connects: its
+      // counters are the sign. Entries it stored since are dropped too
+      // (under-reporting only, until it stores them again).
+      config_.cache->caches.drop_worker(config_.slot);
+      tracker_.on_engine_restarted();
+      ++status_.resets;
+      config_.worker->series().kv_event_reset();
+      status_.last_sequence = -1;
+      spdlog::warn(
+          "kv events: worker {}'s engine restarted (its metrics' counters went down); its index entries "
+          "were dropped",
+          worker_id_);
+    }
+    restart_seen_in_events_ = false;
+  }
   if (events_on()) {
     perform(tracker_.on_tick(now_ms), now_ms);
-  } else if (const auto restarts = config_.worker->engine().restarts(); restarts != engine_restarts_seen_) {
-    // Without events, only the engine's counters tell that it restarted
-    // (and its cache is empty): what kvgate modelled there goes.
-    engine_restarts_seen_ = restarts;
-    config_.cache->caches.drop_worker(config_.slot);
-    spdlog::info("worker {}: its engine restarted; its modelled cache is emptied", worker_id_);
   }
   publish_counts(now_ms);
 }

@@ -34,6 +34,11 @@ class Feed {
   void add_poll_items(std::vector<zmq::pollitem_t>& items);
   // Takes what the sockets have (never blocks).
   void receive(std::uint64_t now_ms);
+  // A worker whose engine publishes to the listener (kv_events.listen): a
+  // message the listener received under one of its addresses.
+  [[nodiscard]] bool on_listener() const { return config_.events_endpoint == kListenerEndpoint; }
+  [[nodiscard]] const std::vector<std::string>& listener_addresses() const { return config_.listener_addresses; }
+  void deliver(std::vector<zmq::message_t>& frames, std::uint64_t now_ms);
   void assume(std::span<const BlockHash> blocks, std::uint64_t now_ms, std::uint64_t ticket);
   void withdraw(std::span<const BlockHash> blocks, std::uint64_t ticket, std::uint64_t now_ms);
   void finish(std::uint64_t ticket, std::uint64_t now_ms);
@@ -46,6 +51,7 @@ class Feed {
   void open_replay_socket();
   void receive_monitor();
   void receive_live(std::uint64_t now_ms);
+  void live_message(std::vector<zmq::message_t>& frames, std::uint64_t now_ms);
   void receive_replay(std::uint64_t now_ms);
   void perform(SequenceActions actions, std::uint64_t now_ms);
   void apply(const EventMessage& message, std::uint64_t now_ms);
@@ -70,6 +76,9 @@ class Feed {
   // The engine restarts the scraper had seen at the last tick: a worker
   // without events loses what kvgate modelled of its cache at each one.
   std::uint64_t engine_restarts_seen_ = 0;
+  // The events showed a restart since the metrics last did (a worker on the
+  // listener then need not act on the metrics' sign of the same restart).
+  bool restart_seen_in_events_ = false;
   bool unknown_group_logged_ = false;    // a cache group kvgate does not model is logged once per worker
   bool unknown_adapter_logged_ = false;  // so is an adapter the model does not list
 

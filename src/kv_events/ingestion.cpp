@@ -8,6 +8,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <map>
+#include <unordered_map>
+#include <unordered_set>
 #include <zmq.hpp>
 
 #include "feed.hpp"
@@ -19,7 +21,29 @@ IndexStats::IndexStats(prometheus::Registry& registry)
                     .Name("kvgate_index_evictions_total")
                     .Help("(block, worker) entries dropped from the prefix index to stay under index.max_entries")
                     .Register(registry)
-                    .Add({})) {}
+                    .Add({})),
+      unmatched_listener_messages(prometheus::BuildCounter()
+                                      .Name("kvgate_kv_events_unmatched_total")
+                                      .Help("KV-event messages on kv_events.listen whose topic names no worker "
+                                            "(kv@<host:port or host>@<model>), skipped")
+                                      .Register(registry)
+                                      .Add({})) {}
+
+namespace {
+
+// llm-d's topic kv@<address>@<model> -> <address>; empty when the topic has
+// another form.
+std::string_view topic_address(std::string_view topic) {
+  constexpr std::string_view kPrefix = "kv@";
+  if (!topic.starts_with(kPrefix)) {
+    return {};
+  }
+  topic.remove_prefix(kPrefix.size());
+  const auto end = topic.find('@');
+  return end == std::string_view::npos ? std::string_view() : topic.substr(0, end);
+}
+
+}  // namespace
 
 struct Ingestion::Commands {
   // A routing-time insert, its withdrawal or its request's end; kept in
@@ -60,6 +84,9 @@ class Ingestion::Loop {
       for (auto& [key, feed] : feeds_) {
         feed->add_poll_items(items);
       }
+      if (listener_) {
+        items.push_back({listener_->handle(), 0, ZMQ_POLLIN, 0});
+      }
       auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - Clock::now());
       zmq::poll(items.data(), items.size(), std::max(wait, std::chrono::milliseconds(0)));
       if ((items[0].revents & ZMQ_POLLIN) != 0) {
@@ -72,6 +99,7 @@ class Ingestion::Loop {
       for (auto& [key, feed] : feeds_) {
         feed->receive(now_ms());
       }
+      receive_listener();
       if (Clock::now() >= next_tick) {
         tick();
         next_tick = Clock::now() + kTick;
@@ -134,6 +162,75 @@ class Ingestion::Loop {
     }
   }
 
+  // The listener's messages, each handed to the feed its topic names.
+  void receive_listener() {
+    if (!listener_) {
+      return;
+    }
+    constexpr int kMaxMessages = 4096;  // bound on one wake-up's work, as a feed's
+    for (int count = 0; count < kMaxMessages; ++count) {
+      std::vector<zmq::message_t> frames;
+      zmq::message_t frame;
+      if (!listener_->recv(frame, zmq::recv_flags::dontwait)) {
+        return;
+      }
+      frames.push_back(std::move(frame));
+      while (listener_->get(zmq::sockopt::rcvmore) != 0) {
+        zmq::message_t more;
+        (void)listener_->recv(more, zmq::recv_flags::none);  // the rest of a multipart message is already here
+        frames.push_back(std::move(more));
+      }
+      const auto topic = frames.front().to_string_view();
+      auto found = listener_feeds_.find(std::string(topic_address(topic)));
+      if (found == listener_feeds_.end() || found->second == nullptr) {
+        stats_.unmatched_listener_messages.Increment();
+        constexpr std::size_t kLoggedTopics = 64;  // a flood of topics logs this many, then is only counted
+        if (logged_topics_.size() < kLoggedTopics && logged_topics_.insert(std::string(topic)).second) {
+          spdlog::warn(
+              "kv events: a message on kv_events.listen has topic '{}', which names {} worker; skipped "
+              "(kvgate_kv_events_unmatched_total; the topic must be kv@<host:port or host>@<model> of a "
+              "worker with kv_events: listen)",
+              topic.substr(0, 200), found == listener_feeds_.end() ? "no" : "more than one");
+        }
+        continue;
+      }
+      found->second->deliver(frames, now_ms());
+    }
+  }
+
+  // The listener bound to kv_events.listen (rebound when it changes), and
+  // which feed each topic address names (null: more than one).
+  void configure_listener() {
+    if (event_options_.listen != listener_address_) {
+      listener_.reset();
+      listener_address_ = event_options_.listen;
+      if (!listener_address_.empty()) {
+        try {
+          listener_.emplace(context_, zmq::socket_type::sub);
+          listener_->set(zmq::sockopt::linger, 0);
+          listener_->set(zmq::sockopt::subscribe, "");
+          listener_->bind(listener_address_);
+          spdlog::info("kv events: listening on {} for engines that publish to kvgate", listener_address_);
+        } catch (const zmq::error_t& error) {
+          spdlog::error("kv events: cannot bind kv_events.listen {}: {}", listener_address_, error.what());
+          listener_.reset();
+        }
+      }
+    }
+    listener_feeds_.clear();
+    for (auto& [key, feed] : feeds_) {
+      if (!feed->on_listener()) {
+        continue;
+      }
+      for (const auto& address : feed->listener_addresses()) {
+        auto [at, added] = listener_feeds_.emplace(address, feed.get());
+        if (!added && at->second != feed.get()) {
+          at->second = nullptr;  // two workers share a host: only host:port tells them apart
+        }
+      }
+    }
+  }
+
   void reconfigure(Commands::Configure configure) {
     index_options_ = configure.index_options;
     event_options_ = configure.event_options;
@@ -157,6 +254,7 @@ class Ingestion::Loop {
       feed->drop_entries();  // removed from the config
     }
     feeds_ = std::move(next);
+    configure_listener();
   }
 
   FeedSettings settings() const {
@@ -184,6 +282,10 @@ class Ingestion::Loop {
   config::IndexOptions index_options_;
   config::KvEventOptions event_options_;
   std::map<FeedKey, std::unique_ptr<Feed>> feeds_;
+  std::optional<zmq::socket_t> listener_;
+  std::string listener_address_;
+  std::unordered_map<std::string, Feed*> listener_feeds_;
+  std::unordered_set<std::string> logged_topics_;
   const Clock::time_point started_ = Clock::now();
 };
 

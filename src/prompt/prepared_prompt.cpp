@@ -3,6 +3,7 @@
 #include "kvgate/openai/prompt.hpp"
 #include "kvgate/prompt/approximate_prompt.hpp"
 #include "kvgate/prompt/exact_tokens.hpp"
+#include "kvgate/prompt/llmd_sim_prompt.hpp"
 
 namespace kvgate::prompt {
 
@@ -41,6 +42,8 @@ Result<PreparedPrompt, openai::ApiError> prepare_prompt(const PromptModel& model
     result.segment_misses = workspace.segment_cache_misses() - misses;
     result.iterations_replayed = render_cache.replayed_iterations() - replayed;
     result.iterations_evaluated = render_cache.evaluated_iterations() - evaluated;
+  } else if (model.stand_in == StandInTokenizer::llm_d_inference_sim) {
+    tokens = llmd_sim_prompt_tokens(request);
   } else {
     tokens = approximate_prompt_tokens(
         request.chat_body ? openai::extract_prompt(*request.chat_body, openai::Endpoint::chat_completions)

@@ -250,6 +250,7 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
     ModelRoute model{model_options.name,           model_options.block_size, {},
                      model_options.adapters,       assignment.cache,         tokenizers[model_index],
                      model_options.cache_isolation};
+    model.stand_in_tokenizer = model_options.stand_in_tokenizer;
     // Configured, else the model's own (its config.json), else the default.
     const auto* tokenizer = tokenizers[model_index].get();
     model.kv_bytes_per_token = model_options.kv_bytes_per_token.value_or(tokenizer != nullptr && tokenizer->kv_shape
@@ -319,7 +320,12 @@ std::vector<kv_events::WorkerFeed> worker_feeds(const RoutingTable& table) {
   std::vector<kv_events::WorkerFeed> feeds;
   for (const auto& model : table.models) {
     for (const auto& worker : model.workers) {
-      feeds.push_back({worker.state, model.cache, worker.slot, worker.options.kv_events,
+      std::vector<std::string> listener_addresses;
+      if (worker.options.kv_events == kv_events::kListenerEndpoint) {
+        const auto& authority = worker.options.endpoint.authority;
+        listener_addresses = {authority.to_string(), authority.host};
+      }
+      feeds.push_back({worker.state, model.cache, worker.slot, worker.options.kv_events, std::move(listener_addresses),
                        worker.options.kv_events_replay, worker.options.kv_capacity_blocks,
                        table.options->index.default_kv_capacity_blocks,
                        worker.options.cache_model == config::CacheModel::sequences ? worker.options.slots : 0,

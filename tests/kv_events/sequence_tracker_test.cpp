@@ -78,6 +78,22 @@ TEST(SequenceTracker, BatchesInOrderAreApplied) {
   EXPECT_EQ(tracker.last_sequence(), 2u);
 }
 
+// A restart another source reported (the engine's counters went down):
+// the next batch starts the stream again even when its sequence looks like
+// the next one (the new engine's first batch was lost), or like a gap.
+TEST(SequenceTracker, ARestartReportedElsewhereStartsTheStreamAgain) {
+  SequenceTracker tracker(with_replay(), 0);
+  EXPECT_EQ(transcript(tracker.on_live(batch(0), 1)), Lines{"apply:0"});
+  EXPECT_EQ(transcript(tracker.on_live(batch(1), 2)), Lines{"apply:1"});
+  tracker.on_engine_restarted();
+  EXPECT_EQ(transcript(tracker.on_live(batch(2), 3)), (Lines{"replay:0"}));
+  SequenceTracker plain(with_replay(false), 0);
+  EXPECT_EQ(transcript(plain.on_live(batch(1), 1)), Lines{"apply:1"});
+  plain.on_engine_restarted();
+  EXPECT_EQ(transcript(plain.on_live(batch(5), 2)), Lines{"apply:5"});
+  EXPECT_EQ(transcript(plain.on_live(batch(6), 3)), Lines{"apply:6"});
+}
+
 TEST(SequenceTracker, AGapIsReplayedThenTheHeldBatchesFollowInOrder) {
   SequenceTracker tracker(with_replay(), 0);
   tracker.on_live(batch(0), 1);

@@ -12,6 +12,7 @@
 #include "kvgate/core/units.hpp"
 #include "kvgate/crypto/digest.hpp"
 #include "kvgate/prefix/attention.hpp"
+#include "kvgate/prompt/stand_in_tokenizer.hpp"
 
 namespace kvgate::config {
 
@@ -166,7 +167,7 @@ inline constexpr double kDefaultKvBytesPerToken = 131'072;
 
 struct ModelOptions {
   std::string name;
-  std::string tokenizer;  // empty: approximate tokenisation
+  std::string tokenizer;  // empty: the stand-in tokenisation (stand_in_tokenizer)
   std::uint32_t block_size = 16;
   // The configured workers; with workers_from, the discovered ones are
   // added to these at run time (a static entry wins over a discovered one
@@ -206,6 +207,8 @@ struct ModelOptions {
   double offload_gbps = 25;
   // A model whose workers have roles (prefill, decode).
   std::optional<DisaggregationOptions> disaggregation;
+  // Without a tokenizer folder: whose stand-in tokens the engines compute.
+  prompt::StandInTokenizer stand_in_tokenizer = prompt::StandInTokenizer::kvgate;
   bool operator==(const ModelOptions&) const = default;
 };
 
@@ -401,6 +404,10 @@ struct IndexOptions {
 
 struct KvEventOptions {
   Milliseconds replay_timeout{1'000};  // a replay that has not ended by then failed
+  // A SUB socket kvgate binds for engines that dial out (llm-d's simulator,
+  // vLLM with a connecting publisher): workers with kv_events "listen"
+  // are told apart by the messages' topic, kv@<host:port or host>@<model>.
+  std::string listen;
   // A worker with events configured that got traffic but sent no event for
   // this long is flagged as silent.
   Milliseconds silence_after{10'000};

@@ -43,6 +43,9 @@ namespace kvgate::kv_events {
 struct IndexStats {
   explicit IndexStats(prometheus::Registry& registry);
   prometheus::Counter& evictions;  // (block, worker) entries dropped to stay under index.max_entries
+  // Messages on kv_events.listen that name no worker (or several): topics
+  // not of the form kv@<address>@<model>, or an address no worker has.
+  prometheus::Counter& unmatched_listener_messages;
 };
 
 class Ingestion final : public IndexWriter {

@@ -82,6 +82,16 @@ class SequenceTracker {
   SequenceActions on_replay(EventMessage message, std::uint64_t now_ms);
   // The subscriber lost its connection (a restart may follow).
   void on_disconnected() { disconnected_since_last_ = true; }
+  // Another source said the engine restarted (its metrics' counters went
+  // down): whatever sequence comes next starts the stream again, even one
+  // right after the last (the restarted engine's first batches may have
+  // been lost before its publisher was connected). A replay under way ends.
+  void on_engine_restarted() {
+    last_sequence_.reset();
+    disconnected_since_last_ = false;
+    replaying_ = false;
+    held_.clear();
+  }
   // `new_blocks` were routed to the worker (routing-time inserts).
   void on_routed(std::uint64_t new_blocks, std::uint64_t now_ms);
   SequenceActions on_tick(std::uint64_t now_ms);

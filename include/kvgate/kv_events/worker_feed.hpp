@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kvgate/kv_events/model_cache.hpp"
@@ -15,11 +16,19 @@ class WorkerState;
 
 namespace kvgate::kv_events {
 
+// A worker's events_endpoint meaning that its engine dials out to the
+// gateway's own SUB socket (kv_events.listen) rather than publishing on a
+// socket of its own.
+inline constexpr std::string_view kListenerEndpoint = "listen";
+
 struct WorkerFeed {
   std::shared_ptr<workers::WorkerState> worker;
   std::shared_ptr<ModelCache> cache;
   WorkerSlot slot = 0;
-  std::string events_endpoint;  // empty: approximate mode
+  std::string events_endpoint;  // empty: approximate mode; kListenerEndpoint: the listener
+  // With the listener: the topics' address fields that are this worker's
+  // (llm-d's topic kv@<address>@<model>: its URL's host:port, and its host).
+  std::vector<std::string> listener_addresses;
   std::string replay_endpoint;  // empty: gaps cannot be replayed
   // The worker's KV capacity in blocks, for approximate mode: the
   // configured one, else the engine's num_gpu_blocks (scraped), else the

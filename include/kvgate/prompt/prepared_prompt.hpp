@@ -14,6 +14,7 @@
 #include "kvgate/openai/request.hpp"
 #include "kvgate/prefix/block_hash.hpp"
 #include "kvgate/prompt/model_tokenizer.hpp"
+#include "kvgate/prompt/stand_in_tokenizer.hpp"
 
 namespace kvgate::prompt {
 
@@ -36,13 +37,15 @@ struct PromptModel {
   std::string_view adapter;  // the LoRA adapter the request names (its own partition); empty: the base model
   std::optional<std::size_t> adapter_index;  // its position in the model's adapters
   std::uint32_t block_size = 16;
-  const ModelTokenizer* tokenizer = nullptr;  // null: approximate tokenisation
+  const ModelTokenizer* tokenizer = nullptr;  // null: the stand-in below
+  StandInTokenizer stand_in = StandInTokenizer::kvgate;
 };
 
 // Models with a tokenizer folder are tokenised exactly as the engine will
 // (chat template, then the tokenizer without added special tokens; text
-// prompts with them, as vLLM's completions default); others approximately
-// (tokenizer/approximate.hpp). A chat template that fails is the client's
+// prompts with them, as vLLM's completions default); others with their
+// engines' stand-in (kvgate's approximation, tokenizer/approximate.hpp, or
+// llm-d-inference-sim's, llmd_sim_prompt.hpp). A chat template that fails is the client's
 // error (400 with the template's message, code chat_template_error).
 // `local_now` is the clock the template's strftime_now reads. Renders with a
 // per-thread render cache (earlier turns' messages are replayed, not

@@ -44,8 +44,9 @@ struct ModelRoute {
   // naming one routes here in the adapter's own cache partition.
   std::vector<std::string> adapters;
   std::shared_ptr<kv_events::ModelCache> cache;             // the model's prefix index
-  std::shared_ptr<const prompt::ModelTokenizer> tokenizer;  // null: approximate tokenisation
+  std::shared_ptr<const prompt::ModelTokenizer> tokenizer;  // null: the stand-in below
   config::CacheIsolation cache_isolation = config::CacheIsolation::none;
+  prompt::StandInTokenizer stand_in_tokenizer = prompt::StandInTokenizer::kvgate;
   // Loading one token's KV from a lower tier (config: kv_bytes_per_token
   // over offload_gbps).
   double ms_per_offloaded_token = 0;
@@ -88,8 +89,12 @@ struct ModelRoute {
 
   // `adapter`: its position in `adapters` (nullopt: the base model).
   [[nodiscard]] prompt::PromptModel prompt_model(std::optional<std::size_t> adapter = std::nullopt) const {
-    return {name, adapter ? std::string_view(adapters[*adapter]) : std::string_view(), adapter, block_size,
-            tokenizer.get()};
+    return {name,
+            adapter ? std::string_view(adapters[*adapter]) : std::string_view(),
+            adapter,
+            block_size,
+            tokenizer.get(),
+            stand_in_tokenizer};
   }
   // Index of the worker with this id; workers.size() when there is none.
   // `hint`: where it was last seen (one compare when it is still there, a
