@@ -121,6 +121,33 @@ health_check: {interval: 1s}
 YAML
 }
 
+# A real Envoy (.tools/bin/envoy) running deploy/envoy/envoy.yaml, its
+# listener on a free loopback port, its picker at PICKER_PORT; sets
+# $envoy_port to the listener's port once Envoy is ready. ENVOY_CONFIG: another bootstrap with
+# the same three ports (8081 listener, 9002 picker, 9901 admin).
+#   start_envoy NAME PICKER_PORT
+start_envoy() {
+  local name=$1 picker_port=$2 port admin tries
+  port=$(free_port)
+  admin=$(free_port)
+  sed -e "s/{address: 0.0.0.0, port_value: 8081}/{address: 127.0.0.1, port_value: $port}/" \
+    -e "s/port_value: 9002}/port_value: $picker_port}/" -e "s/port_value: 9901}/port_value: $admin}/" \
+    "${ENVOY_CONFIG:-deploy/envoy/envoy.yaml}" >"$work/$name.envoy.yaml"
+  .tools/bin/envoy -c "$work/$name.envoy.yaml" --disable-hot-restart --concurrency "${KVGATE_ENVOY_THREADS:-1}" \
+    -l warn >"$work/$name.envoy.log" 2>&1 &
+  pids+=($!)
+  for tries in $(seq 200); do
+    if [[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$admin/ready")" == 200 ]]; then
+      envoy_port=$port
+      return 0
+    fi
+    sleep 0.05  # start-up poll: Envoy announces nothing on stdout
+  done
+  echo "Envoy ($name) did not start:" >&2
+  cat "$work/$name.envoy.log" >&2
+  exit 1
+}
+
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
@@ -231,10 +258,13 @@ start_fleet() {
     esac
     # picker_POLICY: kvgate as an endpoint picker with that policy, behind
     # kvgate-epp-dataplane (Envoy's part: ask the picker, forward, stream
-    # the response back through it).
+    # the response back through it). envoy_POLICY: the same picker behind a
+    # real Envoy running deploy/envoy/envoy.yaml (.tools/bin/envoy).
     local picker_policy=""
     if [[ "$target" == picker_* ]]; then
       picker_policy=${target#picker_}
+    elif [[ "$target" == envoy_* ]]; then
+      picker_policy=${target#envoy_}
     fi
     local variant="KVGATE_TARGET_${picker_policy:-$target}"
     local routing="{policy: ${picker_policy:-$target}}"
@@ -263,8 +293,13 @@ YAML
       local epp
       epp=$(sed -E 's/.*epp=([^ ]+).*/\1/' <<<"$started")
       epps+=("$target=$epp")
-      start_server "dataplane-$target" build/bench/epp/kvgate-epp-dataplane --picker "$epp"
-      api=${started#listening }
+      if [[ "$target" == envoy_* ]]; then
+        start_envoy "$target" "${epp##*:}"
+        api=127.0.0.1:$envoy_port
+      else
+        start_server "dataplane-$target" build/bench/epp/kvgate-epp-dataplane --picker "$epp"
+        api=${started#listening }
+      fi
     fi
     runs+=(--run "$target=http://$api")
     admins+=("$target=$admin")

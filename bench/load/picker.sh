@@ -3,14 +3,20 @@
 # invocation, and the picker's own cost:
 #  1. the demo's chat workload (kvgate-bench's "chat" preset, SESSIONS
 #     sessions, default 200) at 70% load, through kvgate's proxy with
-#     cache_aware and through kvgate-epp-dataplane (Envoy's data path)
-#     asking kvgate's picker with cache_aware: hit rate, TTFT;
+#     cache_aware, through a real Envoy (deploy/envoy/envoy.yaml) asking
+#     kvgate's picker with cache_aware (envoy_cache_aware), and through
+#     kvgate-epp-dataplane (a stand-in for Envoy's data path) asking it
+#     (picker_cache_aware): hit rate, TTFT;
 #  2. the WEKA Claude Code sessions at 70% (trace.sh weka70's scaling,
 #     WEKA sessions, default 75), the same two targets;
 #  3. kvgate-epp-load against the picker: a 32k-token chat's pick latency
 #     beside the gateway's own decision time (kvgate_picker_pick_seconds),
-#     and small requests per second with kvgate pinned to one CPU.
-# Reports land in build/picker-report/ (chat/, weka/, cost.json).
+#     and small requests per second with kvgate pinned to one CPU;
+#  4. a 32k-token chat through real Envoy asking the picker against the
+#     same Envoy configuration routing straight to the one replica (no
+#     ext_proc), requests alternating between the two: what the picker
+#     adds to the client's latency.
+# Reports land in build/picker-report/ (chat/, weka/, cost.json, envoy.json).
 #   bench/load/picker.sh [SESSIONS] [WEKA_SESSIONS]
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -19,12 +25,13 @@ traces=${KVGATE_TRACES:-../shared/data/traces}
 sessions=${1:-200}
 weka_sessions=${2:-75}
 source scripts/lib.sh
+[[ -x .tools/bin/envoy ]] || bash scripts/install_tools.sh
 cmake --build build -j"${KVGATE_JOBS:-2}" \
   --target kvgate kvgate-sim kvgate-bench kvgate-epp-dataplane kvgate-epp-load >/dev/null
 out=build/picker-report
 rm -rf "$out"
 mkdir -p "$out"
-targets=(cache_aware picker_cache_aware)
+targets=(cache_aware envoy_cache_aware picker_cache_aware)
 
 echo "== 1. the chat workload at 70% load"
 (
@@ -66,3 +73,55 @@ echo "== 3. the picker's own cost"
   printf '{"long_chat": %s, "small_requests_one_core": %s}\n' "$long" "$small" >"$out/cost.json"
 )
 cat "$out/cost.json"
+
+echo "== 4. what the picker adds behind a real Envoy, 32k-token chat"
+(
+  export KVGATE_TIME_SCALE=1000 KVGATE_REPLICAS=1
+  begin_run picker-envoy
+  start_fleet 4000 40000 envoy_cache_aware >/dev/null
+  picked=${runs[1]#*=}
+  replica=${urls[0]#http://}
+  # The shipped bootstrap without the ext_proc filter, its pool the replica.
+  python3 - "$replica" <deploy/envoy/envoy.yaml >"$work/direct.yaml" <<'PY'
+import re, sys
+host, port = sys.argv[1].rsplit(":", 1)
+text = sys.stdin.read()
+text = re.sub(r"                  - name: envoy\.filters\.http\.ext_proc\n(?:                    .*\n)+", "", text)
+text = re.sub(r"    - name: pool\n(?:      .*\n)+",
+              "    - name: pool\n      type: STATIC\n      connect_timeout: 5s\n      load_assignment:\n"
+              "        cluster_name: pool\n        endpoints:\n          - lb_endpoints:\n"
+              f"              - endpoint: {{address: {{socket_address: {{address: {host}, port_value: {port}}}}}}}\n",
+              text)
+print(text, end="")
+PY
+  ENVOY_CONFIG="$work/direct.yaml" start_envoy direct 9
+  direct="http://127.0.0.1:$envoy_port"
+  python3 - "$picked" "$direct" "$out/envoy.json" <<'PY'
+import json, statistics, sys, time, urllib.request
+picked, direct, out = sys.argv[1:]
+words = " ".join(f"w{i}" for i in range(1, 40000))
+body = json.dumps({"model": "demo-model", "max_tokens": 1,
+                   "messages": [{"role": "user", "content": words[: 32768 * 4]}]}).encode()
+def once(base):
+    request = urllib.request.Request(base + "/v1/chat/completions", body, {"content-type": "application/json"})
+    start = time.perf_counter()
+    with urllib.request.urlopen(request) as response:
+        response.read()
+    return (time.perf_counter() - start) * 1000
+for base in (picked, direct):
+    for _ in range(20):
+        once(base)  # warm-up: tokeniser caches, connections, the replica's prefix cache
+times = {"picker": [], "direct": []}
+for _ in range(300):  # alternating, so both see the same machine
+    times["picker"].append(once(picked))
+    times["direct"].append(once(direct))
+def pct(values, q):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+report = {name: {"p50_ms": round(pct(v, 0.5), 3), "p99_ms": round(pct(v, 0.99), 3)} for name, v in times.items()}
+report["added_p50_ms"] = round(report["picker"]["p50_ms"] - report["direct"]["p50_ms"], 3)
+report["added_p99_ms"] = round(report["picker"]["p99_ms"] - report["direct"]["p99_ms"], 3)
+json.dump(report, open(out, "w"), indent=1)
+PY
+)
+cat "$out/envoy.json"
