@@ -17,6 +17,7 @@
 #     ext_proc), requests alternating between the two: what the picker
 #     adds to the client's latency.
 # Reports land in build/picker-report/ (chat/, weka/, cost.json, envoy.json).
+# KVGATE_PICKER_STEPS: the steps to run (default "1 2 3 4").
 #   bench/load/picker.sh [SESSIONS] [WEKA_SESSIONS]
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -32,9 +33,10 @@ out=build/picker-report
 rm -rf "$out"
 mkdir -p "$out"
 targets=(cache_aware envoy_cache_aware picker_cache_aware)
+steps=" ${KVGATE_PICKER_STEPS:-1 2 3 4} "
+step() { [[ "$steps" == *" $1 "* ]]; }
 
-echo "== 1. the chat workload at 70% load"
-(
+step 1 && echo "== 1. the chat workload at 70% load" && (
   export KVGATE_TIME_SCALE=2
   begin_run picker-chat
   start_fleet 4000 2560 "${targets[@]}" >/dev/null
@@ -42,10 +44,9 @@ echo "== 1. the chat workload at 70% load"
     --load 0.7 --concurrency 64 --baseline cache_aware --fleet "$fleet" --out "$work/report" >/dev/null
   mkdir -p "$out/chat" && cp "$work/report/"* "$out/chat/"
 )
-sed -n '/^| run | requests/,/^$/p' "$out/chat/report.md"
+step 1 && sed -n '/^| run | requests/,/^$/p' "$out/chat/report.md"
 
-echo "== 2. the WEKA sessions at 70% load"
-(
+step 2 && echo "== 2. the WEKA sessions at 70% load" && (
   export KVGATE_REPLICAS=4 KVGATE_TIME_SCALE=2
   weka_workload "$traces" "$weka_sessions"
   begin_run picker-weka
@@ -54,10 +55,9 @@ echo "== 2. the WEKA sessions at 70% load"
     --baseline cache_aware --fleet "$fleet" --out "$work/report" >/dev/null
   mkdir -p "$out/weka" && cp "$work/report/"* "$out/weka/"
 )
-sed -n '/^| run | requests/,/^$/p' "$out/weka/report.md"
+step 2 && sed -n '/^| run | requests/,/^$/p' "$out/weka/report.md"
 
-echo "== 3. the picker's own cost"
-(
+step 3 && echo "== 3. the picker's own cost" && (
   export KVGATE_TIME_SCALE=2
   begin_run picker-cost
   start_fleet 4000 40000 picker_cache_aware >/dev/null
@@ -72,22 +72,22 @@ echo "== 3. the picker's own cost"
   small=$("${load[@]}" --prompt-tokens 64 --count 20000 --concurrency 8)
   printf '{"long_chat": %s, "small_requests_one_core": %s}\n' "$long" "$small" >"$out/cost.json"
 )
-cat "$out/cost.json"
+step 3 && cat "$out/cost.json"
 
-echo "== 4. what the picker adds behind a real Envoy, 32k-token chat"
-(
+step 4 && echo "== 4. what the picker adds behind a real Envoy, 32k-token chat" && (
   export KVGATE_TIME_SCALE=1000 KVGATE_REPLICAS=1
   begin_run picker-envoy
   start_fleet 4000 40000 envoy_cache_aware >/dev/null
   picked=${runs[1]#*=}
-  replica=${urls[0]#http://}
+  admin=${admins[0]#*=}
+  replica=$(curl -s "http://$admin/debug/workers" | python3 -c 'import json,sys; print(json.load(sys.stdin)["workers"][0]["url"][7:])')
   # The shipped bootstrap without the ext_proc filter, its pool the replica.
-  python3 - "$replica" <deploy/envoy/envoy.yaml >"$work/direct.yaml" <<'PY'
+  python3 - "$replica" deploy/envoy/envoy.yaml >"$work/direct.yaml" <<'PY'
 import re, sys
 host, port = sys.argv[1].rsplit(":", 1)
-text = sys.stdin.read()
-text = re.sub(r"                  - name: envoy\.filters\.http\.ext_proc\n(?:                    .*\n)+", "", text)
-text = re.sub(r"    - name: pool\n(?:      .*\n)+",
+text = open(sys.argv[2]).read()
+text = re.sub(r"(?m)^                  - name: envoy\.filters\.http\.ext_proc\n(?:                    .*\n)+", "", text)
+text = re.sub(r"(?m)^    - name: pool\n(?:      .*\n)+",
               "    - name: pool\n      type: STATIC\n      connect_timeout: 5s\n      load_assignment:\n"
               "        cluster_name: pool\n        endpoints:\n          - lb_endpoints:\n"
               f"              - endpoint: {{address: {{socket_address: {{address: {host}, port_value: {port}}}}}}}\n",
@@ -124,4 +124,5 @@ report["added_p99_ms"] = round(report["picker"]["p99_ms"] - report["direct"]["p9
 json.dump(report, open(out, "w"), indent=1)
 PY
 )
-cat "$out/envoy.json"
+step 4 && cat "$out/envoy.json"
+:
