@@ -63,6 +63,14 @@ PickerStats::PickerStats(prometheus::Registry& registry)
                                   "(a fallback)")
                             .Register(registry)
                             .Add({})) {
+  auto& abandoned = prometheus::BuildCounter()
+                        .Name("kvgate_picker_abandoned_total")
+                        .Help(
+                            "ext_proc streams that ended before their exchange did (the client left or the data "
+                            "plane reset the stream), by how far it had got: request_body, picked, response")
+                        .Register(registry);
+  abandoned_ = {&abandoned.Add({{"phase", "request_body"}}), &abandoned.Add({{"phase", "picked"}}),
+                &abandoned.Add({{"phase", "response"}})};
   answers_.Add({{"status", "200"}, {"code", "picked"}});
   for (const auto& error : openai::common_errors()) {
     answers_.Add({{"status", std::to_string(error.status)}, {"code", error.code.empty() ? error.type : error.code}});
@@ -97,6 +105,7 @@ class PickerStream final : public grpc::ServerBidiReactor<Request, Response> {
       // The data plane closed its side (the exchange is over), or the
       // stream broke (the client left).
       reads_done_ = true;
+      note_abandoned();
       end_exchange();
       finish_when_written(grpc::Status::OK);
       return;
@@ -124,6 +133,7 @@ class PickerStream final : public grpc::ServerBidiReactor<Request, Response> {
   void OnDone() override {
     {
       std::lock_guard lock(mutex_);
+      note_abandoned();
       end_exchange();
     }
     stats_.stream_closed();
@@ -506,6 +516,29 @@ class PickerStream final : public grpc::ServerBidiReactor<Request, Response> {
   // The exchange is over, whichever way: the attempt ends (served once the
   // engine answered; withdrawn when it never did) and the outcome is
   // recorded once, as the proxy records it.
+  // Counted once, where the stream ends with its exchange unfinished.
+  void note_abandoned() {
+    using At = PickerStats::AbandonedAt;
+    switch (phase_) {
+      case Phase::request_body:
+        stats_.abandoned(At::request_body);
+        break;
+      case Phase::picked:
+        stats_.abandoned(At::picked);
+        break;
+      case Phase::response:
+        // Without the response body the stream's end is the exchange's.
+        if (response_body_streamed_) {
+          stats_.abandoned(At::response);
+        }
+        break;
+      case Phase::request_headers:
+      case Phase::answered_locally:
+      case Phase::ended:
+        break;
+    }
+  }
+
   void end_exchange() {
     if (phase_ == Phase::ended || phase_ == Phase::request_headers || !exchange_.table) {
       phase_ = Phase::ended;

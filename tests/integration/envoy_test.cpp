@@ -249,6 +249,9 @@ TEST_F(EnvoyFleet, AClientThatLeavesMidStreamEndsItsRequest) {
   ASSERT_TRUE(eventually([&] { return decision_records(decisions_).size() == 1; }));
   auto response = chat_through_envoy(chat_request(first_turn("Is pine rot resistant?"), 4));
   EXPECT_EQ(response.status, 200) << response.body;
+  auto metrics = get(fleet_.harness.admin_port(), "/metrics").body;
+  EXPECT_NE(metrics.find("kvgate_picker_abandoned_total{phase=\"response\"} 1\n"), std::string::npos);
+  EXPECT_NE(metrics.find("kvgate_picker_abandoned_total{phase=\"request_body\"} 0\n"), std::string::npos);
 }
 
 // Bytes the C++ fixture never sent: a chunked body with trailers, and a
@@ -280,8 +283,16 @@ TEST_F(EnvoyFleet, TrailersAndABodyCutBetweenPiecesLoseNothing) {
   for (const auto& id : ids_) {
     EXPECT_EQ(worker_state(fleet_.harness, id)["in_flight"], 0) << id;
   }
+  EXPECT_TRUE(eventually([&] {
+    return get(fleet_.harness.admin_port(), "/metrics")
+               .body.find("kvgate_picker_abandoned_total{phase=\"request_body\"} 1\n") != std::string::npos;
+  }));
   auto response = chat_through_envoy(chat_request(first_turn("And for a pergola?"), 4));
   EXPECT_EQ(response.status, 200) << response.body;
+  // The chunked request with trailers ended as it should: not abandoned.
+  EXPECT_NE(
+      get(fleet_.harness.admin_port(), "/metrics").body.find("kvgate_picker_abandoned_total{phase=\"response\"} 0\n"),
+      std::string::npos);
 }
 
 // Envoy's failure mode as shipped, fail closed: with the picker killed the

@@ -17,6 +17,7 @@
 // is its own (one mutex, held while a message is handled); shared state is
 // what the proxy's I/O threads share (gateway::GatewayContext, the
 // admission gate).
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -56,6 +57,10 @@ class PickerStats {
   void picked(double seconds);
   void protocol_error() { protocol_errors_.Increment(); }
   void served_elsewhere() { served_elsewhere_.Increment(); }
+  // A stream that ended before its exchange did (the client left, or the
+  // data plane reset it), by how far the exchange had got.
+  enum class AbandonedAt : std::uint8_t { request_body, picked, response };
+  void abandoned(AbandonedAt at) { abandoned_[static_cast<std::size_t>(at)]->Increment(); }
 
  private:
   prometheus::Gauge& streams_;
@@ -63,6 +68,7 @@ class PickerStats {
   prometheus::Histogram& pick_seconds_;
   prometheus::Counter& protocol_errors_;
   prometheus::Counter& served_elsewhere_;
+  std::array<prometheus::Counter*, 3> abandoned_{};
 };
 
 class EndpointPicker {
