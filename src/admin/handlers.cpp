@@ -63,11 +63,15 @@ AdminResponse metrics(gateway::GatewayContext& context) {
       // effective_prefill_rates: by default the priors times its relative speed).
       const auto prefill = route::effective_prefill_rates(table->options->routing.cache_aware,
                                                           model.pooled_prefill->rates(), median_speed, worker);
+      std::optional<obs::WorkerSeries::State::TtftCalibration> calibration;
+      if (const auto summary = worker.costs().ttft_calibration(); summary.samples > 0) {
+        calibration = {summary.ratio_p50, summary.ratio_p90, summary.relative_error_p50};
+      }
       worker.series().set_state({worker.health().healthy(), worker.load().in_flight(),
                                  worker.load().pending_prefill_tokens(),
                                  worker.load().recent_time_to_first_token_seconds(), prefill.ms_per_token,
                                  prefill.ms_per_token_pair, prefill.base_ms, worker.costs().prefill_rates().samples,
-                                 worker.breaker().ejected(monotonic_now_ms()), worker.costs().drifting()});
+                                 worker.breaker().ejected(monotonic_now_ms()), worker.costs().drifting(), calibration});
       worker.series().set_event_stream_state({!route.options.kv_events.empty(), stream.connected, stream.stale,
                                               stream.silent, model.cache->index.entries_of(route.slot)});
       series.push_back(&worker.series());
@@ -75,6 +79,17 @@ AdminResponse metrics(gateway::GatewayContext& context) {
   }
   context.session_stats().set_active(context.sessions().active(monotonic_now_ms()));
   return {200, "text/plain; version=0.0.4; charset=utf-8", context.exposition().serialize(series)};
+}
+
+// Realized over expected first tokens (null before the first sample).
+json ttft_calibration_json(const workers::TtftCalibrationSummary& summary) {
+  if (summary.samples == 0) {
+    return nullptr;
+  }
+  return {{"samples", summary.samples},
+          {"ratio_p50", summary.ratio_p50},
+          {"ratio_p90", summary.ratio_p90},
+          {"relative_error_p50", summary.relative_error_p50}};
 }
 
 // What the engine said of itself (null until it said).
@@ -178,6 +193,7 @@ AdminResponse debug_workers(gateway::GatewayContext& context) {
           {"in_flight", worker.load().in_flight()},
           {"pending_prefill_tokens", worker.load().pending_prefill_tokens()},
           {"recent_ttft_ms", recent_ttft ? json(*recent_ttft * 1000) : json(nullptr)},
+          {"ttft_calibration", ttft_calibration_json(worker.costs().ttft_calibration())},
           {"mode", index_mode(route)},
           {"engine", std::move(engine)},
           {"drifting", worker.costs().drifting()},

@@ -224,6 +224,13 @@ WorkerSeries::WorkerSeries(std::string_view model, std::string_view worker)
                           "Recent time to first token of the worker's streamed answers, measured by the gateway "
                           "(exponentially weighted, about the last ten)")
                       .Register(registry);
+  ttft_calibration_ = &BuildGauge()
+                           .Name("kvgate_worker_ttft_calibration")
+                           .Help(
+                               "The worker's realized time to first token over the router's expectation, for its "
+                               "last 128 clean streamed answers: ratio_p50, ratio_p90, and relative_error_p50 "
+                               "(|realized - expected| / realized)")
+                           .Register(registry);
   prefill_per_token_ = gauge("kvgate_worker_prefill_seconds_per_token",
                              "Learned prefill cost per uncached prompt token (also prices the queue)");
   prefill_per_token_pair_ = gauge("kvgate_worker_prefill_seconds_per_token_pair",
@@ -280,6 +287,13 @@ void WorkerSeries::set_state(const State& state) {
   pending_prefill_->Set(static_cast<double>(state.pending_prefill_tokens));
   if (state.recent_ttft_seconds) {
     recent_ttft_->Add({{"worker", worker_}}).Set(*state.recent_ttft_seconds);
+  }
+  if (const auto& calibration = state.ttft_calibration) {
+    for (auto [quantity, value] :
+         {std::pair{"ratio_p50", calibration->ratio_p50}, std::pair{"ratio_p90", calibration->ratio_p90},
+          std::pair{"relative_error_p50", calibration->relative_error_p50}}) {
+      ttft_calibration_->Add({{"worker", worker_}, {"quantity", quantity}}).Set(value);
+    }
   }
   prefill_per_token_->Set(state.prefill_ms_per_token / 1000);
   prefill_per_token_pair_->Set(state.prefill_ms_per_token_pair / 1000);

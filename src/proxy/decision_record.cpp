@@ -28,6 +28,16 @@ json route_runner_up(const Exchange& exchange, const route::RouteDecision& route
   return exchange.route_model->workers[*route.runner_up].state->id();
 }
 
+// The chosen worker's expected first token (what the decision priced, to
+// set against ttft_ms); null for policies that price none.
+json chosen_expected_ttft(const route::RouteDecision& route) {
+  if (!route.worker || *route.worker >= route.candidates.size() ||
+      route.candidates[*route.worker].expected_ttft_ms < 0) {
+    return nullptr;
+  }
+  return route.candidates[*route.worker].expected_ttft_ms;
+}
+
 }  // namespace
 
 std::string decision_record(const Exchange& exchange, double unix_seconds) {
@@ -60,6 +70,7 @@ std::string decision_record(const Exchange& exchange, double unix_seconds) {
       {"kv_usage", route.kv_usage ? json(*route.kv_usage) : json(nullptr)},
       {"runner_up", route_runner_up(exchange, route)},
       {"gap_ms", optional_number(route.gap_ms)},
+      {"expected_ttft_ms", chosen_expected_ttft(route)},
       {"candidates", route::candidates_json(route.candidates)},
       {"prefill", route::prefill_json(route)},
       {"status", exchange.status},

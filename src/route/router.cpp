@@ -301,8 +301,10 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
                          decision.evicted_blocks_at_decision,
                          decision.queued_tokens,
                          decision.active_tokens};
-  if (prompt != nullptr && prompt->adapter && chosen < decision.candidates.size()) {
+  if (chosen < decision.candidates.size()) {
     attempt.prediction_.expected_ttft_ms = decision.candidates[chosen].expected_ttft_ms;
+  }
+  if (prompt != nullptr && prompt->adapter && chosen < decision.candidates.size()) {
     attempt.prediction_.adapter_load_ms = std::max(0.0, decision.candidates[chosen].adapter_load_ms);
     worker.state->series().adapter_placement(decision.candidates[chosen].adapter);
   }
@@ -437,6 +439,13 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
   if (decision.remote_prefill && outcome.first_token_streamed && outcome.status == 200 && outcome.retries == 0 &&
       outcome.handover_ms) {
     model.transfer->observe(decision.moved_tokens, *outcome.handover_ms);
+  }
+  // The expected first token against the one the client got: a clean,
+  // streamed first attempt whose decision priced it (a retry's expectation
+  // was another worker's; a non-streamed answer's first byte is its end).
+  if (outcome.status == 200 && outcome.retries == 0 && outcome.first_token_streamed && outcome.ttft_ms &&
+      decision.expected_ttft_ms > 0 && !decision.remote_prefill) {
+    worker.costs().record_ttft(decision.expected_ttft_ms, *outcome.ttft_ms);
   }
   // Only a clean first attempt compares like with like: a retry's
   // prediction was made for another worker's state. A decoder that

@@ -153,6 +153,18 @@ TEST_F(EnvoyFleet, ASessionsTurnsStayTogetherAcrossBothFrontDoorsWholeAndStreame
     EXPECT_FALSE(record["ttft_ms"].is_null());
   }
   EXPECT_GT(decision_records(decisions_).back()["cached_tokens"].get<int>(), 0);
+  // Each decision says what first token it expected, beside the one the
+  // client got; the streamed turn's pair is the worker's calibration.
+  for (const auto& record : decision_records(decisions_)) {
+    EXPECT_GT(record["expected_ttft_ms"].get<double>(), 0) << record.dump();
+  }
+  auto calibration = worker_state(fleet_.harness, worker)["ttft_calibration"];
+  ASSERT_TRUE(calibration.is_object()) << calibration.dump();
+  EXPECT_GE(calibration["samples"].get<int>(), 1);
+  EXPECT_GT(calibration["ratio_p50"].get<double>(), 0);
+  EXPECT_NE(get(fleet_.harness.admin_port(), "/metrics")
+                .body.find("kvgate_worker_ttft_calibration{quantity=\"ratio_p50\",worker=\"" + worker + "\"}"),
+            std::string::npos);
 }
 
 // A 130 KB prompt (more than two of the picker's body pieces each way):

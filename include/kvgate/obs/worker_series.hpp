@@ -116,6 +116,14 @@ class WorkerSeries {
     std::uint64_t prefill_samples = 0;
     bool ejected = false;  // out of routing after traffic failures
     bool drifting = false;
+    // Realized over expected first tokens (workers/ttft_calibration.hpp);
+    // absent until a clean streamed answer was priced.
+    struct TtftCalibration {
+      double ratio_p50 = 0;
+      double ratio_p90 = 0;
+      double relative_error_p50 = 0;
+    };
+    std::optional<TtftCalibration> ttft_calibration;
   };
   void set_state(const State& state);
   struct EventStreamState {
@@ -158,6 +166,7 @@ class WorkerSeries {
   prometheus::Gauge* in_flight_;
   prometheus::Gauge* pending_prefill_;
   prometheus::Family<prometheus::Gauge>* recent_ttft_;
+  prometheus::Family<prometheus::Gauge>* ttft_calibration_;
   prometheus::Gauge* prefill_per_token_;
   prometheus::Gauge* prefill_per_token_pair_;
   prometheus::Gauge* prefill_base_;

@@ -34,6 +34,7 @@
 #include "kvgate/workers/outlier_ejection.hpp"
 #include "kvgate/workers/prediction_drift.hpp"
 #include "kvgate/workers/prometheus_text.hpp"
+#include "kvgate/workers/ttft_calibration.hpp"
 
 namespace kvgate::workers {
 
@@ -341,7 +342,12 @@ class LearnedCosts {
     return verdict < 0 ? std::nullopt : std::optional<bool>(verdict > 0);
   }
 
+  // Expected against realized first tokens (ttft_calibration.hpp).
+  void record_ttft(double expected_ms, double realized_ms) { ttft_.record(expected_ms, realized_ms); }
+  [[nodiscard]] TtftCalibrationSummary ttft_calibration() const { return ttft_.summary(); }
+
  private:
+  TtftCalibration ttft_;
   std::atomic<std::int8_t> ram_cache_{-1};
   mutable std::mutex ram_cache_mutex_;
   RamCacheEvidence ram_cache_evidence_;
