@@ -376,7 +376,9 @@ void read_kv_events(YamlReader& reader, const YAML::Node& node, KvEventOptions& 
   });
   reader.optional(node, "kv_events", "listen", [&](auto& value, auto path) {
     reader.read(value, path, out.listen);
-    if (value.IsScalar() && !out.listen.starts_with("tcp://") && !out.listen.starts_with("ipc://")) {
+    // Empty: no listener (the default, as the example file writes it).
+    if (value.IsScalar() && !out.listen.empty() && !out.listen.starts_with("tcp://") &&
+        !out.listen.starts_with("ipc://")) {
       reader.problem(value, path, "expected a ZMQ address to bind, such as tcp://0.0.0.0:5557");
     }
   });
