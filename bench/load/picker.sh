@@ -28,7 +28,8 @@ weka_sessions=${2:-75}
 source scripts/lib.sh
 [[ -x .tools/bin/envoy ]] || bash scripts/install_tools.sh
 cmake --build build -j"${KVGATE_JOBS:-2}" \
-  --target kvgate kvgate-sim kvgate-bench kvgate-epp-dataplane kvgate-epp-load >/dev/null
+  --target kvgate kvgate-sim kvgate-bench kvgate-epp-dataplane kvgate-epp-load >"${TMPDIR:-/tmp}/kvgate-picker-build.log" ||
+  { tail -20 "${TMPDIR:-/tmp}/kvgate-picker-build.log" >&2; exit 1; }
 out=build/picker-report
 rm -rf "$out"
 mkdir -p "$out"

@@ -313,6 +313,10 @@ AdminResponse status_page(gateway::GatewayContext& context) {
       if (auto ttft = worker.load().recent_time_to_first_token_seconds()) {
         row.recent_ttft_ms = *ttft * 1000;
       }
+      if (const auto calibration = worker.costs().ttft_calibration(); calibration.samples > 0) {
+        row.ttft_ratio_p50 = calibration.ratio_p50;
+        row.ttft_ratio_p90 = calibration.ratio_p90;
+      }
       row.index_blocks = model.cache->index.entries_of(route.slot);
       row.drifting = worker.costs().drifting();
       view.workers.push_back(std::move(row));

@@ -143,10 +143,10 @@ std::string render_status_page(const StatusView& view) {
   html += "<h2>Workers</h2><table id=\"workers\">";
   if (roles) {
     header_row(html, {"worker", "model", "role", "state", "index mode", "KV events", "in flight", "engine running",
-                      "engine waiting", "KV used", "recent TTFT", "index blocks"});
+                      "engine waiting", "KV used", "recent TTFT", "TTFT / expected", "index blocks"});
   } else {
     header_row(html, {"worker", "model", "state", "index mode", "KV events", "in flight", "engine running",
-                      "engine waiting", "KV used", "recent TTFT", "index blocks"});
+                      "engine waiting", "KV used", "recent TTFT", "TTFT / expected", "index blocks"});
   }
   html += "<tbody>";
   for (const auto& worker : view.workers) {
@@ -168,6 +168,12 @@ std::string render_status_page(const StatusView& view) {
     cell(html, or_dash(worker.engine_waiting), "num");
     cell(html, worker.kv_usage ? format("%.0f%%", *worker.kv_usage * 100) : "–", "num");
     cell(html, worker.recent_ttft_ms ? format("%.0f ms", *worker.recent_ttft_ms) : "–", "num");
+    // Realized first tokens over the router's expectation: median (p90).
+    cell(html,
+         worker.ttft_ratio_p50 ? format("%.2f×", *worker.ttft_ratio_p50) + " (p90 " +
+                                     format("%.2f×", worker.ttft_ratio_p90.value_or(0)) + ")"
+                               : "–",
+         "num");
     cell(html, std::to_string(worker.index_blocks), "num");
     html += "</tr>";
   }

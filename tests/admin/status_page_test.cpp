@@ -30,9 +30,12 @@ StatusView view_with_one_of_each() {
   up.mode = "events";
   up.events = "connected";
   up.kv_usage = 0.42;
+  up.ttft_ratio_p50 = 1.25;
+  up.ttft_ratio_p90 = 3.5;
   WorkerRow ejected = up;
   ejected.id = "w-\"ejected\"";
   ejected.ejected = true;
+  ejected.ttft_ratio_p50.reset();
   view.workers = {up, ejected};
   obs::RoutedRequest request;
   request.unix_ms = view.now_unix_ms - 3'000;
@@ -52,6 +55,8 @@ TEST(StatusPage, SaysWhatIsUpAndEscapesEveryTextItShows) {
   EXPECT_NE(html.find("w-&quot;ejected&quot;"), std::string::npos);
   EXPECT_NE(html.find(">ejected<"), std::string::npos);
   EXPECT_NE(html.find("42%"), std::string::npos);
+  EXPECT_NE(html.find("<th>TTFT / expected</th>"), std::string::npos);
+  EXPECT_NE(html.find("1.25× (p90 3.50×)"), std::string::npos);
   EXPECT_NE(html.find("&lt;img src=x&gt;"), std::string::npos);
   EXPECT_EQ(html.find("<img"), std::string::npos);
   EXPECT_NE(html.find("3 s ago"), std::string::npos);

@@ -32,6 +32,10 @@ struct WorkerRow {
   std::optional<double> engine_running;
   std::optional<double> kv_usage;  // 0..1
   std::optional<double> recent_ttft_ms;
+  // Realized over expected first tokens: median and p90 (absent before
+  // the first priced streamed answer).
+  std::optional<double> ttft_ratio_p50;
+  std::optional<double> ttft_ratio_p90;
   std::size_t index_blocks = 0;
   bool drifting = false;
 };
