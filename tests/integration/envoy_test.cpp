@@ -23,15 +23,6 @@ namespace {
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-std::vector<json> decision_records(const std::string& path) {
-  std::vector<json> records;
-  std::ifstream file(path);
-  for (std::string line; std::getline(file, line);) {
-    records.push_back(json::parse(line));
-  }
-  return records;
-}
-
 // The OpenAI error a client got: {"error": {"code": ...}}; "" when the body
 // is not one.
 std::string error_code(const HttpResponse& response) {
@@ -146,16 +137,16 @@ TEST_F(EnvoyFleet, ASessionsTurnsStayTogetherAcrossBothFrontDoorsWholeAndStreame
   for (const auto& turn : turns) {
     EXPECT_EQ(turn["worker"], worker);
   }
-  ASSERT_TRUE(eventually([&] { return decision_records(decisions_).size() == 3; }));
-  for (const auto& record : decision_records(decisions_)) {
+  ASSERT_TRUE(eventually([&] { return read_json_lines(decisions_).size() == 3; }));
+  for (const auto& record : read_json_lines(decisions_)) {
     EXPECT_EQ(record["status"], 200);
     EXPECT_FALSE(record["cached_tokens"].is_null()) << record.dump();
     EXPECT_FALSE(record["ttft_ms"].is_null());
   }
-  EXPECT_GT(decision_records(decisions_).back()["cached_tokens"].get<int>(), 0);
+  EXPECT_GT(read_json_lines(decisions_).back()["cached_tokens"].get<int>(), 0);
   // Each decision says what first token it expected, beside the one the
   // client got; the streamed turn's pair is the worker's calibration.
-  for (const auto& record : decision_records(decisions_)) {
+  for (const auto& record : read_json_lines(decisions_)) {
     EXPECT_GT(record["expected_ttft_ms"].get<double>(), 0) << record.dump();
   }
   auto calibration = worker_state(fleet_.harness, worker)["ttft_calibration"];
@@ -258,7 +249,7 @@ TEST_F(EnvoyFleet, AClientThatLeavesMidStreamEndsItsRequest) {
   EXPECT_TRUE(eventually([&] {
     return get(fleet_.harness.admin_port(), "/metrics").body.find("\nkvgate_picker_streams 0") != std::string::npos;
   }));
-  ASSERT_TRUE(eventually([&] { return decision_records(decisions_).size() == 1; }));
+  ASSERT_TRUE(eventually([&] { return read_json_lines(decisions_).size() == 1; }));
   auto response = chat_through_envoy(chat_request(first_turn("Is pine rot resistant?"), 4));
   EXPECT_EQ(response.status, 200) << response.body;
   auto metrics = get(fleet_.harness.admin_port(), "/metrics").body;

@@ -217,15 +217,6 @@ TEST(Operations, ConnectionsBeyondTheLimitAreClosedAtAccept) {
 namespace kvgate::testing {
 namespace {
 
-std::vector<json> read_json_lines(const std::string& path) {
-  std::vector<json> lines;
-  std::ifstream file(path);
-  for (std::string line; std::getline(file, line);) {
-    lines.push_back(json::parse(line));
-  }
-  return lines;
-}
-
 TEST(Operations, DecisionLogRecordsEveryRoutedRequest) {
   Harness harness;
   RefusingPort dead;

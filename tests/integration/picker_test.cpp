@@ -76,15 +76,6 @@ std::string forward_through(EnvoyStream& stream, const RequestAnswer& answer, co
   return client;
 }
 
-std::vector<json> decision_records(const std::string& path) {
-  std::vector<json> records;
-  std::ifstream file(path);
-  for (std::string line; std::getline(file, line);) {
-    records.push_back(json::parse(line));
-  }
-  return records;
-}
-
 std::string error_code(const epp::ext_proc::ImmediateResponse& immediate) {
   auto body = json::parse(immediate.body(), nullptr, false);
   return body.is_object() && body["error"]["code"].is_string() ? body["error"]["code"].get<std::string>() : "";
@@ -171,9 +162,9 @@ TEST_F(PickerFleet, PicksWhatTheDryRunPredictsAndLearnsFromTheResponse) {
       EXPECT_TRUE(names_worker);
     }
   }
-  ASSERT_TRUE(eventually([&] { return decision_records(decisions_).size() == 6; }));
+  ASSERT_TRUE(eventually([&] { return read_json_lines(decisions_).size() == 6; }));
   int cached_later_turns = 0;
-  for (const auto& record : decision_records(decisions_)) {
+  for (const auto& record : read_json_lines(decisions_)) {
     EXPECT_EQ(record["status"], 200);
     EXPECT_FALSE(record["cached_tokens"].is_null()) << record.dump();
     EXPECT_FALSE(record["ttft_ms"].is_null());

@@ -3,9 +3,11 @@
 // /debug/workers entry, and waiting for state that changes on the daemon's
 // own schedule.
 #include <chrono>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "harness.hpp"
 
@@ -26,6 +28,17 @@ bool eventually(Probe probe, std::chrono::milliseconds limit = std::chrono::seco
 }
 
 // The worker's entry in GET /debug/workers (null when there is none).
+// A JSON-lines file (the decision log), one value per line, as far as it
+// has been written.
+inline std::vector<nlohmann::json> read_json_lines(const std::string& path) {
+  std::vector<nlohmann::json> lines;
+  std::ifstream file(path);
+  for (std::string line; std::getline(file, line);) {
+    lines.push_back(nlohmann::json::parse(line));
+  }
+  return lines;
+}
+
 inline nlohmann::json worker_state(Harness& harness, const std::string& id) {
   const auto workers = nlohmann::json::parse(get(harness.admin_port(), "/debug/workers").body);
   for (const auto& worker : workers["workers"]) {

@@ -18,13 +18,13 @@
 
 #include "support/harness.hpp"
 #include "support/process.hpp"
+#include "support/readiness.hpp"
 
 namespace kvgate::testing {
 
 class EnvoyProcess {
  public:
   EnvoyProcess(Harness& harness, int picker_port, const std::string& name = "envoy") {
-    using namespace std::chrono_literals;
     if (!std::filesystem::exists(KVGATE_ENVOY_BINARY)) {
       throw std::runtime_error(std::string("no Envoy at ") + KVGATE_ENVOY_BINARY +
                                ": run scripts/setup.sh test (it installs the pinned Envoy into .tools/)");
@@ -47,20 +47,7 @@ class EnvoyProcess {
         std::vector<std::string>{KVGATE_ENVOY_BINARY, "-c", config_path_, "--concurrency", "1", "--disable-hot-restart",
                                  "-l", "warn"},
         harness.folder() + "/" + name + ".stderr");
-    const auto deadline = std::chrono::steady_clock::now() + 30s;
-    while (true) {
-      try {
-        if (get(admin_port_, "/ready").status == 200) {
-          break;
-        }
-      } catch (const std::exception&) {
-        // not listening yet
-      }
-      if (process_->wait_exit(0ms).has_value() || std::chrono::steady_clock::now() > deadline) {
-        throw std::runtime_error("Envoy did not start: " + process_->stderr_text());
-      }
-      std::this_thread::sleep_for(50ms);
-    }
+    wait_until_ready(*process_, admin_port_, "/ready", "Envoy");
   }
 
   [[nodiscard]] int port() const { return port_; }

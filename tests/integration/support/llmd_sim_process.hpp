@@ -19,6 +19,7 @@
 
 #include "support/harness.hpp"
 #include "support/process.hpp"
+#include "support/readiness.hpp"
 
 namespace kvgate::testing {
 
@@ -28,7 +29,6 @@ class LlmdSimProcess {
   // the positional arrays. `port` 0: a free one.
   LlmdSimProcess(Harness& harness, const std::string& name, const std::string& events_endpoint, bool map_events,
                  int port = 0, std::vector<std::string> extra = {}) {
-    using namespace std::chrono_literals;
     if (!std::filesystem::exists(KVGATE_LLMD_SIM_BINARY)) {
       throw std::runtime_error(std::string("no llm-d-inference-sim at ") + KVGATE_LLMD_SIM_BINARY +
                                ": run scripts/setup.sh test (it builds the pinned simulator into .tools/)");
@@ -67,20 +67,7 @@ class LlmdSimProcess {
     }
     argv.insert(argv.end(), extra.begin(), extra.end());
     process_ = std::make_unique<ChildProcess>(argv, harness.folder() + "/" + name + ".stderr");
-    const auto deadline = std::chrono::steady_clock::now() + 30s;
-    while (true) {
-      try {
-        if (get(port_, "/health").status == 200) {
-          break;
-        }
-      } catch (const std::exception&) {
-        // not listening yet
-      }
-      if (process_->wait_exit(0ms).has_value() || std::chrono::steady_clock::now() > deadline) {
-        throw std::runtime_error("llm-d-inference-sim did not start: " + process_->stderr_text());
-      }
-      std::this_thread::sleep_for(50ms);
-    }
+    wait_until_ready(*process_, port_, "/health", "llm-d-inference-sim");
   }
 
   [[nodiscard]] int port() const { return port_; }
