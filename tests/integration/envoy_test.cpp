@@ -60,7 +60,10 @@ class EnvoyFleet : public ::testing::Test {
 
 // For every policy, round robin included: the replica that answers through
 // Envoy (kvgate-test-upstream names itself) is the one a dry run just
-// before names.
+// before names. The client has its answer a moment before the picker sees
+// the response end (Envoy sends it both at once), so each dry run waits
+// for the previous request to leave the workers' load, which the load
+// policies read.
 TEST(Envoy, ForEveryPolicyEnvoySendsTheRequestWhereTheDryRunSays) {
   for (const char* policy : {"round_robin", "least_load", "session_hash", "prefix_hash", "cache_aware", "dynamo_cost",
                              "sglang_cache_aware"}) {
@@ -81,6 +84,14 @@ TEST(Envoy, ForEveryPolicyEnvoySendsTheRequestWhereTheDryRunSays) {
       if (request % 3 != 0) {
         session.emplace_back("x-session-id", "session-" + std::to_string(request % 2));
       }
+      ASSERT_TRUE(eventually([&] {
+        for (const char* id : {"u0", "u1", "u2"}) {
+          if (worker_state(harness, id)["in_flight"] != 0) {
+            return false;
+          }
+        }
+        return true;
+      }));
       auto dry = post_json(harness.admin_port(), "/debug/route", body.dump(), session);
       ASSERT_EQ(dry.status, 200) << dry.body;
       auto response = post_json(envoy.port(), "/v1/chat/completions", body.dump(), session);
