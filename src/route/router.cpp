@@ -259,6 +259,7 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
       model.workers[chosen].state->event_stream().evicted_blocks.load(std::memory_order_relaxed);
   result.queued_tokens = views[chosen].pending_prefill_tokens;
   result.active_tokens = views[chosen].active_tokens;
+  result.worker_busy = views[chosen].in_flight > 0 || views[chosen].engine_waiting_others > 0;
   result.kv_usage = model.workers[chosen].state->engine().kv_usage();
   result.runner_up = runner_up(result.candidates, chosen);
   if (result.runner_up) {
@@ -300,7 +301,8 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
                          decision.offloaded_cached_tokens,
                          decision.evicted_blocks_at_decision,
                          decision.queued_tokens,
-                         decision.active_tokens};
+                         decision.active_tokens,
+                         decision.worker_busy};
   if (chosen < decision.candidates.size()) {
     attempt.prediction_.expected_ttft_ms = decision.candidates[chosen].expected_ttft_ms;
   }
@@ -445,7 +447,26 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
   // was another worker's; a non-streamed answer's first byte is its end).
   if (outcome.status == 200 && outcome.retries == 0 && outcome.first_token_streamed && outcome.ttft_ms &&
       decision.expected_ttft_ms > 0 && !decision.remote_prefill) {
-    worker.costs().record_ttft(decision.expected_ttft_ms, *outcome.ttft_ms);
+    worker.costs().record_ttft(decision.expected_ttft_ms, *outcome.ttft_ms, decision.worker_busy);
+    // Persistently off, or right again: said once per change, looked at
+    // every kCheckEvery samples (a summary sorts the window).
+    constexpr std::uint64_t kCheckEvery = 16;
+    if (worker.costs().ttft_recorded() % kCheckEvery == 0) {
+      const auto summary = worker.costs().ttft_calibration();
+      const auto cause = workers::likely_ttft_miscalibration(summary);
+      const bool off = !cause.empty();
+      if (worker.costs().exchange_ttft_flagged(off) != off) {
+        if (off) {
+          spdlog::warn(
+              "worker {}: expected first tokens are off: the median is {:.2f}x the expected over its last {} "
+              "answers (p90 {:.2f}x); {}",
+              worker.id(), summary.ratio_p50, summary.samples, summary.ratio_p90, cause);
+        } else {
+          spdlog::info("worker {}: expected first tokens agree again (median {:.2f}x over its last {} answers)",
+                       worker.id(), summary.ratio_p50, summary.samples);
+        }
+      }
+    }
   }
   // Only a clean first attempt compares like with like: a retry's
   // prediction was made for another worker's state. A decoder that

@@ -58,6 +58,49 @@ TEST(TtftCalibration, TheWindowForgetsTheOldest) {
   EXPECT_NEAR(summary.relative_error_p50, 0.1 / 1.1, 1e-6);
 }
 
+// Persistently off is named with what the worker's own samples point to:
+// requests sent while it was busy far slower than idle ones is a queue
+// priced short; both kinds off alike is a price of its prefill.
+TEST(TtftCalibration, NamesAPersistentMiscalibrationAndItsLikelyCause) {
+  TtftCalibration within;
+  for (std::uint32_t at = 0; at < TtftCalibration::kMinSamples; ++at) {
+    within.record(100, 150, at % 2 == 0);
+  }
+  EXPECT_EQ(likely_ttft_miscalibration(within.summary()), "");
+
+  TtftCalibration too_few;
+  for (std::uint32_t at = 0; at + 1 < TtftCalibration::kMinSamples; ++at) {
+    too_few.record(100, 900, true);
+  }
+  EXPECT_EQ(likely_ttft_miscalibration(too_few.summary()), "");
+
+  TtftCalibration queued;
+  for (std::uint32_t at = 0; at < 40; ++at) {
+    const bool busy = at % 4 != 0;  // 30 busy, 10 idle
+    queued.record(100, busy ? 500 : 110, busy);
+  }
+  const auto queued_summary = queued.summary();
+  EXPECT_EQ(queued_summary.busy_samples, 30u);
+  EXPECT_DOUBLE_EQ(queued_summary.busy_ratio_p50, 5.0);
+  EXPECT_NEAR(queued_summary.idle_ratio_p50, 1.1, 1e-6);
+  const auto queue_cause = likely_ttft_miscalibration(queued_summary);
+  EXPECT_NE(queue_cause.find("busy took 5.00x"), std::string::npos) << queue_cause;
+  EXPECT_NE(queue_cause.find("idle ones 1.10x"), std::string::npos) << queue_cause;
+
+  TtftCalibration slow;
+  for (std::uint32_t at = 0; at < 40; ++at) {
+    slow.record(100, 300, at % 2 == 0);
+  }
+  const auto prefill_cause = likely_ttft_miscalibration(slow.summary());
+  EXPECT_NE(prefill_cause.find("3.00x the expected, idle and busy alike"), std::string::npos) << prefill_cause;
+
+  TtftCalibration fast;
+  for (std::uint32_t at = 0; at < 40; ++at) {
+    fast.record(100, 20);
+  }
+  EXPECT_NE(likely_ttft_miscalibration(fast.summary()).find("0.20x"), std::string::npos);
+}
+
 // Writers on several threads and a reader at once (run under TSan too):
 // every summary is of whole samples.
 TEST(TtftCalibration, ThreadsRecordWhileOneReads) {

@@ -112,8 +112,10 @@ class Attempt {
     std::uint64_t evicted_blocks_at_decision = 0;
     std::uint64_t queued_tokens = 0;
     std::uint64_t active_tokens = 0;
-    // A request naming a LoRA adapter: the chosen candidate's expected
-    // first token and the adapter load priced in it (< 0: not priced).
+    bool worker_busy = false;
+    // The chosen candidate's expected first token (< 0: the policy prices
+    // none) and, for a request naming a LoRA adapter, the adapter load
+    // priced in it (< 0: not priced).
     double expected_ttft_ms = -1;
     double adapter_load_ms = -1;
     // The prompt's KV moved from a prefill worker: the decoder's usage

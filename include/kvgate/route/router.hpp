@@ -77,6 +77,9 @@ struct RouteDecision {
   std::uint64_t queued_tokens = 0;
   // Prompt tokens of the requests in flight there (decoding beside it).
   std::uint64_t active_tokens = 0;
+  // The chosen worker had other requests in flight (this gateway's) or
+  // waiting (its engine's report) when decided.
+  bool worker_busy = false;
   // The chosen worker's KV-cache usage (0..1) as its engine last reported
   // it (vllm:kv_cache_usage_perc, sglang:token_usage); nullopt: unknown.
   std::optional<double> kv_usage;

@@ -15,6 +15,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <string>
 
 namespace kvgate::workers {
 
@@ -23,13 +24,28 @@ struct TtftCalibrationSummary {
   double ratio_p50 = 0;       // realized / expected
   double ratio_p90 = 0;
   double relative_error_p50 = 0;  // |realized - expected| / realized
+  // The same median for requests dispatched while the worker was busy
+  // (another request of this gateway in flight there, or the engine
+  // reporting others waiting) and while it was idle.
+  std::uint32_t busy_samples = 0;
+  double busy_ratio_p50 = 0;
+  double idle_ratio_p50 = 0;
 };
 
 class TtftCalibration {
  public:
   static constexpr std::uint32_t kWindow = 128;
+  // Fewer samples than this say nothing persistent.
+  static constexpr std::uint32_t kMinSamples = 32;
+  // A median twice (or half) the expectation: beyond what one queue's
+  // variation explains, a price that is wrong.
+  static constexpr double kOffFactor = 2.0;
 
-  void record(double expected_ms, double realized_ms);
+  // `busy`: the worker had other requests in flight or waiting at dispatch.
+  void record(double expected_ms, double realized_ms, bool busy = false);
+  // Whether the worker is reported as off (to log each change once);
+  // returns the previous state.
+  bool exchange_flagged(bool flagged) { return flagged_.exchange(flagged, std::memory_order_relaxed); }
   [[nodiscard]] TtftCalibrationSummary summary() const;
   [[nodiscard]] std::uint64_t recorded() const { return next_.load(std::memory_order_relaxed); }
 
@@ -37,9 +53,16 @@ class TtftCalibration {
   struct Sample {
     std::atomic<float> expected_ms{0};
     std::atomic<float> realized_ms{0};
+    std::atomic<bool> busy{false};
   };
   std::array<Sample, kWindow> samples_{};
   std::atomic<std::uint64_t> next_{0};
+  std::atomic<bool> flagged_{false};
 };
+
+// A worker whose expectations are persistently off (the median ratio
+// beyond kOffFactor either way, over at least kMinSamples), with the likely
+// cause its own samples point to; empty when it is not off.
+std::string likely_ttft_miscalibration(const TtftCalibrationSummary& summary);
 
 }  // namespace kvgate::workers

@@ -343,8 +343,10 @@ class LearnedCosts {
   }
 
   // Expected against realized first tokens (ttft_calibration.hpp).
-  void record_ttft(double expected_ms, double realized_ms) { ttft_.record(expected_ms, realized_ms); }
+  void record_ttft(double expected_ms, double realized_ms, bool busy) { ttft_.record(expected_ms, realized_ms, busy); }
   [[nodiscard]] TtftCalibrationSummary ttft_calibration() const { return ttft_.summary(); }
+  [[nodiscard]] std::uint64_t ttft_recorded() const { return ttft_.recorded(); }
+  bool exchange_ttft_flagged(bool flagged) { return ttft_.exchange_flagged(flagged); }
 
  private:
   TtftCalibration ttft_;
