@@ -448,25 +448,6 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
   if (outcome.status == 200 && outcome.retries == 0 && outcome.first_token_streamed && outcome.ttft_ms &&
       decision.expected_ttft_ms > 0 && !decision.remote_prefill) {
     worker.costs().record_ttft(decision.expected_ttft_ms, *outcome.ttft_ms, decision.worker_busy);
-    // Persistently off, or right again: said once per change, looked at
-    // every kCheckEvery samples (a summary sorts the window).
-    constexpr std::uint64_t kCheckEvery = 16;
-    if (worker.costs().ttft_recorded() % kCheckEvery == 0) {
-      const auto summary = worker.costs().ttft_calibration();
-      const auto cause = workers::likely_ttft_miscalibration(summary);
-      const bool off = !cause.empty();
-      if (worker.costs().exchange_ttft_flagged(off) != off) {
-        if (off) {
-          spdlog::warn(
-              "worker {}: expected first tokens are off: the median is {:.2f}x the expected over its last {} "
-              "answers (p90 {:.2f}x); {}",
-              worker.id(), summary.ratio_p50, summary.samples, summary.ratio_p90, cause);
-        } else {
-          spdlog::info("worker {}: expected first tokens agree again (median {:.2f}x over its last {} answers)",
-                       worker.id(), summary.ratio_p50, summary.samples);
-        }
-      }
-    }
   }
   // Only a clean first attempt compares like with like: a retry's
   // prediction was made for another worker's state. A decoder that

@@ -8,6 +8,30 @@
 #include "kvgate/workers/health_checker.hpp"
 
 namespace kvgate::workers {
+namespace {
+
+// A worker whose expected first tokens are persistently off, or right
+// again: said once per change. Here, with each scrape on the control
+// thread, not on the request path (a summary sorts the window).
+void report_ttft_calibration(WorkerState& worker) {
+  const auto summary = worker.costs().ttft_calibration();
+  const auto cause = likely_ttft_miscalibration(summary);
+  const bool off = !cause.empty();
+  if (worker.costs().exchange_ttft_flagged(off) == off) {
+    return;
+  }
+  if (off) {
+    spdlog::warn(
+        "worker {}: expected first tokens are off: the median is {:.2f}x the expected over its last {} "
+        "answers (p90 {:.2f}x); {}",
+        worker.id(), summary.ratio_p50, summary.samples, summary.ratio_p90, cause);
+  } else {
+    spdlog::info("worker {}: expected first tokens agree again (median {:.2f}x over its last {} answers)", worker.id(),
+                 summary.ratio_p50, summary.samples);
+  }
+}
+
+}  // namespace
 
 using namespace kvgate::http;
 
@@ -135,6 +159,7 @@ awaitable<void> MetricsScraper::scrape(std::shared_ptr<WorkerState> worker, std:
     worker->engine().publish_identity(nullptr);
     worker->engine().restarted();
   }
+  report_ttft_calibration(*worker);
   co_await identify(worker, parsed, timeout);
   if (*stopped) {
     co_return;
