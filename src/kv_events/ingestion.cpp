@@ -5,10 +5,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <absl/container/flat_hash_map.h>
 #include <chrono>
 #include <condition_variable>
 #include <map>
-#include <unordered_map>
 #include <unordered_set>
 #include <zmq.hpp>
 
@@ -181,7 +181,9 @@ class Ingestion::Loop {
         frames.push_back(std::move(more));
       }
       const auto topic = frames.front().to_string_view();
-      auto found = listener_feeds_.find(std::string(topic_address(topic)));
+      const auto address = topic_address(topic);
+      // A lookup without a copy (Debian's Abseil has its own string_view).
+      auto found = listener_feeds_.find(absl::string_view(address.data(), address.size()));
       if (found == listener_feeds_.end() || found->second == nullptr) {
         stats_.unmatched_listener_messages.Increment();
         constexpr std::size_t kLoggedTopics = 64;  // a flood of topics logs this many, then is only counted
@@ -284,7 +286,7 @@ class Ingestion::Loop {
   std::map<FeedKey, std::unique_ptr<Feed>> feeds_;
   std::optional<zmq::socket_t> listener_;
   std::string listener_address_;
-  std::unordered_map<std::string, Feed*> listener_feeds_;
+  absl::flat_hash_map<std::string, Feed*> listener_feeds_;
   std::unordered_set<std::string> logged_topics_;
   const Clock::time_point started_ = Clock::now();
 };
