@@ -65,7 +65,7 @@ AdminResponse metrics(gateway::GatewayContext& context) {
                                                           model.pooled_prefill->rates(), median_speed, worker);
       std::optional<obs::WorkerSeries::State::TtftCalibration> calibration;
       if (const auto summary = worker.costs().ttft_calibration(); summary.samples > 0) {
-        calibration = {summary.ratio_p50, summary.ratio_p90, summary.relative_error_p50};
+        calibration = {summary.samples, summary.ratio_p50, summary.ratio_p90, summary.relative_error_p50};
       }
       worker.series().set_state({worker.health().healthy(), worker.load().in_flight(),
                                  worker.load().pending_prefill_tokens(),
@@ -90,6 +90,21 @@ json ttft_calibration_json(const workers::TtftCalibrationSummary& summary) {
           {"ratio_p50", summary.ratio_p50},
           {"ratio_p90", summary.ratio_p90},
           {"relative_error_p50", summary.relative_error_p50}};
+}
+
+// A slot engine's learned wait per request ahead of a free slot (null for
+// an engine modelled without slots).
+json slot_wait_json(const route::WorkerRoute& route, const workers::WorkerState& worker) {
+  if (route.options.cache_model != config::CacheModel::sequences) {
+    return nullptr;
+  }
+  const auto status = worker.costs().slot_wait_status();
+  return {{"ms_per_request_ahead", status.ms_per_request_ahead},
+          {"wait_samples", status.wait_samples},
+          {"hold_samples", status.hold_samples},
+          {"from", status.wait_samples == 0 && status.hold_samples == 0 ? json(nullptr)
+                   : status.from_waits                                  ? json("waits")
+                                                                        : json("holds")}};
 }
 
 // What the engine said of itself (null until it said).
@@ -194,6 +209,7 @@ AdminResponse debug_workers(gateway::GatewayContext& context) {
           {"pending_prefill_tokens", worker.load().pending_prefill_tokens()},
           {"recent_ttft_ms", recent_ttft ? json(*recent_ttft * 1000) : json(nullptr)},
           {"ttft_calibration", ttft_calibration_json(worker.costs().ttft_calibration())},
+          {"slot_wait", slot_wait_json(route, worker)},
           {"mode", index_mode(route)},
           {"engine", std::move(engine)},
           {"drifting", worker.costs().drifting()},

@@ -229,7 +229,7 @@ WorkerSeries::WorkerSeries(std::string_view model, std::string_view worker)
                            .Help(
                                "The worker's realized time to first token over the router's expectation, for its "
                                "last 128 clean streamed answers: ratio_p50, ratio_p90, and relative_error_p50 "
-                               "(|realized - expected| / realized)")
+                               "(|realized - expected| / realized), once there is one; samples: how many")
                            .Register(registry);
   prefill_per_token_ = gauge("kvgate_worker_prefill_seconds_per_token",
                              "Learned prefill cost per uncached prompt token (also prices the queue)");
@@ -288,6 +288,8 @@ void WorkerSeries::set_state(const State& state) {
   if (state.recent_ttft_seconds) {
     recent_ttft_->Add({{"worker", worker_}}).Set(*state.recent_ttft_seconds);
   }
+  ttft_calibration_->Add({{"worker", worker_}, {"quantity", "samples"}})
+      .Set(state.ttft_calibration ? static_cast<double>(state.ttft_calibration->samples) : 0.0);
   if (const auto& calibration = state.ttft_calibration) {
     for (auto [quantity, value] :
          {std::pair{"ratio_p50", calibration->ratio_p50}, std::pair{"ratio_p90", calibration->ratio_p90},

@@ -18,16 +18,27 @@ namespace {
 //   queue_delay   = q * (pending_prefill_tokens + others * mean_uncached_tokens)
 //                 + others * queue_ms_per_waiting_request
 //                 + d * active_tokens + in_flight * queue_ms_per_request
+//   slot_wait     = on a slot engine with every slot busy, the requests
+//                   ahead of a free slot x the worker's learned wait per
+//                   request ahead (slot_wait.hpp): a slot frees only when
+//                   its request has decoded to the end, which no prefill
+//                   price covers
 //   adapter       = the LoRA adapter's load when the worker does not hold it
 //                   (loadable, waiting: one load; evicts: one load in the
 //                   TTFT, and a second in the score for the adapter it
 //                   displaces, whose next request reloads it)
-//   expected_ttft = queue_delay + prefill + receive + adapter
+//   expected_ttft = queue_delay + slot_wait + prefill + receive + adapter
 //   evicts        = expected re-prefill of the blocks the placement evicts
 //                   on a full worker, each weighted by the chance its owner
 //                   returns before it would age out anyway (eviction.hpp)
-//   score         = queue_delay + own_prefill_weight * prefill + receive + adapter
-//                   (+ one more load when it evicts) + evicts
+//   score         = queue_delay + slot_wait + own_prefill_weight * prefill
+//                   + receive + adapter (+ one more load when it evicts)
+//                   + evicts
+// A session's turn leaves its previous worker only when the cheapest
+// worker's score beats it by more than the two expectations' learned error
+// (each worker's median |realized - expected| / realized times its expected
+// TTFT, combined in quadrature): a move the calibration cannot tell from
+// noise loses the conversation's cache for its later turns (within_margin).
 // A worker that holds the conversation's earlier turns wins while its
 // saving outweighs its queue; when it is busy enough, another worker's
 // shorter queue wins even though it must prefill everything (affinity is
@@ -53,6 +64,7 @@ class CacheAware final : public Policy {
     if (cost_.soft_margin_ms && pick.index && pick.eligible > 1) {
       apply_soft_bound(request, decision);
     }
+    keep_within_margin(request, workers, decision);
     return decision;
   }
 
@@ -74,16 +86,19 @@ class CacheAware final : public Policy {
         worker.prefill.queue_ms(worker.pending_prefill_tokens + others_tokens, worker.active_tokens) +
         static_cast<double>(worker.in_flight) * cost_.queue_ms_per_request +
         others * cost_.queue_ms_per_waiting_request;
+    candidate.requests_ahead = requests_ahead_of_slot(worker, engine_fresh ? worker.engine_waiting_others : 0);
+    candidate.slot_wait_ms = static_cast<double>(candidate.requests_ahead) * worker.ms_per_request_ahead;
     candidate.offloaded_cached_tokens = std::min(worker.offloaded_cached_tokens, cached);
     candidate.receive_ms = static_cast<double>(candidate.offloaded_cached_tokens) * request.ms_per_offloaded_token;
     candidate.adapter = worker.adapter;
     const bool loads = worker.adapter == AdapterState::loadable || worker.adapter == AdapterState::evicts ||
                        worker.adapter == AdapterState::waiting;
     candidate.adapter_load_ms = loads ? request.adapter_load_ms : 0.0;
-    candidate.expected_ttft_ms =
-        candidate.queue_delay_ms + candidate.prefill_ms + candidate.receive_ms + candidate.adapter_load_ms;
-    candidate.score = candidate.queue_delay_ms + cost_.own_prefill_weight * candidate.prefill_ms +
-                      candidate.receive_ms + candidate.adapter_load_ms +
+    candidate.expected_ttft_ms = candidate.queue_delay_ms + candidate.slot_wait_ms + candidate.prefill_ms +
+                                 candidate.receive_ms + candidate.adapter_load_ms;
+    candidate.score = candidate.queue_delay_ms + candidate.slot_wait_ms +
+                      cost_.own_prefill_weight * candidate.prefill_ms + candidate.receive_ms +
+                      candidate.adapter_load_ms +
                       (worker.adapter == AdapterState::evicts ? request.adapter_load_ms : 0.0);
     if (cost_.eviction_term && request.returns != nullptr && request.block_size > 0) {
       price_evictions(request, worker, index, candidate);
@@ -155,6 +170,29 @@ class CacheAware final : public Policy {
     if (candidates[*bounded.index].score - candidates[chosen].score <= *cost_.soft_margin_ms) {
       decision.worker_index = bounded.index;
       decision.reason = Reason::load_bound;
+    }
+  }
+
+  // The session's previous worker keeps the turn unless the pick beats it
+  // by more than both expectations' calibrated error (a worker without
+  // enough outcomes yet has none: its price is all there is to go by).
+  static void keep_within_margin(const RouteRequest& request, std::span<const WorkerView> workers, Decision& decision) {
+    if (!request.previous_turn || !decision.worker_index) {
+      return;
+    }
+    const auto previous = request.previous_turn->worker_index;
+    const auto chosen = *decision.worker_index;
+    if (previous == chosen || previous >= decision.candidates.size() || !decision.candidates[previous].eligible) {
+      return;
+    }
+    const auto& stay = decision.candidates[previous];
+    const auto& move = decision.candidates[chosen];
+    const double stay_error = workers[previous].ttft_relative_error * stay.expected_ttft_ms;
+    const double move_error = workers[chosen].ttft_relative_error * move.expected_ttft_ms;
+    const double margin = std::hypot(stay_error, move_error);
+    if (margin > 0 && stay.score - move.score <= margin) {
+      decision.worker_index = previous;
+      decision.reason = Reason::within_margin;
     }
   }
 

@@ -25,6 +25,8 @@ json candidate_json(const policy::Candidate& candidate) {
       {"cached_tokens", candidate.cached_tokens},
       {"queue_delay_ms", optional_number(candidate.queue_delay_ms)},
       {"prefill_ms", optional_number(candidate.prefill_ms)},
+      {"requests_ahead", candidate.expected_ttft_ms < 0 ? json(nullptr) : json(candidate.requests_ahead)},
+      {"slot_wait_ms", candidate.expected_ttft_ms < 0 ? json(nullptr) : json(candidate.slot_wait_ms)},
       {"receive_ms", optional_number(candidate.receive_ms)},
       {"offloaded_cached_tokens", candidate.receive_ms < 0 ? json(nullptr) : json(candidate.offloaded_cached_tokens)},
       {"expected_ttft_ms", optional_number(candidate.expected_ttft_ms)},
@@ -139,7 +141,12 @@ std::string explain_text(const ModelRoute& model, const RouteDecision& decision)
     }
     text += std::to_string(candidate.cached_tokens) + (candidate.drifting ? " (drifting, not credited)" : "") + ", " +
             milliseconds(candidate.queue_delay_ms) + ", " + milliseconds(candidate.prefill_ms) + ", " +
-            milliseconds(candidate.expected_ttft_ms) + "\n";
+            milliseconds(candidate.expected_ttft_ms);
+    if (candidate.requests_ahead > 0) {
+      text += " (every slot busy: " + std::to_string(candidate.requests_ahead) + " ahead, " +
+              milliseconds(candidate.slot_wait_ms) + " waiting for one)";
+    }
+    text += "\n";
   }
   return text;
 }

@@ -87,12 +87,20 @@ policy::WorkerView worker_view(const workers::WorkerState& worker, std::uint32_t
   view.cached_tokens = view.drifting ? 0 : indexed;
   view.prefill = prefill;
   view.ejected = worker.breaker().ejected(now_ms);
+  view.ms_per_request_ahead = worker.costs().ms_per_request_ahead();
+  view.ttft_relative_error = worker.costs().ttft_relative_error();
   if (auto engine = worker.engine().queue(); engine.waiting) {
     view.engine_waiting_others = engine.others_waiting;
     view.engine_snapshot_age_ms =
         now_ms > engine.scraped_ms ? static_cast<std::int64_t>(now_ms - engine.scraped_ms) : 0;
   }
   return view;
+}
+
+// The slots of a worker modelled as llama-server's (configured, or from
+// its /props); 0: an engine that batches continuously.
+std::uint32_t slot_count(const config::WorkerOptions& options) {
+  return options.cache_model == config::CacheModel::sequences ? options.slots : 0;
 }
 
 // The eligible candidate ranked next after the chosen one (lowest score,
@@ -176,6 +184,7 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
     static_assert(std::is_trivially_destructible_v<policy::WorkerView>);
     ::new (&views[index]) policy::WorkerView(worker_view(
         state, indexed[index], context.now_ms, effective_prefill_rates(cost_options, pooled, median_speed, state)));
+    views[index].slots = slot_count(model.workers[index].options);
     if (hybrid) {
       views[index].full_attention_cached_tokens = views[index].drifting ? 0 : scratch.full_only[index];
     }
@@ -277,6 +286,9 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
         table.options->routing.policy == config::PolicyKind::round_robin};
     result.prefill = policy::choose_prefill(rule, request, view_span, chosen);
   }
+  if (previous < count) {
+    result.session_previous = previous;
+  }
   if (!context.excluded.empty()) {
     result.reason = Reason::retry;
   } else if (context.session_key) {
@@ -304,7 +316,21 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
                          decision.active_tokens,
                          decision.worker_busy};
   if (chosen < decision.candidates.size()) {
-    attempt.prediction_.expected_ttft_ms = decision.candidates[chosen].expected_ttft_ms;
+    const auto& candidate = decision.candidates[chosen];
+    attempt.prediction_.expected_ttft_ms = candidate.expected_ttft_ms;
+    attempt.prediction_.requests_ahead = candidate.requests_ahead;
+    attempt.prediction_.slot_wait_ms = candidate.slot_wait_ms;
+  }
+  attempt.prediction_.slots = slot_count(worker.options);
+  // A move's counterfactual: the previous worker's expected TTFT, as that
+  // worker's calibration says it turns out.
+  if (decision.session && policy::is_session_move(decision.reason) && decision.session_previous &&
+      *decision.session_previous < decision.candidates.size()) {
+    const auto& stay = decision.candidates[*decision.session_previous];
+    if (stay.eligible && stay.expected_ttft_ms > 0) {
+      attempt.prediction_.stay_expected_ttft_ms =
+          stay.expected_ttft_ms * model.workers[*decision.session_previous].state->costs().ttft_ratio();
+    }
   }
   if (prompt != nullptr && prompt->adapter && chosen < decision.candidates.size()) {
     attempt.prediction_.adapter_load_ms = std::max(0.0, decision.candidates[chosen].adapter_load_ms);
@@ -445,9 +471,27 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
   // The expected first token against the one the client got: a clean,
   // streamed first attempt whose decision priced it (a retry's expectation
   // was another worker's; a non-streamed answer's first byte is its end).
-  if (outcome.status == 200 && outcome.retries == 0 && outcome.first_token_streamed && outcome.ttft_ms &&
-      decision.expected_ttft_ms > 0 && !decision.remote_prefill) {
+  const bool clean_first_token = outcome.status == 200 && outcome.retries == 0 && outcome.first_token_streamed &&
+                                 outcome.ttft_ms && !decision.remote_prefill;
+  if (clean_first_token && decision.expected_ttft_ms > 0) {
     worker.costs().record_ttft(decision.expected_ttft_ms, *outcome.ttft_ms, decision.worker_busy);
+  }
+  // A slot engine: a request that waited for a slot teaches the wait per
+  // request ahead (its first token beyond the price without the wait); one
+  // that found a slot free, how long a request holds one.
+  if (clean_first_token && decision.slots > 0 && decision.expected_ttft_ms > 0) {
+    if (decision.requests_ahead > 0) {
+      worker.costs().record_slot_wait(decision.requests_ahead,
+                                      *outcome.ttft_ms - (decision.expected_ttft_ms - decision.slot_wait_ms),
+                                      decision.slots);
+    } else if (outcome.decode_ms) {
+      worker.costs().record_slot_hold(*outcome.ttft_ms + *outcome.decode_ms, decision.slots);
+    }
+  }
+  // A move's realized gain: what staying was expected to take, calibrated,
+  // against what the move got.
+  if (clean_first_token && decision.stay_expected_ttft_ms > 0) {
+    stats_.move_measured(model.name, decision.stay_expected_ttft_ms - *outcome.ttft_ms);
   }
   // Only a clean first attempt compares like with like: a retry's
   // prediction was made for another worker's state. A decoder that
@@ -515,9 +559,10 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
   // A clean first attempt whose first token was streamed teaches the
   // worker's prefill cost (policy/prefill_fit.hpp); not a decoder's whose
   // prefill ran elsewhere.
+  // Not one that waited for a slot: its wait is not the prefill's.
   if (table.options->routing.cache_aware.learn_prefill_cost && !decision.remote_prefill &&
-      outcome.first_token_streamed && outcome.ttft_ms && outcome.status == 200 && outcome.retries == 0 &&
-      outcome.cached_tokens && outcome.prompt_tokens) {
+      decision.requests_ahead == 0 && outcome.first_token_streamed && outcome.ttft_ms && outcome.status == 200 &&
+      outcome.retries == 0 && outcome.cached_tokens && outcome.prompt_tokens) {
     const policy::PrefillSample sample{*outcome.prompt_tokens, std::min(*outcome.cached_tokens, *outcome.prompt_tokens),
                                        decision.queued_tokens, decision.active_tokens, *outcome.ttft_ms};
     worker.costs().record_prefill(sample);

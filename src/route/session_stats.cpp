@@ -2,6 +2,7 @@
 
 #include <prometheus/counter.h>
 
+#include <cmath>
 #include <string>
 
 #include "kvgate/obs/exposition.hpp"
@@ -18,6 +19,17 @@ SessionStats::SessionStats(prometheus::Registry& registry)
                     .Name("kvgate_session_turn_hit_ratio")
                     .Help("Engine-reported cached prompt tokens / prompt tokens, per session turn from the second on")
                     .Register(registry)),
+      moves_measured_(prometheus::BuildCounter()
+                          .Name("kvgate_session_moves_measured_total")
+                          .Help("Session moves whose first token was measured against the previous worker's "
+                                "calibrated expected TTFT, by outcome (paid: sooner than staying was expected "
+                                "to be; lost: later)")
+                          .Register(registry)),
+      move_gain_(prometheus::BuildCounter()
+                     .Name("kvgate_session_move_gain_seconds_total")
+                     .Help("Sum of the measured moves' gains (paid) and losses (lost) in seconds of time to first "
+                           "token against staying on the previous worker, by outcome")
+                     .Register(registry)),
       active_(prometheus::BuildGauge()
                   .Name("kvgate_sessions_active")
                   .Help("Sessions seen within sessions.idle_ttl")
@@ -30,6 +42,17 @@ void SessionStats::declare_model(std::string_view model) {
     moves_.Add({{"model", name}, {"reason", std::string(policy::to_string(reason))}});
   }
   turn_hit_.Add({{"model", name}}, obs::ratio_buckets());
+  for (const char* outcome : {"paid", "lost"}) {
+    moves_measured_.Add({{"model", name}, {"outcome", outcome}});
+    move_gain_.Add({{"model", name}, {"outcome", outcome}});
+  }
+}
+
+void SessionStats::move_measured(std::string_view model, double gain_ms) {
+  const std::string name(model);
+  const char* outcome = gain_ms > 0 ? "paid" : "lost";
+  moves_measured_.Add({{"model", name}, {"outcome", outcome}}).Increment();
+  move_gain_.Add({{"model", name}, {"outcome", outcome}}).Increment(std::abs(gain_ms) / 1000.0);
 }
 
 void SessionStats::moved(std::string_view model, policy::Reason reason) {

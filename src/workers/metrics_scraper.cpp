@@ -15,6 +15,7 @@ namespace {
 // thread, not on the request path (a summary sorts the window).
 void report_ttft_calibration(WorkerState& worker) {
   const auto summary = worker.costs().ttft_calibration();
+  worker.costs().publish_ttft_calibration(summary);
   const auto cause = likely_ttft_miscalibration(summary);
   const bool off = !cause.empty();
   if (worker.costs().exchange_ttft_flagged(off) == off) {

@@ -108,6 +108,30 @@ std::optional<bool> LearnedCosts::record_ram_cache(std::uint32_t slot_tokens, st
   return changed;
 }
 
+void LearnedCosts::publish_ttft_calibration(const TtftCalibrationSummary& summary) {
+  const bool enough = summary.samples >= kPublishedSamples;
+  ttft_error_.store(enough ? summary.relative_error_p50 : 0.0, std::memory_order_relaxed);
+  ttft_ratio_.store(enough && summary.ratio_p50 > 0 ? summary.ratio_p50 : 1.0, std::memory_order_relaxed);
+}
+
+void LearnedCosts::record_slot_wait(std::uint32_t ahead, double excess_ms, std::uint32_t slots) {
+  std::lock_guard lock(slot_wait_mutex_);
+  slot_wait_.observe_wait(ahead, excess_ms);
+  ms_per_request_ahead_.store(slot_wait_.ms_per_request_ahead(slots), std::memory_order_relaxed);
+}
+
+void LearnedCosts::record_slot_hold(double hold_ms, std::uint32_t slots) {
+  std::lock_guard lock(slot_wait_mutex_);
+  slot_wait_.observe_hold(hold_ms);
+  ms_per_request_ahead_.store(slot_wait_.ms_per_request_ahead(slots), std::memory_order_relaxed);
+}
+
+LearnedCosts::SlotWaitStatus LearnedCosts::slot_wait_status() const {
+  std::lock_guard lock(slot_wait_mutex_);
+  return {ms_per_request_ahead_.load(std::memory_order_relaxed), slot_wait_.wait_samples(), slot_wait_.hold_samples(),
+          slot_wait_.from_waits()};
+}
+
 policy::SpeedFit LearnedCosts::prefill_speed_fit() const {
   std::lock_guard lock(speed_mutex_);
   return speed_fit_;

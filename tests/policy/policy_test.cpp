@@ -405,6 +405,62 @@ TEST(Candidates, AreValuesThatViewTheWorkersIds) {
   EXPECT_EQ(decision.candidates[0].worker.data(), workers[0].id.data());
 }
 
+// A slot engine with every slot busy: the new request starts when the
+// requests ahead of a free slot have released theirs. b holds the prompt
+// (saves 320 ms) but runs 3 requests on 2 slots: 2 ahead at its learned
+// 400 ms each outweigh the saving; with one more slot, one is free.
+TEST(CacheAware, ASlotEngineWithEverySlotBusyCostsTheWaitForOne) {
+  auto policy = make_cache_aware(plain_cost(0, 5));
+  auto workers = priced({{"a", true, 1, 0, 0}, {"b", true, 3, 0, 3'200}});
+  for (auto& worker : workers) {
+    worker.slots = 2;
+    worker.ms_per_request_ahead = 400;
+  }
+  auto decision = policy->decide({"m", std::nullopt, 0, {}, 4'000}, workers);
+  EXPECT_EQ(decision.worker_index, 0u);
+  EXPECT_EQ(decision.candidates[0].requests_ahead, 0u);
+  EXPECT_EQ(decision.candidates[1].requests_ahead, 2u);
+  EXPECT_DOUBLE_EQ(decision.candidates[1].slot_wait_ms, 800);
+  EXPECT_DOUBLE_EQ(decision.candidates[1].expected_ttft_ms, 880);
+  workers[1].slots = 4;
+  auto roomier = policy->decide({"m", std::nullopt, 0, {}, 4'000}, workers);
+  EXPECT_EQ(roomier.worker_index, 1u);
+  EXPECT_EQ(roomier.candidates[1].slot_wait_ms, 0);
+  // Requests the engine reports waiting from elsewhere are ahead too.
+  workers[1].engine_waiting_others = 1;
+  workers[1].engine_snapshot_age_ms = 100;
+  EXPECT_EQ(policy->decide({"m", std::nullopt, 0, {}, 4'000}, workers).candidates[1].requests_ahead, 1u);
+  workers[1].in_flight = 4;
+  EXPECT_EQ(policy->decide({"m", std::nullopt, 0, {}, 4'000}, workers).candidates[1].requests_ahead, 2u);
+}
+
+// A session's turn leaves its previous worker only when the gain beats both
+// expectations' calibrated error. a (previous) is expected 40 ms later than
+// b; with no calibration the price decides, within a 30% error on each side
+// (~94 ms) the turn stays, and a gain far beyond it moves.
+TEST(CacheAware, ASessionMovesOnlyWhenTheGainBeatsTheCalibratedError) {
+  auto policy = make_cache_aware(plain_cost(0, 5));
+  auto workers = priced({{"a", true, 0, 1'400, 0}, {"b", true, 0, 1'000, 0}});
+  RouteRequest request{"m", "s", 0, {}, 1'000};
+  request.previous_turn = RouteRequest::PreviousTurn{0, 1'000};
+  auto priced_only = policy->decide(request, workers);
+  EXPECT_EQ(priced_only.worker_index, 1u);
+  for (auto& worker : workers) {
+    worker.ttft_relative_error = 0.3;
+  }
+  auto kept = policy->decide(request, workers);
+  EXPECT_EQ(kept.worker_index, 0u);
+  EXPECT_EQ(kept.reason, Reason::within_margin);
+  workers[0].pending_prefill_tokens = 10'000;  // 1 s queued on a
+  auto moved = policy->decide(request, workers);
+  EXPECT_EQ(moved.worker_index, 1u);
+  EXPECT_NE(moved.reason, Reason::within_margin);
+  // Without a previous turn there is nothing to keep.
+  workers[0].pending_prefill_tokens = 1'400;
+  request.previous_turn.reset();
+  EXPECT_EQ(policy->decide(request, workers).worker_index, 1u);
+}
+
 TEST(CacheAware, SkipsIneligibleWorkersAndSaysWhenOneIsLeft) {
   auto policy = make_cache_aware(plain_cost());
   auto workers = priced({{"a", true, 0, 0, 0}, {"b", false, 0, 0, 4'000}});

@@ -573,6 +573,79 @@ TEST(Router, AMoveIsCountedOnCommitOnly) {
   fleet.worker(*served.worker).load().prefill_answered(100'000);
 }
 
+// A moved turn is measured against staying: the previous worker's expected
+// first token (calibrated) less the realized one, paid or lost.
+TEST(Router, AMovesRealizedGainIsMeasuredAgainstStaying) {
+  Fleet fleet(cache_aware());
+  for (auto [key, realized] : {std::pair{"s1", 60.0}, std::pair{"s2", 2'000.0}}) {
+    auto first = prompt_of(320);
+    auto served = fleet.turn(first, key);
+    const auto home = *served.worker;
+    fleet.hold(home, first, 19);
+    fleet.worker(home).load().prefill_added(10'000);  // 1 s queued
+    auto next = prompt_of(480);
+    RouteContext context{key, 0, {}, kNow};
+    auto decision = fleet.router.decide(fleet.table, fleet.model, &next, context);
+    ASSERT_EQ(decision.reason, Reason::moved_queue);
+    ASSERT_GT(decision.candidates[home].expected_ttft_ms, 60);
+    ASSERT_LT(decision.candidates[home].expected_ttft_ms, 2'000);
+    auto attempt = fleet.router.commit(fleet.table, fleet.model, decision, &next, context);
+    attempt.end(AttemptEnd::served, workers::FailureCause::none, kNow);
+    attempt.complete({200, 0, 0u, 480u, realized, true});
+    fleet.worker(home).load().prefill_answered(10'000);
+  }
+  const auto metrics = fleet.metrics.serialize();
+  EXPECT_NE(metrics.find("kvgate_session_moves_measured_total{model=\"m\",outcome=\"paid\"} 1"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("kvgate_session_moves_measured_total{model=\"m\",outcome=\"lost\"} 1"), std::string::npos);
+}
+
+// A slot engine (cache_model sequences, 2 slots): requests that found a
+// slot free teach how long one is held (the prior: a hold over the slots),
+// requests sent while every slot was busy the wait per request ahead; the
+// price follows, and the waiting ones do not teach the prefill cost.
+TEST(Router, ASlotWorkersWaitIsLearnedFromItsOutcomesAndPriced) {
+  Fleet fleet(cache_aware(), 2);
+  for (auto& worker : fleet.model.workers) {
+    worker.options.cache_model = config::CacheModel::sequences;
+    worker.options.slots = 2;
+  }
+  auto& a = fleet.worker(0);
+  auto prompt = prompt_of(320);
+  for (int request = 0; request < 3; ++request) {
+    auto decision = fleet.decide(prompt, std::nullopt, static_cast<std::uint64_t>(request));
+    ASSERT_EQ(decision.candidates[0].requests_ahead, 0u);
+    fleet.serve(decision, prompt, 0, {200, 0, 0u, 320u, 32.0, true, 10u, 968.0});
+  }
+  EXPECT_DOUBLE_EQ(a.costs().ms_per_request_ahead(), 500);  // a 1 s hold over 2 slots
+  const auto prefill_samples = a.costs().prefill_rates().samples;
+  // Two in flight on a's two slots: one ahead of a free slot.
+  a.load().request_started();
+  a.load().request_started();
+  auto busy = fleet.decide(prompt, std::nullopt, 10);
+  EXPECT_EQ(busy.candidates[0].requests_ahead, 1u);
+  EXPECT_DOUBLE_EQ(busy.candidates[0].slot_wait_ms, 500);
+  EXPECT_EQ(busy.worker, 1u);
+  // Each waited 300 ms beyond its price.
+  for (int request = 0; request < 3; ++request) {
+    auto decision = fleet.decide(prompt, std::nullopt, 20 + static_cast<std::uint64_t>(request));
+    const auto& priced = decision.candidates[0];
+    const double realized = priced.expected_ttft_ms - priced.slot_wait_ms + 300;
+    fleet.serve(decision, prompt, 0, {200, 0, 0u, 320u, realized, true, 10u, 968.0});
+  }
+  EXPECT_DOUBLE_EQ(a.costs().ms_per_request_ahead(), 300);
+  EXPECT_EQ(a.costs().prefill_rates().samples, prefill_samples);
+  EXPECT_DOUBLE_EQ(fleet.decide(prompt, std::nullopt, 30).candidates[0].slot_wait_ms, 300);
+  a.load().request_finished();
+  a.load().request_finished();
+  // A continuous-batching worker has no slots: nothing is ahead.
+  fleet.model.workers[1].options.cache_model = config::CacheModel::blocks;
+  fleet.worker(1).load().request_started();
+  fleet.worker(1).load().request_started();
+  fleet.worker(1).load().request_started();
+  EXPECT_EQ(fleet.decide(prompt, std::nullopt, 31).candidates[1].requests_ahead, 0u);
+}
+
 // The index writer as the router sees it: each call recorded.
 class RecordingIndexWriter final : public kv_events::IndexWriter {
  public:

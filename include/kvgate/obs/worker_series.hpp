@@ -119,6 +119,7 @@ class WorkerSeries {
     // Realized over expected first tokens (workers/ttft_calibration.hpp);
     // absent until a clean streamed answer was priced.
     struct TtftCalibration {
+      std::uint32_t samples = 0;
       double ratio_p50 = 0;
       double ratio_p90 = 0;
       double relative_error_p50 = 0;

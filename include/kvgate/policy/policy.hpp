@@ -79,7 +79,26 @@ struct WorkerView {
   // a decoder (policy/disaggregation.hpp).
   bool decodes = true;
   bool prefills_for_others = false;
+  // An engine that runs at most this many requests at once (llama-server's
+  // slots; 0: continuous batching, no such limit modelled), and what each
+  // request ahead of a free slot delays a new one there, in ms (learned
+  // from its outcomes: slot_wait.hpp; 0 before anything is learned).
+  std::uint32_t slots = 0;
+  double ms_per_request_ahead = 0;
+  // How far this worker's expected TTFTs have been from what its clients
+  // got: the median |realized - expected| / realized of its recent answers
+  // (workers/ttft_calibration.hpp); 0 until there are enough of them.
+  double ttft_relative_error = 0;
 };
+
+// Requests that must release a slot before a new one starts on `worker`:
+// those in flight beyond its slots, plus one (0: a slot is free, or the
+// engine has no slot limit). `others` are requests the engine reports
+// waiting that are not this gateway's.
+inline std::uint32_t requests_ahead_of_slot(const WorkerView& worker, std::uint32_t others) {
+  const auto load = worker.in_flight + others;
+  return worker.slots > 0 && load >= worker.slots ? load - worker.slots + 1 : 0;
+}
 
 struct RouteRequest {
   std::string_view model;
@@ -138,6 +157,10 @@ struct Candidate {
   // The cost model's parts (cache_aware); negative: not computed.
   double queue_delay_ms = -1;
   double prefill_ms = -1;
+  // A slot engine with every slot busy: the requests ahead of a free slot
+  // and the wait they cost (in the expected TTFT); 0: a slot is free.
+  std::uint32_t requests_ahead = 0;
+  double slot_wait_ms = 0;
   // Loading the prompt's offloaded part back (cache_aware; in the expected
   // TTFT); negative: not computed.
   double receive_ms = -1;

@@ -27,6 +27,7 @@ enum class Reason : std::uint8_t {
   prefix_match,        // sglang_cache_aware: the longest cached prefix covers enough of the prompt
   smallest_cache,      // sglang_cache_aware: no worker holds enough: the one holding least
   load_bound,          // cache_aware with a soft margin: the cheapest worker was over the load bound
+  within_margin,       // cache_aware: the session's previous worker, within the calibrated error of the cheapest
   // What the router says of a request with a session key (route/README.md).
   new_session,          // first turn the gateway sees of this key
   session_expired,      // the key was known but idle longer than sessions.idle_ttl
@@ -72,6 +73,8 @@ inline constexpr std::string_view to_string(Reason reason) {
       return "prefix_match";
     case Reason::load_bound:
       return "load_bound";
+    case Reason::within_margin:
+      return "within_margin";
     case Reason::smallest_cache:
       return "smallest_cache";
     case Reason::new_session:

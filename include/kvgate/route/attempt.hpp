@@ -118,6 +118,15 @@ class Attempt {
     // priced in it (< 0: not priced).
     double expected_ttft_ms = -1;
     double adapter_load_ms = -1;
+    // A slot engine's slots (0: none modelled), the requests that were
+    // ahead of a free slot and the wait priced for them (in the expected
+    // TTFT).
+    std::uint32_t slots = 0;
+    std::uint32_t requests_ahead = 0;
+    double slot_wait_ms = 0;
+    // A session turn that moved: the previous worker's expected TTFT,
+    // calibrated (< 0: not a move, or not priced).
+    double stay_expected_ttft_ms = -1;
     // The prompt's KV moved from a prefill worker: the decoder's usage
     // counts it as cached, so the decoder's figure teaches nothing.
     bool remote_prefill = false;

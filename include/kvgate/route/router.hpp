@@ -87,8 +87,10 @@ struct RouteDecision {
   // token was expected (ms; negative when the policy does not estimate it).
   std::optional<std::size_t> runner_up;
   double gap_ms = -1;
-  // The session before this turn (empty: no key, or a key seen first now).
+  // The session before this turn (empty: no key, or a key seen first now),
+  // and its worker's position in the model (empty: not in it any more).
   std::optional<SessionState> session;
+  std::optional<std::size_t> session_previous;
   // A disaggregated model: where the prefill runs (`worker` above is the
   // decoder), the alternatives' expected times and why.
   std::optional<policy::PrefillChoice> prefill;

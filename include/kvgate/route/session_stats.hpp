@@ -23,11 +23,16 @@ class SessionStats {
   void declare_model(std::string_view model);
   void moved(std::string_view model, policy::Reason reason);
   void turn_hit(std::string_view model, double ratio);
+  // A measured move: the previous worker's calibrated expected TTFT less
+  // the realized one, in ms (positive: the move paid).
+  void move_measured(std::string_view model, double gain_ms);
   void set_active(std::size_t sessions) { active_.Set(static_cast<double>(sessions)); }
 
  private:
   prometheus::Family<prometheus::Counter>& moves_;
   prometheus::Family<prometheus::Histogram>& turn_hit_;
+  prometheus::Family<prometheus::Counter>& moves_measured_;
+  prometheus::Family<prometheus::Counter>& move_gain_;
   prometheus::Gauge& active_;
 };
 

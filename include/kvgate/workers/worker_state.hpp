@@ -27,6 +27,7 @@
 #include "kvgate/obs/worker_series.hpp"
 #include "kvgate/policy/eviction.hpp"
 #include "kvgate/policy/prefill_fit.hpp"
+#include "kvgate/policy/slot_wait.hpp"
 #include "kvgate/workers/adapter_residency.hpp"
 #include "kvgate/workers/engine_identity.hpp"
 #include "kvgate/workers/engine_prefill_level.hpp"
@@ -347,9 +348,35 @@ class LearnedCosts {
   [[nodiscard]] TtftCalibrationSummary ttft_calibration() const { return ttft_.summary(); }
   [[nodiscard]] std::uint64_t ttft_recorded() const { return ttft_.recorded(); }
   bool exchange_ttft_flagged(bool flagged) { return ttft_.exchange_flagged(flagged); }
+  // The summary's figures the router reads per decision (set by the
+  // control thread from the summary it computes each metrics round): the
+  // median relative error (0: fewer than kPublishedSamples answers) and
+  // the median realized/expected ratio (1 until then).
+  static constexpr std::uint32_t kPublishedSamples = TtftCalibration::kMinSamples / 4;
+  void publish_ttft_calibration(const TtftCalibrationSummary& summary);
+  [[nodiscard]] double ttft_relative_error() const { return ttft_error_.load(std::memory_order_relaxed); }
+  [[nodiscard]] double ttft_ratio() const { return ttft_ratio_.load(std::memory_order_relaxed); }
+
+  // What a request ahead of a free slot costs on a slot engine
+  // (policy/slot_wait.hpp).
+  void record_slot_wait(std::uint32_t ahead, double excess_ms, std::uint32_t slots);
+  void record_slot_hold(double hold_ms, std::uint32_t slots);
+  [[nodiscard]] double ms_per_request_ahead() const { return ms_per_request_ahead_.load(std::memory_order_relaxed); }
+  struct SlotWaitStatus {
+    double ms_per_request_ahead = 0;
+    std::size_t wait_samples = 0;
+    std::size_t hold_samples = 0;
+    bool from_waits = false;
+  };
+  [[nodiscard]] SlotWaitStatus slot_wait_status() const;
 
  private:
   TtftCalibration ttft_;
+  std::atomic<double> ttft_error_{0};
+  std::atomic<double> ttft_ratio_{1};
+  mutable std::mutex slot_wait_mutex_;
+  policy::SlotWaitFit slot_wait_;
+  std::atomic<double> ms_per_request_ahead_{0};
   std::atomic<std::int8_t> ram_cache_{-1};
   mutable std::mutex ram_cache_mutex_;
   RamCacheEvidence ram_cache_evidence_;
