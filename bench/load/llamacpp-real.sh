@@ -15,6 +15,9 @@
 # Reports: build/llamacpp-real-report/{ram-default,ram-0}/{real,sim}/.
 #   bench/load/llamacpp-real.sh [SESSIONS] [SEED]
 # Heterogeneous fleet: KVGATE_LLAMA_THREADS_r0=2 (r0 gets two threads).
+# KVGATE_LLAMA_RAM="0" runs one RAM setting only (default: "default 0");
+# KVGATE_LLAMA_SIM=0 skips the simulated fleet (the table's simulated
+# columns are then empty).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
@@ -69,10 +72,15 @@ wait-gateways $work/llama ${admins[*]#*=}")
   )
 }
 
-for ram in default 0; do
+rams=(${KVGATE_LLAMA_RAM:-default 0})
+for ram in "${rams[@]}"; do
   if [[ "$ram" == default ]]; then unset KVGATE_CACHE_RAM; else export KVGATE_CACHE_RAM=0; fi
   echo "######## llama-server --cache-ram $ram: real replicas"
   run_fleet llamacpp-real "$out_top/ram-$ram/real"
+  if [[ "${KVGATE_LLAMA_SIM:-1}" == 0 ]]; then
+    rm -rf "$out_top/ram-$ram/sim"
+    continue
+  fi
   # The simulator's llama.cpp profile at the real replicas' measured costs
   # (their mean prefill and decode ms per token), in real time.
   read -r prefill decode < <(awk '{ p += $2; d += $3; n++ } END { printf "%.4f %.4f\n", p / n, d / n }' \
@@ -84,10 +92,12 @@ done
 
 # Per target: later-turn hit rate and mean TTFT, real against simulated, and
 # each against nginx sticky sessions on the same engines.
-python3 - "$out_top" <<'PY'
-import json, sys
+python3 - "$out_top" "${rams[@]}" <<'PY'
+import gzip, json, os, statistics, sys
 top = sys.argv[1]
 def runs(path):
+    if not os.path.exists(f"{path}/summary.json"):
+        return {}
     summary = json.load(open(f"{path}/summary.json"))
     result = {}
     for run in summary["runs"]:
@@ -96,7 +106,7 @@ def runs(path):
         cached = sum(t["cached_tokens"] for t in later)
         result[run["name"]] = (100 * cached / max(prompt, 1), run["ttft_ms"]["mean"], run.get("errors", 0))
     return result
-for ram in ("default", "0"):
+for ram in sys.argv[2:]:
     real, sim = runs(f"{top}/ram-{ram}/real"), runs(f"{top}/ram-{ram}/sim")
     print(f"\n--cache-ram {ram}")
     print("| target | later-turn hit (real) | (sim) | mean TTFT ms (real) | (sim) | sim/real TTFT | real TTFT / nginx_sticky |")
@@ -105,4 +115,23 @@ for ram in ("default", "0"):
     for name, (hit, ttft, errors) in real.items():
         s_hit, s_ttft, _ = sim.get(name, (float("nan"), float("nan"), 0))
         print(f"| {name} | {hit:.1f}% | {s_hit:.1f}% | {ttft:.0f} | {s_ttft:.0f} | {s_ttft / ttft:.2f} | {ttft / base:.2f} |")
+    # cache_aware's own decisions on the real replicas: how far its expected
+    # first tokens were from the realized ones, and how many cached-token
+    # predictions were within a block of the engine's figure.
+    log = f"{top}/ram-{ram}/real/decisions-cache_aware.jsonl"
+    if os.path.exists(log):
+        errors, exact, predicted = [], 0, 0
+        for line in open(log):
+            record = json.loads(line)
+            if record.get("status") != 200 or record.get("retries"):
+                continue
+            ttft, expected = record.get("ttft_ms"), record.get("expected_ttft_ms")
+            if ttft and expected and ttft > 0:
+                errors.append(abs(ttft - expected) / ttft)
+            if record.get("cached_tokens") is not None and record.get("predicted_cached_tokens") is not None:
+                predicted += 1
+                exact += abs(record["cached_tokens"] - record["predicted_cached_tokens"]) < 16
+        if errors:
+            print(f"cache_aware: median |realized - expected| / realized {100 * statistics.median(errors):.0f}% "
+                  f"over {len(errors)} answers; predictions within a block {exact}/{predicted}")
 PY

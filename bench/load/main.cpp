@@ -79,7 +79,7 @@ constexpr const char* kUsage =
     "  --session ID            trajectory: the session of FILE to follow (default: the first)\n"
     "  --replica ID=URL        trajectory: a replica by the name it answers as (repeatable): its KV usage is\n"
     "                          read before each turn; the cold second turn goes to one of them\n"
-    "presets: chat, agent\n";
+    "presets: chat, agent, tools\n";
 
 struct Command {
   std::string mode;

@@ -97,6 +97,38 @@ Workload agent_preset(const WorkloadOptions& options) {
   return workload;
 }
 
+// Agent sessions of several kinds: each kind's sessions share a long tool
+// preamble (~3,000 tokens: the tool definitions and instructions an agent
+// framework sends first), one kind per eight sessions; a fifth of the
+// sessions run long (12-24 turns), the rest are short (2-6), each turn
+// appending a 0.6-3 kB tool output. Where cache-awareness matters: sticky
+// sessions make every replica hold every preamble and pile the long
+// sessions wherever their keys hash.
+Workload tools_preset(const WorkloadOptions& options) {
+  std::mt19937_64 random(options.seed);
+  const std::uint32_t count = options.sessions == 0 ? 48 : options.sessions;
+  std::vector<std::string> preambles;
+  for (std::uint32_t kind = 0; kind < std::max<std::uint32_t>(2, count / 8); ++kind) {
+    preambles.push_back("You are agent " + std::to_string(kind) + ". Tools and rules follow.\n" +
+                        words(random, 12'000));
+  }
+  Workload workload{"tools", {}, {}};
+  for (std::uint32_t index = 0; index < count; ++index) {
+    Session session{"tools-" + std::to_string(index), preambles[index % preambles.size()], {}};
+    const bool long_session = random() % 5 == 0;
+    const auto turns = long_session ? between(random, 12, 24) : between(random, 2, 6);
+    auto task = "Task " + std::to_string(index) + ": " + words(random, 300);
+    session.turns.push_back(chat_turn(std::move(task), 32, 0));
+    for (std::uint32_t turn = 1; turn < turns; ++turn) {
+      auto output = "Tool output:\n" + words(random, between(random, 600, 3'000));
+      const auto think_ms = between(random, 0, 100);
+      session.turns.push_back(chat_turn(std::move(output), 32, think_ms));
+    }
+    workload.sessions.push_back(std::move(session));
+  }
+  return workload;
+}
+
 Result<Session, std::string> parse_session(const json& line, std::size_t number) {
   const auto where = "line " + std::to_string(number) + ": ";
   if (!line.is_object() || !line.contains("turns") || !line["turns"].is_array() || line["turns"].empty()) {
@@ -352,7 +384,7 @@ Result<Session, std::string> session_from_export(const json& document, const Wor
 }
 
 const std::vector<std::string_view>& preset_names() {
-  static const std::vector<std::string_view> kNames = {"chat", "agent"};
+  static const std::vector<std::string_view> kNames = {"chat", "agent", "tools"};
   return kNames;
 }
 
@@ -363,7 +395,10 @@ Result<Workload, std::string> make_preset(std::string_view name, const WorkloadO
   if (name == "agent") {
     return agent_preset(options);
   }
-  return unexpected("unknown preset '" + std::string(name) + "' (chat, agent)");
+  if (name == "tools") {
+    return tools_preset(options);
+  }
+  return unexpected("unknown preset '" + std::string(name) + "' (chat, agent, tools)");
 }
 
 Result<Workload, std::string> parse_workload(std::string_view text, std::string name, const WorkloadOptions& options) {

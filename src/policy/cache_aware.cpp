@@ -18,22 +18,22 @@ namespace {
 //   queue_delay   = q * (pending_prefill_tokens + others * mean_uncached_tokens)
 //                 + others * queue_ms_per_waiting_request
 //                 + d * active_tokens + in_flight * queue_ms_per_request
-//   slot_wait     = on a slot engine with every slot busy, the requests
-//                   ahead of a free slot x the worker's learned wait per
-//                   request ahead (slot_wait.hpp): a slot frees only when
-//                   its request has decoded to the end, which no prefill
-//                   price covers
+//   slot engine   = with every slot busy, the queue is the wait for one:
+//                   the requests ahead of a free slot x the worker's learned
+//                   wait per request ahead (slot_wait.hpp; slot_wait_ms). A
+//                   slot frees only when its request has decoded to the end,
+//                   which no per-token price covers; until a wait is learned,
+//                   the queue above stands
 //   adapter       = the LoRA adapter's load when the worker does not hold it
 //                   (loadable, waiting: one load; evicts: one load in the
 //                   TTFT, and a second in the score for the adapter it
 //                   displaces, whose next request reloads it)
-//   expected_ttft = queue_delay + slot_wait + prefill + receive + adapter
+//   expected_ttft = queue_delay + prefill + receive + adapter
 //   evicts        = expected re-prefill of the blocks the placement evicts
 //                   on a full worker, each weighted by the chance its owner
 //                   returns before it would age out anyway (eviction.hpp)
-//   score         = queue_delay + slot_wait + own_prefill_weight * prefill
-//                   + receive + adapter (+ one more load when it evicts)
-//                   + evicts
+//   score         = queue_delay + own_prefill_weight * prefill + receive
+//                   + adapter (+ one more load when it evicts) + evicts
 // A session's turn leaves its previous worker only when the cheapest
 // worker's score beats it by more than the two expectations' learned error
 // (each worker's median |realized - expected| / realized times its expected
@@ -87,18 +87,20 @@ class CacheAware final : public Policy {
         static_cast<double>(worker.in_flight) * cost_.queue_ms_per_request +
         others * cost_.queue_ms_per_waiting_request;
     candidate.requests_ahead = requests_ahead_of_slot(worker, engine_fresh ? worker.engine_waiting_others : 0);
-    candidate.slot_wait_ms = static_cast<double>(candidate.requests_ahead) * worker.ms_per_request_ahead;
+    if (candidate.requests_ahead > 0 && worker.ms_per_request_ahead > 0) {
+      candidate.slot_wait_ms = static_cast<double>(candidate.requests_ahead) * worker.ms_per_request_ahead;
+      candidate.queue_delay_ms = candidate.slot_wait_ms;
+    }
     candidate.offloaded_cached_tokens = std::min(worker.offloaded_cached_tokens, cached);
     candidate.receive_ms = static_cast<double>(candidate.offloaded_cached_tokens) * request.ms_per_offloaded_token;
     candidate.adapter = worker.adapter;
     const bool loads = worker.adapter == AdapterState::loadable || worker.adapter == AdapterState::evicts ||
                        worker.adapter == AdapterState::waiting;
     candidate.adapter_load_ms = loads ? request.adapter_load_ms : 0.0;
-    candidate.expected_ttft_ms = candidate.queue_delay_ms + candidate.slot_wait_ms + candidate.prefill_ms +
-                                 candidate.receive_ms + candidate.adapter_load_ms;
-    candidate.score = candidate.queue_delay_ms + candidate.slot_wait_ms +
-                      cost_.own_prefill_weight * candidate.prefill_ms + candidate.receive_ms +
-                      candidate.adapter_load_ms +
+    candidate.expected_ttft_ms =
+        candidate.queue_delay_ms + candidate.prefill_ms + candidate.receive_ms + candidate.adapter_load_ms;
+    candidate.score = candidate.queue_delay_ms + cost_.own_prefill_weight * candidate.prefill_ms +
+                      candidate.receive_ms + candidate.adapter_load_ms +
                       (worker.adapter == AdapterState::evicts ? request.adapter_load_ms : 0.0);
     if (cost_.eviction_term && request.returns != nullptr && request.block_size > 0) {
       price_evictions(request, worker, index, candidate);

@@ -319,7 +319,7 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
     const auto& candidate = decision.candidates[chosen];
     attempt.prediction_.expected_ttft_ms = candidate.expected_ttft_ms;
     attempt.prediction_.requests_ahead = candidate.requests_ahead;
-    attempt.prediction_.slot_wait_ms = candidate.slot_wait_ms;
+    attempt.prediction_.queue_delay_ms = std::max(0.0, candidate.queue_delay_ms);
   }
   attempt.prediction_.slots = slot_count(worker.options);
   // A move's counterfactual: the previous worker's expected TTFT, as that
@@ -477,12 +477,12 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
     worker.costs().record_ttft(decision.expected_ttft_ms, *outcome.ttft_ms, decision.worker_busy);
   }
   // A slot engine: a request that waited for a slot teaches the wait per
-  // request ahead (its first token beyond the price without the wait); one
-  // that found a slot free, how long a request holds one.
+  // request ahead (its first token beyond the price of everything but the
+  // queue); one that found a slot free, how long a request holds one.
   if (clean_first_token && decision.slots > 0 && decision.expected_ttft_ms > 0) {
     if (decision.requests_ahead > 0) {
       worker.costs().record_slot_wait(decision.requests_ahead,
-                                      *outcome.ttft_ms - (decision.expected_ttft_ms - decision.slot_wait_ms),
+                                      *outcome.ttft_ms - (decision.expected_ttft_ms - decision.queue_delay_ms),
                                       decision.slots);
     } else if (outcome.decode_ms) {
       worker.costs().record_slot_hold(*outcome.ttft_ms + *outcome.decode_ms, decision.slots);

@@ -26,6 +26,28 @@ TEST(Workload, PresetsAreDeterministicForASeedAndShareSystemPromptsInGroups) {
   EXPECT_FALSE(make_preset("chess", options));
 }
 
+// The tools preset: eight sessions per kind share one preamble, kinds
+// differ, and the lengths are uneven (long and short sessions both there).
+TEST(Workload, TheToolsPresetSharesAPreamblePerKindWithUnevenLengths) {
+  WorkloadOptions options;
+  options.sessions = 48;
+  auto workload = make_preset("tools", options);
+  ASSERT_TRUE(workload);
+  ASSERT_EQ(workload->sessions.size(), 48u);
+  EXPECT_EQ(workload->sessions[0].system, workload->sessions[6].system);
+  EXPECT_NE(workload->sessions[0].system, workload->sessions[1].system);
+  EXPECT_GT(workload->sessions[0].system.size(), 10'000u);
+  std::size_t longest = 0;
+  std::size_t shortest = SIZE_MAX;
+  for (const auto& session : workload->sessions) {
+    longest = std::max(longest, session.turns.size());
+    shortest = std::min(shortest, session.turns.size());
+  }
+  EXPECT_GE(longest, 12u);
+  EXPECT_LE(shortest, 6u);
+  EXPECT_EQ(make_preset("tools", options)->sessions[5].turns[1].user, workload->sessions[5].turns[1].user);
+}
+
 // Sessions spread over adapters by Zipf: every session names one, the most
 // popular adapter the most, the same for the same seed.
 TEST(Workload, AdaptersAreAssignedByZipfDeterministically) {

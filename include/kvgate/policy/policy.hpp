@@ -158,7 +158,8 @@ struct Candidate {
   double queue_delay_ms = -1;
   double prefill_ms = -1;
   // A slot engine with every slot busy: the requests ahead of a free slot
-  // and the wait they cost (in the expected TTFT); 0: a slot is free.
+  // and the wait they cost, which is then the whole queue_delay_ms (0: a
+  // slot is free, or no wait is learned yet).
   std::uint32_t requests_ahead = 0;
   double slot_wait_ms = 0;
   // Loading the prompt's offloaded part back (cache_aware; in the expected

@@ -23,7 +23,7 @@ namespace kvgate::policy {
 
 class SlotWaitFit {
  public:
-  static constexpr std::size_t kWindow = 32;
+  static constexpr std::size_t kWindow = 16;
   static constexpr std::size_t kMinWaits = 3;
 
   // `excess_ms`: the realized first token less the TTFT priced without the

@@ -119,11 +119,10 @@ class Attempt {
     double expected_ttft_ms = -1;
     double adapter_load_ms = -1;
     // A slot engine's slots (0: none modelled), the requests that were
-    // ahead of a free slot and the wait priced for them (in the expected
-    // TTFT).
+    // ahead of a free slot, and the queue priced in the expected TTFT.
     std::uint32_t slots = 0;
     std::uint32_t requests_ahead = 0;
-    double slot_wait_ms = 0;
+    double queue_delay_ms = 0;
     // A session turn that moved: the previous worker's expected TTFT,
     // calibrated (< 0: not a move, or not priced).
     double stay_expected_ttft_ms = -1;
