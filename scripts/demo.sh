@@ -32,9 +32,10 @@ cmake --build build -j"${KVGATE_JOBS:-2}" --target kvgate kvgate-sim kvgate-benc
 source scripts/lib.sh
 begin_run demo
 
-# 4,000 blocks of 16 tokens per replica (64,000 tokens): the sessions in
-# flight fit the fleet's caches, if each stays where its blocks are.
-start_fleet 4000 2560 "${policies[@]}"
+# 4,000 blocks of 16 tokens per replica (64,000 tokens): the chat sessions
+# in flight fit the fleet's caches, if each stays where its blocks are; the
+# agent sessions (up to ~8,000 tokens) do not all fit.
+start_fleet 4000 16384 "${policies[@]}"
 echo
 echo "######## $sessions chat sessions arriving at load $load, through each gateway (replica caches reset before each)"
 build/bench/load/kvgate-bench compare "${runs[@]}" "${resets[@]}" --workload chat --sessions "$sessions" \

@@ -98,10 +98,10 @@ Workload agent_preset(const WorkloadOptions& options) {
 }
 
 // Agent sessions of several kinds: each kind's sessions share a long tool
-// preamble (~3,000 tokens: the tool definitions and instructions an agent
+// preamble (~2,000 tokens: the tool definitions and instructions an agent
 // framework sends first), one kind per eight sessions; a fifth of the
 // sessions run long (12-24 turns), the rest are short (2-6), each turn
-// appending a 0.6-3 kB tool output. Where cache-awareness matters: sticky
+// appending a 0.4-2 kB tool output. Where cache-awareness matters: sticky
 // sessions make every replica hold every preamble and pile the long
 // sessions wherever their keys hash.
 Workload tools_preset(const WorkloadOptions& options) {
@@ -110,7 +110,7 @@ Workload tools_preset(const WorkloadOptions& options) {
   std::vector<std::string> preambles;
   for (std::uint32_t kind = 0; kind < std::max<std::uint32_t>(2, count / 8); ++kind) {
     preambles.push_back("You are agent " + std::to_string(kind) + ". Tools and rules follow.\n" +
-                        words(random, 12'000));
+                        words(random, 8'000));
   }
   Workload workload{"tools", {}, {}};
   for (std::uint32_t index = 0; index < count; ++index) {
@@ -120,7 +120,7 @@ Workload tools_preset(const WorkloadOptions& options) {
     auto task = "Task " + std::to_string(index) + ": " + words(random, 300);
     session.turns.push_back(chat_turn(std::move(task), 32, 0));
     for (std::uint32_t turn = 1; turn < turns; ++turn) {
-      auto output = "Tool output:\n" + words(random, between(random, 600, 3'000));
+      auto output = "Tool output:\n" + words(random, between(random, 400, 2'000));
       const auto think_ms = between(random, 0, 100);
       session.turns.push_back(chat_turn(std::move(output), 32, think_ms));
     }
