@@ -109,8 +109,7 @@ Workload tools_preset(const WorkloadOptions& options) {
   const std::uint32_t count = options.sessions == 0 ? 48 : options.sessions;
   std::vector<std::string> preambles;
   for (std::uint32_t kind = 0; kind < std::max<std::uint32_t>(2, count / 8); ++kind) {
-    preambles.push_back("You are agent " + std::to_string(kind) + ". Tools and rules follow.\n" +
-                        words(random, 8'000));
+    preambles.push_back("You are agent " + std::to_string(kind) + ". Tools and rules follow.\n" + words(random, 8'000));
   }
   Workload workload{"tools", {}, {}};
   for (std::uint32_t index = 0; index < count; ++index) {
