@@ -64,7 +64,9 @@ class CacheAware final : public Policy {
     if (cost_.soft_margin_ms && pick.index && pick.eligible > 1) {
       apply_soft_bound(request, decision);
     }
-    keep_within_margin(request, workers, decision);
+    if (cost_.move_margin) {
+      keep_within_margin(request, workers, decision);
+    }
     return decision;
   }
 

@@ -451,6 +451,9 @@ TEST(CacheAware, ASessionMovesOnlyWhenTheGainBeatsTheCalibratedError) {
   auto kept = policy->decide(request, workers);
   EXPECT_EQ(kept.worker_index, 0u);
   EXPECT_EQ(kept.reason, Reason::within_margin);
+  auto without = plain_cost(0, 5);
+  without.move_margin = false;
+  EXPECT_EQ(make_cache_aware(without)->decide(request, workers).worker_index, 1u);
   workers[0].pending_prefill_tokens = 10'000;  // 1 s queued on a
   auto moved = policy->decide(request, workers);
   EXPECT_EQ(moved.worker_index, 1u);

@@ -232,6 +232,9 @@ struct CostModel {
   // Adds each worker's expected re-prefill of what the placement evicts
   // (eviction.hpp) to its score.
   bool eviction_term = true;
+  // A session's turn leaves its previous worker only when the gain beats
+  // both workers' calibrated TTFT error (WorkerView::ttft_relative_error).
+  bool move_margin = true;
 };
 
 std::unique_ptr<Policy> make_round_robin();
