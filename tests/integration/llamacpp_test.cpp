@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/admin.hpp"
@@ -157,6 +158,49 @@ std::vector<std::string> read_stream(int port, const json& body) {
   EventStream stream(port, "/v1/chat/completions", body.dump());
   EXPECT_EQ(stream.status(), 200);
   return stream.until_done();
+}
+
+// A slot engine's wait for a free slot, learned from the engine's own
+// answers: a streamed request that found the slot free teaches how long one
+// is held, one sent while the slot was busy how long it waited beyond its
+// prefill.
+TEST(LlamaServer, TheWaitForABusySlotIsLearnedFromTheEnginesAnswers) {
+  Harness harness;
+  std::string skip;
+  LlamaServer r0(harness, "r0", kModel, {"-np", "1", "-c", "4096", "--cache-ram", "0"}, skip);
+  if (!skip.empty()) {
+    GTEST_SKIP() << skip;
+  }
+  const auto tokenizer = llama_tokenizer_folder(harness.folder() + "/tokenizer");
+  ASSERT_FALSE(tokenizer.empty());
+  harness.start_gateway("routing: {policy: cache_aware}\nmetrics_scrape: {interval: 200ms}\n",
+                        model_yaml(tokenizer, bare_workers({&r0})));
+  ASSERT_TRUE(eventually([&] { return worker_state(harness, "r0")["slots"]["total"] == 1; }))
+      << worker_state(harness, "r0").dump();
+  auto streamed = [](const std::string& question, int max_tokens) {
+    auto body = chat(json::array({{{"role", "user"}, {"content", question}}}), max_tokens);
+    body["stream"] = true;
+    body["ignore_eos"] = true;  // llama-server: generate to max_tokens
+    return body;
+  };
+  const auto slot_wait = [&] { return worker_state(harness, "r0")["slot_wait"]; };
+  read_stream(harness.api_port(), streamed("Which screws hold a shelf?", 16));
+  ASSERT_TRUE(eventually([&] { return slot_wait()["hold_samples"].get<int>() >= 1; })) << slot_wait().dump();
+  EXPECT_EQ(slot_wait()["from"], "holds");
+  EXPECT_GT(slot_wait()["ms_per_request_ahead"].get<double>(), 0);
+  // One request holds the slot while the next is sent: that one waits.
+  for (int round = 0; round < 3; ++round) {
+    EventStream holder(harness.api_port(), "/v1/chat/completions",
+                       streamed("Tell me about every screw in the store, round " + std::to_string(round), 200).dump());
+    ASSERT_EQ(holder.status(), 200);
+    ASSERT_TRUE(holder.next_event());  // generating: the slot is taken
+    std::thread drain([&] { holder.rest(); });
+    read_stream(harness.api_port(), streamed("Which nails hold a frame, round " + std::to_string(round) + "?", 8));
+    drain.join();
+  }
+  ASSERT_TRUE(eventually([&] { return slot_wait()["wait_samples"].get<int>() >= 3; })) << slot_wait().dump();
+  EXPECT_EQ(slot_wait()["from"], "waits");
+  EXPECT_GT(slot_wait()["ms_per_request_ahead"].get<double>(), 0);
 }
 
 TEST(LlamaServer, TheRelayedStreamIsTheEnginesAndItsErrorsReachTheClient) {
