@@ -153,7 +153,7 @@ constexpr std::array kOptions{
                "the request's own prefill counts this many times in the score (0.1 to 10)"},
     OptionSpec{"routing.cache_aware.eviction_term", boolean, "true",
                "on a full worker, add the expected re-prefill of the blocks it evicts"},
-    OptionSpec{"routing.cache_aware.move_margin", boolean, "true",
+    OptionSpec{"routing.cache_aware.move_margin", boolean, "false",
                "a session's turn leaves its previous worker only beyond both workers' calibrated TTFT error"},
     OptionSpec{"routing.cache_aware.soft_margin", duration, "",
                "optional load bound: leave a worker over (1 + load_bound_epsilon) x the mean queue unless the "

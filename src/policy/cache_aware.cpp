@@ -34,8 +34,8 @@ namespace {
 //                   returns before it would age out anyway (eviction.hpp)
 //   score         = queue_delay + own_prefill_weight * prefill + receive
 //                   + adapter (+ one more load when it evicts) + evicts
-// A session's turn leaves its previous worker only when the cheapest
-// worker's score beats it by more than the two expectations' learned error
+// With move_margin, a session's turn leaves its previous worker only when
+// the cheapest worker's score beats it by more than the two expectations' learned error
 // (each worker's median |realized - expected| / realized times its expected
 // TTFT, combined in quadrature): a move the calibration cannot tell from
 // noise loses the conversation's cache for its later turns (within_margin).

@@ -439,7 +439,9 @@ TEST(CacheAware, ASlotEngineWithEverySlotBusyCostsTheWaitForOne) {
 // b; with no calibration the price decides, within a 30% error on each side
 // (~94 ms) the turn stays, and a gain far beyond it moves.
 TEST(CacheAware, ASessionMovesOnlyWhenTheGainBeatsTheCalibratedError) {
-  auto policy = make_cache_aware(plain_cost(0, 5));
+  auto with_margin = plain_cost(0, 5);
+  with_margin.move_margin = true;
+  auto policy = make_cache_aware(with_margin);
   auto workers = priced({{"a", true, 0, 1'400, 0}, {"b", true, 0, 1'000, 0}});
   RouteRequest request{"m", "s", 0, {}, 1'000};
   request.previous_turn = RouteRequest::PreviousTurn{0, 1'000};
