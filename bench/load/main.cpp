@@ -73,6 +73,8 @@ constexpr const char* kUsage =
     "  --block-tokens N        the engines' KV block size, for the reuse ceiling (default 16)\n"
     "  --fleet TEXT            a description of the fleet, printed in the report\n"
     "  --baseline NAME         a run the others are compared with (repeatable; default: the first run)\n"
+    "  --unavailable NAME=WHY  compare, capacity: a target that could not be started (a peer that failed to\n"
+    "                          start or is not installed), named in the report with WHY instead of figures\n"
     "  --slo-p90-ttft-ms X     capacity: the SLO, p90 time to first token in ms\n"
     "  --start-load F          capacity: the first step's load (default 0.5)\n"
     "  --max-steps N           capacity: runs per target (default 7)\n"
@@ -83,7 +85,8 @@ constexpr const char* kUsage =
 
 struct Command {
   std::string mode;
-  std::vector<std::pair<std::string, std::string>> runs;  // name, target
+  std::vector<std::pair<std::string, std::string>> runs;         // name, target
+  std::vector<std::pair<std::string, std::string>> unavailable;  // name, why it did not start
   std::string workload;
   std::string out;
   std::vector<std::string> resets;
@@ -146,6 +149,12 @@ std::string parse(int argc, char** argv, Command& command) {
         return "--run takes NAME=URL";
       }
       command.runs.emplace_back(value.substr(0, equals), value.substr(equals + 1));
+    } else if (flag == "--unavailable") {
+      auto equals = value.find('=');
+      if (equals == std::string::npos || equals == 0) {
+        return "--unavailable takes NAME=WHY";
+      }
+      command.unavailable.emplace_back(value.substr(0, equals), value.substr(equals + 1));
     } else if (flag == "--replica") {
       auto equals = value.find('=');
       if (equals == std::string::npos || equals == 0) {
@@ -237,6 +246,9 @@ std::string parse(int argc, char** argv, Command& command) {
     command.runs.emplace_back(name, target);
   } else if (command.runs.empty() || !target.empty()) {
     return command.mode + " takes --run NAME=URL (one or more), not --target";
+  }
+  if (!command.unavailable.empty() && command.mode != "compare" && command.mode != "capacity") {
+    return "--unavailable goes with compare or capacity";
   }
   if (command.mode == "capacity") {
     if (command.slo_p90_ttft_ms <= 0) {
@@ -593,6 +605,9 @@ int run_capacity(const Command& command, const Workload& workload, const kvgate:
                        {"capacity", capacity_dial},
                        {"steps", steps}});
   }
+  for (const auto& [name, why] : command.unavailable) {
+    targets.push_back({{"name", name}, {"failure", "did not start: " + why}, {"steps", json::array()}});
+  }
   const json capacity = {
       {"workload", workload.name}, {"slo_p90_ttft_ms", command.slo_p90_ttft_ms}, {"meta", meta}, {"targets", targets}};
   write_file(std::filesystem::path(command.out) / "capacity.json", capacity.dump(2) + "\n");
@@ -753,8 +768,16 @@ int main(int argc, char** argv) {
     for (const auto& [name, target] : command.runs) {
       summaries.push_back(run_one(command, name, target, dialled.workload, dialled.options, dialled.dial, name));
     }
+    // Known before the run: named in the report, not a failure of this run.
+    for (const auto& [name, why] : command.unavailable) {
+      json absent = kvgate::load::summarize({name, "", dialled.workload.name, 0}, {});
+      absent["failure"] = "did not start: " + why;
+      absent["unavailable"] = true;
+      summaries.push_back(std::move(absent));
+    }
     const bool any_failed =
-        std::any_of(summaries.begin(), summaries.end(), [](const json& run) { return run.contains("failure"); });
+        std::any_of(summaries.begin(), summaries.end(),
+                    [](const json& run) { return run.contains("failure") && !run.value("unavailable", false); });
     const json summary = command.mode == "run" ? summaries.front() : json{{"runs", summaries}, {"meta", meta}};
     write_file(std::filesystem::path(command.out) / "summary.json", summary.dump(2) + "\n");
     const auto markdown = kvgate::load::markdown_report(summaries, meta);

@@ -53,6 +53,14 @@ std::string percent(double value) {
   return format("%.1f%%", value * 100);
 }
 
+std::string repeat(std::string_view cell, std::size_t times) {
+  std::string out;
+  for (std::size_t index = 0; index < times; ++index) {
+    out += cell;
+  }
+  return out;
+}
+
 // Traces have no turns: "-" rather than a 0% nobody measured.
 std::string later_turns(const json& distribution) {
   return distribution.value("count", 0) == 0 ? std::string("-") : percent(distribution.value("mean", 0.0));
@@ -289,6 +297,11 @@ std::string markdown_report(const std::vector<json>& runs, const json& meta) {
       "utilisation (while arriving) |\n";
   out += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& run : runs) {
+    if (run.contains("failure")) {
+      // No figures rather than zeros that read as figures: the reason follows the table.
+      out += "| " + run.value("name", "") + " | failed (below) |" + repeat(" - |", 12) + "\n";
+      continue;
+    }
     const auto& ttft = run["ttft_ms"];
     out += "| " + run.value("name", "") + " | " + std::to_string(run.value("requests", 0)) + " | " +
            std::to_string(run.value("errors", 0)) + " | " + percent(run.value("hit_rate", 0.0)) + " | " +
@@ -352,6 +365,10 @@ std::string markdown_report(const std::vector<json>& runs, const json& meta) {
   for (const auto& run : runs) {
     if (run.contains("failure")) {
       out += "\nRun `" + run.value("name", "") + "` failed: " + run.value("failure", "") + "\n";
+    } else if (run.value("requests", 0) > 0 && run.value("succeeded", 0) == 0) {
+      out += "\nRun `" + run.value("name", "") + "` rejected the workload: none of its " +
+             std::to_string(run.value("requests", 0)) + " requests succeeded (" +
+             member(run, "error_kinds").dump() + ").\n";
     }
   }
   auto relative = [](double value, double reference) {
@@ -360,6 +377,9 @@ std::string markdown_report(const std::vector<json>& runs, const json& meta) {
   if (runs.size() > 1) {
     for (auto base_index : baseline_indexes(runs, meta)) {
       const auto& base = runs[base_index];
+      if (base.contains("failure")) {
+        continue;  // nothing to compare with
+      }
       out += "\nAgainst `" + base.value("name", "") +
              "` (ratio of each run to it, measured in the same invocation; below 1 is better except for the hit "
              "rate):\n\n";
@@ -370,6 +390,10 @@ std::string markdown_report(const std::vector<json>& runs, const json& meta) {
           continue;
         }
         const auto& run = runs[index];
+        if (run.contains("failure")) {
+          out += "| " + run.value("name", "") + " | failed |" + repeat(" - |", 5) + "\n";
+          continue;
+        }
         out += "| " + run.value("name", "") + " | " +
                relative(run.value("hit_rate", 0.0), base.value("hit_rate", 0.0)) + " | " +
                relative(run.value("prefill_tokens_computed", 0.0), base.value("prefill_tokens_computed", 0.0)) + " | ";
@@ -468,6 +492,11 @@ std::string capacity_markdown(const json& capacity) {
   }
   out += "\n";
   for (const auto& target : targets) {
+    if (target.contains("failure")) {
+      out += "| " + target.value("name", "") + " | " + target.value("failure", "") + " | - | 0 |" +
+             repeat(" - |", references.size()) + "\n";
+      continue;
+    }
     out += "| " + target.value("name", "") + " | " + percent(target.value("capacity_load", 0.0)) + " | " +
            format("%.2f", rate_of(target)) + " | " + std::to_string(member(target, "steps").size()) + " |";
     for (const auto& reference : references) {

@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <set>
 
 #include "kvgate/core/html.hpp"
@@ -303,12 +304,16 @@ std::string page(const std::string& title, const std::string& body) {
 
 std::string html_report(const std::vector<json>& runs, const json& meta) {
   const std::string table = markdown_report(runs, meta);
+  // The charts draw what was measured: a run that failed is named in the table, not drawn as zeros.
+  std::vector<json> measured;
+  std::copy_if(runs.begin(), runs.end(), std::back_inserter(measured),
+               [](const json& run) { return !run.contains("failure"); });
   // A trace's requests are all "turn 1": no chart by turn.
-  const bool turns =
-      std::any_of(runs.begin(), runs.end(), [](const json& run) { return member(run, "hit_rate_by_turn").size() > 1; });
-  return page("kvgate-bench report", ttft_cdf_chart(runs) + (turns ? hit_rate_chart(runs) : std::string()) +
-                                         prefill_chart(runs) + timeline_charts(runs) + "<h2>Figures</h2><pre>" +
-                                         escape(table) + "</pre>");
+  const bool turns = std::any_of(measured.begin(), measured.end(),
+                                 [](const json& run) { return member(run, "hit_rate_by_turn").size() > 1; });
+  return page("kvgate-bench report", ttft_cdf_chart(measured) + (turns ? hit_rate_chart(measured) : std::string()) +
+                                         prefill_chart(measured) + timeline_charts(measured) +
+                                         "<h2>Figures</h2><pre>" + escape(table) + "</pre>");
 }
 
 std::string capacity_html(const json& capacity) {
