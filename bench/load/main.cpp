@@ -262,8 +262,10 @@ std::string parse(int argc, char** argv, Command& command) {
     }
   }
   for (const auto& baseline : command.baselines) {
-    if (std::none_of(command.runs.begin(), command.runs.end(),
-                     [&](const auto& run) { return run.first == baseline; })) {
+    // A baseline that did not start is named in the report like any target.
+    auto named = [&](const auto& run) { return run.first == baseline; };
+    if (std::none_of(command.runs.begin(), command.runs.end(), named) &&
+        std::none_of(command.unavailable.begin(), command.unavailable.end(), named)) {
       return "--baseline " + baseline + " names no --run";
     }
   }

@@ -219,15 +219,42 @@ bool answers(int port) {
   return connected;
 }
 
+// GET PATH on a loopback port: the body, or "" when nothing answered 200.
+std::string get_body(int port, const std::string& path) {
+  const auto command = "curl -fsS -m 2 http://127.0.0.1:" + std::to_string(port) + path + " 2>/dev/null";
+  auto* pipe = ::popen(command.c_str(), "r");
+  std::string body;
+  if (pipe == nullptr) {
+    return body;
+  }
+  std::array<char, 4096> buffer{};
+  for (std::size_t read; (read = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0;) {
+    body.append(buffer.data(), read);
+  }
+  return ::pclose(pipe) == 0 ? body : std::string();
+}
+
+// The Rust routers (smg, vllm-router) listen before their workers have
+// passed a health check; their /readiness counts the healthy ones.
+bool router_ready(int port, std::size_t workers) {
+  auto body = json::parse(get_body(port, "/readiness"), nullptr, false);
+  return body.is_object() && body.value("healthy_workers", std::size_t{0}) == workers;
+}
+
+bool is_rust_router(const std::string& kind) {
+  return kind.starts_with("smg_") || kind.starts_with("vllm_router_");
+}
+
 // A peer load balancer (bench/peers/peer.sh) in front of the replicas; it
-// announces nothing, so its port is polled.
+// announces nothing, so its port (and a router's readiness) is polled.
 std::unique_ptr<ChildProcess> start_peer(const std::string& kind, int port, const std::string& folder,
                                          const std::vector<std::string>& replicas) {
   std::vector<std::string> argv{"/bin/bash", std::string(KVGATE_SOURCE_DIR) + "/bench/peers/peer.sh", kind,
                                 std::to_string(port), folder + "/" + kind};
   argv.insert(argv.end(), replicas.begin(), replicas.end());
   auto peer = std::make_unique<ChildProcess>(argv, folder + "/" + kind + ".log");
-  for (int attempt = 0; attempt < 200 && !answers(port); ++attempt) {
+  auto ready = [&] { return answers(port) && (!is_rust_router(kind) || router_ready(port, replicas.size())); };
+  for (int attempt = 0; attempt < 400 && !ready(); ++attempt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(25));  // start-up poll of a process that announces nothing
   }
   return peer;
@@ -236,7 +263,9 @@ std::unique_ptr<ChildProcess> start_peer(const std::string& kind, int port, cons
 // The peers a user would deploy instead, as kvgate-bench targets: each
 // conversation of nginx's and HAProxy's sticky setups stays on one replica
 // (told by the simulator's own header: nothing of kvgate in between), and
-// leastconn spreads them; kvgate's run is compared in the same report.
+// leastconn spreads them; SGLang's gateway and vLLM's router, as their
+// wheels ship them, answer every request through a replica; kvgate's run is
+// compared in the same report.
 TEST(Bench, PeersAreTargetsLikeAnyOther) {
   Fleet fleet;
   const auto resets = start_fleet(fleet, {"r0", "r1", "r2"});
@@ -246,10 +275,14 @@ TEST(Bench, PeersAreTargetsLikeAnyOther) {
   }
   std::vector<std::unique_ptr<ChildProcess>> peers;
   std::string runs = " --run kvgate=" + api_url(fleet);
-  for (const auto* kind : {"nginx_sticky", "haproxy_sticky", "haproxy_leastconn"}) {
+  const std::vector<std::string> kinds{"nginx_sticky",    "haproxy_sticky",         "haproxy_leastconn",
+                                       "smg_cache_aware", "vllm_router_cache_aware"};
+  for (const auto& kind : kinds) {
     const int port = free_loopback_port();
     peers.push_back(start_peer(kind, port, fleet.harness.folder(), replicas));
     ASSERT_TRUE(answers(port)) << kind << ": " << peers.back()->stderr_text();
+    ASSERT_TRUE(!is_rust_router(kind) || router_ready(port, replicas.size()))
+        << kind << ": " << peers.back()->stderr_text();
     runs += std::string(" --run ") + kind + "=http://127.0.0.1:" + std::to_string(port);
   }
   const auto out = fleet.harness.folder() + "/peers";
@@ -257,7 +290,7 @@ TEST(Bench, PeersAreTargetsLikeAnyOther) {
                            " --baseline nginx_sticky --fleet 'three sims' --out " + out);
   ASSERT_EQ(outcome.status, 0) << outcome.output;
   auto summary = json::parse(test_support::read_text_file(out + "/summary.json"));
-  ASSERT_EQ(summary["runs"].size(), 4u);
+  ASSERT_EQ(summary["runs"].size(), kinds.size() + 1);
   for (const auto& run : summary["runs"]) {
     const auto name = run["name"].get<std::string>();
     SCOPED_TRACE(name);
@@ -290,6 +323,39 @@ TEST(Bench, PeersAreTargetsLikeAnyOther) {
   for (auto& peer : peers) {
     peer->stop();
   }
+}
+
+// A peer that could not be started (not installed, or it failed to come
+// up) is named in the report with the reason, beside the runs that did
+// happen: no row of zeros that reads as a measurement, and the comparison
+// still completes.
+TEST(Bench, ATargetThatDidNotStartIsNamedNotCountedAsZeros) {
+  Fleet fleet;
+  const auto resets = start_fleet(fleet, {"r0", "r1"});
+  const auto out = fleet.harness.folder() + "/absent";
+  auto outcome = run_bench("compare --run kvgate=" + api_url(fleet) +
+                           " --unavailable 'ghost=no binary installed here' --workload chat --sessions 3 --seed 2" +
+                           resets + " --baseline ghost --out " + out);
+  ASSERT_EQ(outcome.status, 0) << outcome.output;
+  auto summary = json::parse(test_support::read_text_file(out + "/summary.json"));
+  ASSERT_EQ(summary["runs"].size(), 2u);
+  EXPECT_EQ(summary["runs"][0]["name"], "kvgate");
+  EXPECT_FALSE(summary["runs"][0].contains("failure"));
+  EXPECT_GT(summary["runs"][0]["succeeded"].get<std::uint64_t>(), 0u);
+  EXPECT_EQ(summary["runs"][1]["name"], "ghost");
+  EXPECT_EQ(summary["runs"][1]["failure"], "did not start: no binary installed here");
+  auto markdown = test_support::read_text_file(out + "/report.md");
+  EXPECT_NE(markdown.find("| ghost | failed (below) |"), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find("Run `ghost` failed: did not start: no binary installed here"), std::string::npos)
+      << markdown;
+  // A baseline that did not run has nothing to be compared with.
+  EXPECT_EQ(markdown.find("Against `ghost`"), std::string::npos) << markdown;
+
+  // It names a target of a comparison, not of a single run.
+  auto misplaced = run_bench("run --target " + api_url(fleet) + " --unavailable ghost=x --workload chat --out " + out);
+  EXPECT_EQ(misplaced.status, 2);
+  EXPECT_NE(misplaced.output.find("--unavailable goes with compare or capacity"), std::string::npos)
+      << misplaced.output;
 }
 
 // The load dial against real replicas: the rate comes from the replicas'
