@@ -18,7 +18,7 @@
 # {own_prefill_weight: 1}}'). Sets $runs (kvgate-bench --run flags), $resets
 # (--reset flags, or --reset-command for real replicas), $fleet (a description for the report), $admins (LABEL=
 # admin address per kvgate), $epps (LABEL=picker address per picker_POLICY
-# target), $api and $admin (the last gateway's). Each
+# target), $routers (the ports of the Rust routers among the peers), $api and $admin (the last gateway's). Each
 # kvgate writes its decision log to $work/decisions-TARGET.jsonl. Environment: KVGATE_REPLICAS (default 3), KVGATE_TIME_SCALE
 # (default 20), KVGATE_SIM_FLAGS (more kvgate-sim flags, e.g. timing),
 # KVGATE_ENGINE (vllm; llamacpp: kvgate-sim replicas as llama-server;
@@ -35,8 +35,10 @@
 # wait_router_ready PORT N: until the router there has N healthy workers.
 # gateway_yaml_head TARGET ROUTING: the top of a benchmarked kvgate's YAML
 # (ports, decision log, `routing: ROUTING`); the caller adds its models.
-# weka_workload TRACES_DIR SESSIONS: sets $workload to kvgate-bench's flags
-# for the WEKA Claude Code sessions as the headline runs replay them.
+# weka_workload TRACES_DIR SESSIONS [BLOCK_TOKENS OUTPUT_SCALE]: sets
+# $workload to kvgate-bench's flags for the WEKA Claude Code sessions as the
+# headline runs replay them (by default 2 tokens per 64-token block, outputs
+# 32x shorter; 64 1: as recorded).
 # mooncake_workload TRACES_DIR REQUESTS: the same for Mooncake's
 # conversation trace. choose_targets DEFAULT...: sets $targets to the words
 # of KVGATE_TARGETS, or to the defaults.
@@ -55,13 +57,13 @@ choose_targets() {
   fi
 }
 
-weka_workload() {
+weka_workload() {  # traces sessions [block_tokens output_scale]
   local shards=$1/weka-claude-code/claude_code_traces_0001-0050.jsonl.gz
   shards+=,$1/weka-claude-code/claude_code_traces_0051-0100.jsonl.gz
-  # Prompts 32x shorter (64-token blocks become 2 tokens), outputs too;
-  # think times 1000x shorter and at most KVGATE_MAX_THINK_MS.
-  workload=(--workload "$shards" --sessions "$2" --trace-block-tokens 2 --output-scale 32 --time-scale 1000
-            --max-think-ms "${KVGATE_MAX_THINK_MS:-200}")
+  # By default prompts 32x shorter (64-token blocks become 2 tokens), outputs
+  # too; think times 1000x shorter and at most KVGATE_MAX_THINK_MS.
+  workload=(--workload "$shards" --sessions "$2" --trace-block-tokens "${3:-2}" --output-scale "${4:-32}"
+            --time-scale 1000 --max-think-ms "${KVGATE_MAX_THINK_MS:-200}")
 }
 
 begin_run() {
@@ -306,6 +308,7 @@ start_fleet() {
   runs=()
   admins=()
   epps=()
+  routers=()
   for target in "$@"; do
     case "$target" in
       nginx_* | haproxy_* | smg_* | vllm_router_*)
@@ -321,6 +324,7 @@ start_fleet() {
           continue
         fi
         runs+=(--run "$target=http://127.0.0.1:$port")
+        [[ "$target" == smg_* || "$target" == vllm_router_* ]] && routers+=("$port")
         echo "$target: http://127.0.0.1:$port"
         continue
         ;;

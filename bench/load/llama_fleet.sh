@@ -8,6 +8,7 @@
 #                                           per sequence per step, from its own counters
 #                                           ("rN prefill_ms decode_ms")
 #   bench/load/llama_fleet.sh wait-gateways DIR ADMIN...  until each kvgate sees every worker healthy
+#   bench/load/llama_fleet.sh wait-routers DIR N PORT...  until each peer router counts N healthy workers
 #   bench/load/llama_fleet.sh stop DIR
 # Environment: KVGATE_LLAMA_SERVER (default ../shared/engines/llama.cpp/llama-server),
 # KVGATE_LLAMA_MODEL (default ../shared/data/models/rand-llama-d256-l4.gguf),
@@ -103,6 +104,18 @@ case "$command" in
 import json, sys
 workers = json.load(sys.stdin)["workers"]
 sys.exit(0 if workers and all(w["healthy"] for w in workers) else 1)' && break
+        sleep 0.05  # polling another process's state
+      done
+    done
+    ;;
+  wait-routers)
+    # Until each peer router (smg, vllm-router) on the loopback ports after
+    # DIR N counts N healthy workers on its /readiness.
+    workers=$3
+    shift 3
+    for port in "$@"; do
+      for tries in $(seq 600); do
+        curl -s "http://127.0.0.1:$port/readiness" | grep -q "\"healthy_workers\":$workers[,}]" && break
         sleep 0.05  # polling another process's state
       done
     done

@@ -7,6 +7,9 @@
 #   session_hash   kvgate's sticky sessions
 #   round_robin
 #   nginx_sticky   nginx hashing the session header (bench/peers)
+#   smg_cache_aware, vllm_router_cache_aware, llmd_approximate: SGLang's
+#                  gateway, vLLM's router and llm-d's picker behind Envoy,
+#                  as they ship (bench/peers, docs/benchmarking.md)
 # once with llama-server's default host-RAM prompt cache and once with
 # --cache-ram 0. Then the same workload on kvgate-sim replicas in the
 # llama.cpp profile, its prefill and decode costs set from what the real
@@ -24,7 +27,8 @@ cd "$top"
 source scripts/lib.sh
 sessions=${1:-12}
 seed=${2:-1}
-targets=(cache_aware session_hash round_robin nginx_sticky)
+targets=(cache_aware session_hash round_robin nginx_sticky smg_cache_aware vllm_router_cache_aware llmd_approximate)
+choose_targets "${targets[@]}"
 export KVGATE_REPLICAS=${KVGATE_REPLICAS:-3} KVGATE_SLOTS=${KVGATE_SLOTS:-2}
 cmake --build build -j"${KVGATE_JOBS:-2}" --target kvgate kvgate-sim kvgate-bench >/dev/null
 out_top=build/llamacpp-real-report
@@ -44,15 +48,19 @@ run_fleet() {  # run_fleet ENGINE OUT [SIM FLAGS]: one compare of every target
       # Each kvgate first serves a few agent sessions (other conversations
       # than the measured ones), as a gateway that has been running has:
       # it has read the engines' prefill clocks and RAM caches by then.
-      for run in "${runs[@]}"; do
-        [[ "$run" == --run ]] && continue
-        [[ "$run" == nginx_* ]] && continue
-        build/bench/load/kvgate-bench run --target "${run#*=}" --workload agent --sessions 4 --concurrency 4 \
-          --seed 99 --name warm-up --out "$work/warm-${run%%=*}" >/dev/null 2>&1
+      local index name
+      for ((index = 0; index + 1 < ${#runs[@]}; index += 2)); do
+        [[ "${runs[$index]}" == --run ]] || continue
+        name=${runs[$index + 1]%%=*}
+        [[ " ${admins[*]} " == *" $name="* ]] || continue  # kvgate's own only
+        build/bench/load/kvgate-bench run --target "${runs[$index + 1]#*=}" --workload agent --sessions 4 \
+          --concurrency 4 --seed 99 --name warm-up --out "$work/warm-$name" >/dev/null 2>&1
       done
-      # Cold replicas before each run, and every gateway seeing them up.
+      # Cold replicas before each run, and every gateway and peer router
+      # seeing them up.
       resets=(--reset-command "bench/load/llama_fleet.sh restart $work/llama && bench/load/llama_fleet.sh \
-wait-gateways $work/llama ${admins[*]#*=}")
+wait-gateways $work/llama ${admins[*]#*=} && bench/load/llama_fleet.sh wait-routers $work/llama $KVGATE_REPLICAS \
+${routers[*]:-}")
     fi
     build/bench/load/kvgate-bench compare "${runs[@]}" "${resets[@]}" --workload chat --sessions "$sessions" \
       --concurrency "$sessions" --seed "$seed" --baseline nginx_sticky --replicas "$KVGATE_REPLICAS" \
@@ -101,6 +109,9 @@ def runs(path):
     summary = json.load(open(f"{path}/summary.json"))
     result = {}
     for run in summary["runs"]:
+        if "failure" in run:
+            print(f"{run['name']} in {path}: {run['failure']}")
+            continue
         later = [t for t in run["hit_rate_by_turn"] if t["turn"] >= 2]
         prompt = sum(t["prompt_tokens"] for t in later)
         cached = sum(t["cached_tokens"] for t in later)

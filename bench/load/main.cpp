@@ -777,9 +777,9 @@ int main(int argc, char** argv) {
       absent["unavailable"] = true;
       summaries.push_back(std::move(absent));
     }
-    const bool any_failed =
-        std::any_of(summaries.begin(), summaries.end(),
-                    [](const json& run) { return run.contains("failure") && !run.value("unavailable", false); });
+    const bool any_failed = std::any_of(summaries.begin(), summaries.end(), [](const json& run) {
+      return run.contains("failure") && !run.value("unavailable", false);
+    });
     const json summary = command.mode == "run" ? summaries.front() : json{{"runs", summaries}, {"meta", meta}};
     write_file(std::filesystem::path(command.out) / "summary.json", summary.dump(2) + "\n");
     const auto markdown = kvgate::load::markdown_report(summaries, meta);

@@ -367,8 +367,8 @@ std::string markdown_report(const std::vector<json>& runs, const json& meta) {
       out += "\nRun `" + run.value("name", "") + "` failed: " + run.value("failure", "") + "\n";
     } else if (run.value("requests", 0) > 0 && run.value("succeeded", 0) == 0) {
       out += "\nRun `" + run.value("name", "") + "` rejected the workload: none of its " +
-             std::to_string(run.value("requests", 0)) + " requests succeeded (" +
-             member(run, "error_kinds").dump() + ").\n";
+             std::to_string(run.value("requests", 0)) + " requests succeeded (" + member(run, "error_kinds").dump() +
+             ").\n";
     }
   }
   auto relative = [](double value, double reference) {

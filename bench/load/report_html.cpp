@@ -312,8 +312,8 @@ std::string html_report(const std::vector<json>& runs, const json& meta) {
   const bool turns = std::any_of(measured.begin(), measured.end(),
                                  [](const json& run) { return member(run, "hit_rate_by_turn").size() > 1; });
   return page("kvgate-bench report", ttft_cdf_chart(measured) + (turns ? hit_rate_chart(measured) : std::string()) +
-                                         prefill_chart(measured) + timeline_charts(measured) +
-                                         "<h2>Figures</h2><pre>" + escape(table) + "</pre>");
+                                         prefill_chart(measured) + timeline_charts(measured) + "<h2>Figures</h2><pre>" +
+                                         escape(table) + "</pre>");
 }
 
 std::string capacity_html(const json& capacity) {

@@ -275,8 +275,8 @@ TEST(Bench, PeersAreTargetsLikeAnyOther) {
   }
   std::vector<std::unique_ptr<ChildProcess>> peers;
   std::string runs = " --run kvgate=" + api_url(fleet);
-  const std::vector<std::string> kinds{"nginx_sticky",    "haproxy_sticky",         "haproxy_leastconn",
-                                       "smg_cache_aware", "vllm_router_cache_aware"};
+  const std::vector<std::string> kinds{"nginx_sticky", "haproxy_sticky", "haproxy_leastconn", "smg_cache_aware",
+                                       "vllm_router_cache_aware"};
   for (const auto& kind : kinds) {
     const int port = free_loopback_port();
     peers.push_back(start_peer(kind, port, fleet.harness.folder(), replicas));
