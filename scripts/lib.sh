@@ -10,8 +10,8 @@
 # events (BLOCKS KV blocks of 16 tokens each: the KV-pressure knob) and, per
 # TARGET, a kvgate with that routing policy or a peer load balancer
 # (bench/peers: nginx_sticky, haproxy_leastconn, haproxy_sticky,
-# smg_cache_aware, vllm_router_cache_aware; llmd_approximate: llm-d's
-# endpoint picker behind Envoy, see start_llmd) in front of
+# smg_cache_aware, vllm_router_cache_aware; llmd_approximate, llmd_precise:
+# llm-d's endpoint picker behind Envoy, see start_llmd) in front of
 # all of them. A TARGET whose environment variable KVGATE_TARGET_<TARGET>
 # is set runs kvgate with that YAML flow mapping as its `routing:` (a
 # variant, e.g. KVGATE_TARGET_ca_w1='{policy: cache_aware, cache_aware:
@@ -160,7 +160,9 @@ start_envoy() {
 
 # llm-d's endpoint picker (llm-d-router's epp) behind the same Envoy as
 # kvgate's picker, configured by bench/peers/TARGET.yaml.in, its endpoints
-# from a file. The Go module proxy this project installs from does not serve
+# from a file; llmd_precise also reads the replicas' KV events on the socket
+# start_fleet had them dial ($llmd_events_port) and tokenises through the
+# first replica's render endpoint. The Go module proxy this project installs from does not serve
 # llm-d-router, so KVGATE_LLMD_EPP names an epp binary; without one, or when
 # it does not start, the target is added to $runs as --unavailable (named in
 # the report) and this returns 1. Sets $envoy_port.
@@ -170,6 +172,10 @@ start_llmd() {
   shift
   if [[ -z "$epp" || ! -x "$epp" ]]; then
     runs+=(--unavailable "$target=no llm-d EPP binary (KVGATE_LLMD_EPP names one built from llm-d-router)")
+    return 1
+  fi
+  if [[ "$target" == llmd_precise && -z "${llmd_events_port:-}" ]]; then
+    runs+=(--unavailable "$target=the replicas publish no KV events to llm-d's picker (kvgate-sim replicas only)")
     return 1
   fi
   if [[ ! -f "bench/peers/$target.yaml.in" ]]; then
@@ -185,7 +191,8 @@ start_llmd() {
       index=$((index + 1))
     done
   } >"$work/$target.endpoints.yaml"
-  sed "s|@ENDPOINTS@|$work/$target.endpoints.yaml|" "bench/peers/$target.yaml.in" >"$work/$target.epp.yaml"
+  sed -e "s|@ENDPOINTS@|$work/$target.endpoints.yaml|" -e "s|@MODEL@|demo-model|" -e "s|@RENDER_URL@|$1|" \
+    -e "s|@EVENTS@|tcp://127.0.0.1:${llmd_events_port:-0}|" "bench/peers/$target.yaml.in" >"$work/$target.epp.yaml"
   grpc=$(free_port)
   health=$(free_port)
   metrics=$(free_port)
@@ -249,6 +256,12 @@ start_fleet() {
     done
     resets=(--reset-command "bench/load/llama_fleet.sh restart $work/llama")
   fi
+  # llm-d's precise picker binds one KV-events socket the replicas dial,
+  # each naming itself (kv@address:port@model): its port and theirs are
+  # chosen before they start.
+  llmd_events_port=""
+  [[ " $* " == *" llmd_precise "* && "${KVGATE_ENGINE:-vllm}" == vllm ]] && llmd_events_port=$(free_port)
+  local dial_flags
   for ((index = 0; index < replicas; index++)); do
     [[ "${KVGATE_ENGINE:-vllm}" == llamacpp-real ]] && break
     id=r$index
@@ -269,10 +282,16 @@ start_fleet() {
         workers_yaml+=" cache_ram_mib: ${KVGATE_CACHE_RAM:-0}}"$'\n'
       fi
     else
+      dial_flags=()
+      if [[ -n "$llmd_events_port" ]]; then
+        port=$(free_port)
+        dial_flags=(--port "$port" --kv-events-topic "kv@127.0.0.1:$port@demo-model"
+                    --kv-events-connect "tcp://127.0.0.1:$llmd_events_port")
+      fi
       start_server "$id" build/bench/sim/kvgate-sim --model demo-model --id "$id" --block-size 16 \
         --num-gpu-blocks "$blocks" --max-model-len "$max_model_len" --time-scale "$time_scale" \
         --kv-events-endpoint tcp://127.0.0.1:0 --kv-events-replay-endpoint tcp://127.0.0.1:0 "${sim_flags[@]}" \
-        ${own_flags[@]+"${own_flags[@]}"}
+        ${dial_flags[@]+"${dial_flags[@]}"} ${own_flags[@]+"${own_flags[@]}"}
       line=$started
       read -r -t 10 -u "$started_fd" events_line
       read -r -t 10 -u "$started_fd" replay_line

@@ -23,9 +23,13 @@ KvPublisher::KvPublisher(const PublisherOptions& options)
     : context_(std::make_unique<zmq::context_t>(1)),
       socket_(std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::pub)),
       replay_capacity_(options.replay_batches),
-      replay_with_topic_(options.replay_with_topic) {
+      replay_with_topic_(options.replay_with_topic),
+      topic_(options.topic) {
   socket_->set(zmq::sockopt::linger, 0);
   socket_->bind(options.endpoint);
+  if (!options.connect_endpoint.empty()) {
+    socket_->connect(options.connect_endpoint);  // ZMQ dials in the background and redials
+  }
   if (!options.replay_endpoint.empty()) {
     replay_ = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::router);
     replay_->set(zmq::sockopt::linger, 0);
@@ -50,7 +54,7 @@ void KvPublisher::publish(std::string payload) {
   } else {
     // PUB never blocks: a slow subscriber loses messages (it sees the gap by
     // sequence number and asks for a replay); the engine does not slow down.
-    socket_->send(zmq::const_buffer("", 0), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    socket_->send(zmq::buffer(topic_), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
     socket_->send(zmq::buffer(sequence), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
     socket_->send(zmq::buffer(payload), zmq::send_flags::dontwait);
   }
@@ -103,7 +107,7 @@ void KvPublisher::answer_replay(const std::string& identity, std::uint64_t start
     replay_->send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
     replay_->send(zmq::const_buffer("", 0), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
     if (replay_with_topic_) {
-      replay_->send(zmq::const_buffer("", 0), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+      replay_->send(zmq::buffer(topic_), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
     }
     replay_->send(zmq::buffer(bytes), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
     replay_->send(zmq::buffer(payload), zmq::send_flags::dontwait);

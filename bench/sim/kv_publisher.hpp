@@ -23,6 +23,13 @@ struct PublisherOptions {
   std::size_t replay_batches = 10'000;
   // Replies ["", topic, seq, payload] (newer vLLM) instead of ["", seq, payload].
   bool replay_with_topic = true;
+  // The first frame of every batch (vLLM's `topic`, empty by default; llm-d
+  // deployments set kv@<pod address:port>@<model>, which names the replica
+  // to a subscriber that binds one socket for many engines).
+  std::string topic;
+  // Addresses the PUB socket also dials, as a vLLM publisher pointed at a
+  // subscriber that binds (llm-d's picker); empty: bound only.
+  std::string connect_endpoint;
 };
 
 class KvPublisher {
@@ -58,6 +65,7 @@ class KvPublisher {
   std::uint64_t next_sequence_ = 0;
   std::size_t replay_capacity_;
   bool replay_with_topic_;
+  std::string topic_;
   std::uint32_t drop_remaining_ = 0;
   std::deque<std::pair<std::uint64_t, std::string>> buffer_;
 };

@@ -1,5 +1,6 @@
 // kvgate-sim's HTTP front: OpenAI chat and text completions over the
-// simulated engine, plus /health, /v1/models, /metrics, /reset_prefix_cache.
+// simulated engine, plus /health, /v1/models, /metrics, /reset_prefix_cache
+// and vLLM's /v1/chat/completions/render and /v1/completions/render.
 // Errors follow vLLM's current OpenAI-style shape.
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <charconv>
@@ -806,6 +807,22 @@ awaitable<bool> handle_sim_request(SimServer& server, beast::tcp_stream& stream,
     auto response =
         tokens ? json_response(200, {{"room", room}, {"tokens", *tokens}}, keep_alive)
                : error_response(server, 404, "room " + std::to_string(room) + " was not prefilled here", keep_alive);
+    co_return co_await send(stream, std::move(response));
+  }
+  // vLLM's render endpoints: the prompt's token ids as this replica would
+  // compute them, nothing run (llm-d's picker tokenises through them).
+  const bool chat_render = path == "/v1/chat/completions/render";
+  if ((chat_render || path == "/v1/completions/render") && request.method() == bhttp::verb::post) {
+    Completion completion;
+    if (auto rejection = validate_completion(server, request, chat_render, completion)) {
+      co_return co_await send(stream, std::move(*rejection));
+    }
+    json rendered = json::object();
+    rendered["token_ids"] = completion.prompt;
+    if (!chat_render) {
+      rendered = json::array({std::move(rendered)});  // one entry per prompt
+    }
+    auto response = json_response(200, rendered, keep_alive);
     co_return co_await send(stream, std::move(response));
   }
   const bool chat = path == "/v1/chat/completions";

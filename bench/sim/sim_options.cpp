@@ -35,6 +35,7 @@ std::string sim_usage() {
          "         [--num-gpu-blocks N]\n"
          "         [--max-model-len N] [--max-num-seqs N] [--max-num-batched-tokens N]\n"
          "         [--kv-events-endpoint tcp://127.0.0.1:5557] [--kv-events-replay-endpoint tcp://127.0.0.1:5558]\n"
+         "         [--kv-events-topic TOPIC] [--kv-events-connect tcp://HOST:PORT]\n"
          "         [--kv-events-format map|array|sglang] [--hash-seed N] [--time-scale X] [--default-max-tokens N]\n"
          "         [--step-overhead-ms X] [--prefill-ms-per-token X] [--decode-ms-per-seq X]\n"
          "         [--attention-ms-per-context-token X]\n"
@@ -66,6 +67,8 @@ std::optional<std::string> parse_sim_options(const std::vector<std::string>& arg
       {"--max-num-batched-tokens", number(options.limits.max_num_batched_tokens, 1u)},
       {"--kv-events-endpoint", text(options.kv_events_endpoint)},
       {"--kv-events-replay-endpoint", text(options.kv_events_replay_endpoint)},
+      {"--kv-events-topic", text(options.kv_events_topic)},
+      {"--kv-events-connect", text(options.kv_events_connect)},
       {"--kv-events-format", text(format)},
       {"--hash-seed", [&](const std::string& value) { return seed_given = parse_number(value, seed); }},
       {"--lora-adapters",
@@ -146,6 +149,9 @@ std::optional<std::string> parse_sim_options(const std::vector<std::string>& arg
   }
   if (!options.kv_events_replay_endpoint.empty() && options.kv_events_endpoint.empty()) {
     return std::string("--kv-events-replay-endpoint needs --kv-events-endpoint");
+  }
+  if ((!options.kv_events_topic.empty() || !options.kv_events_connect.empty()) && options.kv_events_endpoint.empty()) {
+    return std::string("--kv-events-topic and --kv-events-connect need --kv-events-endpoint");
   }
   if (options.model.empty()) {
     return std::string("--model is required");

@@ -50,6 +50,8 @@ struct SimOptions {
   double kv_bytes_per_token = 131'072;
   std::string kv_events_endpoint;
   std::string kv_events_replay_endpoint;
+  std::string kv_events_topic;    // vLLM's KV-events `topic`: the first frame of each batch
+  std::string kv_events_connect;  // also dial this subscriber (one that binds, as llm-d's picker)
   EventFormat kv_events_format = EventFormat::map;
   std::uint32_t replay_buffer_batches = 10'000;
   std::optional<std::uint64_t> hash_seed;  // random when absent

@@ -48,9 +48,9 @@ SimServer::SimServer(asio::io_context& io, SimOptions options, std::shared_ptr<c
     histogram->counts.assign(histogram->bounds.size() + 1, 0);
   }
   if (!options_.kv_events_endpoint.empty()) {
-    publisher_ = std::make_unique<KvPublisher>(
-        PublisherOptions{options_.kv_events_endpoint, options_.kv_events_replay_endpoint,
-                         options_.replay_buffer_batches, options_.kv_events_format == EventFormat::map});
+    publisher_ = std::make_unique<KvPublisher>(PublisherOptions{
+        options_.kv_events_endpoint, options_.kv_events_replay_endpoint, options_.replay_buffer_batches,
+        options_.kv_events_format == EventFormat::map, options_.kv_events_topic, options_.kv_events_connect});
   }
   wake_.expires_at(std::chrono::steady_clock::time_point::max());
 }
