@@ -24,11 +24,12 @@
 # (default 0.5 for WEKA, 0.25 for Mooncake: slow enough that the highest
 # load searched stays within what this 2-core machine drives, so the bench
 # and the proxies are not what runs out first; each step's bench CPU share
-# is in capacity.json). KVGATE_TARGETS overrides the targets (round_robin
-# nginx_sticky dynamo_cost cache_aware); KVGATE_MAX_STEPS the runs per
-# target (default 4: doubling, then bisecting, so a capacity is bracketed
-# by the step that held and the next one up that missed), KVGATE_SLO_MS the
-# SLO, KVGATE_START_LOAD the first step.
+# is in capacity.json). KVGATE_TARGETS overrides the targets (round_robin,
+# nginx_sticky, the real peers of bench/peers, dynamo_cost, cache_aware);
+# KVGATE_MAX_STEPS the runs per target (default 6: doubling, then
+# bisecting, so a capacity above the first step is bracketed by the step
+# that held and the next one up that missed, at most about 10% apart),
+# KVGATE_SLO_MS the SLO, KVGATE_START_LOAD the first step.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
@@ -60,7 +61,11 @@ case "$name" in
     ;;
 esac
 export KVGATE_TIME_SCALE=${KVGATE_TIME_SCALE:-$time_scale}
-choose_targets round_robin nginx_sticky dynamo_cost cache_aware
+# The routers a user would deploy instead, as they ship (llm-d's picker needs
+# KVGATE_LLMD_EPP, else the report names it as not started), then kvgate's
+# re-implementation of Dynamo's router and kvgate.
+choose_targets round_robin nginx_sticky smg_cache_aware vllm_router_cache_aware llmd_approximate llmd_precise \
+  dynamo_cost cache_aware
 
 cmake --build build -j"${KVGATE_JOBS:-2}" --target kvgate kvgate-sim kvgate-bench >/dev/null
 begin_run capacity
@@ -68,7 +73,7 @@ start_fleet "$blocks" "$max_model_len" "${targets[@]}"
 started_at=$(date +%s)
 build/bench/load/kvgate-bench capacity "${runs[@]}" "${resets[@]}" "${workload[@]}" \
   --slo-p90-ttft-ms "${KVGATE_SLO_MS:-$slo}" --start-load "${KVGATE_START_LOAD:-$start_load}" \
-  --max-steps "${KVGATE_MAX_STEPS:-4}" --fleet "$fleet" --out "$work/report"
+  --max-steps "${KVGATE_MAX_STEPS:-6}" --fleet "$fleet" --out "$work/report"
 echo "capacity.sh $name: $(($(date +%s) - started_at)) s for ${#targets[@]} targets"
 out=build/capacity-report/$name
 rm -rf "$out"

@@ -476,8 +476,20 @@ std::string capacity_markdown(const json& capacity) {
   };
   const bool sessions = !targets.empty() && member(targets.front(), "capacity").is_object() &&
                         targets.front()["capacity"].contains("sessions_per_minute");
-  out += "\n| target | capacity (load) | capacity (" + std::string(sessions ? "sessions/min" : "requests/s") +
-         ") | steps |";
+  // The lowest load that missed above the capacity: the capacity lies in
+  // [capacity, missed at), so two targets tie unless their brackets part.
+  auto missed_at = [](const json& target) {
+    double lowest = 0;
+    for (const auto& step : member(target, "steps")) {
+      const double load = step.value("load", 0.0);
+      if (!step.value("held", false) && load > target.value("capacity_load", 0.0) && (lowest == 0 || load < lowest)) {
+        lowest = load;
+      }
+    }
+    return lowest > 0 ? percent(lowest) : std::string("-");
+  };
+  out += "\n| target | capacity (load) | missed at | capacity (" +
+         std::string(sessions ? "sessions/min" : "requests/s") + ") | steps |";
   std::vector<std::string> references;
   for (const auto& target : targets) {
     const auto name = target.value("name", "");
@@ -486,19 +498,20 @@ std::string capacity_markdown(const json& capacity) {
       out += " vs " + name + " |";
     }
   }
-  out += "\n|---|---|---|---|";
+  out += "\n|---|---|---|---|---|";
   for (std::size_t index = 0; index < references.size(); ++index) {
     out += "---|";
   }
   out += "\n";
   for (const auto& target : targets) {
     if (target.contains("failure")) {
-      out += "| " + target.value("name", "") + " | " + target.value("failure", "") + " | - | 0 |" +
+      out += "| " + target.value("name", "") + " | " + target.value("failure", "") + " | - | - | 0 |" +
              repeat(" - |", references.size()) + "\n";
       continue;
     }
     out += "| " + target.value("name", "") + " | " + percent(target.value("capacity_load", 0.0)) + " | " +
-           format("%.2f", rate_of(target)) + " | " + std::to_string(member(target, "steps").size()) + " |";
+           missed_at(target) + " | " + format("%.2f", rate_of(target)) + " | " +
+           std::to_string(member(target, "steps").size()) + " |";
     for (const auto& reference : references) {
       double base = 0;
       for (const auto& other : targets) {

@@ -27,6 +27,8 @@ KvPublisher::KvPublisher(const PublisherOptions& options)
       topic_(options.topic) {
   socket_->set(zmq::sockopt::linger, 0);
   socket_->bind(options.endpoint);
+  // Read before any connect: ZMQ's last endpoint is the last bound or dialled.
+  bound_endpoint_ = socket_->get(zmq::sockopt::last_endpoint);
   if (!options.connect_endpoint.empty()) {
     socket_->connect(options.connect_endpoint);  // ZMQ dials in the background and redials
   }
@@ -40,7 +42,7 @@ KvPublisher::KvPublisher(const PublisherOptions& options)
 KvPublisher::~KvPublisher() = default;
 
 std::string KvPublisher::endpoint() const {
-  return socket_->get(zmq::sockopt::last_endpoint);
+  return bound_endpoint_;
 }
 
 std::string KvPublisher::replay_endpoint() const {

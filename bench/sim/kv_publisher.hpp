@@ -66,6 +66,7 @@ class KvPublisher {
   std::size_t replay_capacity_;
   bool replay_with_topic_;
   std::string topic_;
+  std::string bound_endpoint_;
   std::uint32_t drop_remaining_ = 0;
   std::deque<std::pair<std::uint64_t, std::string>> buffer_;
 };

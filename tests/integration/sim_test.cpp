@@ -54,11 +54,21 @@ TEST(Sim, RejectsUnknownModelsAndOverlongRequestsLikeVllm) {
 
 class EventSubscriber {
  public:
-  explicit EventSubscriber(const std::string& endpoint) : socket_(context_, zmq::socket_type::sub) {
+  enum class Side { connect, bind };
+  // Side::bind: the subscriber binds ENDPOINT (tcp://127.0.0.1:*) and the
+  // replica dials it, as llm-d's picker takes many engines' events.
+  explicit EventSubscriber(const std::string& endpoint, Side side = Side::connect)
+      : socket_(context_, zmq::socket_type::sub) {
     socket_.set(zmq::sockopt::subscribe, "");
     socket_.set(zmq::sockopt::rcvtimeo, 200);
-    socket_.connect(endpoint);
+    if (side == Side::bind) {
+      socket_.bind(endpoint);
+    } else {
+      socket_.connect(endpoint);
+    }
   }
+  [[nodiscard]] std::string bound_endpoint() const { return socket_.get(zmq::sockopt::last_endpoint); }
+  [[nodiscard]] const std::string& last_topic() const { return last_topic_; }
   // One batch: sequence number and decoded payload.
   std::optional<std::pair<std::uint64_t, json>> receive() {
     std::vector<zmq::message_t> frames;
@@ -70,6 +80,7 @@ class EventSubscriber {
       frames.emplace_back(std::move(frame));
     } while (frames.back().more());
     EXPECT_EQ(frames.size(), 3u);
+    last_topic_ = frames[0].to_string();
     std::uint64_t sequence = 0;
     for (auto byte : std::string(frames[1].to_string())) {
       sequence = (sequence << 8) | static_cast<unsigned char>(byte);
@@ -81,6 +92,7 @@ class EventSubscriber {
  private:
   zmq::context_t context_{1};
   zmq::socket_t socket_;
+  std::string last_topic_;
 };
 
 // ZMQ subscriptions take a moment to reach the publisher: send requests with
@@ -122,6 +134,54 @@ TEST(Sim, PublishesTheStoredBlocksWithTheirTokenIds) {
   EXPECT_TRUE(std::equal(tokens.begin(), tokens.end(), expected_tokens.begin() + (full - tokens.size())));
   EXPECT_EQ(events[0]["block_hashes"].size() * 16, tokens.size());
   EXPECT_GT(stored->first, batch->first);
+}
+
+// vLLM's render endpoints give the token ids the replica computes for a
+// request, running nothing; with a topic and a subscriber to dial, every
+// batch also reaches a subscriber that binds, under that topic (how llm-d's
+// picker tokenises and hears many engines on one socket).
+TEST(Sim, RendersPromptsAndDialsASubscriberThatBindsWithItsTopic) {
+  Harness harness;
+  EventSubscriber picker("tcp://127.0.0.1:*", EventSubscriber::Side::bind);
+  SimProcess sim(harness, {"--kv-events-endpoint", "tcp://127.0.0.1:*", "--kv-events-topic",
+                           "kv@127.0.0.1:8000@sim-model", "--kv-events-connect", picker.bound_endpoint()});
+  const json chat = {{"model", "sim-model"},
+                     {"messages",
+                      {{{"role", "system"}, {"content", SimProcess::kSystem}},
+                       {{"role", "user"}, {"content", "Render me, do not run me."}}}}};
+  auto rendered = post_json(sim.port(), "/v1/chat/completions/render", chat.dump());
+  ASSERT_EQ(rendered.status, 200) << rendered.body;
+  EXPECT_EQ(json::parse(rendered.body)["token_ids"].get<std::vector<kvgate::TokenId>>(),
+            SimProcess::prompt_tokens("Render me, do not run me."));
+  auto text = post_json(sim.port(), "/v1/completions/render", R"({"model":"sim-model","prompt":"one two three"})");
+  ASSERT_EQ(text.status, 200) << text.body;
+  auto entries = json::parse(text.body);
+  ASSERT_TRUE(entries.is_array());
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_FALSE(entries[0]["token_ids"].empty());
+  // Nothing ran: no prompt tokens counted, nothing cached.
+  EXPECT_EQ(metric(sim.port(), "vllm:prompt_tokens_total"), 0u);
+  // The render endpoints refuse what the completion would refuse.
+  auto unknown = post_json(sim.port(), "/v1/chat/completions/render",
+                           R"({"model":"other","messages":[{"role":"user","content":"x"}]})");
+  EXPECT_EQ(unknown.status, 404);
+  auto empty = post_json(sim.port(), "/v1/chat/completions/render", R"({"model":"sim-model","messages":[]})");
+  EXPECT_EQ(empty.status, 400);
+
+  auto batch = probe_until_subscribed(sim, picker);
+  ASSERT_TRUE(batch) << "the replica never reached the subscriber it dials";
+  EXPECT_EQ(picker.last_topic(), "kv@127.0.0.1:8000@sim-model");
+  // Its own bound socket still serves a subscriber that connects (fresh
+  // prompts: the probes' blocks are cached and would not be stored again).
+  EventSubscriber direct(sim.events_endpoint());
+  std::optional<std::pair<std::uint64_t, json>> heard;
+  for (int attempt = 0; attempt < 25 && !heard; ++attempt) {
+    sim.fresh_completion(attempt);
+    heard = direct.receive();
+  }
+  ASSERT_TRUE(heard) << "no batch on the replica's own socket";
+  EXPECT_EQ(direct.last_topic(), "kv@127.0.0.1:8000@sim-model");
+  EXPECT_GT(metric(sim.port(), "vllm:prompt_tokens_total"), 0u);  // the probes ran, the renders did not
 }
 
 TEST(Sim, EvictionAndResetArePublished) {

@@ -156,9 +156,16 @@ TEST(Report, CapacityTableRatiosAndChart) {
                 {"capacity_load", 0.75},
                 {"capacity", {{"sessions_per_minute", 15.0}}},
                 {"steps", json::array({{{"load", 0.75}, {"ttft_p90_ms", 450}, {"held", true}}})}};
-  json capacity = {{"workload", "chat"}, {"slo_p90_ttft_ms", 500}, {"targets", json::array({round_robin, aware})}};
+  // A peer that did not start: named with its reason, no figures.
+  json absent = {{"name", "smg_cache_aware"}, {"failure", "did not start: not installed"}, {"steps", json::array()}};
+  json capacity = {
+      {"workload", "chat"}, {"slo_p90_ttft_ms", 500}, {"targets", json::array({round_robin, aware, absent})}};
   auto markdown = capacity_markdown(capacity);
-  EXPECT_NE(markdown.find("| cache_aware | 75.0% | 15.00 | 1 | 1.50x |"), std::string::npos) << markdown;
+  // The bracket: round robin held at 50% and missed at 100%; cache_aware never missed.
+  EXPECT_NE(markdown.find("| round_robin | 50.0% | 100.0% | 10.00 | 2 | 1.00x |"), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find("| cache_aware | 75.0% | - | 15.00 | 1 | 1.50x |"), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find("| smg_cache_aware | did not start: not installed | - | - | 0 | - |"), std::string::npos)
+      << markdown;
   EXPECT_NE(markdown.find("| round_robin | 100.0% | 900.0 | 0 | 0.0% | - | missed |"), std::string::npos) << markdown;
   auto html = capacity_html(capacity);
   EXPECT_NE(html.find("data-chart='capacity'"), std::string::npos);
