@@ -5,7 +5,8 @@
 # the SLO; the highest load that held, in sessions per minute (requests
 # per second for a trace), and its ratio to round robin and nginx sticky.
 # Reports land in build/capacity-report/NAME/ (capacity.json, report.md,
-# report.html with the p90 TTFT against load per target).
+# report.html with the p90 TTFT against load per target, each kvgate's
+# decision log over its steps).
 #   bench/load/capacity.sh weka|mooncake [COUNT]
 #
 # weka: the first COUNT (default 64) Claude Code sessions of WEKA's
@@ -76,9 +77,9 @@ build/bench/load/kvgate-bench capacity "${runs[@]}" "${resets[@]}" "${workload[@
   --max-steps "${KVGATE_MAX_STEPS:-6}" --fleet "$fleet" --out "$work/report"
 echo "capacity.sh $name: $(($(date +%s) - started_at)) s for ${#targets[@]} targets"
 out=build/capacity-report/$name
-rm -rf "$out"
-mkdir -p "$out"
-cp "$work/report/"* "$out/"
+# Beside the report, each kvgate's decision log over all its steps: why it
+# sent each request where it did on the way to its cliff.
+collect_report "$out"
 if command -v chromium >/dev/null 2>&1; then
   scripts/report_screenshot.sh "$out/report.html" "$out/report.png" || true
 fi
