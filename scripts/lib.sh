@@ -214,9 +214,9 @@ free_port() {
 
 # The Rust routers (smg, vllm-router) listen before their workers have
 # passed a health check; /readiness counts the healthy ones.
-wait_router_ready() {  # port workers
+wait_router_ready() {  # port workers (up to a minute: a Python launcher starts each)
   local tries
-  for tries in $(seq 200); do
+  for tries in $(seq 1200); do
     if curl -fsS "http://127.0.0.1:$1/readiness" 2>/dev/null | grep -q "\"healthy_workers\":$2[,}]"; then
       return 0
     fi

@@ -254,7 +254,9 @@ std::unique_ptr<ChildProcess> start_peer(const std::string& kind, int port, cons
   argv.insert(argv.end(), replicas.begin(), replicas.end());
   auto peer = std::make_unique<ChildProcess>(argv, folder + "/" + kind + ".log");
   auto ready = [&] { return answers(port) && (!is_rust_router(kind) || router_ready(port, replicas.size())); };
-  for (int attempt = 0; attempt < 400 && !ready(); ++attempt) {
+  // Up to a minute: the Rust routers start behind a Python launcher, on a
+  // machine running other suites.
+  for (int attempt = 0; attempt < 2400 && !ready(); ++attempt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(25));  // start-up poll of a process that announces nothing
   }
   return peer;
