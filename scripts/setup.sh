@@ -11,6 +11,7 @@ build_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libutf8proc-dev zlib1g-dev libabsl-dev libssl-dev
   libsimdjson-dev libmimalloc-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  libhiredis-dev
 )
 # Tests: clang (and lld) for the sanitizer build and the libFuzzer targets,
 # clang-format for the format check, promtool to
@@ -21,7 +22,9 @@ build_packages=(
 # bench reports (scripts/screenshot.py); iproute2's ss destroys live TCP
 # connections in the fault suite.
 # python3-venv holds the pinned Envoy (scripts/install_tools.sh).
-test_packages=(clang lld clang-format clang-tidy libclang-rt-14-dev prometheus curl nginx-light haproxy python3 python3-venv chromium iproute2)
+# redis-server is the shared state of several kvgate replicas (cluster:);
+# the cluster suite starts its own.
+test_packages=(clang lld clang-format clang-tidy libclang-rt-14-dev prometheus curl nginx-light haproxy python3 python3-venv chromium iproute2 redis-server)
 # Benchmarks: wrk as the load generator.
 bench_packages=(wrk)
 
@@ -64,6 +67,7 @@ fi
 if [[ "${1:-build}" != build ]] && command -v service >/dev/null 2>&1; then
   service nginx stop >/dev/null 2>&1 || true
   service haproxy stop >/dev/null 2>&1 || true
+  service redis-server stop >/dev/null 2>&1 || true
 fi
 
 if [[ "${1:-build}" != build ]]; then

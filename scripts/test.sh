@@ -56,11 +56,12 @@ cmake --build build-asan -j"$jobs"
 stage "ThreadSanitizer (the code shared between threads without Asio)"
 # The prefix index (one writer, lock-free readers), the tokenizer's shared
 # segment cache, the worker state atomics (and drift window), the router's
-# session table, the published routing-table snapshot and `kvgate
-# tokenize`'s ordered lines, each with a multi-threaded test.
+# session table, the published routing-table snapshot, `kvgate
+# tokenize`'s ordered lines and the cluster's outbox, each with a
+# multi-threaded test.
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVGATE_SANITIZE_THREAD=ON >/dev/null
-cmake --build build-tsan -j"$jobs" --target index_test tokenizer_test workers_test session_table_test ordered_lines_test core_test
-for target in index_test tokenizer_test workers_test ordered_lines_test; do
+cmake --build build-tsan -j"$jobs" --target index_test tokenizer_test workers_test session_table_test ordered_lines_test core_test cluster_test
+for target in index_test tokenizer_test workers_test ordered_lines_test cluster_test; do
   TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/"$target" --gtest_brief=1
 done
 TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/session_table_test --gtest_brief=1 --gtest_filter="*Threads*"
@@ -69,7 +70,7 @@ stage "fuzz smoke (libFuzzer, clang)"
 cmake -S fuzz -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 cmake --build build-fuzz -j"$jobs"
 fuzz_seconds=${KVGATE_FUZZ_SECONDS:-4}
-for target in inspect_request config kv_event_decoder prometheus_text tokenizer chat_template ext_proc prefill_answer; do
+for target in inspect_request config kv_event_decoder prometheus_text tokenizer chat_template ext_proc prefill_answer cluster_message; do
   # Work on a copy: libFuzzer adds what it finds to the corpus folder.
   scratch=$(mktemp -d)
   cp fuzz/corpus/"$target"/* "$scratch"/

@@ -206,6 +206,7 @@ AdminResponse debug_workers(gateway::GatewayContext& context) {
           {"role", config::to_string(route.options.role)},
           {"healthy", worker.health().healthy()},
           {"in_flight", worker.load().in_flight()},
+          {"peer_in_flight", worker.load().peer_counts().in_flight},
           {"pending_prefill_tokens", worker.load().pending_prefill_tokens()},
           {"recent_ttft_ms", recent_ttft ? json(*recent_ttft * 1000) : json(nullptr)},
           {"ttft_calibration", ttft_calibration_json(worker.costs().ttft_calibration())},
@@ -321,6 +322,7 @@ AdminResponse status_page(gateway::GatewayContext& context) {
                    : stream.connected ? "connected"
                                       : "disconnected";
       row.in_flight = worker.load().in_flight();
+      row.peer_in_flight = worker.load().peer_counts().in_flight;
       if (auto scraped = worker.engine().last()) {
         row.engine_waiting = scraped->load.waiting;
         row.engine_running = scraped->load.running;
@@ -342,7 +344,42 @@ AdminResponse status_page(gateway::GatewayContext& context) {
   view.bucket_ms = context.activity().bucket_ms();
   view.recent = context.activity().recent(25);
   view.sessions = context.sessions().recent(15, now);
+  if (const auto* cluster = context.cluster()) {
+    view.cluster = cluster->status();
+  }
   return {200, "text/html; charset=utf-8", render_status_page(view)};
+}
+
+// GET /debug/cluster: this replica, its engine and every peer it has heard.
+AdminResponse debug_cluster(gateway::GatewayContext& context) {
+  const auto* cluster = context.cluster();
+  if (cluster == nullptr) {
+    return json_response(200, {{"enabled", false}});
+  }
+  const auto status = cluster->status();
+  const auto now = monotonic_now_ms();
+  const auto unix_now = unix_now_ms();
+  json peers = json::array();
+  for (const auto& peer : status.peers) {
+    peers.push_back({{"id", peer.id},
+                     {"live", peer.live},
+                     {"last_heard_unix_ms", to_unix_ms(peer.last_heard_ms, now, unix_now)},
+                     {"lag_ms", peer.last_lag_ms},
+                     {"applied", peer.applied},
+                     {"dropped", peer.dropped},
+                     {"in_flight", peer.in_flight}});
+  }
+  return json_response(200, {{"enabled", true},
+                             {"replica_id", status.replica_id},
+                             {"engine", status.engine},
+                             {"stream", status.stream},
+                             {"connected", status.connected},
+                             {"last_applied_id", status.last_applied_id},
+                             {"published", status.published},
+                             {"applied", status.applied},
+                             {"dropped", status.dropped},
+                             {"queued", status.queued},
+                             {"peers", peers}});
 }
 
 json optional_ms(double value) {
@@ -596,6 +633,9 @@ AdminResponse handle_admin_request(gateway::GatewayContext& context, bhttp::verb
   if (path == "/debug/sessions" && get) {
     return debug_sessions(context, query);
   }
+  if (path == "/debug/cluster" && get) {
+    return debug_cluster(context);
+  }
   constexpr std::string_view kSessions = "/debug/sessions/";
   if (path.starts_with(kSessions)) {
     if (!get) {
@@ -603,8 +643,8 @@ AdminResponse handle_admin_request(gateway::GatewayContext& context, bhttp::verb
     }
     return debug_session(context, path.substr(kSessions.size()));
   }
-  for (std::string_view known :
-       {"/", "/status", "/healthz", "/readyz", "/metrics", "/debug/workers", "/debug/route", "/debug/sessions"}) {
+  for (std::string_view known : {"/", "/status", "/healthz", "/readyz", "/metrics", "/debug/workers", "/debug/route",
+                                 "/debug/sessions", "/debug/cluster"}) {
     if (path == known) {
       return error_response(openai::method_not_allowed(std::string(bhttp::to_string(method)), path));
     }

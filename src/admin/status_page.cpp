@@ -163,7 +163,10 @@ std::string render_status_page(const StatusView& view) {
     cell(html, state, state == "up" ? "ok" : state == "drifting" ? "warn" : "bad");
     cell(html, worker.mode, worker.mode == "stale" ? "warn" : "");
     cell(html, worker.events, worker.events == "connected" || worker.events == "none" ? "" : "warn");
-    cell(html, std::to_string(worker.in_flight), "num");
+    cell(html,
+         std::to_string(worker.in_flight) +
+             (worker.peer_in_flight > 0 ? " (+" + std::to_string(worker.peer_in_flight) + " peers)" : std::string()),
+         "num");
     cell(html, or_dash(worker.engine_running), "num");
     cell(html, or_dash(worker.engine_waiting), "num");
     cell(html, worker.kv_usage ? format("%.0f%%", *worker.kv_usage * 100) : "–", "num");
@@ -178,6 +181,35 @@ std::string render_status_page(const StatusView& view) {
     html += "</tr>";
   }
   html += "</tbody></table>";
+
+  if (view.cluster) {
+    const auto& cluster = *view.cluster;
+    html += "<h2>Cluster</h2><p class=\"meta\">replica " + html_escape(cluster.replica_id) + " · " +
+            html_escape(cluster.engine) + " stream " + html_escape(cluster.stream) + " · ";
+    html += cluster.connected ? "<span class=\"ok\">connected</span>"
+                              : "<span class=\"bad\">cut off: routing on this replica's own state</span>";
+    html += " · published " + std::to_string(cluster.published) + ", applied " + std::to_string(cluster.applied) +
+            ", dropped " + std::to_string(cluster.dropped) + "</p>";
+    if (cluster.peers.empty()) {
+      html += "<p class=\"empty\">No peer heard from.</p>";
+    } else {
+      html += "<table id=\"peers\">";
+      header_row(html, {"peer", "state", "last heard", "lag", "applied", "dropped", "in flight"});
+      html += "<tbody>";
+      for (const auto& peer : cluster.peers) {
+        html += "<tr>";
+        cell(html, peer.id);
+        cell(html, peer.live ? "live" : "silent", peer.live ? "ok" : "warn");
+        cell(html, age(view.now_ms, peer.last_heard_ms));
+        cell(html, format("%.0f ms", peer.last_lag_ms), "num");
+        cell(html, std::to_string(peer.applied), "num");
+        cell(html, std::to_string(peer.dropped), "num");
+        cell(html, std::to_string(peer.in_flight), "num");
+        html += "</tr>";
+      }
+      html += "</tbody></table>";
+    }
+  }
 
   html += "<h2>Recent decisions</h2>";
   if (view.recent.empty()) {

@@ -193,6 +193,12 @@ bool Gateway::start() {
   ingestion_ = std::make_unique<kv_events::Ingestion>(exposition_.registry(), options_->index, options_->kv_events);
   ingestion_->configure(route::worker_feeds(**initial), options_->index, options_->kv_events);
   context_.set_index_writer(ingestion_.get());
+  if (options_->cluster) {
+    cluster_ = std::make_unique<cluster::Cluster>(*options_->cluster, context_.tables(), context_.sessions(),
+                                                  ingestion_.get(), cluster_stats_);
+    context_.set_cluster(cluster_.get());
+    cluster_->start();
+  }
   if (!open_decision_log(*options_)) {
     return false;
   }
@@ -288,6 +294,9 @@ void Gateway::reload() {
   if (!(base->listen == options_->listen) || !(base->admin_listen == options_->admin_listen) ||
       !(base->epp_listen == options_->epp_listen) || base->threads != options_->threads) {
     spdlog::warn("config reload: listen, admin_listen and threads take effect only after a restart");
+  }
+  if (!(base->cluster == options_->cluster)) {
+    spdlog::warn("config reload: cluster takes effect only after a restart");
   }
   if (!open_decision_log(*base)) {
     reloads_.reloaded(false);
@@ -444,6 +453,9 @@ void Gateway::finish() {
     thread->io().stop();
   }
   runners_.clear();  // joins
+  if (cluster_) {
+    cluster_->stop();
+  }
   ingestion_.reset();
   control_.stop();
 }

@@ -386,6 +386,68 @@ void read_kv_events(YamlReader& reader, const YAML::Node& node, KvEventOptions& 
   });
 }
 
+void read_cluster(YamlReader& reader, const YAML::Node& node, ClusterOptions& out) {
+  const std::string base = "cluster";
+  if (!reader.check_mapping(node, base, keys_under("cluster"))) {
+    return;
+  }
+  reader.optional(node, base, "engine", [&](auto& value, auto path) {
+    reader.read(value, path, out.engine);
+    if (value.IsScalar() && out.engine != "redis") {
+      reader.problem(
+          value, path,
+          "unknown engine '" + out.engine + "' (redis: Redis 7 or Valkey; docs/design.md says why not NATS)");
+    }
+  });
+  reader.optional(node, base, "url", [&](auto& value, auto path) {
+    std::string text;
+    reader.read(value, path, text);
+    if (!value.IsScalar()) {
+      return;
+    }
+    constexpr std::string_view kScheme = "redis://";
+    auto address = text.starts_with(kScheme) ? parse_listen_address(std::string_view(text).substr(kScheme.size()))
+                                             : Result<HostPort, std::string>(unexpected(std::string("no scheme")));
+    if (!address || address->port == 0 || address->host.empty()) {
+      reader.problem(value, path, "expected redis://host:port, such as redis://127.0.0.1:6379");
+    } else {
+      out.url = *address;
+    }
+  });
+  reader.optional(node, base, "replica_id", [&](auto& value, auto path) {
+    reader.read(value, path, out.replica_id);
+    const bool valid = std::all_of(out.replica_id.begin(), out.replica_id.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '_' || c == ':' || c == '-';
+    });
+    if (value.IsScalar() && (!valid || out.replica_id.size() > 64)) {
+      reader.problem(value, path, "at most 64 letters, digits, . _ : -");
+    }
+  });
+  reader.optional(node, base, "stream", [&](auto& value, auto path) {
+    reader.read(value, path, out.stream);
+    if (value.IsScalar() && (out.stream.empty() || out.stream.size() > 200)) {
+      reader.problem(value, path, "a Redis key of 1 to 200 bytes");
+    }
+  });
+  reader.optional(node, base, "max_stream_entries", [&](auto& value, auto path) {
+    reader.read(value, path, out.max_stream_entries, 1'000, 100'000'000);
+  });
+  reader.optional(node, base, "catch_up",
+                  [&](auto& value, auto path) { reader.read_duration(value, path, out.catch_up, Milliseconds(0)); });
+  reader.optional(node, base, "load_interval", [&](auto& value, auto path) {
+    reader.read_duration(value, path, out.load_interval, Milliseconds(5));
+  });
+  reader.optional(node, base, "peer_timeout", [&](auto& value, auto path) {
+    reader.read_duration(value, path, out.peer_timeout, Milliseconds(100));
+  });
+  reader.optional(node, base, "queue",
+                  [&](auto& value, auto path) { reader.read(value, path, out.queue, 16, 1'000'000); });
+  if (out.peer_timeout <= out.load_interval * 2 && node["peer_timeout"]) {
+    reader.problem(node["peer_timeout"], base + ".peer_timeout",
+                   "must be more than twice load_interval (a peer publishes its counts every load_interval)");
+  }
+}
+
 // A secret's text from a file (trailing newline and blanks dropped) or an
 // environment variable. Problems name the file or variable, never the text.
 std::optional<std::string> read_secret(YamlReader& reader, const YAML::Node& node, const std::string& path,
@@ -1101,6 +1163,7 @@ void read_root(YamlReader& reader, const YAML::Node& root, Options& out) {
   reader.optional(root, "", "index", [&](auto& value, auto) { read_index(reader, value, out.index); });
   reader.optional(root, "", "kv_events", [&](auto& value, auto) { read_kv_events(reader, value, out.kv_events); });
   reader.optional(root, "", "sessions", [&](auto& value, auto) { read_sessions(reader, value, out.sessions); });
+  reader.optional(root, "", "cluster", [&](auto& value, auto) { read_cluster(reader, value, out.cluster.emplace()); });
   reader.optional(root, "", "decision_log",
                   [&](auto& value, auto path) { reader.read(value, path, out.decision_log); });
   if (auto models = root["models"]; models) {

@@ -79,9 +79,11 @@ std::span<const std::uint32_t> indexed_cached_tokens(const ModelRoute& model, co
 
 policy::WorkerView worker_view(const workers::WorkerState& worker, std::uint32_t indexed, std::uint64_t now_ms,
                                const policy::PrefillRates& prefill) {
-  policy::WorkerView view{worker.id(), worker.health().healthy(), worker.load().in_flight(),
-                          worker.load().pending_prefill_tokens()};
-  view.active_tokens = worker.load().active_tokens();
+  // A cluster's replicas count each other's requests (cluster/): the
+  // fleet's load, not this replica's share of it.
+  policy::WorkerView view{worker.id(), worker.health().healthy(), worker.load().fleet_in_flight(),
+                          worker.load().fleet_pending_prefill_tokens()};
+  view.active_tokens = worker.load().fleet_active_tokens();
   view.mean_uncached_tokens = worker.load().mean_uncached_tokens();
   view.drifting = worker.costs().drifting();
   view.cached_tokens = view.drifting ? 0 : indexed;
@@ -371,9 +373,15 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
       // credited with a prompt it never received when the request is
       // decided again.
       index_writer_->assume(model.cache, model.workers[*prefill_worker].slot, attempt.blocks_, attempt.ticket_);
+      if (peers_ != nullptr) {
+        peers_->assumed(model.name, model.workers[*prefill_worker].state->id(), attempt.blocks_, attempt.ticket_);
+      }
     } else {
       index_writer_->assume(model.cache, worker.slot, attempt.blocks_, attempt.ticket_);
       attempt.decoder_assumed_ = true;
+      if (peers_ != nullptr) {
+        peers_->assumed(model.name, worker.state->id(), attempt.blocks_, attempt.ticket_);
+      }
     }
   }
   if (context.session_key) {
@@ -404,6 +412,18 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
         prompt != nullptr ? std::span<const std::uint64_t>(prompt->blocks) : std::span<const std::uint64_t>();
     attempt.session_turn_ = sessions_.commit_turn(*context.session_key, std::move(turn), context.now_ms, same_request,
                                                   context.session_key_source, blocks);
+    if (peers_ != nullptr) {
+      PeerTurn published{
+          attempt.session_turn_,
+          worker.state->id(),
+          prefill_worker ? std::string_view(model.workers[*prefill_worker].state->id()) : std::string_view(),
+          decision.reason,
+          decision.prefill ? std::optional(decision.prefill->reason) : std::nullopt,
+          decision.input_tokens,
+          decision.indexed_cached_tokens,
+          decision.kv_usage};
+      peers_->turn(model.name, *context.session_key, context.session_key_source, published, same_request);
+    }
     if (policy::is_session_move(decision.reason)) {
       stats_.moved(model.name, decision.reason);
     }
@@ -416,6 +436,10 @@ void Router::assume_on_decoder(Attempt& attempt) {
     index_writer_->assume(attempt.model_->cache, attempt.model_->workers[attempt.worker_].slot, attempt.blocks_,
                           attempt.ticket_);
     attempt.decoder_assumed_ = true;
+    if (peers_ != nullptr) {
+      peers_->assumed(attempt.model_->name, attempt.model_->workers[attempt.worker_].state->id(), attempt.blocks_,
+                      attempt.ticket_);
+    }
   }
 }
 
@@ -426,6 +450,10 @@ void Router::withdraw(const Attempt& attempt, std::size_t worker) {
   if (index_writer_ != nullptr && !attempt.blocks_.empty()) {
     index_writer_->withdraw(attempt.model_->cache, attempt.model_->workers[worker].slot, attempt.blocks_,
                             attempt.ticket_);
+    if (peers_ != nullptr) {
+      peers_->withdrawn(attempt.model_->name, attempt.model_->workers[worker].state->id(), attempt.blocks_,
+                        attempt.ticket_);
+    }
   }
 }
 
@@ -433,6 +461,9 @@ void Router::finish(const Attempt& attempt) {
   const auto& route = attempt.model_->workers[attempt.worker_];
   if (index_writer_ != nullptr && route.options.cache_model == config::CacheModel::sequences) {
     index_writer_->finish(attempt.model_->cache, route.slot, attempt.ticket_);
+    if (peers_ != nullptr) {
+      peers_->finished(attempt.model_->name, route.state->id(), attempt.ticket_);
+    }
   }
 }
 
@@ -576,9 +607,12 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
   if (attempt.session_turn_ == 0) {
     return;
   }
-  sessions_.record_outcome(
-      attempt.session_key_, attempt.session_turn_,
-      {outcome.status, outcome.cached_tokens, outcome.prompt_tokens, outcome.ttft_ms, outcome.decode_ms});
+  const SessionTable::Outcome turn_outcome{outcome.status, outcome.cached_tokens, outcome.prompt_tokens,
+                                           outcome.ttft_ms, outcome.decode_ms};
+  sessions_.record_outcome(attempt.session_key_, attempt.session_turn_, turn_outcome);
+  if (peers_ != nullptr) {
+    peers_->outcome(model.name, attempt.session_key_, attempt.session_turn_, turn_outcome);
+  }
   const auto prompt_tokens = outcome.prompt_tokens.value_or(decision.input_tokens);
   if (attempt.session_turn_ >= 2 && outcome.status == 200 && outcome.cached_tokens && prompt_tokens > 0) {
     stats_.turn_hit(model.name,

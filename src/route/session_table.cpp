@@ -268,6 +268,60 @@ std::uint64_t SessionTable::commit_turn(std::string_view key, SessionTurn turn, 
   });
 }
 
+bool SessionTable::apply_peer_turn(std::string_view key, SessionTurn turn, std::uint64_t now_ms, bool retry,
+                                   std::string_view key_source) {
+  return with_stored_key(key, [&](std::string_view stored) -> bool {
+    auto& shard = shard_for(stored);
+    const auto capacity = shard_capacity();
+    const auto turns_kept = turns_kept_.load();
+    const auto at_ms = std::min(turn.at_ms, now_ms);
+    std::lock_guard lock(shard.mutex);
+    auto found = shard.by_key.find(stored);
+    std::list<Entry>::iterator entry;
+    if (found == shard.by_key.end()) {
+      while (shard.lru.size() >= capacity) {
+        shard.by_key.erase(std::string_view(shard.lru.back().key));
+        shard.by_hash.erase(key_hash_of(shard.lru.back().key));
+        shard.lru.pop_back();
+      }
+      shard.lru.push_front(Entry{std::string(stored), at_ms, at_ms, 0, 0, {}, 0, {}, {}, {}, 0, 0});
+      entry = shard.lru.begin();
+      shard.by_key.emplace(std::string_view(entry->key), entry);
+      shard.by_hash.insert_or_assign(key_hash_of(stored), entry);
+    } else {
+      entry = found->second;
+      if (expired(entry->last_seen_ms, at_ms, idle_ttl_ms_.load())) {
+        entry->turns = 0;
+        entry->started_ms = at_ms;
+        entry->recent.clear();
+        entry->parent.clear();
+        entry->children = 0;
+      }
+    }
+    const bool replaces_last = retry && !entry->recent.empty() && entry->recent.back().number == turn.number;
+    if (!replaces_last && turn.number <= entry->turns) {
+      return false;
+    }
+    shard.lru.splice(shard.lru.begin(), shard.lru, entry);
+    entry->last_seen_ms = std::max(entry->last_seen_ms, at_ms);
+    entry->worker = turn.worker;
+    entry->worker_position = turn.worker_position;
+    entry->last_input_tokens = turn.input_tokens;
+    entry->key_source.assign(key_source);
+    turn.at_ms = at_ms;
+    if (replaces_last) {
+      entry->recent.back() = std::move(turn);
+      return true;
+    }
+    entry->turns = turn.number;
+    entry->recent.push_back(std::move(turn));
+    while (entry->recent.size() > turns_kept) {
+      entry->recent.pop_front();
+    }
+    return true;
+  });
+}
+
 void SessionTable::record_outcome(std::string_view key, std::uint64_t number, const Outcome& outcome) {
   with_entry(key, [&](Entry* found) {
     if (found == nullptr) {

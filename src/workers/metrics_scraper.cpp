@@ -101,7 +101,7 @@ awaitable<void> MetricsScraper::scrape(std::shared_ptr<WorkerState> worker, std:
     }
     schedule.started();
   }
-  const auto pending_before = worker->load().pending_requests();
+  const auto pending_before = worker->load().fleet_pending_requests();
   const auto started_ms = steady_ms();
   const Milliseconds timeout(schedules_[id].timeout_ms(static_cast<std::uint64_t>(target.timeout.count())));
   auto page = co_await fetch_http(io_, worker->endpoint(), options.path, timeout, kMaxMetricsBytes);
@@ -135,7 +135,7 @@ awaitable<void> MetricsScraper::scrape(std::shared_ptr<WorkerState> worker, std:
   snapshot->scraped_ms = monotonic_now_ms();
   const auto load = snapshot->load;
   const auto previous = worker->engine().last();
-  worker->engine().publish(std::move(snapshot), std::max(pending_before, worker->load().pending_requests()));
+  worker->engine().publish(std::move(snapshot), std::max(pending_before, worker->load().fleet_pending_requests()));
   worker->series().scrape(obs::ScrapeResult::success);
   if (load.adapters) {
     std::vector<std::uint64_t> running;

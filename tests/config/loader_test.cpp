@@ -32,6 +32,21 @@ TEST(ConfigLoader, MinimalFileGetsDocumentedDefaults) {
   EXPECT_EQ(loaded->models[0].workers[0].endpoint.authority.port, 8001);
 }
 
+TEST(ConfigLoader, AClusterSectionJoinsAClusterAndItsAbsenceRunsAlone) {
+  auto alone = load_text(kMinimal, "alone.yaml");
+  ASSERT_TRUE(alone);
+  EXPECT_FALSE(alone->cluster);
+  auto joined =
+      load_text(std::string("cluster:\n  url: redis://10.0.0.5:6380\n  replica_id: gw-1\n") + kMinimal, "cluster.yaml");
+  ASSERT_TRUE(joined) << joined.error().front().to_string();
+  ASSERT_TRUE(joined->cluster);
+  EXPECT_EQ(joined->cluster->url.host, "10.0.0.5");
+  EXPECT_EQ(joined->cluster->url.port, 6380);
+  EXPECT_EQ(joined->cluster->replica_id, "gw-1");
+  EXPECT_EQ(joined->cluster->stream, "kvgate");
+  EXPECT_EQ(joined->cluster->peer_timeout, Milliseconds(3'000));
+}
+
 TEST(ConfigLoader, ReadsEveryKey) {
   auto loaded = load_text(R"(listen: "0.0.0.0:8000"
 admin_listen: "127.0.0.1:9100"
@@ -125,6 +140,16 @@ INSTANTIATE_TEST_SUITE_P(
     Loader, BadConfigs,
     testing::Values(
         BadConfig{"unknown_top_key", with_models("lisen: 1\n"), 1, "lisen", "unknown key"},
+        BadConfig{"cluster_nats", with_models("cluster:\n  engine: nats\n"), 2, "cluster.engine", "unknown engine"},
+        BadConfig{"cluster_url_scheme", with_models("cluster:\n  url: 127.0.0.1:6379\n"), 2, "cluster.url",
+                  "redis://host:port"},
+        BadConfig{"cluster_url_port", with_models("cluster:\n  url: redis://127.0.0.1\n"), 2, "cluster.url",
+                  "redis://host:port"},
+        BadConfig{"cluster_replica_id", with_models("cluster:\n  replica_id: \"a b\"\n"), 2, "cluster.replica_id",
+                  "letters, digits"},
+        BadConfig{"cluster_peer_timeout", with_models("cluster:\n  load_interval: 1s\n  peer_timeout: 1500ms\n"), 3,
+                  "cluster.peer_timeout", "twice load_interval"},
+        BadConfig{"cluster_unknown_key", with_models("cluster:\n  peers: [a]\n"), 2, "cluster.peers", "unknown key"},
         BadConfig{"duplicate_top_key", with_models("threads: 1\nthreads: 2\n"), 2, "threads", "more than once"},
         BadConfig{"bad_duration", with_models("timeouts:\n  upstream_connect: 5\n"), 2, "timeouts.upstream_connect",
                   "invalid duration '5'"},

@@ -180,6 +180,12 @@ TEST(OptionTable, EveryDocumentedDefaultIsTheLoadersDefault) {
       place(root, protocol ? "models[].disaggregation.local_prefill_ratio" : "models[].disaggregation.protocol").leaf =
           protocol ? "0.7" : "vllm";
     }
+    // A cluster section makes the replica join a cluster: present in both
+    // files, through another of its keys.
+    if (option.path.starts_with("cluster.")) {
+      const bool id = key == "replica_id";
+      place(root, id ? "cluster.stream" : "cluster.replica_id").leaf = id ? "kvgate" : "r1";
+    }
     auto base = load_text(root.render(), "base.yaml");
     ASSERT_TRUE(base) << option.path << ": " << base.error().front().to_string();
     place(root, option.path).leaf = std::string(option.default_text);

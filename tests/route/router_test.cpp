@@ -702,6 +702,88 @@ TEST(Attempt, NotRunWithdrawsTheInsertWithItsOwnCopyOfTheBlocks) {
   EXPECT_EQ(writer.calls.size(), 2u);
 }
 
+// The cluster as the router sees it: each call recorded.
+class RecordingPeerPublisher final : public PeerPublisher {
+ public:
+  void turn(std::string_view model, std::string_view key, std::string_view, const PeerTurn& turn, bool retry) override {
+    calls.push_back("turn " + std::string(model) + " " + std::string(key) + " #" + std::to_string(turn.number) +
+                    " on " + std::string(turn.worker) + (retry ? " retry" : ""));
+  }
+  void outcome(std::string_view, std::string_view key, std::uint64_t number,
+               const SessionTable::Outcome& outcome) override {
+    calls.push_back("outcome " + std::string(key) + " #" + std::to_string(number) + " cached " +
+                    std::to_string(outcome.cached_tokens.value_or(0)));
+  }
+  void assumed(std::string_view, std::string_view worker, std::span<const std::uint64_t> blocks,
+               std::uint64_t ticket) override {
+    calls.push_back("assumed " + std::string(worker) + " " + std::to_string(blocks.size()) + " blocks ticket " +
+                    std::to_string(ticket));
+  }
+  void withdrawn(std::string_view, std::string_view worker, std::span<const std::uint64_t> blocks,
+                 std::uint64_t ticket) override {
+    calls.push_back("withdrawn " + std::string(worker) + " " + std::to_string(blocks.size()) + " blocks ticket " +
+                    std::to_string(ticket));
+  }
+  void finished(std::string_view, std::string_view worker, std::uint64_t ticket) override {
+    calls.push_back("finished " + std::string(worker) + " ticket " + std::to_string(ticket));
+  }
+  std::vector<std::string> calls;
+};
+
+// A cluster's replicas hear of every change the commit makes and the
+// attempt undoes or completes, in order, by worker id and the replica's
+// own ticket.
+TEST(Router, TellsItsPeersWhatItCommitsAndHowItEnds) {
+  Fleet fleet(cache_aware());
+  RecordingIndexWriter writer;
+  RecordingPeerPublisher peers;
+  fleet.router.set_index_writer(&writer);
+  fleet.router.set_peer_publisher(&peers);
+  auto prompt = prompt_of(320, 7);
+  fleet.hold(1, prompt, 20);
+  {
+    RouteContext context{"s", 41, {}, kNow};
+    auto decision = fleet.router.decide(fleet.table, fleet.model, &prompt, context);
+    ASSERT_EQ(decision.worker, 1u);
+    auto attempt = fleet.router.commit(fleet.table, fleet.model, decision, &prompt, context);
+    attempt.end(AttemptEnd::served, workers::FailureCause::none, kNow);
+    ResponseOutcome outcome;
+    outcome.status = 200;
+    outcome.cached_tokens = 304;
+    outcome.prompt_tokens = 320;
+    attempt.complete(outcome);
+  }
+  {
+    RouteContext context{"s", 42, {}, kNow};
+    auto decision = fleet.router.decide(fleet.table, fleet.model, &prompt, context);
+    auto attempt = fleet.router.commit(fleet.table, fleet.model, decision, &prompt, context);
+    attempt.end(AttemptEnd::not_run, workers::FailureCause::connect, kNow);
+  }
+  EXPECT_EQ(peers.calls, (std::vector<std::string>{"assumed b 20 blocks ticket 41", "turn m s #1 on b",
+                                                   "outcome s #1 cached 304", "assumed b 20 blocks ticket 42",
+                                                   "turn m s #2 on b", "withdrawn b 20 blocks ticket 42"}));
+}
+
+// What the cluster's other replicas have in flight on a worker is priced
+// like this replica's own: the decision moves off a worker they load.
+TEST(Router, PricesThePeersRequestsInFlight) {
+  Fleet fleet(cache_aware());
+  auto prompt = prompt_of(320, 7);
+  const auto alone = fleet.decide(prompt, std::nullopt);
+  ASSERT_TRUE(alone.worker);
+  workers::LoadCounters::PeerCounts busy;
+  busy.in_flight = 6;
+  busy.pending_prefill_tokens = 20'000;
+  busy.pending_requests = 6;
+  busy.active_tokens = 20'000;
+  fleet.worker(*alone.worker).load().set_peer_counts(busy);
+  const auto shared = fleet.decide(prompt, std::nullopt);
+  ASSERT_TRUE(shared.worker);
+  EXPECT_NE(*shared.worker, *alone.worker);
+  EXPECT_EQ(shared.candidates[*alone.worker].in_flight, 6u);
+  EXPECT_EQ(fleet.worker(*alone.worker).load().in_flight(), 0u);  // its own count is untouched
+}
+
 // A disaggregated model: a, b decode; c, d prefill.
 void make_disaggregated(Fleet& fleet, std::uint32_t local_prefill_tokens = 256) {
   fleet.model.disaggregation =

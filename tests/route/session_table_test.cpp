@@ -274,3 +274,66 @@ TEST(SessionTable, ThreadsCommittingReadingAndListingAtOnceStayConsistent) {
 
 }  // namespace
 }  // namespace kvgate::route
+
+namespace kvgate::route {
+namespace {
+
+SessionTurn peer_turn(const std::string& worker, std::uint64_t number, std::uint64_t at_ms) {
+  auto turn = turn_on(worker);
+  turn.number = number;
+  turn.at_ms = at_ms;
+  return turn;
+}
+
+// Another replica's turns (cluster/): they continue the session's history
+// with the peer's numbers, interleave with this replica's own, and a
+// duplicate or a number already held changes nothing.
+TEST(SessionTable, PeersTurnsContinueOneHistory) {
+  SessionTable table({100, 60'000, 8});
+  EXPECT_TRUE(table.apply_peer_turn("s", peer_turn("a", 1, 900), 1'000, false, "header:x-session-id"));
+  auto state = table.find("s", 1'000);
+  ASSERT_TRUE(state);
+  EXPECT_EQ(state->worker, "a");
+  EXPECT_EQ(state->turns, 1u);
+  EXPECT_EQ(state->last_seen_ms, 900u);
+  // This replica's own next turn is number 2.
+  EXPECT_EQ(table.commit_turn("s", turn_on("a"), 2'000), 2u);
+  // The peer's turn 3, then a duplicate of it and a stale turn 2.
+  EXPECT_TRUE(table.apply_peer_turn("s", peer_turn("a", 3, 2'900), 3'000, false, ""));
+  EXPECT_FALSE(table.apply_peer_turn("s", peer_turn("b", 3, 2'950), 3'000, false, ""));
+  EXPECT_FALSE(table.apply_peer_turn("s", peer_turn("b", 2, 2'950), 3'000, false, ""));
+  // A retry of the last turn replaces its worker.
+  EXPECT_TRUE(table.apply_peer_turn("s", peer_turn("c", 3, 2'990), 3'000, true, ""));
+  // A turn stamped in this replica's future (a clock step) counts as now.
+  EXPECT_TRUE(table.apply_peer_turn("s", peer_turn("c", 4, 9'000), 4'000, false, ""));
+  auto detail = table.detail("s", 4'000);
+  ASSERT_TRUE(detail);
+  EXPECT_EQ(detail->state.turns, 4u);
+  EXPECT_EQ(detail->state.worker, "c");
+  EXPECT_EQ(detail->state.last_seen_ms, 4'000u);
+  ASSERT_EQ(detail->turns.size(), 4u);
+  std::vector<std::string> workers;
+  for (const auto& turn : detail->turns) {
+    workers.push_back(turn.worker + std::to_string(turn.number));
+  }
+  EXPECT_EQ(workers, (std::vector<std::string>{"a1", "a2", "c3", "c4"}));
+  // Its outcome is recorded on the turn the peer named.
+  table.record_outcome("s", 3, {200, 64, 100, 8.5, 20});
+  EXPECT_EQ(table.detail("s", 4'000)->turns[2].cached_tokens, 64u);
+}
+
+TEST(SessionTable, APeersTurnAfterTheIdleTtlStartsTheSessionOver) {
+  SessionTable table({100, 1'000, 8});
+  EXPECT_EQ(table.commit_turn("s", turn_on("a"), 0), 1u);
+  EXPECT_EQ(table.commit_turn("s", turn_on("a"), 100), 2u);
+  // Expired by the time the peer routed its turn 1 of a new session.
+  EXPECT_TRUE(table.apply_peer_turn("s", peer_turn("b", 1, 5'000), 5'000, false, ""));
+  auto detail = table.detail("s", 5'000);
+  ASSERT_TRUE(detail);
+  EXPECT_EQ(detail->state.turns, 1u);
+  EXPECT_EQ(detail->turns.size(), 1u);
+  EXPECT_EQ(detail->started_ms, 5'000u);
+}
+
+}  // namespace
+}  // namespace kvgate::route

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kvgate/cluster/cluster.hpp"
 #include "kvgate/core/html.hpp"
 #include "kvgate/obs/recent_activity.hpp"
 #include "kvgate/route/session_table.hpp"
@@ -28,6 +29,7 @@ struct WorkerRow {
   std::string mode;    // events, stale, approximate (as /debug/workers)
   std::string events;  // connected, disconnected, silent, none
   std::uint32_t in_flight = 0;
+  std::uint32_t peer_in_flight = 0;      // the cluster's other replicas' (cluster:)
   std::optional<double> engine_waiting;  // scraped from the engine
   std::optional<double> engine_running;
   std::optional<double> kv_usage;  // 0..1
@@ -52,6 +54,7 @@ struct StatusView {
   std::uint64_t bucket_ms = 0;
   std::vector<obs::RoutedRequest> recent;  // newest first
   std::vector<route::SessionTable::Summary> sessions;
+  std::optional<cluster::ClusterStatus> cluster;  // empty: this kvgate runs alone
 };
 
 std::string render_status_page(const StatusView& view);

@@ -89,7 +89,9 @@ class Gateway {
   gateway::GatewayContext context_{exposition_};
   proxy::AdmissionGate admission_{exposition_.registry()};
   kv_events::CacheRegistry registry_;
-  std::unique_ptr<kv_events::Ingestion> ingestion_;  // outlives the I/O threads that feed it
+  std::unique_ptr<kv_events::Ingestion> ingestion_;              // outlives the I/O threads that feed it
+  cluster::ClusterStats cluster_stats_{exposition_.registry()};  // declared alone too (dashboards)
+  std::unique_ptr<cluster::Cluster> cluster_;  // when cluster: is set; stopped after the I/O threads, before ingestion_
   workers::HealthChecker health_{control_};
   workers::MetricsScraper scraper_{control_};
   admin::AdminServer admin_{control_, context_};

@@ -415,6 +415,22 @@ struct KvEventOptions {
   bool operator==(const KvEventOptions&) const = default;
 };
 
+// Several kvgate replicas sharing session and routing state (cluster/):
+// session turns, routing-time inserts and in-flight counts go through a
+// Redis stream every replica reads. Absent: this kvgate runs alone.
+struct ClusterOptions {
+  std::string engine = "redis";                // the only engine: docs/design.md says why
+  HostPort url{"127.0.0.1", 6379};             // written redis://host:port
+  std::string replica_id;                      // empty: <hostname>-<pid>
+  std::string stream = "kvgate";               // the Redis key; replicas naming the same key form one cluster
+  std::uint32_t max_stream_entries = 100'000;  // the stream is trimmed to about this many entries
+  Milliseconds catch_up{600'000};              // a starting replica applies what the stream holds from this far back
+  Milliseconds load_interval{50};              // how often in-flight counts are published (when they changed)
+  Milliseconds peer_timeout{3'000};            // a peer silent this long: its in-flight counts no longer count
+  std::uint32_t queue = 4'096;  // messages waiting to be published; beyond, new ones are dropped (counted)
+  bool operator==(const ClusterOptions&) const = default;
+};
+
 // Per-tenant budgets; 0 is unlimited.
 struct TenantLimitOptions {
   double requests_per_minute = 0;
@@ -484,7 +500,8 @@ struct Options {
   IndexOptions index;
   KvEventOptions kv_events;
   SessionOptions sessions;
-  std::string decision_log;  // empty: off
+  std::optional<ClusterOptions> cluster;  // nullopt: this kvgate runs alone
+  std::string decision_log;               // empty: off
   // Deprecated settings the file used, one sentence each (logged at start,
   // printed by check-config).
   std::vector<std::string> deprecations;

@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 
+#include "kvgate/cluster/cluster.hpp"
 #include "kvgate/core/published.hpp"
 #include "kvgate/kv_events/index_writer.hpp"
 #include "kvgate/obs/decision_log.hpp"
@@ -40,6 +41,15 @@ class GatewayContext {
 
   route::Router& router() { return router_; }
   [[nodiscard]] const route::SessionTable& sessions() const { return sessions_; }
+  route::SessionTable& sessions() { return sessions_; }
+
+  // The cluster this replica belongs to (config: cluster); null: alone.
+  // Set once before any I/O thread starts.
+  void set_cluster(cluster::Cluster* cluster) {
+    cluster_ = cluster;
+    router_.set_peer_publisher(cluster);
+  }
+  [[nodiscard]] const cluster::Cluster* cluster() const { return cluster_; }
 
   // The registry every component's series live in, and /metrics.
   obs::Exposition& exposition() { return exposition_; }
@@ -82,6 +92,7 @@ class GatewayContext {
  private:
   obs::Exposition& exposition_;
   kv_events::IndexWriter* index_writer_ = nullptr;
+  cluster::Cluster* cluster_ = nullptr;
   static route::SessionLimits session_limits(const config::SessionOptions& options) {
     return {options.max_sessions, static_cast<std::uint64_t>(options.idle_ttl.count()), options.turns_kept};
   }

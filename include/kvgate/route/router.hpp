@@ -30,6 +30,7 @@
 #include "kvgate/policy/policy.hpp"
 #include "kvgate/prompt/prepared_prompt.hpp"
 #include "kvgate/route/attempt.hpp"
+#include "kvgate/route/peer_publisher.hpp"
 #include "kvgate/route/routing_table.hpp"
 #include "kvgate/route/session_stats.hpp"
 #include "kvgate/route/session_table.hpp"
@@ -104,6 +105,8 @@ class Router {
 
   // Set once before any I/O thread starts; null: no routing-time inserts.
   void set_index_writer(kv_events::IndexWriter* writer) { index_writer_ = writer; }
+  // Set once before any I/O thread starts; null: no cluster (alone).
+  void set_peer_publisher(PeerPublisher* publisher) { peers_ = publisher; }
 
   // `prompt` null: a request without prefix information (passthrough paths).
   [[nodiscard]] RouteDecision decide(const RoutingTable& table, const ModelRoute& model,
@@ -131,6 +134,7 @@ class Router {
   SessionTable& sessions_;
   SessionStats& stats_;
   kv_events::IndexWriter* index_writer_ = nullptr;
+  PeerPublisher* peers_ = nullptr;
 };
 
 // The most likely reason a worker's cache predictions drift, from what is

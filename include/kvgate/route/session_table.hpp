@@ -120,6 +120,15 @@ class SessionTable {
   std::uint64_t commit_turn(std::string_view key, SessionTurn turn, std::uint64_t now_ms, bool same_request = false,
                             std::string_view key_source = {}, std::span<const std::uint64_t> blocks = {});
 
+  // A turn another replica of the cluster committed (cluster/), numbered
+  // by that replica, routed at turn.at_ms (this table's clock; at most
+  // now_ms). Applied when it is past the session's last turn (the session
+  // jumps to its number), or `retry` of the last one; a number the table
+  // already holds is a duplicate or a concurrent turn and is not applied.
+  // Returns whether it was applied.
+  bool apply_peer_turn(std::string_view key, SessionTurn turn, std::uint64_t now_ms, bool retry,
+                       std::string_view key_source);
+
   // Completes turn `number` of the session, if the table still has it.
   struct Outcome {
     int status = 0;

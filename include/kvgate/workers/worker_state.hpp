@@ -163,7 +163,46 @@ class LoadCounters {
   void active_added(std::uint64_t tokens) { active_tokens_.fetch_add(tokens, std::memory_order_relaxed); }
   void active_finished(std::uint64_t tokens) { active_tokens_.fetch_sub(tokens, std::memory_order_relaxed); }
 
+  // What the other kvgate replicas of a cluster (cluster/) last reported
+  // having in flight here, summed over the live ones. Written by the
+  // cluster's reader thread alone; zero when kvgate runs alone.
+  struct PeerCounts {
+    std::uint32_t in_flight = 0;
+    std::uint64_t pending_prefill_tokens = 0;
+    std::uint32_t pending_requests = 0;
+    std::uint64_t active_tokens = 0;
+    bool operator==(const PeerCounts&) const = default;
+  };
+  void set_peer_counts(const PeerCounts& counts) {
+    peer_in_flight_.store(counts.in_flight, std::memory_order_relaxed);
+    peer_pending_prefill_tokens_.store(counts.pending_prefill_tokens, std::memory_order_relaxed);
+    peer_pending_requests_.store(counts.pending_requests, std::memory_order_relaxed);
+    peer_active_tokens_.store(counts.active_tokens, std::memory_order_relaxed);
+  }
+  [[nodiscard]] PeerCounts peer_counts() const {
+    return {
+        peer_in_flight_.load(std::memory_order_relaxed), peer_pending_prefill_tokens_.load(std::memory_order_relaxed),
+        peer_pending_requests_.load(std::memory_order_relaxed), peer_active_tokens_.load(std::memory_order_relaxed)};
+  }
+  // This replica's and its peers' together: what routing prices.
+  [[nodiscard]] std::uint32_t fleet_in_flight() const {
+    return in_flight() + peer_in_flight_.load(std::memory_order_relaxed);
+  }
+  [[nodiscard]] std::uint64_t fleet_pending_prefill_tokens() const {
+    return pending_prefill_tokens() + peer_pending_prefill_tokens_.load(std::memory_order_relaxed);
+  }
+  [[nodiscard]] std::uint32_t fleet_pending_requests() const {
+    return pending_requests() + peer_pending_requests_.load(std::memory_order_relaxed);
+  }
+  [[nodiscard]] std::uint64_t fleet_active_tokens() const {
+    return active_tokens() + peer_active_tokens_.load(std::memory_order_relaxed);
+  }
+
  private:
+  std::atomic<std::uint32_t> peer_in_flight_{0};
+  std::atomic<std::uint64_t> peer_pending_prefill_tokens_{0};
+  std::atomic<std::uint32_t> peer_pending_requests_{0};
+  std::atomic<std::uint64_t> peer_active_tokens_{0};
   std::atomic<std::uint32_t> in_flight_{0};
   std::atomic<std::uint64_t> pending_prefill_tokens_{0};
   std::atomic<double> mean_uncached_tokens_{-1};  // negative: no dispatch yet
