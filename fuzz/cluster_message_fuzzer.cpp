@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   std::string again;
-  kvgate::cluster::encode_header(again, message->kind, message->sent_unix_ms, message->from);
+  kvgate::cluster::encode_header(again, message->kind, message->sent_unix_ms, message->from, message->incarnation);
   std::visit([&](const auto& body) { kvgate::cluster::encode(again, body); }, message->body);
   // Varints may be written longer than needed and kv_usage/ttft are rounded:
   // a re-encoding decodes, and decodes to the same kind and sender.

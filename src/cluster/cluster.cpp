@@ -11,6 +11,7 @@
 #include <chrono>
 #include <limits>
 #include <optional>
+#include <random>
 
 #include "kvgate/core/clock.hpp"
 
@@ -120,6 +121,7 @@ Cluster::Cluster(const config::ClusterOptions& options, const Published<const ro
       stats_(stats),
       outbox_(options.queue),
       started_unix_ms_(unix_now_ms()),
+      incarnation_(std::random_device{}() | (static_cast<std::uint64_t>(std::random_device{}()) << 32)),
       peers_(static_cast<std::uint64_t>(options.peer_timeout.count())) {}
 
 Cluster::~Cluster() {
@@ -164,7 +166,7 @@ ClusterStatus Cluster::status() const {
 template <class Encode>
 void Cluster::enqueue(MessageKind kind, Encode encode) {
   const bool queued = outbox_.push([&](std::string& buffer) {
-    encode_header(buffer, kind, unix_now_ms(), replica_id_);
+    encode_header(buffer, kind, unix_now_ms(), replica_id_, incarnation_);
     encode(buffer);
   });
   if (!queued) {
@@ -310,7 +312,7 @@ void Cluster::publish_loop() {
     bool ok = true;
     if (load_due) {
       load_buffer.clear();
-      encode_header(load_buffer, MessageKind::load, unix_now_ms(), replica_id_);
+      encode_header(load_buffer, MessageKind::load, unix_now_ms(), replica_id_, incarnation_);
       encode(load_buffer, load);
       ok = append(load_buffer);
       appended += ok ? 1 : 0;
@@ -410,9 +412,10 @@ void Cluster::read_loop() {
         last_id_ = head ? id_at(head->ms > back ? head->ms - back : 0) : "0-0";
         positioned = true;
       } else if (const auto last = parse_stream_id(last_id_); !head || !last || *head < *last) {
-        spdlog::info("cluster: stream {} is behind the last entry applied (the engine lost its data); reading it "
-                     "from its start",
-                     options_.stream);
+        spdlog::info(
+            "cluster: stream {} is behind the last entry applied (the engine lost its data); reading it "
+            "from its start",
+            options_.stream);
         last_id_ = "0-0";
       }
     }
@@ -467,6 +470,11 @@ void Cluster::read_loop() {
         std::lock_guard lock(status_mutex_);
         last_id_ = newest;
       }
+      // Back-pressure: the index writer's queue holds at most one batch of
+      // the peers' inserts (a flood waits in Redis, bounded by its trim).
+      if (index_writer_ != nullptr && entries->elements > 0) {
+        index_writer_->settle(std::chrono::seconds(1));
+      }
     }
     if (now_ms >= last_sums_ms + static_cast<std::uint64_t>(options_.load_interval.count())) {
       apply_peer_counts(now_ms);
@@ -492,9 +500,10 @@ void Cluster::apply(std::string_view bytes, std::uint64_t now_ms, std::uint64_t 
   }
   const auto& message = *decoded;
   // Its own, read back; but what a former process of the same replica id
-  // published (before this one started) is caught up like a peer's.
+  // published is caught up like a peer's (its load reports excepted: that
+  // process is gone).
   const bool own = message.from == replica_id_;
-  if (own && (message.sent_unix_ms >= started_unix_ms_ || message.kind == MessageKind::load)) {
+  if (own && (message.incarnation == incarnation_ || message.kind == MessageKind::load)) {
     return;
   }
   const auto lag_ms = unix_ms > message.sent_unix_ms ? unix_ms - message.sent_unix_ms : 0;

@@ -1,6 +1,7 @@
 #include "kvgate/cluster/message.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -67,12 +68,6 @@ void put_text(std::string& out, std::string_view text) {
   text = text.substr(0, kMaxText);
   put_varint(out, text.size());
   out.append(text);
-}
-
-void put_u64(std::string& out, std::uint64_t value) {
-  for (int byte = 0; byte < 8; ++byte) {
-    out.push_back(static_cast<char>((value >> (8 * byte)) & 0xff));
-  }
 }
 
 std::uint64_t micros(double ms) {
@@ -250,13 +245,15 @@ bool read(Reader& reader, LoadMessage& load) {
 
 }  // namespace
 
-void encode_header(std::string& out, MessageKind kind, std::uint64_t sent_unix_ms, std::string_view from) {
+void encode_header(std::string& out, MessageKind kind, std::uint64_t sent_unix_ms, std::string_view from,
+                   std::uint64_t incarnation) {
   out.push_back(kMagic0);
   out.push_back(kMagic1);
   put_u8(out, kWireVersion);
   put_u8(out, static_cast<std::uint8_t>(kind));
   put_varint(out, sent_unix_ms);
   put_text(out, from);
+  put_varint(out, incarnation);
 }
 
 void encode(std::string& out, const TurnMessage& turn) {
@@ -305,8 +302,19 @@ void encode_blocks(std::string& out, std::string_view model, std::string_view wo
   put_text(out, worker);
   put_varint(out, ticket);
   put_varint(out, count);
-  for (std::size_t index = 0; index < count; ++index) {
-    put_u64(out, blocks[index]);
+  // One resize, then plain stores: a long prompt has thousands of blocks.
+  const auto at = out.size();
+  out.resize(at + count * 8);
+  auto* bytes = reinterpret_cast<unsigned char*>(out.data() + at);
+  if constexpr (std::endian::native == std::endian::little) {
+    std::memcpy(bytes, blocks, count * 8);
+  } else {
+    for (std::size_t index = 0; index < count; ++index) {
+      const auto value = blocks[index];
+      for (int byte = 0; byte < 8; ++byte) {
+        bytes[index * 8 + static_cast<std::size_t>(byte)] = static_cast<unsigned char>(value >> (8 * byte));
+      }
+    }
   }
 }
 
@@ -348,7 +356,8 @@ Result<Message, DropReason> decode(std::string_view bytes) {
     return unexpected(DropReason::malformed);
   }
   message.kind = static_cast<MessageKind>(kind);
-  if (!reader.varint(message.sent_unix_ms) || !reader.text(message.from) || message.from.empty()) {
+  if (!reader.varint(message.sent_unix_ms) || !reader.text(message.from) || message.from.empty() ||
+      !reader.varint(message.incarnation)) {
     return unexpected(DropReason::malformed);
   }
   bool ok = false;

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
 #include <string>
 
 namespace kvgate::cluster {
@@ -12,7 +14,7 @@ namespace {
 
 std::string with_header(MessageKind kind) {
   std::string bytes;
-  encode_header(bytes, kind, 1'796'000'000'123, "replica-a");
+  encode_header(bytes, kind, 1'796'000'000'123, "replica-a", 7);
   return bytes;
 }
 
@@ -36,6 +38,7 @@ TEST(ClusterMessage, ATurnRoundTrips) {
   EXPECT_EQ(decoded->kind, MessageKind::turn);
   EXPECT_EQ(decoded->sent_unix_ms, 1'796'000'000'123u);
   EXPECT_EQ(decoded->from, "replica-a");
+  EXPECT_EQ(decoded->incarnation, 7u);
   const auto& got = std::get<TurnMessage>(decoded->body);
   EXPECT_EQ(got.model, "qwen3");
   EXPECT_EQ(got.key, "session-7");
@@ -126,6 +129,17 @@ TEST(ClusterMessage, RefusesWhatIsNotAWholeMessageOfAKnownVersion) {
   EXPECT_EQ(decode(other).error(), DropReason::unknown_version);
 }
 
+// The seeds of the fuzz target are messages of this format.
+TEST(ClusterMessage, TheFuzzCorpusSeedsDecode) {
+  for (const char* seed : {"turn", "outcome", "assumed", "finished", "load"}) {
+    std::ifstream file(std::string(KVGATE_SOURCE_DIR "/fuzz/corpus/cluster_message/") + seed, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    ASSERT_FALSE(bytes.empty()) << seed;
+    auto decoded = decode(bytes);
+    EXPECT_TRUE(decoded) << seed;
+  }
+}
+
 TEST(ClusterMessage, RefusesOutOfRangeFields) {
   // A reason past the vocabulary.
   auto bytes = with_header(MessageKind::turn);
@@ -148,7 +162,7 @@ TEST(ClusterMessage, RefusesOutOfRangeFields) {
   encode(bytes, TurnMessage{"m", "key", "", 0, "w", "", policy::Reason::sticky, std::nullopt, 1, 0, {}, false});
   EXPECT_EQ(decode(bytes).error(), DropReason::malformed);
   bytes.clear();
-  encode_header(bytes, MessageKind::finished, 1, "");
+  encode_header(bytes, MessageKind::finished, 1, "", 7);
   encode(bytes, FinishedMessage{"m", "w", 1});
   EXPECT_EQ(decode(bytes).error(), DropReason::malformed);
 }

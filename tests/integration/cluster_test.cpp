@@ -303,16 +303,16 @@ TEST(Cluster, AHostilePeersMessagesAreCountedAndIgnored) {
   add({"m", "not a message"});
   add({"x", "no m field"});
   std::string newer;
-  cluster::encode_header(newer, cluster::MessageKind::finished, 1, "intruder");
+  cluster::encode_header(newer, cluster::MessageKind::finished, 1, "intruder", 7);
   newer[2] = 9;  // a version this replica does not read
   add({"m", newer});
   std::string ghost;
-  cluster::encode_header(ghost, cluster::MessageKind::turn, 1, "intruder");
+  cluster::encode_header(ghost, cluster::MessageKind::turn, 1, "intruder", 7);
   cluster::encode(ghost, cluster::TurnMessage{"test-model", "ghost-session", "", 1, "ghost-worker", "",
                                               policy::Reason::new_session, std::nullopt, 10, 0, std::nullopt, false});
   add({"m", ghost});
   std::string elsewhere;
-  cluster::encode_header(elsewhere, cluster::MessageKind::finished, 1, "intruder");
+  cluster::encode_header(elsewhere, cluster::MessageKind::finished, 1, "intruder", 7);
   cluster::encode(elsewhere, cluster::FinishedMessage{"no-such-model", "u0", 1});
   add({"m", elsewhere});
   const auto admin = cluster.replica(0).admin_port();

@@ -103,7 +103,8 @@ class Cluster final : public route::PeerPublisher {
   kv_events::IndexWriter* index_writer_;
   ClusterStats& stats_;
   Outbox outbox_;
-  std::uint64_t started_unix_ms_;  // wall clock: compared with the messages' stamps
+  std::uint64_t started_unix_ms_;  // wall clock: lag is measured for messages sent since
+  std::uint64_t incarnation_;      // this process among the replica id's (random)
 
   std::atomic<bool> stopping_{false};
   std::atomic<bool> engine_up_{false};

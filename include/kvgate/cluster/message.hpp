@@ -7,7 +7,7 @@
 // views of them and returns why it refused them.
 //
 // Wire format, version 1 (little-endian, unsigned LEB128 varints "v"):
-//   'K' 'G' version:u8 kind:u8 sent_unix_ms:v from:str  then the kind's fields
+//   'K' 'G' version:u8 kind:u8 sent_unix_ms:v from:str incarnation:v  then the kind's fields
 //   str = length:v bytes (at most kMaxText bytes)
 //   turn      model:str key:str key_source:str number:v worker:str prefill_worker:str
 //             reason:u8 prefill_reason:u8 (0xff: none) input_tokens:v predicted_cached:v
@@ -19,8 +19,10 @@
 //   finished  model:str worker:str ticket:v
 //   load      count:v count x (model:str worker:str in_flight:v pending_prefill_tokens:v
 //             pending_requests:v active_tokens:v)
-// A later version may append fields to a kind; a reader refuses versions
-// it does not know rather than guess.
+// `incarnation` tells a replica's processes apart (a restarted replica
+// keeps its id): a reader skips its own messages by it, not by a clock. A
+// reader refuses versions it does not know, and trailing bytes, rather
+// than guess.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -116,12 +118,14 @@ struct LoadMessage {
 struct Message {
   MessageKind kind = MessageKind::load;
   std::uint64_t sent_unix_ms = 0;
-  std::string_view from;  // the sender's replica id
+  std::string_view from;          // the sender's replica id
+  std::uint64_t incarnation = 0;  // the sender's process (random at its start)
   std::variant<TurnMessage, OutcomeMessage, BlocksMessage, FinishedMessage, LoadMessage> body;
 };
 
 // Each appends one whole message to `out` (out is not cleared).
-void encode_header(std::string& out, MessageKind kind, std::uint64_t sent_unix_ms, std::string_view from);
+void encode_header(std::string& out, MessageKind kind, std::uint64_t sent_unix_ms, std::string_view from,
+                   std::uint64_t incarnation);
 void encode(std::string& out, const TurnMessage& turn);
 void encode(std::string& out, const OutcomeMessage& outcome);
 void encode(std::string& out, const BlocksMessage& blocks);  // no vector needed: see encode_blocks

@@ -1,9 +1,11 @@
 #pragma once
 // The bounded queue between the request path and the publisher thread:
 // a fixed number of message buffers, each reused (cleared, its capacity
-// kept), so a warm queue does not allocate. A producer encodes into a free
-// buffer under a short lock and never waits: when every buffer is taken
-// the message is dropped and push() says so. The publisher takes every
+// kept), so a warm queue does not allocate. A producer claims a free
+// buffer under a short lock, encodes into it, and hands it over under the
+// lock again; it never waits: when every buffer is taken the message is
+// dropped and push() says so. Buffers are reused last-freed first, so the
+// few a steady flow needs stay warm. The publisher takes every
 // ready buffer at once, sends them, and gives them back.
 //
 // Threading: push() from any thread; take()/give_back() from the one
@@ -22,19 +24,24 @@ class Outbox {
  public:
   explicit Outbox(std::size_t capacity);
 
-  // Calls encode(std::string& buffer) on an empty buffer; false when full.
+  // Calls encode(std::string& buffer) on an empty buffer, outside the lock
+  // (the buffer is the caller's until it is ready); false when full.
   template <class Encode>
   bool push(Encode encode) {
+    std::uint32_t slot = 0;
     {
       std::lock_guard lock(mutex_);
       if (free_.empty()) {
         return false;
       }
-      const auto slot = free_.back();
+      slot = free_.back();
       free_.pop_back();
-      auto& buffer = buffers_[slot];
-      buffer.clear();
-      encode(buffer);
+    }
+    auto& buffer = buffers_[slot];
+    buffer.clear();
+    encode(buffer);
+    {
+      std::lock_guard lock(mutex_);
       ready_.push_back(slot);
     }
     wake_.notify_one();
