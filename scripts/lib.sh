@@ -368,11 +368,15 @@ start_fleet() {
     local variant="KVGATE_TARGET_${picker_policy:-$target}"
     local routing="{policy: ${picker_policy:-$target}}"
     [[ -n "${!variant:-}" ]] && routing=${!variant}
+    # KVGATE_SETTINGS_<target>: top-level YAML for that target alone (a
+    # cluster: section).
+    local own_settings="KVGATE_SETTINGS_$target"
     {
       gateway_yaml_head "$target" "$routing"
       cat <<YAML
 ${picker_policy:+epp_listen: "127.0.0.1:0"}
 ${KVGATE_SETTINGS:-}
+${!own_settings:-}
 models:
   - name: demo-model
     block_size: 16
