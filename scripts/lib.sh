@@ -112,6 +112,21 @@ start_server() {
   started_fd=$fd  # the server's stdout, for any further announcement lines
 }
 
+# Debian's redis-server for a cluster of gateways (cluster:): no
+# persistence, a free loopback port; sets $redis_port and $redis_pid once
+# it answers PING.
+start_redis() {
+  redis_port=$(free_port)
+  start_server redis redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no
+  redis_pid=${pids[-1]}
+  for _ in $(seq 100); do
+    [[ "$(redis-cli -p "$redis_port" ping 2>/dev/null)" == PONG ]] && return 0
+    sleep 0.1
+  done
+  echo "redis-server did not answer on port $redis_port" >&2
+  exit 1
+}
+
 # The settings every benchmarked gateway shares: ephemeral ports, its
 # decision log beside the run, and the routing block given (YAML).
 gateway_yaml_head() {  # target routing

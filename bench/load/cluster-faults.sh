@@ -19,13 +19,7 @@ export KVGATE_REPLICAS=${KVGATE_REPLICAS:-4} KVGATE_TIME_SCALE=${KVGATE_TIME_SCA
 sessions=${1:-200}
 cmake --build build -j"${KVGATE_JOBS:-2}" --target kvgate kvgate-sim kvgate-bench >/dev/null
 begin_run cluster-faults
-redis_port=$(free_port)
-start_server redis redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no
-redis_pid=${pids[-1]}
-for _ in $(seq 100); do
-  [[ "$(redis-cli -p "$redis_port" ping 2>/dev/null)" == PONG ]] && break
-  sleep 0.1
-done
+start_redis
 for gateway in cl1 cl2 cl3; do
   export "KVGATE_TARGET_$gateway={policy: cache_aware}"
   export "KVGATE_SETTINGS_$gateway=cluster: {url: \"redis://127.0.0.1:$redis_port\", replica_id: $gateway}"

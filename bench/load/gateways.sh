@@ -68,13 +68,7 @@ rows=${KVGATE_GATEWAY_ROWS:-one two three shared}
 gateways=(gw1 gw2 gw3)
 export KVGATE_TARGET_gw1="$routing" KVGATE_TARGET_gw2="$routing" KVGATE_TARGET_gw3="$routing"
 if [[ " $rows " == *" shared "* ]]; then
-  # The cluster's engine: Debian's redis-server, no persistence, its own port.
-  redis_port=$(free_port)
-  start_server redis redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no
-  for _ in $(seq 100); do
-    [[ "$(redis-cli -p "$redis_port" ping 2>/dev/null)" == PONG ]] && break
-    sleep 0.1
-  done
+  start_redis
   for gateway in cl1 cl2 cl3; do
     export "KVGATE_TARGET_$gateway=$routing"
     export "KVGATE_SETTINGS_$gateway=cluster: {url: \"redis://127.0.0.1:$redis_port\", replica_id: $gateway}"

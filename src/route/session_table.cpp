@@ -194,15 +194,7 @@ std::uint64_t SessionTable::commit_turn(std::string_view key, SessionTurn turn, 
       auto found = shard.by_key.find(stored);
       std::list<Entry>::iterator entry;
       if (found == shard.by_key.end()) {
-        while (shard.lru.size() >= capacity) {
-          shard.by_key.erase(std::string_view(shard.lru.back().key));
-          shard.by_hash.erase(key_hash_of(shard.lru.back().key));
-          shard.lru.pop_back();
-        }
-        shard.lru.push_front(Entry{std::string(stored), now_ms, now_ms, 0, 0, {}, 0, {}, {}, {}, 0, 0});
-        entry = shard.lru.begin();
-        shard.by_key.emplace(std::string_view(entry->key), entry);
-        shard.by_hash.insert_or_assign(key_hash, entry);
+        entry = insert_entry(shard, stored, key_hash, now_ms, capacity);
       } else {
         entry = found->second;
         shard.lru.splice(shard.lru.begin(), shard.lru, entry);  // iterators stay valid
@@ -221,11 +213,7 @@ std::uint64_t SessionTable::commit_turn(std::string_view key, SessionTurn turn, 
           return entry->turns;
         }
         if (expired(entry->last_seen_ms, now_ms, idle_ttl_ms_.load())) {
-          entry->turns = 0;
-          entry->started_ms = now_ms;
-          entry->recent.clear();
-          entry->parent.clear();
-          entry->children = 0;
+          start_over(*entry, now_ms);
         }
       }
       if (entry->turns == 0) {
@@ -268,6 +256,29 @@ std::uint64_t SessionTable::commit_turn(std::string_view key, SessionTurn turn, 
   });
 }
 
+std::list<SessionTable::Entry>::iterator SessionTable::insert_entry(Shard& shard, std::string_view stored,
+                                                                    std::uint64_t key_hash, std::uint64_t now_ms,
+                                                                    std::size_t capacity) {
+  while (shard.lru.size() >= capacity) {
+    shard.by_key.erase(std::string_view(shard.lru.back().key));
+    shard.by_hash.erase(key_hash_of(shard.lru.back().key));
+    shard.lru.pop_back();
+  }
+  shard.lru.push_front(Entry{std::string(stored), now_ms, now_ms, 0, 0, {}, 0, {}, {}, {}, 0, 0});
+  auto entry = shard.lru.begin();
+  shard.by_key.emplace(std::string_view(entry->key), entry);
+  shard.by_hash.insert_or_assign(key_hash, entry);
+  return entry;
+}
+
+void SessionTable::start_over(Entry& entry, std::uint64_t now_ms) {
+  entry.turns = 0;
+  entry.started_ms = now_ms;
+  entry.recent.clear();
+  entry.parent.clear();
+  entry.children = 0;
+}
+
 bool SessionTable::apply_peer_turn(std::string_view key, SessionTurn turn, std::uint64_t now_ms, bool retry,
                                    std::string_view key_source) {
   return with_stored_key(key, [&](std::string_view stored) -> bool {
@@ -279,23 +290,11 @@ bool SessionTable::apply_peer_turn(std::string_view key, SessionTurn turn, std::
     auto found = shard.by_key.find(stored);
     std::list<Entry>::iterator entry;
     if (found == shard.by_key.end()) {
-      while (shard.lru.size() >= capacity) {
-        shard.by_key.erase(std::string_view(shard.lru.back().key));
-        shard.by_hash.erase(key_hash_of(shard.lru.back().key));
-        shard.lru.pop_back();
-      }
-      shard.lru.push_front(Entry{std::string(stored), at_ms, at_ms, 0, 0, {}, 0, {}, {}, {}, 0, 0});
-      entry = shard.lru.begin();
-      shard.by_key.emplace(std::string_view(entry->key), entry);
-      shard.by_hash.insert_or_assign(key_hash_of(stored), entry);
+      entry = insert_entry(shard, stored, key_hash_of(stored), at_ms, capacity);
     } else {
       entry = found->second;
       if (expired(entry->last_seen_ms, at_ms, idle_ttl_ms_.load())) {
-        entry->turns = 0;
-        entry->started_ms = at_ms;
-        entry->recent.clear();
-        entry->parent.clear();
-        entry->children = 0;
+        start_over(*entry, at_ms);
       }
     }
     const bool replaces_last = retry && !entry->recent.empty() && entry->recent.back().number == turn.number;

@@ -260,7 +260,10 @@ TEST(Cluster, WithTheEngineGoneEveryReplicaRoutesOnItsOwnSaysSoOnceAndRejoinsLos
   }
   cluster.restart_redis();
   // Back: every session begun during the outage reaches every replica.
-  for (const auto& [key, origin] : alone) {
+  for (const auto& session : alone) {
+    // Named copies: a lambda may not capture a structured binding (C++20).
+    const std::string key = session.first;
+    const std::size_t origin = session.second;
     for (std::size_t index = 0; index < 3; ++index) {
       wait_for(key + " from gw-" + std::to_string(origin) + " reaches gw-" + std::to_string(index),
                [&] { return cluster.has_answered(index, key, 1); });

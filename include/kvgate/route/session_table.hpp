@@ -198,6 +198,11 @@ class SessionTable {
   static constexpr std::size_t kShards = 16;
 
   Shard& shard_for(std::string_view stored_key) const;
+  // Under the shard's lock: a new entry (least recently used ones evicted
+  // down to `capacity`), and an expired one made a new session.
+  static std::list<Entry>::iterator insert_entry(Shard& shard, std::string_view stored, std::uint64_t key_hash,
+                                                 std::uint64_t now_ms, std::size_t capacity);
+  static void start_over(Entry& entry, std::uint64_t now_ms);
   // Calls visit(Entry*) (null: no such key) under the shard's lock (the
   // shards are mutable: a const lookup still locks).
   template <class Visit>
