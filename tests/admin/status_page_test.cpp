@@ -97,5 +97,29 @@ TEST(StatusPage, AFleetWithNoTrafficShowsDashesNotNumbers) {
   EXPECT_NE(html.find("No routed request yet"), std::string::npos);
 }
 
+// A replica of a cluster shows its engine, its peers (escaped) and, per
+// worker, the peers' requests in flight beside its own; one alone shows
+// no Cluster section.
+TEST(StatusPage, AClusterReplicaShowsItsPeersAndTheirLoad) {
+  auto view = view_with_one_of_each();
+  EXPECT_EQ(render_status_page(view).find("<h2>Cluster</h2>"), std::string::npos);
+  view.workers.front().in_flight = 2;
+  view.workers.front().peer_in_flight = 3;
+  cluster::ClusterStatus status;
+  status.replica_id = "gw-1";
+  status.engine = "redis://10.0.0.5:6379";
+  status.stream = "kvgate";
+  status.connected = false;
+  status.peers.push_back({"gw-<2>", view.now_ms - 500, 1.5, 40, 1, true, 3});
+  status.peers.push_back({"gw-3", view.now_ms - 90'000, 0, 12, 0, false, 0});
+  view.cluster = status;
+  const auto html = render_status_page(view);
+  EXPECT_NE(html.find("<h2>Cluster</h2>"), std::string::npos);
+  EXPECT_NE(html.find("cut off: routing on this replica's own state"), std::string::npos);
+  EXPECT_NE(html.find("<td>gw-&lt;2&gt;</td>"), std::string::npos);
+  EXPECT_NE(html.find(">silent</td>"), std::string::npos);
+  EXPECT_NE(html.find("2 (+3 peers)"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kvgate::admin
