@@ -175,8 +175,30 @@ void Cluster::enqueue(MessageKind kind, Encode encode) {
   }
 }
 
-void Cluster::turn(std::string_view model, std::string_view key, std::string_view key_source,
+namespace {
+
+// The session key as the session table stores it: a key longer than the
+// table keeps is sent as its hash (an allocation, for such keys only), so
+// every replica names the session alike and no message is truncated.
+template <class Use>
+void with_table_key(std::string_view key, Use use) {
+  if (key.size() <= route::kMaxKeyBytes) {
+    use(key);
+  } else {
+    const auto stored = route::session_table_key(key);
+    use(std::string_view(stored));
+  }
+}
+
+}  // namespace
+
+void Cluster::turn(std::string_view model, std::string_view full_key, std::string_view key_source,
                    const route::PeerTurn& turn, bool retry) {
+  with_table_key(full_key, [&](std::string_view key) { publish_turn(model, key, key_source, turn, retry); });
+}
+
+void Cluster::publish_turn(std::string_view model, std::string_view key, std::string_view key_source,
+                           const route::PeerTurn& turn, bool retry) {
   enqueue(MessageKind::turn, [&](std::string& buffer) {
     TurnMessage message{model,
                         key,
@@ -194,11 +216,13 @@ void Cluster::turn(std::string_view model, std::string_view key, std::string_vie
   });
 }
 
-void Cluster::outcome(std::string_view model, std::string_view key, std::uint64_t number,
+void Cluster::outcome(std::string_view model, std::string_view full_key, std::uint64_t number,
                       const route::SessionTable::Outcome& outcome) {
-  enqueue(MessageKind::outcome, [&](std::string& buffer) {
-    encode(buffer, OutcomeMessage{model, key, number, outcome.status, outcome.cached_tokens, outcome.prompt_tokens,
-                                  outcome.ttft_ms, outcome.decode_ms});
+  with_table_key(full_key, [&](std::string_view key) {
+    enqueue(MessageKind::outcome, [&](std::string& buffer) {
+      encode(buffer, OutcomeMessage{model, key, number, outcome.status, outcome.cached_tokens, outcome.prompt_tokens,
+                                    outcome.ttft_ms, outcome.decode_ms});
+    });
   });
 }
 
@@ -280,17 +304,11 @@ void Cluster::publish_loop() {
     load.workers.clear();
     counts.clear();
     if (table) {
-      std::vector<const workers::WorkerState*> seen;
       for (const auto& model : table->models) {
         for (const auto& worker : model.workers) {
-          if (std::find(seen.begin(), seen.end(), worker.state.get()) != seen.end()) {
-            continue;
-          }
-          seen.push_back(worker.state.get());
           const auto& counters = worker.state->load();
-          load.workers.push_back({model.name, worker.state->id(), counters.in_flight(),
-                                  counters.pending_prefill_tokens(), counters.pending_requests(),
-                                  counters.active_tokens()});
+          load.workers.push_back({worker.state->id(), counters.in_flight(), counters.pending_prefill_tokens(),
+                                  counters.pending_requests(), counters.active_tokens()});
           counts.insert(counts.end(), {counters.in_flight(), counters.pending_prefill_tokens(),
                                        counters.pending_requests(), counters.active_tokens()});
         }
@@ -618,7 +636,7 @@ void Cluster::apply(std::string_view bytes, std::uint64_t now_ms, std::uint64_t 
 }
 
 void Cluster::apply_peer_counts(std::uint64_t now_ms) {
-  std::map<PeerTable::Key, workers::LoadCounters::PeerCounts> sums;
+  PeerTable::Sums sums;
   std::size_t live = 0;
   {
     std::lock_guard lock(status_mutex_);
@@ -636,20 +654,8 @@ void Cluster::apply_peer_counts(std::uint64_t now_ms) {
   }
   for (const auto& model : table->models) {
     for (const auto& worker : model.workers) {
-      const auto found = sums.find({model.name, worker.state->id()});
-      if (found != sums.end()) {
-        worker.state->load().set_peer_counts(found->second);
-      } else if (worker.state->load().peer_counts() != workers::LoadCounters::PeerCounts{}) {
-        // Another model's entry may name the same worker: only reset what
-        // no live report covers.
-        bool covered = false;
-        for (const auto& [key, counts] : sums) {
-          covered = covered || key.second == worker.state->id();
-        }
-        if (!covered) {
-          worker.state->load().set_peer_counts({});
-        }
-      }
+      const auto found = sums.find(worker.state->id());
+      worker.state->load().set_peer_counts(found != sums.end() ? found->second : workers::LoadCounters::PeerCounts{});
     }
   }
 }

@@ -228,13 +228,13 @@ bool read(Reader& reader, FinishedMessage& finished) {
 
 bool read(Reader& reader, LoadMessage& load) {
   std::size_t count = 0;
-  // Each entry takes at least six bytes: a count beyond what is left is a lie.
-  if (!reader.bounded(count, kMaxLoadEntries) || reader.left() < count * 6) {
+  // Each entry takes at least five bytes: a count beyond what is left is a lie.
+  if (!reader.bounded(count, kMaxLoadEntries) || reader.left() < count * 5) {
     return false;
   }
   load.workers.resize(count);
   for (auto& worker : load.workers) {
-    if (!reader.text(worker.model) || !reader.text(worker.worker) || !reader.bounded(worker.in_flight, UINT32_MAX) ||
+    if (!reader.text(worker.worker) || !reader.bounded(worker.in_flight, UINT32_MAX) ||
         !reader.varint(worker.pending_prefill_tokens) || !reader.bounded(worker.pending_requests, UINT32_MAX) ||
         !reader.varint(worker.active_tokens)) {
       return false;
@@ -333,7 +333,6 @@ void encode(std::string& out, const LoadMessage& load) {
   put_varint(out, count);
   for (std::size_t index = 0; index < count; ++index) {
     const auto& worker = load.workers[index];
-    put_text(out, worker.model);
     put_text(out, worker.worker);
     put_varint(out, worker.in_flight);
     put_varint(out, worker.pending_prefill_tokens);

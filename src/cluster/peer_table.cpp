@@ -31,7 +31,7 @@ void PeerTable::report_load(std::string_view from, const LoadMessage& load, std:
   entry.load.clear();
   std::uint32_t in_flight = 0;
   for (const auto& worker : load.workers) {
-    auto& counts = entry.load[{std::string(worker.model), std::string(worker.worker)}];
+    auto& counts = entry.load[std::string(worker.worker)];
     counts = {worker.in_flight, worker.pending_prefill_tokens, worker.pending_requests, worker.active_tokens};
     in_flight += worker.in_flight;
   }
@@ -50,8 +50,8 @@ std::vector<std::string> PeerTable::newly_silent(std::uint64_t now_ms) {
   return silent;
 }
 
-std::map<PeerTable::Key, workers::LoadCounters::PeerCounts> PeerTable::sums(std::uint64_t now_ms) const {
-  std::map<Key, workers::LoadCounters::PeerCounts> total;
+PeerTable::Sums PeerTable::sums(std::uint64_t now_ms) const {
+  Sums total;
   for (const auto& [id, entry] : peers_) {
     if (!is_live(entry, now_ms)) {
       continue;

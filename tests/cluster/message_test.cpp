@@ -99,7 +99,7 @@ TEST(ClusterMessage, BlocksFinishedAndLoadRoundTrip) {
   EXPECT_EQ(std::get<FinishedMessage>(decoded->body).ticket, 77u);
 
   bytes = with_header(MessageKind::load);
-  LoadMessage load{{{"m", "w0", 3, 12'000, 2, 30'000}, {"m", "w1", 0, 0, 0, 0}}};
+  LoadMessage load{{{"w0", 3, 12'000, 2, 30'000}, {"w1", 0, 0, 0, 0}}};
   encode(bytes, load);
   decoded = decode(bytes);
   ASSERT_TRUE(decoded);

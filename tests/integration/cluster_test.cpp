@@ -164,6 +164,9 @@ TEST(Cluster, ASessionsTurnsAlternatingAcrossReplicasStayOnItsWorkerWithOneHisto
   for (int session = 0; session < 6; ++session) {
     conversations.emplace_back("conversation-" + std::to_string(session));
   }
+  // A key longer than a message's text field (kMaxText): every replica
+  // names it by the session table's hash of it.
+  conversations.emplace_back("long-" + std::string(5'000, 'k'));
   std::map<std::string, std::vector<std::string>> workers;
   for (int turn = 0; turn < kTurns; ++turn) {
     for (std::size_t session = 0; session < conversations.size(); ++session) {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "kvgate/cluster/cluster.hpp"
+#include "kvgate/cluster/cluster_status.hpp"
 #include "kvgate/core/html.hpp"
 #include "kvgate/obs/recent_activity.hpp"
 #include "kvgate/route/session_table.hpp"

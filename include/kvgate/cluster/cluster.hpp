@@ -42,20 +42,6 @@
 
 namespace kvgate::cluster {
 
-// What /debug/cluster and the status page show.
-struct ClusterStatus {
-  std::string replica_id;
-  std::string engine;  // redis://host:port
-  std::string stream;
-  bool connected = false;
-  std::string last_applied_id;  // the stream entry last read
-  std::vector<PeerStatus> peers;
-  std::uint64_t published = 0;
-  std::uint64_t applied = 0;
-  std::uint64_t dropped = 0;
-  std::size_t queued = 0;  // waiting to be published
-};
-
 // The replica id when the configuration gives none: <hostname>-<pid>.
 std::string default_replica_id();
 
@@ -88,6 +74,8 @@ class Cluster final : public route::PeerPublisher {
  private:
   template <class Encode>
   void enqueue(MessageKind kind, Encode encode);
+  void publish_turn(std::string_view model, std::string_view key, std::string_view key_source,
+                    const route::PeerTurn& turn, bool retry);
   void publish_loop();
   void read_loop();
   // Applies one stream entry's bytes; `now_ms` monotonic, `unix_ms` wall.

@@ -17,8 +17,8 @@
 //   assumed / withdrawn
 //             model:str worker:str ticket:v count:v count x hash:u64
 //   finished  model:str worker:str ticket:v
-//   load      count:v count x (model:str worker:str in_flight:v pending_prefill_tokens:v
-//             pending_requests:v active_tokens:v)
+//   load      count:v count x (worker:str in_flight:v pending_prefill_tokens:v
+//             pending_requests:v active_tokens:v)  (worker ids are unique across models)
 // `incarnation` tells a replica's processes apart (a restarted replica
 // keeps its id): a reader skips its own messages by it, not by a clock. A
 // reader refuses versions it does not know, and trailing bytes, rather
@@ -102,7 +102,6 @@ struct FinishedMessage {
 };
 
 struct WorkerLoad {
-  std::string_view model;
   std::string_view worker;
   std::uint32_t in_flight = 0;
   std::uint64_t pending_prefill_tokens = 0;

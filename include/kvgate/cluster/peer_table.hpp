@@ -11,20 +11,11 @@
 #include <utility>
 #include <vector>
 
+#include "kvgate/cluster/cluster_status.hpp"
 #include "kvgate/cluster/message.hpp"
 #include "kvgate/workers/worker_state.hpp"
 
 namespace kvgate::cluster {
-
-struct PeerStatus {
-  std::string id;
-  std::uint64_t last_heard_ms = 0;  // monotonic
-  double last_lag_ms = 0;           // its last message: sent to applied, on the wall clocks
-  std::uint64_t applied = 0;
-  std::uint64_t dropped = 0;
-  bool live = false;            // heard within peer_timeout
-  std::uint32_t in_flight = 0;  // what its last load report said, over every worker
-};
 
 class PeerTable {
  public:
@@ -40,9 +31,9 @@ class PeerTable {
   // Peers that went silent since the last call (each named once per silence).
   std::vector<std::string> newly_silent(std::uint64_t now_ms);
 
-  // The live peers' counts summed per (model, worker).
-  using Key = std::pair<std::string, std::string>;
-  [[nodiscard]] std::map<Key, workers::LoadCounters::PeerCounts> sums(std::uint64_t now_ms) const;
+  // The live peers' counts summed per worker id.
+  using Sums = std::map<std::string, workers::LoadCounters::PeerCounts, std::less<>>;
+  [[nodiscard]] Sums sums(std::uint64_t now_ms) const;
 
   [[nodiscard]] std::vector<PeerStatus> status(std::uint64_t now_ms) const;
   [[nodiscard]] std::size_t live(std::uint64_t now_ms) const;
@@ -51,7 +42,7 @@ class PeerTable {
   struct Peer {
     PeerStatus status;
     bool silent_reported = false;
-    std::map<Key, workers::LoadCounters::PeerCounts> load;
+    Sums load;
   };
   [[nodiscard]] bool is_live(const Peer& peer, std::uint64_t now_ms) const {
     return now_ms <= peer.status.last_heard_ms + timeout_ms_;
