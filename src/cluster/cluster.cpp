@@ -242,6 +242,10 @@ void Cluster::finished(std::string_view model, std::string_view worker, std::uin
   enqueue(MessageKind::finished, [&](std::string& buffer) { encode(buffer, FinishedMessage{model, worker, ticket}); });
 }
 
+void Cluster::learned(std::string_view model, std::string_view worker, const route::CostSample& sample) {
+  enqueue(MessageKind::learned, [&](std::string& buffer) { encode(buffer, LearnedMessage{model, worker, sample}); });
+}
+
 // The reader's connection is the engine's state of record (a read is
 // always pending on it, so a loss shows within a read's block time); the
 // publisher reconnects on its own and counts what it could not send.
@@ -598,6 +602,13 @@ void Cluster::apply(std::string_view bytes, std::uint64_t now_ms, std::uint64_t 
               model->workers[position].options.cache_model == config::CacheModel::sequences) {
             index_writer_->finish(model->cache, model->workers[position].slot, peer_ticket(message.from, body.ticket));
           }
+        } else if constexpr (std::is_same_v<Body, LearnedMessage>) {
+          const auto [model, position] = worker_of(body.model, body.worker);
+          if (model == nullptr || position >= model->workers.size()) {
+            refused = model == nullptr ? DropReason::unknown_model : DropReason::unknown_worker;
+            return;
+          }
+          route::learn_costs(*model, position, body.sample, table->options->routing.cache_aware.learn_prefill_cost);
         } else {
           {
             std::lock_guard lock(status_mutex_);

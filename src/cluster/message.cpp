@@ -21,6 +21,8 @@ std::string_view to_string(MessageKind kind) {
       return "finished";
     case MessageKind::load:
       return "load";
+    case MessageKind::learned:
+      return "learned";
   }
   return "unknown";
 }
@@ -243,6 +245,50 @@ bool read(Reader& reader, LoadMessage& load) {
   return true;
 }
 
+bool read(Reader& reader, LearnedMessage& learned) {
+  auto& sample = learned.sample;
+  std::uint8_t flags = 0;
+  std::uint64_t expected_us = 0;
+  std::uint64_t queue_us = 0;
+  if (!reader.text(learned.model) || !reader.text(learned.worker) || !reader.u8(flags) || flags > 0x1f ||
+      !reader.varint(expected_us) || !reader.varint(queue_us) || !reader.bounded(sample.slots, UINT32_MAX) ||
+      !reader.bounded(sample.requests_ahead, UINT32_MAX) || !reader.varint(sample.queued_tokens) ||
+      !reader.varint(sample.active_tokens) || !reader.bounded(sample.indexed_cached_tokens, UINT32_MAX) ||
+      !reader.bounded(sample.offloaded_cached_tokens, UINT32_MAX)) {
+    return false;
+  }
+  sample.worker_busy = (flags & 1) != 0;
+  sample.expected_ttft_ms = expected_us > 0 ? static_cast<double>(expected_us) / 1'000.0 : -1;
+  sample.queue_delay_ms = static_cast<double>(queue_us) / 1'000.0;
+  std::uint64_t us = 0;
+  std::uint32_t count = 0;
+  if ((flags & 2) != 0) {
+    if (!reader.varint(us)) {
+      return false;
+    }
+    sample.ttft_ms = static_cast<double>(us) / 1'000.0;
+  }
+  if ((flags & 4) != 0) {
+    if (!reader.varint(us)) {
+      return false;
+    }
+    sample.decode_ms = static_cast<double>(us) / 1'000.0;
+  }
+  if ((flags & 8) != 0) {
+    if (!reader.bounded(count, UINT32_MAX)) {
+      return false;
+    }
+    sample.prompt_tokens = count;
+  }
+  if ((flags & 16) != 0) {
+    if (!reader.bounded(count, UINT32_MAX)) {
+      return false;
+    }
+    sample.cached_tokens = count;
+  }
+  return true;
+}
+
 }  // namespace
 
 void encode_header(std::string& out, MessageKind kind, std::uint64_t sent_unix_ms, std::string_view from,
@@ -341,6 +387,35 @@ void encode(std::string& out, const LoadMessage& load) {
   }
 }
 
+void encode(std::string& out, const LearnedMessage& learned) {
+  const auto& sample = learned.sample;
+  put_text(out, learned.model);
+  put_text(out, learned.worker);
+  const std::uint8_t flags = (sample.worker_busy ? 1 : 0) | (sample.ttft_ms ? 2 : 0) | (sample.decode_ms ? 4 : 0) |
+                             (sample.prompt_tokens ? 8 : 0) | (sample.cached_tokens ? 16 : 0);
+  put_u8(out, flags);
+  put_varint(out, micros(sample.expected_ttft_ms));
+  put_varint(out, micros(sample.queue_delay_ms));
+  put_varint(out, sample.slots);
+  put_varint(out, sample.requests_ahead);
+  put_varint(out, sample.queued_tokens);
+  put_varint(out, sample.active_tokens);
+  put_varint(out, sample.indexed_cached_tokens);
+  put_varint(out, sample.offloaded_cached_tokens);
+  if (sample.ttft_ms) {
+    put_varint(out, micros(*sample.ttft_ms));
+  }
+  if (sample.decode_ms) {
+    put_varint(out, micros(*sample.decode_ms));
+  }
+  if (sample.prompt_tokens) {
+    put_varint(out, *sample.prompt_tokens);
+  }
+  if (sample.cached_tokens) {
+    put_varint(out, *sample.cached_tokens);
+  }
+}
+
 Result<Message, DropReason> decode(std::string_view bytes) {
   if (bytes.size() < 4 || bytes[0] != kMagic0 || bytes[1] != kMagic1) {
     return unexpected(DropReason::malformed);
@@ -351,7 +426,7 @@ Result<Message, DropReason> decode(std::string_view bytes) {
   Reader reader(bytes.substr(4));
   Message message;
   const auto kind = static_cast<std::uint8_t>(bytes[3]);
-  if (kind < static_cast<std::uint8_t>(MessageKind::turn) || kind > static_cast<std::uint8_t>(MessageKind::load)) {
+  if (kind < static_cast<std::uint8_t>(MessageKind::turn) || kind > static_cast<std::uint8_t>(MessageKind::learned)) {
     return unexpected(DropReason::malformed);
   }
   message.kind = static_cast<MessageKind>(kind);
@@ -376,6 +451,9 @@ Result<Message, DropReason> decode(std::string_view bytes) {
       break;
     case MessageKind::load:
       ok = read(reader, message.body.emplace<LoadMessage>());
+      break;
+    case MessageKind::learned:
+      ok = read(reader, message.body.emplace<LearnedMessage>());
       break;
   }
   // Trailing bytes are refused: version 1 defines every field.

@@ -9,6 +9,7 @@
 #include <new>
 #include <type_traits>
 
+#include "kvgate/route/cost_sample.hpp"
 #include "kvgate/route/outlier_filter.hpp"
 
 namespace kvgate::route {
@@ -504,19 +505,27 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
   // was another worker's; a non-streamed answer's first byte is its end).
   const bool clean_first_token = outcome.status == 200 && outcome.retries == 0 && outcome.first_token_streamed &&
                                  outcome.ttft_ms && !decision.remote_prefill;
-  if (clean_first_token && decision.expected_ttft_ms > 0) {
-    worker.costs().record_ttft(decision.expected_ttft_ms, *outcome.ttft_ms, decision.worker_busy);
-  }
-  // A slot engine: a request that waited for a slot teaches the wait per
-  // request ahead (its first token beyond the price of everything but the
-  // queue); one that found a slot free, how long a request holds one.
-  if (clean_first_token && decision.slots > 0 && decision.expected_ttft_ms > 0) {
-    if (decision.requests_ahead > 0) {
-      worker.costs().record_slot_wait(decision.requests_ahead,
-                                      *outcome.ttft_ms - (decision.expected_ttft_ms - decision.queue_delay_ms),
-                                      decision.slots);
-    } else if (outcome.decode_ms) {
-      worker.costs().record_slot_hold(*outcome.ttft_ms + *outcome.decode_ms, decision.slots);
+  // What the answer teaches of the worker's costs (route/cost_sample.hpp):
+  // only a clean first attempt compares like with like, and a decoder's
+  // figures are not its prefill's. The cluster's other replicas learn it too.
+  if (outcome.status == 200 && outcome.retries == 0 && !decision.remote_prefill) {
+    const CostSample sample{decision.expected_ttft_ms,
+                            decision.queue_delay_ms,
+                            decision.worker_busy,
+                            decision.slots,
+                            decision.requests_ahead,
+                            decision.queued_tokens,
+                            decision.active_tokens,
+                            decision.indexed_cached_tokens,
+                            decision.offloaded_cached_tokens,
+                            outcome.first_token_streamed ? outcome.ttft_ms : std::nullopt,
+                            outcome.decode_ms,
+                            outcome.prompt_tokens,
+                            outcome.cached_tokens};
+    const bool learn_prefill = table.options->routing.cache_aware.learn_prefill_cost;
+    learn_costs(model, attempt.worker_, sample, learn_prefill);
+    if (peers_ != nullptr) {
+      peers_->learned(model.name, worker.id(), sample);
     }
   }
   // A move's realized gain: what staying was expected to take, calibrated,
@@ -540,15 +549,6 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
                                                                     : reported - decision.indexed_cached_tokens;
     const bool exact = distance == 0 || (token_grained && distance < model.block_size);
     const auto predicted = exact ? reported : decision.indexed_cached_tokens;
-    if (token_grained && !options.given.cache_ram_mib) {
-      // Whether llama-server keeps a RAM prompt cache is seen only here.
-      const auto slot_tokens = decision.indexed_cached_tokens - decision.offloaded_cached_tokens;
-      if (auto verdict = worker.costs().record_ram_cache(slot_tokens, decision.offloaded_cached_tokens, reported,
-                                                         model.block_size)) {
-        spdlog::info("worker {}: its answers show {} host-RAM prompt cache (llama-server --cache-ram){}", worker.id(),
-                     *verdict ? "a" : "no", *verdict ? "" : ": its sequences are credited only while in a slot");
-      }
-    }
     worker.series().cache_prediction(exact                  ? obs::PredictionOutcome::exact
                                      : predicted > reported ? obs::PredictionOutcome::over
                                                             : obs::PredictionOutcome::under);
@@ -586,23 +586,6 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
       decision.expected_ttft_ms >= 0 && decision.adapter_load_ms >= 0) {
     model.adapter_load->observe(decision.adapter_load_ms > 0,
                                 *outcome.ttft_ms - (decision.expected_ttft_ms - decision.adapter_load_ms));
-  }
-  // A clean first attempt whose first token was streamed teaches the
-  // worker's prefill cost (policy/prefill_fit.hpp); not a decoder's whose
-  // prefill ran elsewhere.
-  // Not one that waited for a slot: its wait is not the prefill's.
-  if (table.options->routing.cache_aware.learn_prefill_cost && !decision.remote_prefill &&
-      decision.requests_ahead == 0 && outcome.first_token_streamed && outcome.ttft_ms && outcome.status == 200 &&
-      outcome.retries == 0 && outcome.cached_tokens && outcome.prompt_tokens) {
-    const policy::PrefillSample sample{*outcome.prompt_tokens, std::min(*outcome.cached_tokens, *outcome.prompt_tokens),
-                                       decision.queued_tokens, decision.active_tokens, *outcome.ttft_ms};
-    worker.costs().record_prefill(sample);
-    // The worker's speed is judged against the pooled fit as it stood
-    // before this sample, which then joins it.
-    const double predicted = policy::predicted_ttft_ms(model.pooled_prefill->rates(), sample);
-    if (model.pooled_prefill->observe(sample) != policy::PrefillFit::Verdict::rejected && predicted > 0) {
-      worker.costs().record_prefill_speed(sample.ttft_ms / predicted);
-    }
   }
   if (attempt.session_turn_ == 0) {
     return;

@@ -106,6 +106,39 @@ TEST(ClusterMessage, BlocksFinishedAndLoadRoundTrip) {
   EXPECT_EQ(std::get<LoadMessage>(decoded->body).workers, load.workers);
 }
 
+// What an answer taught of a worker's costs, to the microsecond; absent
+// figures stay absent, and an unpriced decision stays unpriced.
+TEST(ClusterMessage, ALearnedCostSampleRoundTrips) {
+  route::CostSample sample{812.5, 400.25, true, 2, 3, 12'000, 30'000, 4'096, 1'024, 1'210.125, 968.0, 5'000u, 4'090u};
+  auto bytes = with_header(MessageKind::learned);
+  encode(bytes, LearnedMessage{"m", "w1", sample});
+  auto decoded = decode(bytes);
+  ASSERT_TRUE(decoded);
+  EXPECT_EQ(decoded->kind, MessageKind::learned);
+  const auto& got = std::get<LearnedMessage>(decoded->body);
+  EXPECT_EQ(got.model, "m");
+  EXPECT_EQ(got.worker, "w1");
+  EXPECT_EQ(got.sample, sample);
+  for (std::size_t size = 0; size < bytes.size(); ++size) {
+    EXPECT_EQ(decode(std::string_view(bytes).substr(0, size)).error(), DropReason::malformed) << size;
+  }
+
+  route::CostSample sparse;
+  sparse.requests_ahead = 1;
+  bytes = with_header(MessageKind::learned);
+  encode(bytes, LearnedMessage{"m", "w1", sparse});
+  decoded = decode(bytes);
+  ASSERT_TRUE(decoded);
+  const auto& unpriced = std::get<LearnedMessage>(decoded->body).sample;
+  EXPECT_EQ(unpriced, sparse);
+  EXPECT_LT(unpriced.expected_ttft_ms, 0);
+  EXPECT_FALSE(unpriced.ttft_ms);
+  // Flags beyond the five defined are not this version's.
+  const auto flags_at = bytes.find("w1") + 2;
+  bytes[flags_at] = static_cast<char>(0x20);
+  EXPECT_EQ(decode(bytes).error(), DropReason::malformed);
+}
+
 TEST(ClusterMessage, RefusesWhatIsNotAWholeMessageOfAKnownVersion) {
   auto bytes = with_header(MessageKind::turn);
   encode(bytes, TurnMessage{"m", "key", "", 2, "w", "", policy::Reason::sticky, std::nullopt, 10, 0, 0.5, false});
@@ -131,7 +164,7 @@ TEST(ClusterMessage, RefusesWhatIsNotAWholeMessageOfAKnownVersion) {
 
 // The seeds of the fuzz target are messages of this format.
 TEST(ClusterMessage, TheFuzzCorpusSeedsDecode) {
-  for (const char* seed : {"turn", "outcome", "assumed", "finished", "load"}) {
+  for (const char* seed : {"turn", "outcome", "assumed", "finished", "load", "learned"}) {
     std::ifstream file(std::string(KVGATE_SOURCE_DIR "/fuzz/corpus/cluster_message/") + seed, std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
     ASSERT_FALSE(bytes.empty()) << seed;

@@ -208,6 +208,45 @@ TEST(Cluster, ASessionsTurnsAlternatingAcrossReplicasStayOnItsWorkerWithOneHisto
   EXPECT_NE(page.find("gw-2"), std::string::npos);
 }
 
+// A worker's costs (TTFT calibration, prefill fit) are learned by every
+// replica from every replica's answers: a replica that served nothing
+// knows what its peer's answers taught.
+TEST(Cluster, EveryReplicaLearnsAWorkersCostsFromEveryReplicasAnswers) {
+  Cluster cluster;
+  cluster.start(0);
+  cluster.start(1);
+  cluster.wait_formed(2);
+  constexpr int kRequests = 6;
+  for (int request = 0; request < kRequests; ++request) {
+    const auto body = json{{"model", "test-model"},
+                           {"max_tokens", 4},
+                           {"stream", true},
+                           {"stream_options", {{"include_usage", true}}},
+                           {"messages", json::array({{{"role", "user"},
+                                                      {"content", "learned costs, question " + std::to_string(request) +
+                                                                      std::string(200, 'a' + request % 26)}}})}}
+                          .dump();
+    EventStream stream(cluster.replica(0).api_port(), "/v1/chat/completions", body);
+    ASSERT_EQ(stream.status(), 200);
+    stream.rest();
+  }
+  auto calibrated = [&](std::size_t index) {
+    std::uint64_t samples = 0;
+    const auto state = json::parse(get(cluster.replica(index).admin_port(), "/debug/workers").body);
+    for (const auto& worker : state["workers"]) {
+      const auto& calibration = worker["ttft_calibration"];  // null before a worker's first sample
+      samples += calibration.is_object() ? calibration["samples"].get<std::uint64_t>() : 0;
+    }
+    return samples;
+  };
+  wait_for("gw-0 calibrated on its answers", [&] { return calibrated(0) == kRequests; }, 20s,
+           [&] { return std::to_string(calibrated(0)); });
+  wait_for("gw-1 calibrated on gw-0's answers", [&] { return calibrated(1) == kRequests; }, 20s,
+           [&] { return std::to_string(calibrated(1)); });
+  const auto metrics = get(cluster.replica(1).admin_port(), "/metrics").body;
+  EXPECT_EQ(metric(metrics, "kvgate_cluster_messages_applied_total{kind=\"learned\"}"), kRequests);
+}
+
 TEST(Cluster, AReplicaStartedLateOrRestartedCatchesUpFromTheStream) {
   Cluster cluster;
   cluster.start(0);

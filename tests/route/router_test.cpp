@@ -727,7 +727,13 @@ class RecordingPeerPublisher final : public PeerPublisher {
   void finished(std::string_view, std::string_view worker, std::uint64_t ticket) override {
     calls.push_back("finished " + std::string(worker) + " ticket " + std::to_string(ticket));
   }
+  void learned(std::string_view, std::string_view worker, const CostSample& sample) override {
+    calls.push_back("learned " + std::string(worker) + " cached " + std::to_string(sample.cached_tokens.value_or(0)) +
+                    " of " + std::to_string(sample.prompt_tokens.value_or(0)));
+    samples.emplace_back(std::string(worker), sample);
+  }
   std::vector<std::string> calls;
+  std::vector<std::pair<std::string, CostSample>> samples;
 };
 
 // A cluster's replicas hear of every change the commit makes and the
@@ -760,7 +766,8 @@ TEST(Router, TellsItsPeersWhatItCommitsAndHowItEnds) {
     attempt.end(AttemptEnd::not_run, workers::FailureCause::connect, kNow);
   }
   EXPECT_EQ(peers.calls, (std::vector<std::string>{"assumed b 20 blocks ticket 41", "turn m s #1 on b",
-                                                   "outcome s #1 cached 304", "assumed b 20 blocks ticket 42",
+                                                   "learned b cached 304 of 320", "outcome s #1 cached 304",
+                                                   "assumed b 20 blocks ticket 42",
                                                    "turn m s #2 on b", "withdrawn b 20 blocks ticket 42"}));
 }
 
@@ -1003,6 +1010,54 @@ TEST(Explain, TheTextNamesTheWorkerTheReasonTheRunnerUpAndEachCandidate) {
   EXPECT_NE(text.find("runner-up: a, its first token expected "), std::string::npos) << text;
   EXPECT_NE(text.find("  * b: 624, "), std::string::npos) << text;
   EXPECT_NE(text.find("    c: not eligible (ejected)\n"), std::string::npos) << text;
+}
+
+// A cluster's replica learns a worker's costs from another replica's
+// answers exactly as from its own: the samples one router publishes, given
+// to another replica's worker states, teach the same slot wait, TTFT
+// calibration and prefill fit. A failed or retried answer teaches nothing.
+TEST(Router, APeersCostSamplesTeachWhatItsOwnAnswersDo) {
+  auto slot_fleet = [] {
+    auto fleet = std::make_unique<Fleet>(cache_aware(), 2);
+    for (auto& worker : fleet->model.workers) {
+      worker.options.cache_model = config::CacheModel::sequences;
+      worker.options.slots = 2;
+    }
+    return fleet;
+  };
+  auto serving = slot_fleet();
+  auto peer = slot_fleet();
+  RecordingPeerPublisher published;
+  serving->router.set_peer_publisher(&published);
+  auto prompt = prompt_of(320);
+  for (int request = 0; request < 3; ++request) {
+    auto decision = serving->decide(prompt, std::nullopt, static_cast<std::uint64_t>(request));
+    serving->serve(decision, prompt, 0, {200, 0, 0u, 320u, 32.0, true, 10u, 968.0});
+  }
+  auto& a = serving->worker(0);
+  a.load().request_started();
+  a.load().request_started();
+  for (int request = 0; request < 3; ++request) {
+    auto decision = serving->decide(prompt, std::nullopt, 20 + static_cast<std::uint64_t>(request));
+    const auto& priced = decision.candidates[0];
+    serving->serve(decision, prompt, 0, {200, 0, 0u, 320u, priced.expected_ttft_ms - priced.slot_wait_ms + 300, true,
+                                         10u, 968.0});
+  }
+  // Neither a failure nor a retry is a sample.
+  auto failed = serving->decide(prompt, std::nullopt, 40);
+  serving->serve(failed, prompt, 0, {500, 0, std::nullopt, std::nullopt, std::nullopt, false});
+  auto retried = serving->decide(prompt, std::nullopt, 41);
+  serving->serve(retried, prompt, 0, {200, 1, 0u, 320u, 5'000.0, true, 10u, 968.0});
+  ASSERT_EQ(published.samples.size(), 6u);
+  for (const auto& [worker, sample] : published.samples) {
+    learn_costs(peer->model, peer->model.find_worker(worker), sample, true);
+  }
+  auto& b = peer->worker(0);
+  EXPECT_DOUBLE_EQ(b.costs().ms_per_request_ahead(), 300);
+  EXPECT_DOUBLE_EQ(b.costs().ms_per_request_ahead(), a.costs().ms_per_request_ahead());
+  EXPECT_EQ(b.costs().ttft_recorded(), a.costs().ttft_recorded());
+  EXPECT_EQ(b.costs().prefill_rates().samples, a.costs().prefill_rates().samples);
+  EXPECT_EQ(b.costs().slot_wait_status().wait_samples, 3u);
 }
 
 }  // namespace

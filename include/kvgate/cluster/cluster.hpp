@@ -2,11 +2,13 @@
 // Several kvgate replicas that behave as one (config: cluster). Each
 // replica appends what it decides (session turns and their outcomes,
 // routing-time inserts and withdrawals, freed slots, its in-flight counts
-// per worker) to one Redis stream, and applies what the others append:
-// a session's turns on any replica continue its history and stay on its
-// worker; a prefix routed by one replica is credited by all; each prices
-// the others' requests in flight. The engines' own KV events stay per
-// replica (each subscribes itself).
+// per worker, what its answers taught of the workers' costs) to one Redis
+// stream, and applies what the others append: a session's turns on any
+// replica continue its history and stay on its worker; a prefix routed by
+// one replica is credited by all; each prices the others' requests in
+// flight; each learns a worker's slot wait, prefill cost and TTFT
+// calibration from every replica's answers. The engines' own KV events
+// stay per replica (each subscribes itself).
 //
 // The engine is never on the request path: the router hands messages to a
 // bounded queue (cluster/outbox.hpp) that one publisher thread drains; one
@@ -70,6 +72,7 @@ class Cluster final : public route::PeerPublisher {
   void withdrawn(std::string_view model, std::string_view worker, std::span<const std::uint64_t> blocks,
                  std::uint64_t ticket) override;
   void finished(std::string_view model, std::string_view worker, std::uint64_t ticket) override;
+  void learned(std::string_view model, std::string_view worker, const route::CostSample& sample) override;
 
  private:
   template <class Encode>

@@ -1,7 +1,8 @@
 #pragma once
 // What one kvgate replica tells the others of its cluster, as bytes: the
 // turns it routed, their outcomes, the routing-time inserts it made (and
-// withdrew), the slots it freed and its in-flight counts per worker. Pure:
+// withdrew), the slots it freed, its in-flight counts per worker and what
+// its answers taught of the workers' costs. Pure:
 // encode() appends to a caller's buffer (whose capacity is reused, so a
 // warm publisher does not allocate), decode() reads untrusted bytes into
 // views of them and returns why it refused them.
@@ -19,6 +20,13 @@
 //   finished  model:str worker:str ticket:v
 //   load      count:v count x (worker:str in_flight:v pending_prefill_tokens:v
 //             pending_requests:v active_tokens:v)  (worker ids are unique across models)
+//   learned   model:str worker:str flags:u8 (bit 0: worker busy; bits 1-4: ttft,
+//             decode, prompt_tokens, cached_tokens present) expected_ttft_us:v
+//             (0: not priced) queue_delay_us:v slots:v requests_ahead:v
+//             queued_tokens:v active_tokens:v indexed_cached:v offloaded_cached:v
+//             ttft_us:v decode_us:v prompt_tokens:v cached_tokens:v (present ones only)
+// A reader of an older version 1 without `learned` refuses it as malformed
+// (counted) and applies the rest.
 // `incarnation` tells a replica's processes apart (a restarted replica
 // keeps its id): a reader skips its own messages by it, not by a clock. A
 // reader refuses versions it does not know, and trailing bytes, rather
@@ -32,6 +40,7 @@
 
 #include "kvgate/core/result.hpp"
 #include "kvgate/policy/reason.hpp"
+#include "kvgate/route/cost_sample.hpp"
 
 namespace kvgate::cluster {
 
@@ -40,10 +49,19 @@ inline constexpr std::size_t kMaxText = 4'096;
 inline constexpr std::size_t kMaxBlocks = 1U << 20;
 inline constexpr std::size_t kMaxLoadEntries = 4'096;
 
-enum class MessageKind : std::uint8_t { turn = 1, outcome = 2, assumed = 3, withdrawn = 4, finished = 5, load = 6 };
+enum class MessageKind : std::uint8_t {
+  turn = 1,
+  outcome = 2,
+  assumed = 3,
+  withdrawn = 4,
+  finished = 5,
+  load = 6,
+  learned = 7,
+};
 std::string_view to_string(MessageKind kind);
-inline constexpr MessageKind kMessageKinds[] = {MessageKind::turn,      MessageKind::outcome,  MessageKind::assumed,
-                                                MessageKind::withdrawn, MessageKind::finished, MessageKind::load};
+inline constexpr MessageKind kMessageKinds[] = {MessageKind::turn,     MessageKind::outcome, MessageKind::assumed,
+                                                MessageKind::withdrawn, MessageKind::finished, MessageKind::load,
+                                                MessageKind::learned};
 
 // Why a message was not applied (kvgate_cluster_dropped_total{reason}).
 enum class DropReason : std::uint8_t {
@@ -114,12 +132,20 @@ struct LoadMessage {
   std::vector<WorkerLoad> workers;
 };
 
+// What an answer taught of a worker's costs (route/cost_sample.hpp), times
+// to the microsecond.
+struct LearnedMessage {
+  std::string_view model;
+  std::string_view worker;
+  route::CostSample sample;
+};
+
 struct Message {
   MessageKind kind = MessageKind::load;
   std::uint64_t sent_unix_ms = 0;
   std::string_view from;          // the sender's replica id
   std::uint64_t incarnation = 0;  // the sender's process (random at its start)
-  std::variant<TurnMessage, OutcomeMessage, BlocksMessage, FinishedMessage, LoadMessage> body;
+  std::variant<TurnMessage, OutcomeMessage, BlocksMessage, FinishedMessage, LoadMessage, LearnedMessage> body;
 };
 
 // Each appends one whole message to `out` (out is not cleared).
@@ -132,6 +158,7 @@ void encode_blocks(std::string& out, std::string_view model, std::string_view wo
                    const std::uint64_t* blocks, std::size_t count);
 void encode(std::string& out, const FinishedMessage& finished);
 void encode(std::string& out, const LoadMessage& load);
+void encode(std::string& out, const LearnedMessage& learned);
 
 // `bytes` must outlive the message (its text fields view them).
 Result<Message, DropReason> decode(std::string_view bytes);

@@ -2,7 +2,8 @@
 // What the router tells the other kvgate replicas of a cluster, as an
 // interface (cluster/ implements it over Redis; alone, there is none): the
 // session turns it commits and completes, the routing-time inserts it
-// makes and withdraws, the slots it frees. The router calls it from the
+// makes and withdraws, the slots it frees, what its answers taught of the
+// workers' costs. The router calls it from the
 // request's I/O thread beside the local change it mirrors. Every call must
 // return at once, never wait for the engine and, once warm, not allocate:
 // what cannot be queued is dropped and counted by the implementation.
@@ -12,6 +13,7 @@
 #include <string_view>
 
 #include "kvgate/policy/reason.hpp"
+#include "kvgate/route/cost_sample.hpp"
 #include "kvgate/route/session_table.hpp"
 
 namespace kvgate::route {
@@ -47,6 +49,9 @@ class PeerPublisher {
   virtual void withdrawn(std::string_view model, std::string_view worker, std::span<const std::uint64_t> blocks,
                          std::uint64_t ticket) = 0;
   virtual void finished(std::string_view model, std::string_view worker, std::uint64_t ticket) = 0;
+  // A clean answer's cost sample (route/cost_sample.hpp), which the
+  // router has learned from itself.
+  virtual void learned(std::string_view model, std::string_view worker, const CostSample& sample) = 0;
 };
 
 }  // namespace kvgate::route

@@ -1,0 +1,60 @@
+#include "kvgate/route/cost_sample.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "kvgate/route/routing_table.hpp"
+
+namespace kvgate::route {
+
+void learn_costs(const ModelRoute& model, std::size_t worker_index, const CostSample& sample,
+                 bool learn_prefill_cost) {
+  const auto& route = model.workers[worker_index];
+  auto& costs = route.state->costs();
+  const bool priced = sample.expected_ttft_ms > 0;
+  if (sample.ttft_ms && priced) {
+    costs.record_ttft(sample.expected_ttft_ms, *sample.ttft_ms, sample.worker_busy);
+    // A slot engine: a request that waited for a slot teaches the wait per
+    // request ahead (its first token beyond the price of everything but the
+    // queue); one that found a slot free, how long a request holds one.
+    if (sample.slots > 0) {
+      if (sample.requests_ahead > 0) {
+        costs.record_slot_wait(sample.requests_ahead,
+                               *sample.ttft_ms - (sample.expected_ttft_ms - sample.queue_delay_ms), sample.slots);
+      } else if (sample.decode_ms) {
+        costs.record_slot_hold(*sample.ttft_ms + *sample.decode_ms, sample.slots);
+      }
+    }
+  }
+  // Whether llama-server keeps a RAM prompt cache is seen only in its
+  // answers: what was credited in its slots and in RAM against what it
+  // reported.
+  const bool token_grained = route.options.cache_model == config::CacheModel::sequences;
+  if (sample.cached_tokens && token_grained && !route.options.given.cache_ram_mib) {
+    const auto slot_tokens = sample.indexed_cached_tokens - std::min(sample.offloaded_cached_tokens,
+                                                                     sample.indexed_cached_tokens);
+    if (auto verdict = costs.record_ram_cache(slot_tokens, sample.offloaded_cached_tokens, *sample.cached_tokens,
+                                              model.block_size)) {
+      spdlog::info("worker {}: its answers show {} host-RAM prompt cache (llama-server --cache-ram){}",
+                   route.state->id(), *verdict ? "a" : "no",
+                   *verdict ? "" : ": its sequences are credited only while in a slot");
+    }
+  }
+  // The prefill cost (policy/prefill_fit.hpp), from a request that found
+  // the worker free to start it: a wait for a slot is not the prefill's.
+  if (learn_prefill_cost && sample.requests_ahead == 0 && sample.ttft_ms && sample.cached_tokens &&
+      sample.prompt_tokens) {
+    const policy::PrefillSample prefill{*sample.prompt_tokens, std::min(*sample.cached_tokens, *sample.prompt_tokens),
+                                        sample.queued_tokens, sample.active_tokens, *sample.ttft_ms};
+    costs.record_prefill(prefill);
+    // The worker's speed is judged against the pooled fit as it stood
+    // before this sample, which then joins it.
+    const double predicted = policy::predicted_ttft_ms(model.pooled_prefill->rates(), prefill);
+    if (model.pooled_prefill->observe(prefill) != policy::PrefillFit::Verdict::rejected && predicted > 0) {
+      costs.record_prefill_speed(prefill.ttft_ms / predicted);
+    }
+  }
+}
+
+}  // namespace kvgate::route
