@@ -398,10 +398,10 @@ void decode_and_apply_churn(benchmark::State& state) {
 BENCHMARK(decode_and_apply_churn);
 
 // What a cluster replica's request path adds (cluster/cluster.hpp): per
-// routed request a turn, a routing-time insert of its 2,048 blocks and the
-// outcome, each encoded into one of the outbox's reused buffers under its
+// routed request a turn, a routing-time insert of its 2,048 blocks, the
+// outcome and its cost sample, each encoded into one of the outbox's reused buffers under its
 // lock, while a publisher thread takes and gives them back as the real one
-// does after its XADDs. Reports the p99 of one request's three messages
+// does after its XADDs. Reports the p99 of one request's four messages
 // and the heap allocations per request (the outbox's buffers are warm
 // after their first use).
 void cluster_publish(benchmark::State& state) {
@@ -437,6 +437,8 @@ void cluster_publish(benchmark::State& state) {
                                   0.4,
                                   false};
   const cluster::OutcomeMessage outcome{"qwen3", "session-4242", 7, 200, 30'720, 32'768, 41.5, 900.0};
+  const cluster::LearnedMessage learned{
+      "qwen3", "worker-3", {62.5, 20.0, true, 0, 0, 12'000, 64'000, 30'720, 0, 41.5, 900.0, 32'768u, 30'720u}};
   auto publish = [&] {
     std::uint64_t now = 1'796'000'000'000;
     outbox.push([&](std::string& out) {
@@ -446,6 +448,10 @@ void cluster_publish(benchmark::State& state) {
     outbox.push([&](std::string& out) {
       cluster::encode_header(out, cluster::MessageKind::turn, now, "gw-1", 7);
       cluster::encode(out, turn);
+    });
+    outbox.push([&](std::string& out) {
+      cluster::encode_header(out, cluster::MessageKind::learned, now, "gw-1", 7);
+      cluster::encode(out, learned);
     });
     outbox.push([&](std::string& out) {
       cluster::encode_header(out, cluster::MessageKind::outcome, now, "gw-1", 7);
