@@ -24,7 +24,8 @@
 # (default 2 for WEKA, 0.5 for Mooncake: the request rate stays within what
 # this 2-core machine drives without the bench or the proxies becoming the
 # bottleneck; each report gives the bench's CPU share). Targets:
-# KVGATE_TARGETS overrides the list (variants: scripts/lib.sh). Each
+# KVGATE_TARGETS overrides the list (variants: scripts/lib.sh);
+# KVGATE_REPORT_SUFFIX is appended to the report's folder (repeated runs). Each
 # gateway's /debug/workers at the end lands beside the report.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -92,7 +93,7 @@ started_at=$(date +%s)
 build/bench/load/kvgate-bench compare "${runs[@]}" "${resets[@]}" "${workload[@]}" --load "$load" \
   "${baselines[@]}" --fleet "$fleet" --out "$work/report"
 echo "trace.sh $name: $(($(date +%s) - started_at)) s for ${#targets[@]} targets"
-out=build/trace-report/$name
+out=build/trace-report/$name${KVGATE_REPORT_SUFFIX:-}
 collect_report "$out"
 if command -v chromium >/dev/null 2>&1; then
   scripts/report_screenshot.sh "$out/report.html" "$out/report.png"
