@@ -15,7 +15,8 @@
 # llama.cpp profile, its prefill and decode costs set from what the real
 # replicas' own counters measured, so each report row shows how far the
 # simulator is from the engine.
-# Reports: build/llamacpp-real-report/{ram-default,ram-0}/{real,sim}/.
+# Reports: build/llamacpp-real-report/{ram-default,ram-0}/{real,sim}/
+# (KVGATE_REPORT_SUFFIX is appended to llamacpp-real-report).
 #   bench/load/llamacpp-real.sh [SESSIONS] [SEED]
 # Heterogeneous fleet: KVGATE_LLAMA_THREADS_r0=2 (r0 gets two threads).
 # KVGATE_LLAMA_RAM="0" runs one RAM setting only (default: "default 0");
@@ -31,7 +32,7 @@ targets=(cache_aware session_hash round_robin nginx_sticky smg_cache_aware vllm_
 choose_targets "${targets[@]}"
 export KVGATE_REPLICAS=${KVGATE_REPLICAS:-3} KVGATE_SLOTS=${KVGATE_SLOTS:-2}
 cmake --build build -j"${KVGATE_JOBS:-2}" --target kvgate kvgate-sim kvgate-bench >/dev/null
-out_top=build/llamacpp-real-report
+out_top=build/llamacpp-real-report${KVGATE_REPORT_SUFFIX:-}
 mkdir -p "$out_top"
 model=${KVGATE_LLAMA_MODEL:-$top/../shared/data/models/rand-llama-d256-l4.gguf}
 tokenizer="$top/$out_top/tokenizer"
