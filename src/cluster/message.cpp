@@ -134,6 +134,29 @@ class Reader {
     at_ += 8;
     return true;
   }
+  // An optional field, read only when its flag says it is present.
+  bool optional_count(bool present, std::optional<std::uint32_t>& out) {
+    std::uint32_t count = 0;
+    if (!present) {
+      return true;
+    }
+    if (!bounded(count, UINT32_MAX)) {
+      return false;
+    }
+    out = count;
+    return true;
+  }
+  bool optional_ms(bool present, std::optional<double>& out) {  // sent in microseconds
+    std::uint64_t us = 0;
+    if (!present) {
+      return true;
+    }
+    if (!varint(us)) {
+      return false;
+    }
+    out = static_cast<double>(us) / 1'000.0;
+    return true;
+  }
   [[nodiscard]] std::size_t left() const { return bytes_.size() - at_; }
 
  private:
@@ -180,33 +203,10 @@ bool read(Reader& reader, OutcomeMessage& outcome) {
       !reader.bounded(outcome.status, 999) || !reader.u8(flags) || flags > 0x0f) {
     return false;
   }
-  std::uint32_t count = 0;
-  std::uint64_t us = 0;
-  if ((flags & 1) != 0) {
-    if (!reader.bounded(count, UINT32_MAX)) {
-      return false;
-    }
-    outcome.cached_tokens = count;
-  }
-  if ((flags & 2) != 0) {
-    if (!reader.bounded(count, UINT32_MAX)) {
-      return false;
-    }
-    outcome.prompt_tokens = count;
-  }
-  if ((flags & 4) != 0) {
-    if (!reader.varint(us)) {
-      return false;
-    }
-    outcome.ttft_ms = static_cast<double>(us) / 1'000.0;
-  }
-  if ((flags & 8) != 0) {
-    if (!reader.varint(us)) {
-      return false;
-    }
-    outcome.decode_ms = static_cast<double>(us) / 1'000.0;
-  }
-  return true;
+  return reader.optional_count((flags & 1) != 0, outcome.cached_tokens) &&
+         reader.optional_count((flags & 2) != 0, outcome.prompt_tokens) &&
+         reader.optional_ms((flags & 4) != 0, outcome.ttft_ms) &&
+         reader.optional_ms((flags & 8) != 0, outcome.decode_ms);
 }
 
 bool read(Reader& reader, BlocksMessage& blocks) {
@@ -260,33 +260,10 @@ bool read(Reader& reader, LearnedMessage& learned) {
   sample.worker_busy = (flags & 1) != 0;
   sample.expected_ttft_ms = expected_us > 0 ? static_cast<double>(expected_us) / 1'000.0 : -1;
   sample.queue_delay_ms = static_cast<double>(queue_us) / 1'000.0;
-  std::uint64_t us = 0;
-  std::uint32_t count = 0;
-  if ((flags & 2) != 0) {
-    if (!reader.varint(us)) {
-      return false;
-    }
-    sample.ttft_ms = static_cast<double>(us) / 1'000.0;
-  }
-  if ((flags & 4) != 0) {
-    if (!reader.varint(us)) {
-      return false;
-    }
-    sample.decode_ms = static_cast<double>(us) / 1'000.0;
-  }
-  if ((flags & 8) != 0) {
-    if (!reader.bounded(count, UINT32_MAX)) {
-      return false;
-    }
-    sample.prompt_tokens = count;
-  }
-  if ((flags & 16) != 0) {
-    if (!reader.bounded(count, UINT32_MAX)) {
-      return false;
-    }
-    sample.cached_tokens = count;
-  }
-  return true;
+  return reader.optional_ms((flags & 2) != 0, sample.ttft_ms) &&
+         reader.optional_ms((flags & 4) != 0, sample.decode_ms) &&
+         reader.optional_count((flags & 8) != 0, sample.prompt_tokens) &&
+         reader.optional_count((flags & 16) != 0, sample.cached_tokens);
 }
 
 }  // namespace

@@ -8,8 +8,7 @@
 
 namespace kvgate::route {
 
-void learn_costs(const ModelRoute& model, std::size_t worker_index, const CostSample& sample,
-                 bool learn_prefill_cost) {
+void learn_costs(const ModelRoute& model, std::size_t worker_index, const CostSample& sample, bool learn_prefill_cost) {
   const auto& route = model.workers[worker_index];
   auto& costs = route.state->costs();
   const bool priced = sample.expected_ttft_ms > 0;
@@ -32,8 +31,8 @@ void learn_costs(const ModelRoute& model, std::size_t worker_index, const CostSa
   // reported.
   const bool token_grained = route.options.cache_model == config::CacheModel::sequences;
   if (sample.cached_tokens && token_grained && !route.options.given.cache_ram_mib) {
-    const auto slot_tokens = sample.indexed_cached_tokens - std::min(sample.offloaded_cached_tokens,
-                                                                     sample.indexed_cached_tokens);
+    const auto slot_tokens =
+        sample.indexed_cached_tokens - std::min(sample.offloaded_cached_tokens, sample.indexed_cached_tokens);
     if (auto verdict = costs.record_ram_cache(slot_tokens, sample.offloaded_cached_tokens, *sample.cached_tokens,
                                               model.block_size)) {
       spdlog::info("worker {}: its answers show {} host-RAM prompt cache (llama-server --cache-ram){}",

@@ -239,10 +239,12 @@ TEST(Cluster, EveryReplicaLearnsAWorkersCostsFromEveryReplicasAnswers) {
     }
     return samples;
   };
-  wait_for("gw-0 calibrated on its answers", [&] { return calibrated(0) == kRequests; }, 20s,
-           [&] { return std::to_string(calibrated(0)); });
-  wait_for("gw-1 calibrated on gw-0's answers", [&] { return calibrated(1) == kRequests; }, 20s,
-           [&] { return std::to_string(calibrated(1)); });
+  wait_for(
+      "gw-0 calibrated on its answers", [&] { return calibrated(0) == kRequests; }, 20s,
+      [&] { return std::to_string(calibrated(0)); });
+  wait_for(
+      "gw-1 calibrated on gw-0's answers", [&] { return calibrated(1) == kRequests; }, 20s,
+      [&] { return std::to_string(calibrated(1)); });
   const auto metrics = get(cluster.replica(1).admin_port(), "/metrics").body;
   EXPECT_EQ(metric(metrics, "kvgate_cluster_messages_applied_total{kind=\"learned\"}"), kRequests);
 }

@@ -767,8 +767,8 @@ TEST(Router, TellsItsPeersWhatItCommitsAndHowItEnds) {
   }
   EXPECT_EQ(peers.calls, (std::vector<std::string>{"assumed b 20 blocks ticket 41", "turn m s #1 on b",
                                                    "learned b cached 304 of 320", "outcome s #1 cached 304",
-                                                   "assumed b 20 blocks ticket 42",
-                                                   "turn m s #2 on b", "withdrawn b 20 blocks ticket 42"}));
+                                                   "assumed b 20 blocks ticket 42", "turn m s #2 on b",
+                                                   "withdrawn b 20 blocks ticket 42"}));
 }
 
 // What the cluster's other replicas have in flight on a worker is priced
@@ -1040,8 +1040,8 @@ TEST(Router, APeersCostSamplesTeachWhatItsOwnAnswersDo) {
   for (int request = 0; request < 3; ++request) {
     auto decision = serving->decide(prompt, std::nullopt, 20 + static_cast<std::uint64_t>(request));
     const auto& priced = decision.candidates[0];
-    serving->serve(decision, prompt, 0, {200, 0, 0u, 320u, priced.expected_ttft_ms - priced.slot_wait_ms + 300, true,
-                                         10u, 968.0});
+    serving->serve(decision, prompt, 0,
+                   {200, 0, 0u, 320u, priced.expected_ttft_ms - priced.slot_wait_ms + 300, true, 10u, 968.0});
   }
   // Neither a failure nor a retry is a sample.
   auto failed = serving->decide(prompt, std::nullopt, 40);

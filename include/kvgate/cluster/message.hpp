@@ -59,7 +59,7 @@ enum class MessageKind : std::uint8_t {
   learned = 7,
 };
 std::string_view to_string(MessageKind kind);
-inline constexpr MessageKind kMessageKinds[] = {MessageKind::turn,     MessageKind::outcome, MessageKind::assumed,
+inline constexpr MessageKind kMessageKinds[] = {MessageKind::turn,      MessageKind::outcome,  MessageKind::assumed,
                                                 MessageKind::withdrawn, MessageKind::finished, MessageKind::load,
                                                 MessageKind::learned};
 
