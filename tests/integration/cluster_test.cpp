@@ -129,6 +129,7 @@ class Cluster {
 struct Conversation {
   std::string key;
   json messages;
+  std::string last_receipt;  // x-kvgate-route of the last turn, for failure messages
   explicit Conversation(std::string session) : key(std::move(session)) {
     std::string system = "You are the assistant of conversation " + key + ".";
     for (int line = 0; line < 12; ++line) {
@@ -149,6 +150,7 @@ struct Conversation {
     std::smatch match;
     const auto receipt = response.header("x-kvgate-route");
     std::string reason = std::regex_search(receipt, match, kReason) ? match[1].str() : "";
+    last_receipt = receipt;
     return {response.header("x-kvgate-worker"), reason};
   }
 };
@@ -168,18 +170,31 @@ TEST(Cluster, ASessionsTurnsAlternatingAcrossReplicasStayOnItsWorkerWithOneHisto
   // names it by the session table's hash of it.
   conversations.emplace_back("long-" + std::string(5'000, 'k'));
   std::map<std::string, std::vector<std::string>> workers;
+  const Conversation* previous = nullptr;  // the request sent last, any conversation's
+  std::size_t previous_turns = 0;
   for (int turn = 0; turn < kTurns; ++turn) {
     for (std::size_t session = 0; session < conversations.size(); ++session) {
       auto& conversation = conversations[session];
       const auto replica = (session + static_cast<std::size_t>(turn)) % 3;
       // The replica has applied the previous turn and its answer before
       // this one arrives (a client's next turn follows the answer; the
-      // stream is faster).
+      // stream is faster). And the request sent just before, whichever
+      // conversation's, has ended there: a client has its answer a moment
+      // before the gateway that relayed it counts the request ended, and
+      // until then every replica rightly prices it as in flight (its end
+      // reaches the peers no later than its outcome).
       wait_for(conversation.key + " reaches gw-" + std::to_string(replica),
                [&] { return cluster.has_answered(replica, conversation.key, static_cast<std::size_t>(turn)); });
+      if (previous != nullptr) {
+        wait_for(previous->key + " ended on gw-" + std::to_string(replica),
+                 [&] { return cluster.has_answered(replica, previous->key, previous_turns); });
+      }
       auto [worker, reason] = conversation.send(cluster.replica(replica).api_port(), turn);
+      previous = &conversation;
+      previous_turns = static_cast<std::size_t>(turn) + 1;
       workers[conversation.key].push_back(worker);
-      EXPECT_EQ(reason, turn == 0 ? "new_session" : "sticky") << conversation.key << " turn " << turn;
+      EXPECT_EQ(reason, turn == 0 ? "new_session" : "sticky")
+          << conversation.key << " turn " << turn << ": " << conversation.last_receipt;
     }
   }
   for (const auto& conversation : conversations) {
