@@ -12,7 +12,8 @@
 //   breaker()       I/O threads (a try's outcome)          router, admission, admin
 //   engine()        control thread (the /metrics scraper)  router, admin
 //   event_stream()  the index writer thread                router, admin
-//   costs()         I/O threads (a response's outcome)     router, admin
+//   costs()         I/O threads (a response's outcome),    router, admin
+//                   the cluster's reader (peers' answers)
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -350,8 +351,10 @@ class EngineView {
 // What kvgate learns of the worker from its answers: the prediction drift
 // window (prediction_drift.hpp), its own prefill fit (learned_prefill.hpp)
 // and its speed against the model's pooled fit (policy::SpeedFit). Written
-// by the I/O threads when a response completes, each under its own mutex
-// held for one sample; the router reads the results lock-free.
+// by the I/O threads when a response completes and, in a cluster, by its
+// reader thread with the peers' cost samples (route/cost_sample.hpp), each
+// under its own mutex held for one sample; the router reads the results
+// lock-free.
 class LearnedCosts {
  public:
   [[nodiscard]] bool drifting() const { return drifting_.load(std::memory_order_relaxed); }
