@@ -790,12 +790,16 @@ awaitable<bool> handle_sim_request(SimServer& server, beast::tcp_stream& stream,
     co_await wait_until_peer_closes(stream.socket());
     co_return false;
   }
+  constexpr std::string_view kBootstrap = "/sim/bootstrap/";
   if (path != "/metrics" && server.fault().status) {
     auto status = *server.fault().status;
+    if (server.fault().status_delay_ms > 0 && !path.starts_with(kBootstrap)) {
+      asio::steady_timer delay(stream.get_executor(), std::chrono::milliseconds(server.fault().status_delay_ms));
+      co_await delay.async_wait(use_nothrow);
+    }
     auto response = error_response(server, status, "injected failure", keep_alive);
     co_return co_await send(stream, std::move(response));
   }
-  constexpr std::string_view kBootstrap = "/sim/bootstrap/";
   if (path.starts_with(kBootstrap) && request.method() == bhttp::verb::get) {
     std::uint64_t room = 0;
     const auto digits = std::string_view(path).substr(kBootstrap.size());

@@ -205,6 +205,7 @@ std::optional<std::string> SimServer::apply_fault(const std::string& body) {
       return std::string("status must be 4xx or 5xx");
     }
     fault_.status = status;
+    fault_.status_delay_ms = static_cast<std::uint32_t>(std::clamp(number("delay_ms", 0), 0.0, 600'000.0));
   } else if (mode == "hang") {
     fault_.hang = true;
   } else if (mode == "slow") {

@@ -36,6 +36,7 @@ struct ActiveRequest {
 // {"mode": "none"}; evict_all, drop_batches and restart act once.
 struct FaultState {
   std::optional<unsigned> status;                  // answer every API call with it
+  std::uint32_t status_delay_ms = 0;               // that late, except bootstrap rooms (a slowly failing engine)
   bool hang = false;                               // read requests, never answer
   double slow_factor = 1.0;                        // multiply step durations
   std::optional<std::uint32_t> drop_after_tokens;  // reset streams after N tokens

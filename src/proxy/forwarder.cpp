@@ -264,7 +264,10 @@ class Attempts {
   // SGLang: the same request, naming the prefill worker's bootstrap server
   // and a room, goes to both at once; the decoder waits for the room's KV
   // and its answer is relayed. A prefill worker that fails first stops the
-  // decoder's try; a decoder that fails first stops the prefill.
+  // decoder's try. A decoder that fails first may have failed for the
+  // prefill (its room's KV never came), so the prefill's own answer, within
+  // its timeout, says whose failure it was; only a client that left stops
+  // the prefill at once.
   awaitable<Phases> prefill_beside_decode(std::size_t prefill_index, workers::WorkerState& decoder,
                                           const ClientRequest& request, UpstreamRequest& decode_request,
                                           route::Attempt& attempt) {
@@ -306,8 +309,7 @@ class Attempts {
         }(concurrent, session_, exchange_, prefill_worker, std::move(prefill), link_),
         asio::detached);
     phases.decode = co_await try_worker(decoder, with_room, attempt, true);
-    const bool decoder_failed_first = !concurrent->done && !link_.answering;
-    if (decoder_failed_first) {
+    if (!concurrent->done && link_.client_gone) {
       concurrent->link.close_upstream();  // nothing will read the KV
     }
     while (!concurrent->done) {
@@ -320,10 +322,9 @@ class Attempts {
     link_.answering = false;
     if (phases.prefill.kind == PrefillOutcome::Kind::answered) {
       note_prefill_answer(attempt, phases.prefill);
-    } else if (decoder_failed_first || relayed) {
-      // The decoder's try decides: it failed first (the prefill was stopped
-      // for it), or it answered, so the KV arrived whatever the prefill
-      // worker's own answer said.
+    } else if (relayed || link_.client_gone) {
+      // The decoder answered, so the KV arrived whatever the prefill
+      // worker's own answer said; or the client left and stopped both.
       attempt.end_prefill(relayed ? route::AttemptEnd::served : route::AttemptEnd::not_run, std::nullopt,
                           monotonic_now_ms());
       if (!relayed) {

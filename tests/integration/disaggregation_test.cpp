@@ -223,6 +223,26 @@ TEST_P(Disaggregation, APrefillWorkerThatRefusesIsReplacedAndWithoutAnyTheDecode
             1);
 }
 
+// Under SGLang's protocol a decoder whose room's KV never came fails, and
+// its answer may reach the gateway before the failing prefill worker's own:
+// the prefill worker's answer says whose failure it was. p1 refuses slowly
+// (its bootstrap server at once), so every decoder fails first.
+TEST_P(Disaggregation, APrefillWorkerThatFailsAfterItsDecoderIsTheOneReplaced) {
+  PdFleet fleet(GetParam());
+  fleet.start_gateway("health_check: {interval: 60s}\nupstream: {retries: 0}\n");
+  const auto port = fleet.harness.api_port();
+  fleet.prefill[0]->fault({{"mode", "status"}, {"status", 503}, {"delay_ms", 300}});
+  for (int request = 0; request < 4; ++request) {
+    auto response =
+        post_json(port, "/v1/chat/completions", chat(long_messages("zeta" + std::to_string(request)), request % 2));
+    ASSERT_EQ(response.status, 200) << response.body;
+    EXPECT_EQ(response.header("x-kvgate-prefill-worker"), "p2") << response.header("x-kvgate-route");
+  }
+  EXPECT_GE(metric_value(fleet.harness, R"(kvgate_prefill_failures_total{model="sim-model"})"), 1);
+  // The decoders were not blamed: nothing was retried.
+  EXPECT_EQ(metric_value(fleet.harness, R"(kvgate_retries_total{model="sim-model"})"), 0);
+}
+
 TEST_P(Disaggregation, ADecoderThatFailsBeforeItsFirstTokenIsRetriedWithANewPrefill) {
   PdFleet fleet(GetParam());
   fleet.start_gateway("health_check: {interval: 60s}\n");
