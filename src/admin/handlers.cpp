@@ -92,19 +92,35 @@ json ttft_calibration_json(const workers::TtftCalibrationSummary& summary) {
           {"relative_error_p50", summary.relative_error_p50}};
 }
 
-// A slot engine's learned wait per request ahead of a free slot (null for
-// an engine modelled without slots).
-json slot_wait_json(const route::WorkerRoute& route, const workers::WorkerState& worker) {
+// A slot engine's learned wait per request ahead of a free slot, and the
+// gateway's requests there with the forecast of each slot's release (null
+// for an engine modelled without slots).
+json slot_wait_json(const route::WorkerRoute& route, const workers::WorkerState& worker, std::uint64_t now_ms) {
   if (route.options.cache_model != config::CacheModel::sequences) {
     return nullptr;
   }
   const auto status = worker.costs().slot_wait_status();
+  std::array<double, policy::SlotWaitFit::kWindow> holds{};
+  const auto hold_count = worker.costs().slot_holds(holds);
+  std::array<double, policy::SlotReleases::kMaxSlots> held{};
+  const auto occupancy = worker.load().slot_occupancy().read(now_ms, held);
+  const auto releases =
+      policy::forecast_releases(std::span<const double>(holds.data(), hold_count),
+                                std::span<const double>(held.data(), occupancy.running), route.options.slots);
+  auto release_ms = json::array();
+  for (std::uint32_t slot = 0; slot < releases.count; ++slot) {
+    release_ms.push_back(releases.in_ms[slot]);
+  }
   return {{"ms_per_request_ahead", status.ms_per_request_ahead},
           {"wait_samples", status.wait_samples},
           {"hold_samples", status.hold_samples},
           {"from", status.wait_samples == 0 && status.hold_samples == 0 ? json(nullptr)
                    : status.from_waits                                  ? json("waits")
-                                                                        : json("holds")}};
+                                                                        : json("holds")},
+          {"running", occupancy.running},
+          {"deferred", occupancy.waiting},
+          {"mean_hold_ms", releases.count > 0 ? json(releases.mean_hold_ms) : json(nullptr)},
+          {"release_ms", std::move(release_ms)}};
 }
 
 // What the engine said of itself (null until it said).
@@ -210,7 +226,7 @@ AdminResponse debug_workers(gateway::GatewayContext& context) {
           {"pending_prefill_tokens", worker.load().pending_prefill_tokens()},
           {"recent_ttft_ms", recent_ttft ? json(*recent_ttft * 1000) : json(nullptr)},
           {"ttft_calibration", ttft_calibration_json(worker.costs().ttft_calibration())},
-          {"slot_wait", slot_wait_json(route, worker)},
+          {"slot_wait", slot_wait_json(route, worker, monotonic_now)},
           {"mode", index_mode(route)},
           {"engine", std::move(engine)},
           {"drifting", worker.costs().drifting()},

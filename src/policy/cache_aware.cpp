@@ -18,12 +18,16 @@ namespace {
 //   queue_delay   = q * (pending_prefill_tokens + others * mean_uncached_tokens)
 //                 + others * queue_ms_per_waiting_request
 //                 + d * active_tokens + in_flight * queue_ms_per_request
-//   slot engine   = with every slot busy, the queue is the wait for one:
-//                   the requests ahead of a free slot x the worker's learned
-//                   wait per request ahead (slot_wait.hpp; slot_wait_ms). A
-//                   slot frees only when its request has decoded to the end,
-//                   which no per-token price covers; until a wait is learned,
-//                   the queue above stands
+//   slot engine   = with every slot busy, the queue is the wait for one
+//                   (slot_wait.hpp; slot_wait_ms): the release the request
+//                   waits for, each slot freeing when its request's hold,
+//                   given how long it has held it, is expected to end, and
+//                   each request ahead taking the first freed slot for a
+//                   mean hold. Before any hold is known, the requests ahead
+//                   x the worker's learned wait per request ahead. A slot
+//                   frees only when its request has decoded to the end,
+//                   which no per-token price covers; until either is
+//                   learned, the queue above stands
 //   adapter       = the LoRA adapter's load when the worker does not hold it
 //                   (loadable, waiting: one load; evicts: one load in the
 //                   TTFT, and a second in the score for the adapter it
@@ -89,7 +93,10 @@ class CacheAware final : public Policy {
         static_cast<double>(worker.in_flight) * cost_.queue_ms_per_request +
         others * cost_.queue_ms_per_waiting_request;
     candidate.requests_ahead = requests_ahead_of_slot(worker, engine_fresh ? worker.engine_waiting_others : 0);
-    if (candidate.requests_ahead > 0 && worker.ms_per_request_ahead > 0) {
+    if (candidate.requests_ahead > 0 && worker.slot_releases.count > 0) {
+      candidate.slot_wait_ms = wait_for_slot_ms(worker.slot_releases, candidate.requests_ahead);
+      candidate.queue_delay_ms = candidate.slot_wait_ms;
+    } else if (candidate.requests_ahead > 0 && worker.ms_per_request_ahead > 0) {
       candidate.slot_wait_ms = static_cast<double>(candidate.requests_ahead) * worker.ms_per_request_ahead;
       candidate.queue_delay_ms = candidate.slot_wait_ms;
     }

@@ -4,6 +4,7 @@
 
 #include <tuple>
 
+#include "kvgate/core/clock.hpp"
 #include "kvgate/http/wire.hpp"
 
 namespace kvgate::proxy {
@@ -168,7 +169,7 @@ awaitable<AttemptOutcome> Relay::relay_body() {
     }
     const bool last = !response.body().more;
     if (last) {
-      attempt_.engine_done();
+      attempt_.engine_done(monotonic_now_ms());
     }
     exchange_.response_bytes += response.body().size;
     const std::string_view piece(static_cast<const char*>(response.body().data),

@@ -22,6 +22,7 @@ Attempt::Attempt(Attempt&& other) noexcept
       session_key_(std::move(other.session_key_)),
       blocks_(std::move(other.blocks_)),
       prefill_(std::move(other.prefill_)),
+      slot_hold_ms_(other.slot_hold_ms_),
       decoder_assumed_(other.decoder_assumed_),
       ended_(other.ended_),
       completed_(other.completed_) {}
@@ -29,11 +30,11 @@ Attempt::Attempt(Attempt&& other) noexcept
 Attempt::~Attempt() {
   if (router_ != nullptr && prefill_ && !prefill_->ended) {
     prefill_->ended = true;
-    prefill_->in_flight.finish();
+    static_cast<void>(prefill_->in_flight.finish(0));  // no time known: released as of its dispatch
     router_->withdraw(*this, prefill_->worker);
   }
   if (router_ != nullptr && !ended_) {
-    in_flight_.finish();
+    static_cast<void>(in_flight_.finish(0));
     router_->withdraw(*this, worker_);
   }
 }
@@ -43,7 +44,7 @@ void Attempt::end_prefill(AttemptEnd how, std::optional<workers::FailureCause> t
     return;
   }
   prefill_->ended = true;
-  prefill_->in_flight.finish();
+  static_cast<void>(prefill_->in_flight.finish(now_ms));
   if (how == AttemptEnd::not_run) {
     router_->withdraw(*this, prefill_->worker);
   } else if (!ended_) {
@@ -68,13 +69,13 @@ void Attempt::end(AttemptEnd how, std::optional<workers::FailureCause> traffic, 
     // The prefill worker ran the prompt either way; the decoder holds it
     // only if it ran there too.
     prefill_->ended = true;
-    prefill_->in_flight.finish();
+    static_cast<void>(prefill_->in_flight.finish(now_ms));
     if (how == AttemptEnd::served) {
       router_->assume_on_decoder(*this);
     }
   }
   ended_ = true;
-  in_flight_.finish();
+  keep_slot_hold(in_flight_.finish(now_ms));
   if (how == AttemptEnd::not_run) {
     router_->withdraw(*this, worker_);
   } else {

@@ -16,14 +16,20 @@ void learn_costs(const ModelRoute& model, std::size_t worker_index, const CostSa
     costs.record_ttft(sample.expected_ttft_ms, *sample.ttft_ms, sample.worker_busy);
     // A slot engine: a request that waited for a slot teaches the wait per
     // request ahead (its first token beyond the price of everything but the
-    // queue); one that found a slot free, how long a request holds one.
-    if (sample.slots > 0) {
-      if (sample.requests_ahead > 0) {
-        costs.record_slot_wait(sample.requests_ahead,
-                               *sample.ttft_ms - (sample.expected_ttft_ms - sample.queue_delay_ms), sample.slots);
-      } else if (sample.decode_ms) {
-        costs.record_slot_hold(*sample.ttft_ms + *sample.decode_ms, sample.slots);
-      }
+    // queue).
+    if (sample.slots > 0 && sample.requests_ahead > 0) {
+      costs.record_slot_wait(sample.requests_ahead, *sample.ttft_ms - (sample.expected_ttft_ms - sample.queue_delay_ms),
+                             sample.slots);
+    }
+  }
+  // How long a request holds a slot: as tracked from its slot's start, or,
+  // untracked, a request that found a slot free (its first token plus its
+  // decode). Streamed or not: a hold ends with the answer.
+  if (sample.slots > 0) {
+    if (sample.slot_hold_ms && *sample.slot_hold_ms > 0) {
+      costs.record_slot_hold(*sample.slot_hold_ms, sample.slots);
+    } else if (sample.requests_ahead == 0 && sample.ttft_ms && sample.decode_ms && priced) {
+      costs.record_slot_hold(*sample.ttft_ms + *sample.decode_ms, sample.slots);
     }
   }
   // Whether llama-server keeps a RAM prompt cache is seen only in its

@@ -106,6 +106,17 @@ std::uint32_t slot_count(const config::WorkerOptions& options) {
   return options.cache_model == config::CacheModel::sequences ? options.slots : 0;
 }
 
+// When each busy slot of a slot engine frees, from the requests this
+// gateway has in flight there and the worker's recent holds.
+policy::SlotReleases slot_releases(const workers::WorkerState& worker, std::uint32_t slots, std::uint64_t now_ms) {
+  std::array<double, policy::SlotWaitFit::kWindow> holds{};
+  const auto hold_count = worker.costs().slot_holds(holds);
+  std::array<double, policy::SlotReleases::kMaxSlots> held{};
+  const auto occupancy = worker.load().slot_occupancy().read(now_ms, held);
+  return policy::forecast_releases(std::span<const double>(holds.data(), hold_count),
+                                   std::span<const double>(held.data(), occupancy.running), slots);
+}
+
 // The eligible candidate ranked next after the chosen one (lowest score,
 // then fewest in flight, then configuration order).
 std::optional<std::size_t> runner_up(const std::vector<policy::Candidate>& candidates, std::size_t chosen) {
@@ -188,6 +199,10 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
     ::new (&views[index]) policy::WorkerView(worker_view(
         state, indexed[index], context.now_ms, effective_prefill_rates(cost_options, pooled, median_speed, state)));
     views[index].slots = slot_count(model.workers[index].options);
+    if (priced && views[index].slots > 0 &&
+        views[index].in_flight + views[index].engine_waiting_others >= views[index].slots) {
+      views[index].slot_releases = slot_releases(state, views[index].slots, context.now_ms);
+    }
     if (hybrid) {
       views[index].full_attention_cached_tokens = views[index].drifting ? 0 : scratch.full_only[index];
     }
@@ -309,7 +324,8 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
   // A remotely prefilled request only decodes on its decoder: the prefill
   // worker carries its pending prefill.
   Attempt attempt(*this, table, model, chosen,
-                  workers::InFlightRequest(*worker.state, prefill_worker ? 0 : uncached, decision.input_tokens));
+                  workers::InFlightRequest(*worker.state, prefill_worker ? 0 : uncached, decision.input_tokens,
+                                           slot_count(worker.options), context.now_ms));
   attempt.prediction_ = {decision.reason,
                          decision.input_tokens,
                          decision.indexed_cached_tokens,
@@ -521,7 +537,8 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
                             outcome.first_token_streamed ? outcome.ttft_ms : std::nullopt,
                             outcome.decode_ms,
                             outcome.prompt_tokens,
-                            outcome.cached_tokens};
+                            outcome.cached_tokens,
+                            attempt.slot_hold_ms_};
     const bool learn_prefill = table.options->routing.cache_aware.learn_prefill_cost;
     learn_costs(model, attempt.worker_, sample, learn_prefill);
     if (peers_ != nullptr) {

@@ -124,6 +124,20 @@ void LearnedCosts::record_slot_hold(double hold_ms, std::uint32_t slots) {
   std::lock_guard lock(slot_wait_mutex_);
   slot_wait_.observe_hold(hold_ms);
   ms_per_request_ahead_.store(slot_wait_.ms_per_request_ahead(slots), std::memory_order_relaxed);
+  std::array<double, policy::SlotWaitFit::kWindow> holds{};
+  const auto count = slot_wait_.holds(holds);
+  for (std::size_t index = 0; index < count; ++index) {
+    slot_holds_[index].store(holds[index], std::memory_order_relaxed);
+  }
+  slot_hold_count_.store(count, std::memory_order_release);
+}
+
+std::size_t LearnedCosts::slot_holds(std::span<double, policy::SlotWaitFit::kWindow> out) const {
+  const auto count = std::min(slot_hold_count_.load(std::memory_order_acquire), out.size());
+  for (std::size_t index = 0; index < count; ++index) {
+    out[index] = slot_holds_[index].load(std::memory_order_relaxed);
+  }
+  return count;
 }
 
 LearnedCosts::SlotWaitStatus LearnedCosts::slot_wait_status() const {

@@ -163,7 +163,8 @@ std::vector<std::string> read_stream(int port, const json& body) {
 // A slot engine's wait for a free slot, learned from the engine's own
 // answers: a streamed request that found the slot free teaches how long one
 // is held, one sent while the slot was busy how long it waited beyond its
-// prefill.
+// prefill. The gateway tracks which of its requests holds the slot, and
+// forecasts its release from that.
 TEST(LlamaServer, TheWaitForABusySlotIsLearnedFromTheEnginesAnswers) {
   Harness harness;
   std::string skip;
@@ -194,10 +195,17 @@ TEST(LlamaServer, TheWaitForABusySlotIsLearnedFromTheEnginesAnswers) {
                        streamed("Tell me about every screw in the store, round " + std::to_string(round), 200).dump());
     ASSERT_EQ(holder.status(), 200);
     ASSERT_TRUE(holder.next_event());  // generating: the slot is taken
+    EXPECT_EQ(slot_wait()["running"], 1) << slot_wait().dump();
+    EXPECT_EQ(slot_wait()["deferred"], 0);
     std::thread drain([&] { holder.rest(); });
     read_stream(harness.api_port(), streamed("Which nails hold a frame, round " + std::to_string(round) + "?", 8));
     drain.join();
   }
+  ASSERT_TRUE(eventually([&] { return slot_wait()["running"] == 0; })) << slot_wait().dump();
+  EXPECT_EQ(slot_wait()["deferred"], 0);
+  EXPECT_GE(slot_wait()["hold_samples"].get<int>(), 7);  // every request's hold, waited or not
+  EXPECT_EQ(slot_wait()["release_ms"].size(), 1u);
+  EXPECT_GT(slot_wait()["mean_hold_ms"].get<double>(), 0);
   ASSERT_TRUE(eventually([&] { return slot_wait()["wait_samples"].get<int>() >= 3; })) << slot_wait().dump();
   EXPECT_EQ(slot_wait()["from"], "waits");
   EXPECT_GT(slot_wait()["ms_per_request_ahead"].get<double>(), 0);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -75,6 +76,75 @@ TEST(SlotWaitFit, AnEvenCountTakesTheMeanOfTheMiddleTwo) {
     fit.observe_wait(1, wait);
   }
   EXPECT_DOUBLE_EQ(fit.ms_per_request_ahead(1), 250);
+}
+
+// A hold already under way has the rest of the holds that lasted longer:
+// the nearer a request is to its end, the sooner its slot frees.
+TEST(SlotReleases, AHoldUnderWayHasTheRestOfTheLongerHolds) {
+  const std::array<double, 4> holds{400, 800, 1'200, 1'600};
+  EXPECT_DOUBLE_EQ(remaining_hold_ms(holds, 0), 1'000);
+  EXPECT_DOUBLE_EQ(remaining_hold_ms(holds, 1'000), 400);  // 200 and 600 left
+  EXPECT_DOUBLE_EQ(remaining_hold_ms(holds, 1'600), 0);    // longer than every recent one: ending
+  EXPECT_DOUBLE_EQ(remaining_hold_ms({}, 100), 0);
+  // An occupant seen at no particular moment: long holds are caught in
+  // progress as often as they last, so more than half the mean hold.
+  EXPECT_DOUBLE_EQ(unseen_remaining_hold_ms(holds),
+                   (400.0 * 400 + 800 * 800 + 1'200 * 1'200 + 1'600 * 1'600) / (2 * 4'000.0));
+  EXPECT_DOUBLE_EQ(unseen_remaining_hold_ms({}), 0);
+}
+
+// Two slots held 900 ms and 100 ms by this gateway's requests (holds of
+// 1 s): the first frees in 100 ms, the second in 900; a third request
+// ahead takes the first and holds it a mean hold.
+TEST(SlotReleases, TheWaitIsTheReleaseTheRequestWaitsFor) {
+  const std::array<double, 3> holds{1'000, 1'000, 1'000};
+  const std::array<double, 2> held{100, 900};
+  const auto releases = forecast_releases(holds, held, 2);
+  ASSERT_EQ(releases.count, 2u);
+  EXPECT_DOUBLE_EQ(releases.in_ms[0], 100);
+  EXPECT_DOUBLE_EQ(releases.in_ms[1], 900);
+  EXPECT_DOUBLE_EQ(releases.mean_hold_ms, 1'000);
+  EXPECT_DOUBLE_EQ(wait_for_slot_ms(releases, 1), 100);
+  EXPECT_DOUBLE_EQ(wait_for_slot_ms(releases, 2), 900);
+  EXPECT_DOUBLE_EQ(wait_for_slot_ms(releases, 3), 1'100);  // the first slot's second release
+  EXPECT_DOUBLE_EQ(wait_for_slot_ms(releases, 0), 0);
+  // Beyond the simulated rounds the releases come a mean hold over the
+  // slots apart.
+  const auto far = wait_for_slot_ms(releases, 10'001);
+  EXPECT_NEAR(far, 100 + 5'000.0 * 1'000, 1'000);
+}
+
+// Slots the gateway's requests do not account for hold a request it did
+// not send, seen at no particular moment.
+TEST(SlotReleases, SlotsNotHeldByTrackedRequestsHoldAnUnseenOne) {
+  const std::array<double, 2> holds{500, 1'500};
+  const std::array<double, 1> held{1'400};
+  const auto releases = forecast_releases(holds, held, 3);
+  ASSERT_EQ(releases.count, 3u);
+  EXPECT_DOUBLE_EQ(releases.in_ms[0], 100);
+  EXPECT_DOUBLE_EQ(releases.in_ms[1], unseen_remaining_hold_ms(holds));
+  EXPECT_DOUBLE_EQ(releases.in_ms[2], unseen_remaining_hold_ms(holds));
+  // More running than slots (the engine has more than modelled): the
+  // longest-held fill the slots.
+  const std::array<double, 3> crowded{1'400, 10, 600};
+  const auto two = forecast_releases(holds, crowded, 2);
+  EXPECT_DOUBLE_EQ(two.in_ms[0], 100);
+  EXPECT_DOUBLE_EQ(two.in_ms[1], 900);
+}
+
+TEST(SlotReleases, NoHoldsOrTooManySlotsIsNoForecast) {
+  const std::array<double, 1> holds{1'000};
+  EXPECT_EQ(forecast_releases({}, {}, 2).count, 0u);
+  EXPECT_EQ(forecast_releases(holds, {}, 0).count, 0u);
+  EXPECT_EQ(forecast_releases(holds, {}, SlotReleases::kMaxSlots + 1).count, 0u);
+  EXPECT_EQ(wait_for_slot_ms(SlotReleases{}, 3), 0);
+  SlotWaitFit fit;
+  std::array<double, SlotWaitFit::kWindow> out{};
+  EXPECT_EQ(fit.holds(out), 0u);
+  fit.observe_hold(700);
+  fit.observe_hold(900);
+  ASSERT_EQ(fit.holds(out), 2u);
+  EXPECT_DOUBLE_EQ(out[0] + out[1], 1'600);
 }
 
 }  // namespace

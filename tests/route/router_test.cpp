@@ -601,9 +601,10 @@ TEST(Router, AMovesRealizedGainIsMeasuredAgainstStaying) {
 }
 
 // A slot engine (cache_model sequences, 2 slots): requests that found a
-// slot free teach how long one is held (the prior: a hold over the slots),
-// requests sent while every slot was busy the wait per request ahead; the
-// price follows, and the waiting ones do not teach the prefill cost.
+// slot free teach how long one is held, requests sent while every slot was
+// busy the wait per request ahead; the waiting ones do not teach the
+// prefill cost. Slots held by requests the gateway does not track are
+// priced as seen at no particular moment in their holds.
 TEST(Router, ASlotWorkersWaitIsLearnedFromItsOutcomesAndPriced) {
   Fleet fleet(cache_aware(), 2);
   for (auto& worker : fleet.model.workers) {
@@ -624,7 +625,7 @@ TEST(Router, ASlotWorkersWaitIsLearnedFromItsOutcomesAndPriced) {
   a.load().request_started();
   auto busy = fleet.decide(prompt, std::nullopt, 10);
   EXPECT_EQ(busy.candidates[0].requests_ahead, 1u);
-  EXPECT_DOUBLE_EQ(busy.candidates[0].slot_wait_ms, 500);
+  EXPECT_DOUBLE_EQ(busy.candidates[0].slot_wait_ms, policy::unseen_remaining_hold_ms(std::array{1'000.0}));
   EXPECT_EQ(busy.worker, 1u);
   // Each waited 300 ms beyond its price.
   for (int request = 0; request < 3; ++request) {
@@ -635,7 +636,6 @@ TEST(Router, ASlotWorkersWaitIsLearnedFromItsOutcomesAndPriced) {
   }
   EXPECT_DOUBLE_EQ(a.costs().ms_per_request_ahead(), 300);
   EXPECT_EQ(a.costs().prefill_rates().samples, prefill_samples);
-  EXPECT_DOUBLE_EQ(fleet.decide(prompt, std::nullopt, 30).candidates[0].slot_wait_ms, 300);
   a.load().request_finished();
   a.load().request_finished();
   // A continuous-batching worker has no slots: nothing is ahead.
@@ -644,6 +644,64 @@ TEST(Router, ASlotWorkersWaitIsLearnedFromItsOutcomesAndPriced) {
   fleet.worker(1).load().request_started();
   fleet.worker(1).load().request_started();
   EXPECT_EQ(fleet.decide(prompt, std::nullopt, 31).candidates[1].requests_ahead, 0u);
+}
+
+// The wait for a busy slot is forecast from how long the requests the
+// gateway sent there have held their slots: a worker whose requests are
+// near their ends is cheaper to wait for than one whose requests just
+// started, though both have the same requests ahead.
+TEST(Router, ABusySlotIsPricedByHowLongItsRequestsHaveHeldIt) {
+  Fleet fleet(cache_aware(), 2);
+  for (auto& worker : fleet.model.workers) {
+    worker.options.cache_model = config::CacheModel::sequences;
+    worker.options.slots = 2;
+  }
+  auto prompt = prompt_of(320);
+  // Holds of 1 s on both workers, measured from each slot's start.
+  for (std::size_t worker = 0; worker < 2; ++worker) {
+    for (std::uint64_t request = 0; request < 3; ++request) {
+      auto decision = fleet.decide(prompt, std::nullopt, request);
+      decision.worker = worker;
+      RouteContext context{std::nullopt, request, {}, kNow};
+      auto attempt = fleet.router.commit(fleet.table, fleet.model, decision, &prompt, context);
+      attempt.engine_done(kNow + 1'000);
+      attempt.end(AttemptEnd::served, workers::FailureCause::none, kNow + 1'000);
+      attempt.complete({200, 0, 0u, 320u, 32.0, true, 10u, 968.0});
+    }
+  }
+  // a's two requests started 900 ms ago, b's 100 ms ago.
+  std::vector<Attempt> running;
+  for (const auto& [worker, started] :
+       {std::pair{0u, kNow}, std::pair{0u, kNow}, std::pair{1u, kNow + 800}, std::pair{1u, kNow + 800}}) {
+    auto decision = fleet.decide(prompt, std::nullopt, 10);
+    decision.worker = worker;
+    RouteContext context{std::nullopt, 10, {}, started};
+    running.push_back(fleet.router.commit(fleet.table, fleet.model, decision, &prompt, context));
+  }
+  const auto busy = fleet.decide(prompt, std::nullopt, 20, kNow + 900);
+  EXPECT_EQ(busy.candidates[0].requests_ahead, 1u);
+  EXPECT_EQ(busy.candidates[1].requests_ahead, 1u);
+  EXPECT_DOUBLE_EQ(busy.candidates[0].slot_wait_ms, 100);
+  EXPECT_DOUBLE_EQ(busy.candidates[1].slot_wait_ms, 900);
+  EXPECT_EQ(busy.worker, 0u);
+  // A third request on a is deferred: the next one waits for a's second
+  // release, as b's first.
+  auto decision = fleet.decide(prompt, std::nullopt, 30, kNow + 900);
+  decision.worker = 0;
+  RouteContext context{std::nullopt, 30, {}, kNow + 900};
+  running.push_back(fleet.router.commit(fleet.table, fleet.model, decision, &prompt, context));
+  const auto deeper = fleet.decide(prompt, std::nullopt, 40, kNow + 900);
+  EXPECT_EQ(deeper.candidates[0].requests_ahead, 2u);
+  EXPECT_DOUBLE_EQ(deeper.candidates[0].slot_wait_ms, 100);
+  // One of a's ends at kNow + 1'000: the deferred request takes its slot.
+  running[0].engine_done(kNow + 1'000);
+  running[0].end(AttemptEnd::served, workers::FailureCause::none, kNow + 1'000);
+  const auto later = fleet.decide(prompt, std::nullopt, 50, kNow + 1'100);
+  EXPECT_EQ(later.candidates[0].requests_ahead, 1u);
+  EXPECT_DOUBLE_EQ(later.candidates[0].slot_wait_ms, 0);  // the other holder is past every recent hold
+  for (auto& attempt : running) {
+    attempt.end(AttemptEnd::served, workers::FailureCause::none, kNow + 1'200);
+  }
 }
 
 // The index writer as the router sees it: each call recorded.

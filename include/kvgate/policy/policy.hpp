@@ -16,6 +16,7 @@
 #include "kvgate/policy/eviction.hpp"
 #include "kvgate/policy/prefill_rates.hpp"
 #include "kvgate/policy/reason.hpp"
+#include "kvgate/policy/slot_wait.hpp"
 
 namespace kvgate::policy {
 
@@ -85,6 +86,9 @@ struct WorkerView {
   // from its outcomes: slot_wait.hpp; 0 before anything is learned).
   std::uint32_t slots = 0;
   double ms_per_request_ahead = 0;
+  // When each of its busy slots is expected to free (slot_wait.hpp; count
+  // 0: no forecast, the figure per request ahead stands).
+  SlotReleases slot_releases;
   // How far this worker's expected TTFTs have been from what its clients
   // got: the median |realized - expected| / realized of its recent answers
   // (workers/ttft_calibration.hpp); 0 until there are enough of them.

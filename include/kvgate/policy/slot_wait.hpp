@@ -18,6 +18,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 namespace kvgate::policy {
 
@@ -40,6 +41,8 @@ class SlotWaitFit {
   [[nodiscard]] std::size_t hold_samples() const { return holds_.count; }
   // Whether the figure comes from waits (true) or holds (false).
   [[nodiscard]] bool from_waits() const { return waits_.count >= kMinWaits; }
+  // The recent holds, in no order (up to kWindow), into `out`; how many.
+  std::size_t holds(std::span<double, kWindow> out) const;
 
  private:
   struct Window {
@@ -52,5 +55,39 @@ class SlotWaitFit {
   Window waits_;
   Window holds_;
 };
+
+// When each busy slot of a slot engine is expected to free, as one decision
+// sees it: a request that has held its slot for a while is that much nearer
+// its end than one that just started, which a figure per request ahead
+// cannot tell. Built by the shell from the requests it has in flight there
+// (workers/slot_occupancy.hpp) and the worker's recent holds.
+struct SlotReleases {
+  static constexpr std::size_t kMaxSlots = 16;
+  std::array<double, kMaxSlots> in_ms{};  // ms from the decision, one per slot
+  std::uint32_t count = 0;                // 0: no forecast (nothing held yet, or more slots than kMaxSlots)
+  double mean_hold_ms = 0;                // what a request that takes a freed slot holds it
+};
+
+// The expected rest of a hold already `held_ms` long: the mean of h - held_ms
+// over the recent holds longer than it (0 when it outlasts them all: an
+// answer longer than every recent one is taken to be ending).
+double remaining_hold_ms(std::span<const double> holds, double held_ms);
+
+// The expected rest of a hold seen at a moment unrelated to its start (a
+// slot taken by a request this gateway did not send): E[h^2] / 2E[h], the
+// renewal-theory residual, which weighs long holds as often as they are
+// caught in progress.
+double unseen_remaining_hold_ms(std::span<const double> holds);
+
+// The slots' releases: each tracked running request's remaining hold, the
+// rest of `slots` (occupants the gateway did not send) the unseen
+// residual. No forecast (count 0) without holds or beyond kMaxSlots slots.
+SlotReleases forecast_releases(std::span<const double> holds, std::span<const double> held_ms, std::uint32_t slots);
+
+// The wait for a slot with `ahead` requests ahead of a free one
+// (requests_ahead_of_slot): the ahead-th release, each request before this
+// one taking the earliest freed slot and holding it the mean hold (FIFO, as
+// llama-server defers tasks). 0 when ahead is 0 or there is no forecast.
+double wait_for_slot_ms(const SlotReleases& releases, std::uint32_t ahead);
 
 }  // namespace kvgate::policy

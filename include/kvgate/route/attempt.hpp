@@ -7,7 +7,7 @@
 // session's turn. The caller reports what happened, in order:
 //
 //   answering() / first_token()   the worker started answering
-//   engine_done()                 the worker's answer was read whole
+//   engine_done(now)              the worker's answer was read whole
 //   end(how, traffic, now)        the try is over on the worker (now on the
 //                                 monotonic clock): counts
 //                                 released, the insert withdrawn when the
@@ -93,7 +93,7 @@ class Attempt {
   void first_token(double seconds_since_dispatch) { in_flight_.first_token(seconds_since_dispatch); }
   // The worker's answer was read to its end: the worker is done with it,
   // whatever the client still has to receive.
-  void engine_done() { in_flight_.finish(); }
+  void engine_done(std::uint64_t now_ms) { keep_slot_hold(in_flight_.finish(now_ms)); }
 
   // `traffic`: what the try tells the worker's circuit breaker (none: an
   // answer that was not the worker's failure); nullopt: the try never
@@ -152,6 +152,13 @@ class Attempt {
     bool ended = false;
   };
   std::optional<PrefillLeg> prefill_;
+  // A slot engine: how long the request held its slot (workers::SlotOccupancy).
+  std::optional<double> slot_hold_ms_;
+  void keep_slot_hold(std::optional<double> hold_ms) {
+    if (hold_ms) {
+      slot_hold_ms_ = hold_ms;
+    }
+  }
   bool decoder_assumed_ = false;  // the blocks are inserted for worker_
   bool ended_ = false;
   bool completed_ = false;

@@ -36,6 +36,9 @@ struct CostSample {
   std::optional<double> decode_ms;  // the first token to the answer's end
   std::optional<std::uint32_t> prompt_tokens;
   std::optional<std::uint32_t> cached_tokens;
+  // A slot engine: dispatch, or the release that freed its slot, to the
+  // answer's end (workers::SlotOccupancy; nullopt: not tracked).
+  std::optional<double> slot_hold_ms;
   bool operator==(const CostSample&) const = default;
 };
 

@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -36,6 +37,7 @@
 #include "kvgate/workers/outlier_ejection.hpp"
 #include "kvgate/workers/prediction_drift.hpp"
 #include "kvgate/workers/prometheus_text.hpp"
+#include "kvgate/workers/slot_occupancy.hpp"
 #include "kvgate/workers/ttft_calibration.hpp"
 
 namespace kvgate::workers {
@@ -199,7 +201,12 @@ class LoadCounters {
     return active_tokens() + peer_active_tokens_.load(std::memory_order_relaxed);
   }
 
+  // A slot engine's requests from this gateway and their slots.
+  [[nodiscard]] SlotOccupancy& slot_occupancy() { return slot_occupancy_; }
+  [[nodiscard]] const SlotOccupancy& slot_occupancy() const { return slot_occupancy_; }
+
  private:
+  SlotOccupancy slot_occupancy_;
   std::atomic<std::uint32_t> peer_in_flight_{0};
   std::atomic<std::uint64_t> peer_pending_prefill_tokens_{0};
   std::atomic<std::uint32_t> peer_pending_requests_{0};
@@ -404,6 +411,9 @@ class LearnedCosts {
   void record_slot_wait(std::uint32_t ahead, double excess_ms, std::uint32_t slots);
   void record_slot_hold(double hold_ms, std::uint32_t slots);
   [[nodiscard]] double ms_per_request_ahead() const { return ms_per_request_ahead_.load(std::memory_order_relaxed); }
+  // The recent slot holds (in no order) into `out`, lock-free; how many. A
+  // read during an update may mix the old window with the new.
+  std::size_t slot_holds(std::span<double, policy::SlotWaitFit::kWindow> out) const;
   struct SlotWaitStatus {
     double ms_per_request_ahead = 0;
     std::size_t wait_samples = 0;
@@ -419,6 +429,8 @@ class LearnedCosts {
   mutable std::mutex slot_wait_mutex_;
   policy::SlotWaitFit slot_wait_;
   std::atomic<double> ms_per_request_ahead_{0};
+  std::array<std::atomic<double>, policy::SlotWaitFit::kWindow> slot_holds_{};
+  std::atomic<std::size_t> slot_hold_count_{0};
   std::atomic<std::int8_t> ram_cache_{-1};
   mutable std::mutex ram_cache_mutex_;
   RamCacheEvidence ram_cache_evidence_;
@@ -486,13 +498,21 @@ class WorkerState {
 class InFlightRequest {
  public:
   // `prompt_tokens`: the whole prompt, counted as the worker's active load
-  // until the request finishes.
-  explicit InFlightRequest(WorkerState& worker, std::uint64_t prefill_tokens = 0, std::uint64_t prompt_tokens = 0)
+  // until the request finishes. On a slot engine (`slots` > 0) the request
+  // also takes its place in the worker's SlotOccupancy, dispatched at
+  // `now_ms` (the gateway's monotonic clock, as the times given to
+  // first_token and finish).
+  explicit InFlightRequest(WorkerState& worker, std::uint64_t prefill_tokens = 0, std::uint64_t prompt_tokens = 0,
+                           std::uint32_t slots = 0, std::uint64_t now_ms = 0)
       : worker_(&worker.load()), prefill_tokens_(prefill_tokens), prompt_tokens_(prompt_tokens) {
     worker_->request_started();
     worker_->record_dispatch(prefill_tokens);
     worker_->prefill_added(prefill_tokens);
     worker_->active_added(prompt_tokens);
+    if (slots > 0) {
+      occupancy_entry_ = worker_->slot_occupancy().admit(now_ms, slots);
+      dispatched_ms_ = now_ms;
+    }
   }
   InFlightRequest(const InFlightRequest&) = delete;
   InFlightRequest& operator=(const InFlightRequest&) = delete;
@@ -500,9 +520,12 @@ class InFlightRequest {
       : worker_(std::exchange(other.worker_, nullptr)),
         prefill_tokens_(std::exchange(other.prefill_tokens_, 0)),
         prompt_tokens_(std::exchange(other.prompt_tokens_, 0)),
+        occupancy_entry_(std::exchange(other.occupancy_entry_, SlotOccupancy::kUntracked)),
+        dispatched_ms_(other.dispatched_ms_),
         pending_(std::exchange(other.pending_, false)) {}
   InFlightRequest& operator=(InFlightRequest&&) = delete;
-  ~InFlightRequest() { finish(); }
+  // Without a time: when the owner ends without one (an abandoned attempt).
+  ~InFlightRequest() { static_cast<void>(finish(dispatched_ms_)); }
 
   void answering() {
     if (worker_ != nullptr && pending_) {
@@ -516,22 +539,33 @@ class InFlightRequest {
     if (worker_ != nullptr) {
       answering();
       worker_->record_time_to_first_token(seconds_since_dispatch);
+      worker_->slot_occupancy().started(
+          occupancy_entry_, dispatched_ms_ + static_cast<std::uint64_t>(std::max(0.0, seconds_since_dispatch) * 1e3));
     }
   }
 
-  void finish() {
-    if (worker_ != nullptr) {
-      answering();
-      worker_->active_finished(prompt_tokens_);
-      worker_->request_finished();
-      worker_ = nullptr;
+  // `now_ms`: when the worker was done with it (its slot freed then). On a
+  // slot engine, how long the request held its slot (ms; nullopt when
+  // untracked, never given one, or already finished).
+  std::optional<double> finish(std::uint64_t now_ms) {
+    if (worker_ == nullptr) {
+      return std::nullopt;
     }
+    answering();
+    worker_->active_finished(prompt_tokens_);
+    worker_->request_finished();
+    auto hold = worker_->slot_occupancy().release(std::exchange(occupancy_entry_, SlotOccupancy::kUntracked),
+                                                  std::max(now_ms, dispatched_ms_));
+    worker_ = nullptr;
+    return hold;
   }
 
  private:
   LoadCounters* worker_;
   std::uint64_t prefill_tokens_;
   std::uint64_t prompt_tokens_;
+  std::size_t occupancy_entry_ = SlotOccupancy::kUntracked;
+  std::uint64_t dispatched_ms_ = 0;
   bool pending_ = true;  // counted in the worker's pending requests until answering
 };
 
