@@ -120,6 +120,8 @@ json slot_wait_json(const route::WorkerRoute& route, const workers::WorkerState&
           {"running", occupancy.running},
           {"deferred", occupancy.waiting},
           {"mean_hold_ms", releases.count > 0 ? json(releases.mean_hold_ms) : json(nullptr)},
+          {"forecast_scale", status.forecast_scale},
+          {"forecast_samples", status.forecast_samples},
           {"release_ms", std::move(release_ms)}};
 }
 

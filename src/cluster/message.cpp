@@ -245,12 +245,21 @@ bool read(Reader& reader, LoadMessage& load) {
   return true;
 }
 
+bool read_forecast(bool present, Reader& reader, route::CostSample& sample) {
+  std::optional<double> forecast_ms;
+  if (!reader.optional_ms(present, forecast_ms)) {
+    return false;
+  }
+  sample.slot_forecast_ms = forecast_ms.value_or(0.0);
+  return true;
+}
+
 bool read(Reader& reader, LearnedMessage& learned) {
   auto& sample = learned.sample;
   std::uint8_t flags = 0;
   std::uint64_t expected_us = 0;
   std::uint64_t queue_us = 0;
-  if (!reader.text(learned.model) || !reader.text(learned.worker) || !reader.u8(flags) || flags > 0x3f ||
+  if (!reader.text(learned.model) || !reader.text(learned.worker) || !reader.u8(flags) || flags > 0x7f ||
       !reader.varint(expected_us) || !reader.varint(queue_us) || !reader.bounded(sample.slots, UINT32_MAX) ||
       !reader.bounded(sample.requests_ahead, UINT32_MAX) || !reader.varint(sample.queued_tokens) ||
       !reader.varint(sample.active_tokens) || !reader.bounded(sample.indexed_cached_tokens, UINT32_MAX) ||
@@ -264,7 +273,7 @@ bool read(Reader& reader, LearnedMessage& learned) {
          reader.optional_ms((flags & 4) != 0, sample.decode_ms) &&
          reader.optional_count((flags & 8) != 0, sample.prompt_tokens) &&
          reader.optional_count((flags & 16) != 0, sample.cached_tokens) &&
-         reader.optional_ms((flags & 32) != 0, sample.slot_hold_ms);
+         reader.optional_ms((flags & 32) != 0, sample.slot_hold_ms) && read_forecast((flags & 64) != 0, reader, sample);
 }
 
 }  // namespace
@@ -371,7 +380,7 @@ void encode(std::string& out, const LearnedMessage& learned) {
   put_text(out, learned.worker);
   const std::uint8_t flags = (sample.worker_busy ? 1 : 0) | (sample.ttft_ms ? 2 : 0) | (sample.decode_ms ? 4 : 0) |
                              (sample.prompt_tokens ? 8 : 0) | (sample.cached_tokens ? 16 : 0) |
-                             (sample.slot_hold_ms ? 32 : 0);
+                             (sample.slot_hold_ms ? 32 : 0) | (sample.slot_forecast_ms > 0 ? 64 : 0);
   put_u8(out, flags);
   put_varint(out, micros(sample.expected_ttft_ms));
   put_varint(out, micros(sample.queue_delay_ms));
@@ -395,6 +404,9 @@ void encode(std::string& out, const LearnedMessage& learned) {
   }
   if (sample.slot_hold_ms) {
     put_varint(out, micros(*sample.slot_hold_ms));
+  }
+  if (sample.slot_forecast_ms > 0) {
+    put_varint(out, micros(sample.slot_forecast_ms));
   }
 }
 

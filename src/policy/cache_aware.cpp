@@ -23,7 +23,9 @@ namespace {
 //                   waits for, each slot freeing when its request's hold,
 //                   given how long it has held it, is expected to end, and
 //                   each request ahead taking the first freed slot for a
-//                   mean hold. Before any hold is known, the requests ahead
+//                   mean hold; times the worker's learned correction
+//                   (the median realized/forecast of recent waits). Before
+//                   any hold is known, the requests ahead
 //                   x the worker's learned wait per request ahead. A slot
 //                   frees only when its request has decoded to the end,
 //                   which no per-token price covers; until either is
@@ -94,7 +96,8 @@ class CacheAware final : public Policy {
         others * cost_.queue_ms_per_waiting_request;
     candidate.requests_ahead = requests_ahead_of_slot(worker, engine_fresh ? worker.engine_waiting_others : 0);
     if (candidate.requests_ahead > 0 && worker.slot_releases.count > 0) {
-      candidate.slot_wait_ms = wait_for_slot_ms(worker.slot_releases, candidate.requests_ahead);
+      candidate.slot_forecast_ms = wait_for_slot_ms(worker.slot_releases, candidate.requests_ahead);
+      candidate.slot_wait_ms = candidate.slot_forecast_ms * worker.slot_releases.scale;
       candidate.queue_delay_ms = candidate.slot_wait_ms;
     } else if (candidate.requests_ahead > 0 && worker.ms_per_request_ahead > 0) {
       candidate.slot_wait_ms = static_cast<double>(candidate.requests_ahead) * worker.ms_per_request_ahead;

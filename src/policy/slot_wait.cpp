@@ -22,11 +22,14 @@ void SlotWaitFit::Window::add(double value) {
   }
 }
 
-void SlotWaitFit::observe_wait(std::uint32_t ahead, double excess_ms) {
+void SlotWaitFit::observe_wait(std::uint32_t ahead, double excess_ms, double forecast_ms) {
   if (ahead == 0 || !std::isfinite(excess_ms)) {
     return;
   }
   waits_.add(std::max(0.0, excess_ms) / static_cast<double>(ahead));
+  if (std::isfinite(forecast_ms) && forecast_ms > 0) {
+    ratios_.add(std::max(0.0, excess_ms) / forecast_ms);
+  }
 }
 
 void SlotWaitFit::observe_hold(double hold_ms) {

@@ -16,10 +16,10 @@ void learn_costs(const ModelRoute& model, std::size_t worker_index, const CostSa
     costs.record_ttft(sample.expected_ttft_ms, *sample.ttft_ms, sample.worker_busy);
     // A slot engine: a request that waited for a slot teaches the wait per
     // request ahead (its first token beyond the price of everything but the
-    // queue).
+    // queue) and, when its wait was forecast, the forecast's correction.
     if (sample.slots > 0 && sample.requests_ahead > 0) {
       costs.record_slot_wait(sample.requests_ahead, *sample.ttft_ms - (sample.expected_ttft_ms - sample.queue_delay_ms),
-                             sample.slots);
+                             sample.slots, sample.slot_forecast_ms);
     }
   }
   // How long a request holds a slot: as tracked from its slot's start, or,

@@ -113,8 +113,10 @@ policy::SlotReleases slot_releases(const workers::WorkerState& worker, std::uint
   const auto hold_count = worker.costs().slot_holds(holds);
   std::array<double, policy::SlotReleases::kMaxSlots> held{};
   const auto occupancy = worker.load().slot_occupancy().read(now_ms, held);
-  return policy::forecast_releases(std::span<const double>(holds.data(), hold_count),
-                                   std::span<const double>(held.data(), occupancy.running), slots);
+  auto releases = policy::forecast_releases(std::span<const double>(holds.data(), hold_count),
+                                            std::span<const double>(held.data(), occupancy.running), slots);
+  releases.scale = worker.costs().slot_forecast_scale();
+  return releases;
 }
 
 // The eligible candidate ranked next after the chosen one (lowest score,
@@ -338,6 +340,7 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
     const auto& candidate = decision.candidates[chosen];
     attempt.prediction_.expected_ttft_ms = candidate.expected_ttft_ms;
     attempt.prediction_.requests_ahead = candidate.requests_ahead;
+    attempt.prediction_.slot_forecast_ms = candidate.slot_forecast_ms;
     attempt.prediction_.queue_delay_ms = std::max(0.0, candidate.queue_delay_ms);
   }
   attempt.prediction_.slots = slot_count(worker.options);
@@ -527,6 +530,7 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
   if (outcome.status == 200 && outcome.retries == 0 && !decision.remote_prefill) {
     const CostSample sample{decision.expected_ttft_ms,
                             decision.queue_delay_ms,
+                            decision.slot_forecast_ms,
                             decision.worker_busy,
                             decision.slots,
                             decision.requests_ahead,

@@ -114,10 +114,11 @@ void LearnedCosts::publish_ttft_calibration(const TtftCalibrationSummary& summar
   ttft_ratio_.store(enough && summary.ratio_p50 > 0 ? summary.ratio_p50 : 1.0, std::memory_order_relaxed);
 }
 
-void LearnedCosts::record_slot_wait(std::uint32_t ahead, double excess_ms, std::uint32_t slots) {
+void LearnedCosts::record_slot_wait(std::uint32_t ahead, double excess_ms, std::uint32_t slots, double forecast_ms) {
   std::lock_guard lock(slot_wait_mutex_);
-  slot_wait_.observe_wait(ahead, excess_ms);
+  slot_wait_.observe_wait(ahead, excess_ms, forecast_ms);
   ms_per_request_ahead_.store(slot_wait_.ms_per_request_ahead(slots), std::memory_order_relaxed);
+  slot_forecast_scale_.store(slot_wait_.forecast_scale(), std::memory_order_relaxed);
 }
 
 void LearnedCosts::record_slot_hold(double hold_ms, std::uint32_t slots) {
@@ -142,8 +143,12 @@ std::size_t LearnedCosts::slot_holds(std::span<double, policy::SlotWaitFit::kWin
 
 LearnedCosts::SlotWaitStatus LearnedCosts::slot_wait_status() const {
   std::lock_guard lock(slot_wait_mutex_);
-  return {ms_per_request_ahead_.load(std::memory_order_relaxed), slot_wait_.wait_samples(), slot_wait_.hold_samples(),
-          slot_wait_.from_waits()};
+  return {ms_per_request_ahead_.load(std::memory_order_relaxed),
+          slot_wait_.wait_samples(),
+          slot_wait_.hold_samples(),
+          slot_wait_.from_waits(),
+          slot_wait_.forecast_scale(),
+          slot_wait_.forecast_samples()};
 }
 
 policy::SpeedFit LearnedCosts::prefill_speed_fit() const {

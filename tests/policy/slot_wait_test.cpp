@@ -132,6 +132,22 @@ TEST(SlotReleases, SlotsNotHeldByTrackedRequestsHoldAnUnseenOne) {
   EXPECT_DOUBLE_EQ(two.in_ms[1], 900);
 }
 
+// Requests that waited correct the forecast by the median of their waits
+// over it; waits that were not forecast teach only the figure per request
+// ahead.
+TEST(SlotReleases, WhatRequestsWaitedCorrectsTheForecast) {
+  SlotWaitFit fit;
+  fit.observe_wait(2, 600);
+  EXPECT_EQ(fit.forecast_samples(), 0u);
+  fit.observe_wait(1, 300, 600);
+  fit.observe_wait(1, 450, 600);
+  EXPECT_DOUBLE_EQ(fit.forecast_scale(), 1);  // two are not enough yet
+  fit.observe_wait(1, -50, 100);              // no wait at all
+  EXPECT_DOUBLE_EQ(fit.forecast_scale(), 0.5);
+  fit.observe_wait(1, 100, std::numeric_limits<double>::quiet_NaN());
+  EXPECT_EQ(fit.forecast_samples(), 3u);
+}
+
 TEST(SlotReleases, NoHoldsOrTooManySlotsIsNoForecast) {
   const std::array<double, 1> holds{1'000};
   EXPECT_EQ(forecast_releases({}, {}, 2).count, 0u);

@@ -683,7 +683,22 @@ TEST(Router, ABusySlotIsPricedByHowLongItsRequestsHaveHeldIt) {
   EXPECT_EQ(busy.candidates[1].requests_ahead, 1u);
   EXPECT_DOUBLE_EQ(busy.candidates[0].slot_wait_ms, 100);
   EXPECT_DOUBLE_EQ(busy.candidates[1].slot_wait_ms, 900);
+  EXPECT_DOUBLE_EQ(busy.candidates[0].slot_forecast_ms, 100);
   EXPECT_EQ(busy.worker, 0u);
+  // Requests that then waited twice the forecast correct it (and, never
+  // given a slot here, teach no hold).
+  for (std::uint64_t request = 0; request < 3; ++request) {
+    auto waited = fleet.decide(prompt, std::nullopt, 60 + request, kNow + 900);
+    waited.worker = 0;
+    const auto& priced = waited.candidates[0];
+    const double realized = priced.expected_ttft_ms - priced.slot_wait_ms + 2 * priced.slot_forecast_ms;
+    RouteContext context{std::nullopt, 60 + request, {}, kNow + 900};
+    auto attempt = fleet.router.commit(fleet.table, fleet.model, waited, &prompt, context);
+    attempt.end(AttemptEnd::served, workers::FailureCause::none, kNow + 900);
+    attempt.complete({200, 0, 0u, 320u, realized, true, 10u, 968.0});
+  }
+  EXPECT_DOUBLE_EQ(fleet.worker(0).costs().slot_forecast_scale(), 2);
+  EXPECT_EQ(fleet.worker(0).costs().slot_wait_status().hold_samples, 3u);
   // A third request on a is deferred: the next one waits for a's second
   // release, as b's first.
   auto decision = fleet.decide(prompt, std::nullopt, 30, kNow + 900);
@@ -692,7 +707,8 @@ TEST(Router, ABusySlotIsPricedByHowLongItsRequestsHaveHeldIt) {
   running.push_back(fleet.router.commit(fleet.table, fleet.model, decision, &prompt, context));
   const auto deeper = fleet.decide(prompt, std::nullopt, 40, kNow + 900);
   EXPECT_EQ(deeper.candidates[0].requests_ahead, 2u);
-  EXPECT_DOUBLE_EQ(deeper.candidates[0].slot_wait_ms, 100);
+  EXPECT_DOUBLE_EQ(deeper.candidates[0].slot_forecast_ms, 100);
+  EXPECT_DOUBLE_EQ(deeper.candidates[0].slot_wait_ms, 200);
   // One of a's ends at kNow + 1'000: the deferred request takes its slot.
   running[0].engine_done(kNow + 1'000);
   running[0].end(AttemptEnd::served, workers::FailureCause::none, kNow + 1'000);

@@ -166,6 +166,9 @@ struct Candidate {
   // slot is free, or no wait is learned yet).
   std::uint32_t requests_ahead = 0;
   double slot_wait_ms = 0;
+  // Of slot_wait_ms, the forecast of the slots' releases before the
+  // worker's learned correction (0: not forecast).
+  double slot_forecast_ms = 0;
   // Loading the prompt's offloaded part back (cache_aware; in the expected
   // TTFT); negative: not computed.
   double receive_ms = -1;

@@ -30,13 +30,22 @@ class SlotWaitFit {
   // `excess_ms`: the realized first token less the TTFT priced without the
   // wait. Ignored when nothing was ahead or the figure is not finite; a
   // negative excess (the prefill priced high) counts as no wait.
-  void observe_wait(std::uint32_t ahead, double excess_ms);
+  // `forecast_ms`: the release forecast's wait before the correction (0:
+  // the wait was not forecast); with it the excess also teaches the
+  // correction, the median of recent excess / forecast.
+  void observe_wait(std::uint32_t ahead, double excess_ms, double forecast_ms = 0);
   // Ignored unless finite and positive.
   void observe_hold(double hold_ms);
 
   // The expected wait per request ahead on a worker with `slots` slots, in
   // ms; 0 when nothing is learned yet or `slots` is 0.
   [[nodiscard]] double ms_per_request_ahead(std::uint32_t slots) const;
+  // What forecast waits are multiplied by: the median realized/forecast of
+  // the recent forecast waits; 1 before kMinWaits of them. It carries what
+  // the forecast leaves out (holds of other prompt lengths in the window,
+  // an engine's order other than arrival, the prefill's own error).
+  [[nodiscard]] double forecast_scale() const { return ratios_.count >= kMinWaits ? ratios_.median : 1.0; }
+  [[nodiscard]] std::size_t forecast_samples() const { return ratios_.count; }
   [[nodiscard]] std::size_t wait_samples() const { return waits_.count; }
   [[nodiscard]] std::size_t hold_samples() const { return holds_.count; }
   // Whether the figure comes from waits (true) or holds (false).
@@ -54,6 +63,7 @@ class SlotWaitFit {
   };
   Window waits_;
   Window holds_;
+  Window ratios_;
 };
 
 // When each busy slot of a slot engine is expected to free, as one decision
@@ -66,6 +76,7 @@ struct SlotReleases {
   std::array<double, kMaxSlots> in_ms{};  // ms from the decision, one per slot
   std::uint32_t count = 0;                // 0: no forecast (nothing held yet, or more slots than kMaxSlots)
   double mean_hold_ms = 0;                // what a request that takes a freed slot holds it
+  double scale = 1;                       // the worker's learned correction (SlotWaitFit::forecast_scale)
 };
 
 // The expected rest of a hold already `held_ms` long: the mean of h - held_ms
@@ -87,7 +98,8 @@ SlotReleases forecast_releases(std::span<const double> holds, std::span<const do
 // The wait for a slot with `ahead` requests ahead of a free one
 // (requests_ahead_of_slot): the ahead-th release, each request before this
 // one taking the earliest freed slot and holding it the mean hold (FIFO, as
-// llama-server defers tasks). 0 when ahead is 0 or there is no forecast.
+// llama-server defers tasks); before the correction `scale`. 0 when ahead is
+// 0 or there is no forecast.
 double wait_for_slot_ms(const SlotReleases& releases, std::uint32_t ahead);
 
 }  // namespace kvgate::policy

@@ -408,9 +408,10 @@ class LearnedCosts {
 
   // What a request ahead of a free slot costs on a slot engine
   // (policy/slot_wait.hpp).
-  void record_slot_wait(std::uint32_t ahead, double excess_ms, std::uint32_t slots);
+  void record_slot_wait(std::uint32_t ahead, double excess_ms, std::uint32_t slots, double forecast_ms = 0);
   void record_slot_hold(double hold_ms, std::uint32_t slots);
   [[nodiscard]] double ms_per_request_ahead() const { return ms_per_request_ahead_.load(std::memory_order_relaxed); }
+  [[nodiscard]] double slot_forecast_scale() const { return slot_forecast_scale_.load(std::memory_order_relaxed); }
   // The recent slot holds (in no order) into `out`, lock-free; how many. A
   // read during an update may mix the old window with the new.
   std::size_t slot_holds(std::span<double, policy::SlotWaitFit::kWindow> out) const;
@@ -419,6 +420,8 @@ class LearnedCosts {
     std::size_t wait_samples = 0;
     std::size_t hold_samples = 0;
     bool from_waits = false;
+    double forecast_scale = 1;
+    std::size_t forecast_samples = 0;
   };
   [[nodiscard]] SlotWaitStatus slot_wait_status() const;
 
@@ -429,6 +432,7 @@ class LearnedCosts {
   mutable std::mutex slot_wait_mutex_;
   policy::SlotWaitFit slot_wait_;
   std::atomic<double> ms_per_request_ahead_{0};
+  std::atomic<double> slot_forecast_scale_{1};
   std::array<std::atomic<double>, policy::SlotWaitFit::kWindow> slot_holds_{};
   std::atomic<std::size_t> slot_hold_count_{0};
   std::atomic<std::int8_t> ram_cache_{-1};
