@@ -27,6 +27,7 @@ json candidate_json(const policy::Candidate& candidate) {
       {"prefill_ms", optional_number(candidate.prefill_ms)},
       {"requests_ahead", candidate.expected_ttft_ms < 0 ? json(nullptr) : json(candidate.requests_ahead)},
       {"slot_wait_ms", candidate.expected_ttft_ms < 0 ? json(nullptr) : json(candidate.slot_wait_ms)},
+      {"slot_forecast_ms", candidate.expected_ttft_ms < 0 ? json(nullptr) : json(candidate.slot_forecast_ms)},
       {"receive_ms", optional_number(candidate.receive_ms)},
       {"offloaded_cached_tokens", candidate.receive_ms < 0 ? json(nullptr) : json(candidate.offloaded_cached_tokens)},
       {"expected_ttft_ms", optional_number(candidate.expected_ttft_ms)},
