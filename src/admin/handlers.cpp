@@ -122,6 +122,8 @@ json slot_wait_json(const route::WorkerRoute& route, const workers::WorkerState&
           {"mean_hold_ms", releases.count > 0 ? json(releases.mean_hold_ms) : json(nullptr)},
           {"forecast_scale", status.forecast_scale},
           {"forecast_samples", status.forecast_samples},
+          {"free_scale", status.free_scale},
+          {"free_samples", status.free_samples},
           {"release_ms", std::move(release_ms)}};
 }
 

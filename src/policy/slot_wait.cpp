@@ -32,6 +32,12 @@ void SlotWaitFit::observe_wait(std::uint32_t ahead, double excess_ms, double for
   }
 }
 
+void SlotWaitFit::observe_free(double realized_over_priced) {
+  if (std::isfinite(realized_over_priced) && realized_over_priced >= 0) {
+    free_.add(realized_over_priced);
+  }
+}
+
 void SlotWaitFit::observe_hold(double hold_ms) {
   if (!std::isfinite(hold_ms) || hold_ms <= 0) {
     return;

@@ -21,6 +21,11 @@ void learn_costs(const ModelRoute& model, std::size_t worker_index, const CostSa
       costs.record_slot_wait(sample.requests_ahead, *sample.ttft_ms - (sample.expected_ttft_ms - sample.queue_delay_ms),
                              sample.slots, sample.slot_forecast_ms);
     }
+    // One that found a slot free: its first token against its price before
+    // the free-slot correction.
+    if (sample.slots > 0 && sample.requests_ahead == 0 && sample.prefill_scale > 0) {
+      costs.record_slot_free(*sample.ttft_ms * sample.prefill_scale / sample.expected_ttft_ms);
+    }
   }
   // How long a request holds a slot: as tracked from its slot's start, or,
   // untracked, a request that found a slot free (its first token plus its

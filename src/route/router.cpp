@@ -198,9 +198,14 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
     // returned one would copy it for every worker of every decision. The
     // view is trivially destructible, so the new one simply replaces it.
     static_assert(std::is_trivially_destructible_v<policy::WorkerView>);
-    ::new (&views[index]) policy::WorkerView(worker_view(
-        state, indexed[index], context.now_ms, effective_prefill_rates(cost_options, pooled, median_speed, state)));
-    views[index].slots = slot_count(model.workers[index].options);
+    const auto slots = slot_count(model.workers[index].options);
+    auto rates = effective_prefill_rates(cost_options, pooled, median_speed, state);
+    if (priced && slots > 0) {
+      // A slot engine's prices as its free-slot answers correct them.
+      rates = rates.scaled(state.costs().slot_free_scale());
+    }
+    ::new (&views[index]) policy::WorkerView(worker_view(state, indexed[index], context.now_ms, rates));
+    views[index].slots = slots;
     if (priced && views[index].slots > 0 &&
         views[index].in_flight + views[index].engine_waiting_others >= views[index].slots) {
       views[index].slot_releases = slot_releases(state, views[index].slots, context.now_ms);
@@ -344,6 +349,9 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
     attempt.prediction_.queue_delay_ms = std::max(0.0, candidate.queue_delay_ms);
   }
   attempt.prediction_.slots = slot_count(worker.options);
+  // The correction the decision priced with (read again: a sample that
+  // changed it in between moves it by one sample's share).
+  attempt.prediction_.prefill_scale = attempt.prediction_.slots > 0 ? worker.state->costs().slot_free_scale() : 1.0;
   // A move's counterfactual: the previous worker's expected TTFT, as that
   // worker's calibration says it turns out.
   if (decision.session && policy::is_session_move(decision.reason) && decision.session_previous &&
@@ -531,6 +539,7 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
     const CostSample sample{decision.expected_ttft_ms,
                             decision.queue_delay_ms,
                             decision.slot_forecast_ms,
+                            decision.prefill_scale,
                             decision.worker_busy,
                             decision.slots,
                             decision.requests_ahead,

@@ -133,6 +133,12 @@ void LearnedCosts::record_slot_hold(double hold_ms, std::uint32_t slots) {
   slot_hold_count_.store(count, std::memory_order_release);
 }
 
+void LearnedCosts::record_slot_free(double realized_over_priced) {
+  std::lock_guard lock(slot_wait_mutex_);
+  slot_wait_.observe_free(realized_over_priced);
+  slot_free_scale_.store(slot_wait_.free_scale(), std::memory_order_relaxed);
+}
+
 std::size_t LearnedCosts::slot_holds(std::span<double, policy::SlotWaitFit::kWindow> out) const {
   const auto count = std::min(slot_hold_count_.load(std::memory_order_acquire), out.size());
   for (std::size_t index = 0; index < count; ++index) {
@@ -148,7 +154,9 @@ LearnedCosts::SlotWaitStatus LearnedCosts::slot_wait_status() const {
           slot_wait_.hold_samples(),
           slot_wait_.from_waits(),
           slot_wait_.forecast_scale(),
-          slot_wait_.forecast_samples()};
+          slot_wait_.forecast_samples(),
+          slot_wait_.free_scale(),
+          slot_wait_.free_samples()};
 }
 
 policy::SpeedFit LearnedCosts::prefill_speed_fit() const {

@@ -148,6 +148,20 @@ TEST(SlotReleases, WhatRequestsWaitedCorrectsTheForecast) {
   EXPECT_EQ(fit.forecast_samples(), 3u);
 }
 
+// Requests that found a slot free correct the slot worker's prices by the
+// median of their first tokens over the price.
+TEST(SlotReleases, FreeSlotAnswersCorrectThePrices) {
+  SlotWaitFit fit;
+  fit.observe_free(0.5);
+  fit.observe_free(0.6);
+  EXPECT_DOUBLE_EQ(fit.free_scale(), 1);
+  fit.observe_free(std::numeric_limits<double>::infinity());
+  fit.observe_free(-1);
+  EXPECT_EQ(fit.free_samples(), 2u);
+  fit.observe_free(2.0);
+  EXPECT_DOUBLE_EQ(fit.free_scale(), 0.6);
+}
+
 TEST(SlotReleases, NoHoldsOrTooManySlotsIsNoForecast) {
   const std::array<double, 1> holds{1'000};
   EXPECT_EQ(forecast_releases({}, {}, 2).count, 0u);

@@ -613,12 +613,17 @@ TEST(Router, ASlotWorkersWaitIsLearnedFromItsOutcomesAndPriced) {
   }
   auto& a = fleet.worker(0);
   auto prompt = prompt_of(320);
+  double priced_free = 0;
   for (int request = 0; request < 3; ++request) {
     auto decision = fleet.decide(prompt, std::nullopt, static_cast<std::uint64_t>(request));
     ASSERT_EQ(decision.candidates[0].requests_ahead, 0u);
+    priced_free = decision.candidates[0].expected_ttft_ms;
     fleet.serve(decision, prompt, 0, {200, 0, 0u, 320u, 32.0, true, 10u, 968.0});
   }
   EXPECT_DOUBLE_EQ(a.costs().ms_per_request_ahead(), 500);  // a 1 s hold over 2 slots
+  // Their first tokens against their price correct a's prices.
+  EXPECT_DOUBLE_EQ(a.costs().slot_free_scale(), 32.0 / priced_free);
+  EXPECT_DOUBLE_EQ(fleet.decide(prompt, std::nullopt, 5).candidates[0].expected_ttft_ms, 32.0);
   const auto prefill_samples = a.costs().prefill_rates().samples;
   // Two in flight on a's two slots: one ahead of a free slot.
   a.load().request_started();

@@ -46,6 +46,17 @@ class SlotWaitFit {
   // an engine's order other than arrival, the prefill's own error).
   [[nodiscard]] double forecast_scale() const { return ratios_.count >= kMinWaits ? ratios_.median : 1.0; }
   [[nodiscard]] std::size_t forecast_samples() const { return ratios_.count; }
+  // A request that found a slot free: its realized first token over the
+  // price before the correction below (queue terms and prefill). Ignored
+  // unless finite and non-negative.
+  void observe_free(double realized_over_priced);
+  // What a slot worker's prefill and queue prices are multiplied by: the
+  // median of the recent free-slot ratios; 1 before kMinWaits of them. An
+  // engine's prefill clock summed over slots that compute at once, or
+  // taken while other replicas shared its processor, sets a level its
+  // requests then do not see.
+  [[nodiscard]] double free_scale() const { return free_.count >= kMinWaits ? free_.median : 1.0; }
+  [[nodiscard]] std::size_t free_samples() const { return free_.count; }
   [[nodiscard]] std::size_t wait_samples() const { return waits_.count; }
   [[nodiscard]] std::size_t hold_samples() const { return holds_.count; }
   // Whether the figure comes from waits (true) or holds (false).
@@ -64,6 +75,7 @@ class SlotWaitFit {
   Window waits_;
   Window holds_;
   Window ratios_;
+  Window free_;
 };
 
 // When each busy slot of a slot engine is expected to free, as one decision

@@ -25,6 +25,7 @@ struct CostSample {
   double expected_ttft_ms = -1;  // < 0: the policy priced none
   double queue_delay_ms = 0;     // the part of expected_ttft_ms that was queue
   double slot_forecast_ms = 0;   // of it, a slot forecast before its correction (0: none)
+  double prefill_scale = 1;      // a slot engine's free-slot correction of its prices
   bool worker_busy = false;
   std::uint32_t slots = 0;           // a slot engine's slots (0: none modelled)
   std::uint32_t requests_ahead = 0;  // requests ahead of a free slot

@@ -412,6 +412,8 @@ class LearnedCosts {
   void record_slot_hold(double hold_ms, std::uint32_t slots);
   [[nodiscard]] double ms_per_request_ahead() const { return ms_per_request_ahead_.load(std::memory_order_relaxed); }
   [[nodiscard]] double slot_forecast_scale() const { return slot_forecast_scale_.load(std::memory_order_relaxed); }
+  void record_slot_free(double realized_over_priced);
+  [[nodiscard]] double slot_free_scale() const { return slot_free_scale_.load(std::memory_order_relaxed); }
   // The recent slot holds (in no order) into `out`, lock-free; how many. A
   // read during an update may mix the old window with the new.
   std::size_t slot_holds(std::span<double, policy::SlotWaitFit::kWindow> out) const;
@@ -422,6 +424,8 @@ class LearnedCosts {
     bool from_waits = false;
     double forecast_scale = 1;
     std::size_t forecast_samples = 0;
+    double free_scale = 1;
+    std::size_t free_samples = 0;
   };
   [[nodiscard]] SlotWaitStatus slot_wait_status() const;
 
@@ -433,6 +437,7 @@ class LearnedCosts {
   policy::SlotWaitFit slot_wait_;
   std::atomic<double> ms_per_request_ahead_{0};
   std::atomic<double> slot_forecast_scale_{1};
+  std::atomic<double> slot_free_scale_{1};
   std::array<std::atomic<double>, policy::SlotWaitFit::kWindow> slot_holds_{};
   std::atomic<std::size_t> slot_hold_count_{0};
   std::atomic<std::int8_t> ram_cache_{-1};
