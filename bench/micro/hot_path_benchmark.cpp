@@ -438,9 +438,7 @@ void cluster_publish(benchmark::State& state) {
                                   false};
   const cluster::OutcomeMessage outcome{"qwen3", "session-4242", 7, 200, 30'720, 32'768, 41.5, 900.0};
   const cluster::LearnedMessage learned{
-      "qwen3",
-      "worker-3",
-      {62.5, 20.0, 0.0, 1.0, true, 0, 0, 12'000, 64'000, 30'720, 0, 41.5, 900.0, 32'768u, 30'720u}};
+      "qwen3", "worker-3", {62.5, 20.0, 0.0, true, 0, 0, 12'000, 64'000, 30'720, 0, 41.5, 900.0, 32'768u, 30'720u}};
   auto publish = [&] {
     std::uint64_t now = 1'796'000'000'000;
     outbox.push([&](std::string& out) {

@@ -62,7 +62,7 @@ AdminResponse metrics(gateway::GatewayContext& context) {
       // What cache_aware prices the worker at (route's
       // effective_prefill_rates: by default the priors times its relative speed).
       const auto prefill = route::effective_prefill_rates(table->options->routing.cache_aware,
-                                                          model.pooled_prefill->rates(), median_speed, worker);
+                                                          model.pooled_prefill->rates(), median_speed, route);
       std::optional<obs::WorkerSeries::State::TtftCalibration> calibration;
       if (const auto summary = worker.costs().ttft_calibration(); summary.samples > 0) {
         calibration = {summary.samples, summary.ratio_p50, summary.ratio_p90, summary.relative_error_p50};
@@ -122,7 +122,7 @@ json slot_wait_json(const route::WorkerRoute& route, const workers::WorkerState&
           {"mean_hold_ms", releases.count > 0 ? json(releases.mean_hold_ms) : json(nullptr)},
           {"forecast_scale", status.forecast_scale},
           {"forecast_samples", status.forecast_samples},
-          {"free_scale", status.free_scale},
+          {"free_level", status.free_level ? json(*status.free_level) : json(nullptr)},
           {"free_samples", status.free_samples},
           {"release_ms", std::move(release_ms)}};
 }
@@ -216,7 +216,7 @@ AdminResponse debug_workers(gateway::GatewayContext& context) {
       const auto drift = worker.costs().drift_evidence();
       const auto prefill = worker.costs().prefill_fit_status();
       const auto priced = route::effective_prefill_rates(table->options->routing.cache_aware,
-                                                         model.pooled_prefill->rates(), median_speed, worker);
+                                                         model.pooled_prefill->rates(), median_speed, route);
       const auto speed = worker.costs().prefill_speed_fit();
       const auto outlier = worker.breaker().status(monotonic_now);
       workers.push_back({
@@ -273,7 +273,7 @@ AdminResponse debug_workers(gateway::GatewayContext& context) {
               // Where the level came from: the engine's own prefill counters,
               // or the configured priors times the learned relative speed.
               {"level_source",
-               route::to_string(route::prefill_level_source(table->options->routing.cache_aware, worker))},
+               route::to_string(route::prefill_level_source(table->options->routing.cache_aware, route))},
               {"engine_ms_per_token",
                worker.engine().prefill_ms_per_token() ? json(*worker.engine().prefill_ms_per_token()) : json(nullptr)},
               {"engine_tokens", worker.engine().prefill_level_tokens()}}}}},

@@ -608,7 +608,7 @@ void Cluster::apply(std::string_view bytes, std::uint64_t now_ms, std::uint64_t 
             refused = model == nullptr ? DropReason::unknown_model : DropReason::unknown_worker;
             return;
           }
-          route::learn_costs(*model, position, body.sample, table->options->routing.cache_aware.learn_prefill_cost);
+          route::learn_costs(*model, position, body.sample, table->options->routing.cache_aware);
         } else {
           {
             std::lock_guard lock(status_mutex_);

@@ -254,23 +254,13 @@ bool read_forecast(bool present, Reader& reader, route::CostSample& sample) {
   return true;
 }
 
-// Sent in millionths.
-bool read_prefill_scale(bool present, Reader& reader, route::CostSample& sample) {
-  std::uint64_t millionths = 0;
-  if (present && (!reader.varint(millionths) || millionths == 0)) {
-    return false;
-  }
-  sample.prefill_scale = present ? static_cast<double>(millionths) / 1e6 : 1.0;
-  return true;
-}
-
 bool read(Reader& reader, LearnedMessage& learned) {
   auto& sample = learned.sample;
   std::uint8_t flags = 0;
   std::uint64_t expected_us = 0;
   std::uint64_t queue_us = 0;
-  if (!reader.text(learned.model) || !reader.text(learned.worker) || !reader.u8(flags) || !reader.varint(expected_us) ||
-      !reader.varint(queue_us) || !reader.bounded(sample.slots, UINT32_MAX) ||
+  if (!reader.text(learned.model) || !reader.text(learned.worker) || !reader.u8(flags) || flags > 0x7f ||
+      !reader.varint(expected_us) || !reader.varint(queue_us) || !reader.bounded(sample.slots, UINT32_MAX) ||
       !reader.bounded(sample.requests_ahead, UINT32_MAX) || !reader.varint(sample.queued_tokens) ||
       !reader.varint(sample.active_tokens) || !reader.bounded(sample.indexed_cached_tokens, UINT32_MAX) ||
       !reader.bounded(sample.offloaded_cached_tokens, UINT32_MAX)) {
@@ -283,8 +273,7 @@ bool read(Reader& reader, LearnedMessage& learned) {
          reader.optional_ms((flags & 4) != 0, sample.decode_ms) &&
          reader.optional_count((flags & 8) != 0, sample.prompt_tokens) &&
          reader.optional_count((flags & 16) != 0, sample.cached_tokens) &&
-         reader.optional_ms((flags & 32) != 0, sample.slot_hold_ms) &&
-         read_forecast((flags & 64) != 0, reader, sample) && read_prefill_scale((flags & 128) != 0, reader, sample);
+         reader.optional_ms((flags & 32) != 0, sample.slot_hold_ms) && read_forecast((flags & 64) != 0, reader, sample);
 }
 
 }  // namespace
@@ -391,8 +380,7 @@ void encode(std::string& out, const LearnedMessage& learned) {
   put_text(out, learned.worker);
   const std::uint8_t flags = (sample.worker_busy ? 1 : 0) | (sample.ttft_ms ? 2 : 0) | (sample.decode_ms ? 4 : 0) |
                              (sample.prompt_tokens ? 8 : 0) | (sample.cached_tokens ? 16 : 0) |
-                             (sample.slot_hold_ms ? 32 : 0) | (sample.slot_forecast_ms > 0 ? 64 : 0) |
-                             (sample.prefill_scale != 1.0 ? 128 : 0);
+                             (sample.slot_hold_ms ? 32 : 0) | (sample.slot_forecast_ms > 0 ? 64 : 0);
   put_u8(out, flags);
   put_varint(out, micros(sample.expected_ttft_ms));
   put_varint(out, micros(sample.queue_delay_ms));
@@ -419,9 +407,6 @@ void encode(std::string& out, const LearnedMessage& learned) {
   }
   if (sample.slot_forecast_ms > 0) {
     put_varint(out, micros(sample.slot_forecast_ms));
-  }
-  if (sample.prefill_scale != 1.0) {
-    put_varint(out, std::max<std::uint64_t>(1, static_cast<std::uint64_t>(std::llround(sample.prefill_scale * 1e6))));
   }
 }
 

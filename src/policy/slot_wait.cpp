@@ -32,9 +32,9 @@ void SlotWaitFit::observe_wait(std::uint32_t ahead, double excess_ms, double for
   }
 }
 
-void SlotWaitFit::observe_free(double realized_over_priced) {
-  if (std::isfinite(realized_over_priced) && realized_over_priced >= 0) {
-    free_.add(realized_over_priced);
+void SlotWaitFit::observe_free(double realized_over_priors) {
+  if (std::isfinite(realized_over_priors) && realized_over_priors >= 0) {
+    free_.add(realized_over_priors);
   }
 }
 

@@ -8,7 +8,8 @@
 
 namespace kvgate::route {
 
-void learn_costs(const ModelRoute& model, std::size_t worker_index, const CostSample& sample, bool learn_prefill_cost) {
+void learn_costs(const ModelRoute& model, std::size_t worker_index, const CostSample& sample,
+                 const config::CacheAwareOptions& options) {
   const auto& route = model.workers[worker_index];
   auto& costs = route.state->costs();
   const bool priced = sample.expected_ttft_ms > 0;
@@ -20,11 +21,6 @@ void learn_costs(const ModelRoute& model, std::size_t worker_index, const CostSa
     if (sample.slots > 0 && sample.requests_ahead > 0) {
       costs.record_slot_wait(sample.requests_ahead, *sample.ttft_ms - (sample.expected_ttft_ms - sample.queue_delay_ms),
                              sample.slots, sample.slot_forecast_ms);
-    }
-    // One that found a slot free: its first token against its price before
-    // the free-slot correction.
-    if (sample.slots > 0 && sample.requests_ahead == 0 && sample.prefill_scale > 0) {
-      costs.record_slot_free(*sample.ttft_ms * sample.prefill_scale / sample.expected_ttft_ms);
     }
   }
   // How long a request holds a slot: as tracked from its slot's start, or,
@@ -51,9 +47,20 @@ void learn_costs(const ModelRoute& model, std::size_t worker_index, const CostSa
                    *verdict ? "" : ": its sequences are credited only while in a slot");
     }
   }
+  // A slot engine's price level: a request that found a slot free, its
+  // first token over its price at the priors (with the cached tokens the
+  // engine reported: the level, not the prediction, is being learned).
+  if (sample.slots > 0 && sample.requests_ahead == 0 && sample.ttft_ms && sample.cached_tokens &&
+      sample.prompt_tokens) {
+    const policy::PrefillSample free{*sample.prompt_tokens, std::min(*sample.cached_tokens, *sample.prompt_tokens),
+                                     sample.queued_tokens, sample.active_tokens, *sample.ttft_ms};
+    if (const double at_priors = policy::predicted_ttft_ms(prefill_priors(options), free); at_priors > 0) {
+      costs.record_slot_free(*sample.ttft_ms / at_priors);
+    }
+  }
   // The prefill cost (policy/prefill_fit.hpp), from a request that found
   // the worker free to start it: a wait for a slot is not the prefill's.
-  if (learn_prefill_cost && sample.requests_ahead == 0 && sample.ttft_ms && sample.cached_tokens &&
+  if (options.learn_prefill_cost && sample.requests_ahead == 0 && sample.ttft_ms && sample.cached_tokens &&
       sample.prompt_tokens) {
     const policy::PrefillSample prefill{*sample.prompt_tokens, std::min(*sample.cached_tokens, *sample.prompt_tokens),
                                         sample.queued_tokens, sample.active_tokens, *sample.ttft_ms};

@@ -100,12 +100,6 @@ policy::WorkerView worker_view(const workers::WorkerState& worker, std::uint32_t
   return view;
 }
 
-// The slots of a worker modelled as llama-server's (configured, or from
-// its /props); 0: an engine that batches continuously.
-std::uint32_t slot_count(const config::WorkerOptions& options) {
-  return options.cache_model == config::CacheModel::sequences ? options.slots : 0;
-}
-
 // When each busy slot of a slot engine frees, from the requests this
 // gateway has in flight there and the worker's recent holds.
 policy::SlotReleases slot_releases(const workers::WorkerState& worker, std::uint32_t slots, std::uint64_t now_ms) {
@@ -199,12 +193,9 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
     // view is trivially destructible, so the new one simply replaces it.
     static_assert(std::is_trivially_destructible_v<policy::WorkerView>);
     const auto slots = slot_count(model.workers[index].options);
-    auto rates = effective_prefill_rates(cost_options, pooled, median_speed, state);
-    if (priced && slots > 0) {
-      // A slot engine's prices as its free-slot answers correct them.
-      rates = rates.scaled(state.costs().slot_free_scale());
-    }
-    ::new (&views[index]) policy::WorkerView(worker_view(state, indexed[index], context.now_ms, rates));
+    ::new (&views[index]) policy::WorkerView(
+        worker_view(state, indexed[index], context.now_ms,
+                    effective_prefill_rates(cost_options, pooled, median_speed, model.workers[index])));
     views[index].slots = slots;
     if (priced && views[index].slots > 0 &&
         views[index].in_flight + views[index].engine_waiting_others >= views[index].slots) {
@@ -349,9 +340,6 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
     attempt.prediction_.queue_delay_ms = std::max(0.0, candidate.queue_delay_ms);
   }
   attempt.prediction_.slots = slot_count(worker.options);
-  // The correction the decision priced with (read again: a sample that
-  // changed it in between moves it by one sample's share).
-  attempt.prediction_.prefill_scale = attempt.prediction_.slots > 0 ? worker.state->costs().slot_free_scale() : 1.0;
   // A move's counterfactual: the previous worker's expected TTFT, as that
   // worker's calibration says it turns out.
   if (decision.session && policy::is_session_move(decision.reason) && decision.session_previous &&
@@ -539,7 +527,6 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
     const CostSample sample{decision.expected_ttft_ms,
                             decision.queue_delay_ms,
                             decision.slot_forecast_ms,
-                            decision.prefill_scale,
                             decision.worker_busy,
                             decision.slots,
                             decision.requests_ahead,
@@ -552,8 +539,7 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
                             outcome.prompt_tokens,
                             outcome.cached_tokens,
                             attempt.slot_hold_ms_};
-    const bool learn_prefill = table.options->routing.cache_aware.learn_prefill_cost;
-    learn_costs(model, attempt.worker_, sample, learn_prefill);
+    learn_costs(model, attempt.worker_, sample, table.options->routing.cache_aware);
     if (peers_ != nullptr) {
       peers_->learned(model.name, worker.id(), sample);
     }

@@ -124,9 +124,22 @@ double median_prefill_speed(const ModelRoute& model, std::vector<double>& buffer
   return (*middle + *std::max_element(buffer.begin(), middle)) / 2;
 }
 
+std::uint32_t slot_count(const config::WorkerOptions& options) {
+  return options.cache_model == config::CacheModel::sequences ? options.slots : 0;
+}
+
 policy::PrefillRates effective_prefill_rates(const config::CacheAwareOptions& options,
                                              const policy::PrefillRates& pooled, double median_speed,
-                                             const workers::WorkerState& worker) {
+                                             const WorkerRoute& route) {
+  const auto& worker = *route.state;
+  if (const auto level = worker.costs().slot_free_level(); level && slot_count(route.options) > 0) {
+    // What a free slot's first token takes there now, at the priors' shape
+    // (the level is learned against the priors themselves).
+    auto priced = prefill_priors(options).scaled(*level);
+    priced.samples = worker.costs().prefill_rates().samples;
+    priced.relative_noise = worker.costs().prefill_speed_noise();
+    return priced;
+  }
   switch (options.prefill_fit) {
     case config::PrefillFitScope::per_worker:
       return worker.costs().prefill_rates();
@@ -163,11 +176,17 @@ std::string_view to_string(PrefillLevelSource source) {
       return "pooled_fit";
     case PrefillLevelSource::own_fit:
       return "own_fit";
+    case PrefillLevelSource::free_slot_answers:
+      return "free_slot_answers";
   }
   return "priors_times_speed";
 }
 
-PrefillLevelSource prefill_level_source(const config::CacheAwareOptions& options, const workers::WorkerState& worker) {
+PrefillLevelSource prefill_level_source(const config::CacheAwareOptions& options, const WorkerRoute& route) {
+  const auto& worker = *route.state;
+  if (worker.costs().slot_free_level() && slot_count(route.options) > 0) {
+    return PrefillLevelSource::free_slot_answers;
+  }
   switch (options.prefill_fit) {
     case config::PrefillFitScope::per_worker:
       return PrefillLevelSource::own_fit;

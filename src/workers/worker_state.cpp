@@ -133,10 +133,10 @@ void LearnedCosts::record_slot_hold(double hold_ms, std::uint32_t slots) {
   slot_hold_count_.store(count, std::memory_order_release);
 }
 
-void LearnedCosts::record_slot_free(double realized_over_priced) {
+void LearnedCosts::record_slot_free(double realized_over_priors) {
   std::lock_guard lock(slot_wait_mutex_);
-  slot_wait_.observe_free(realized_over_priced);
-  slot_free_scale_.store(slot_wait_.free_scale(), std::memory_order_relaxed);
+  slot_wait_.observe_free(realized_over_priors);
+  slot_free_level_.store(slot_wait_.free_level().value_or(-1), std::memory_order_relaxed);
 }
 
 std::size_t LearnedCosts::slot_holds(std::span<double, policy::SlotWaitFit::kWindow> out) const {
@@ -155,7 +155,7 @@ LearnedCosts::SlotWaitStatus LearnedCosts::slot_wait_status() const {
           slot_wait_.from_waits(),
           slot_wait_.forecast_scale(),
           slot_wait_.forecast_samples(),
-          slot_wait_.free_scale(),
+          slot_wait_.free_level(),
           slot_wait_.free_samples()};
 }
 

@@ -148,18 +148,18 @@ TEST(SlotReleases, WhatRequestsWaitedCorrectsTheForecast) {
   EXPECT_EQ(fit.forecast_samples(), 3u);
 }
 
-// Requests that found a slot free correct the slot worker's prices by the
-// median of their first tokens over the price.
-TEST(SlotReleases, FreeSlotAnswersCorrectThePrices) {
+// Requests that found a slot free show the slot worker's price level: the
+// median of their first tokens over their price at the priors.
+TEST(SlotReleases, FreeSlotAnswersShowThePriceLevel) {
   SlotWaitFit fit;
-  fit.observe_free(0.5);
-  fit.observe_free(0.6);
-  EXPECT_DOUBLE_EQ(fit.free_scale(), 1);
+  fit.observe_free(5.0);
+  fit.observe_free(6.0);
+  EXPECT_FALSE(fit.free_level());
   fit.observe_free(std::numeric_limits<double>::infinity());
   fit.observe_free(-1);
   EXPECT_EQ(fit.free_samples(), 2u);
-  fit.observe_free(2.0);
-  EXPECT_DOUBLE_EQ(fit.free_scale(), 0.6);
+  fit.observe_free(20.0);
+  EXPECT_DOUBLE_EQ(fit.free_level().value_or(0), 6.0);
 }
 
 TEST(SlotReleases, NoHoldsOrTooManySlotsIsNoForecast) {

@@ -621,8 +621,8 @@ TEST(Router, ASlotWorkersWaitIsLearnedFromItsOutcomesAndPriced) {
     fleet.serve(decision, prompt, 0, {200, 0, 0u, 320u, 32.0, true, 10u, 968.0});
   }
   EXPECT_DOUBLE_EQ(a.costs().ms_per_request_ahead(), 500);  // a 1 s hold over 2 slots
-  // Their first tokens against their price correct a's prices.
-  EXPECT_DOUBLE_EQ(a.costs().slot_free_scale(), 32.0 / priced_free);
+  // Their first tokens against their price at the priors set a's level.
+  EXPECT_DOUBLE_EQ(a.costs().slot_free_level().value_or(0), 32.0 / priced_free);
   EXPECT_DOUBLE_EQ(fleet.decide(prompt, std::nullopt, 5).candidates[0].expected_ttft_ms, 32.0);
   const auto prefill_samples = a.costs().prefill_rates().samples;
   // Two in flight on a's two slots: one ahead of a free slot.
@@ -1129,7 +1129,7 @@ TEST(Router, APeersCostSamplesTeachWhatItsOwnAnswersDo) {
   serving->serve(retried, prompt, 0, {200, 1, 0u, 320u, 5'000.0, true, 10u, 968.0});
   ASSERT_EQ(published.samples.size(), 6u);
   for (const auto& [worker, sample] : published.samples) {
-    learn_costs(peer->model, peer->model.find_worker(worker), sample, true);
+    learn_costs(peer->model, peer->model.find_worker(worker), sample, peer->table.options->routing.cache_aware);
   }
   auto& b = peer->worker(0);
   EXPECT_DOUBLE_EQ(b.costs().ms_per_request_ahead(), 300);

@@ -18,6 +18,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 
 namespace kvgate::policy {
@@ -46,16 +47,20 @@ class SlotWaitFit {
   // an engine's order other than arrival, the prefill's own error).
   [[nodiscard]] double forecast_scale() const { return ratios_.count >= kMinWaits ? ratios_.median : 1.0; }
   [[nodiscard]] std::size_t forecast_samples() const { return ratios_.count; }
-  // A request that found a slot free: its realized first token over the
-  // price before the correction below (queue terms and prefill). Ignored
-  // unless finite and non-negative.
-  void observe_free(double realized_over_priced);
-  // What a slot worker's prefill and queue prices are multiplied by: the
-  // median of the recent free-slot ratios; 1 before kMinWaits of them. An
-  // engine's prefill clock summed over slots that compute at once, or
-  // taken while other replicas shared its processor, sets a level its
-  // requests then do not see.
-  [[nodiscard]] double free_scale() const { return free_.count >= kMinWaits ? free_.median : 1.0; }
+  // A request that found a slot free: its realized first token over its
+  // price at the configured priors (queue terms and prefill, with the
+  // cached tokens the engine reported). Ignored unless finite and
+  // non-negative.
+  void observe_free(double realized_over_priors);
+  // The level of a slot worker's prices over the priors, as its free-slot
+  // answers show it: the median of the recent ratios; nullopt before
+  // kMinWaits of them. It replaces the level read from the engine's prefill
+  // clock, which on llama-server sums the times of slots that compute at
+  // once and is read under whatever else shares the host, while a
+  // free-slot first token is the whole price as a request sees it.
+  [[nodiscard]] std::optional<double> free_level() const {
+    return free_.count >= kMinWaits ? std::optional(free_.median) : std::nullopt;
+  }
   [[nodiscard]] std::size_t free_samples() const { return free_.count; }
   [[nodiscard]] std::size_t wait_samples() const { return waits_.count; }
   [[nodiscard]] std::size_t hold_samples() const { return holds_.count; }

@@ -16,6 +16,10 @@
 #include <cstdint>
 #include <optional>
 
+namespace kvgate::config {
+struct CacheAwareOptions;
+}
+
 namespace kvgate::route {
 
 struct ModelRoute;
@@ -25,7 +29,6 @@ struct CostSample {
   double expected_ttft_ms = -1;  // < 0: the policy priced none
   double queue_delay_ms = 0;     // the part of expected_ttft_ms that was queue
   double slot_forecast_ms = 0;   // of it, a slot forecast before its correction (0: none)
-  double prefill_scale = 1;      // a slot engine's free-slot correction of its prices
   bool worker_busy = false;
   std::uint32_t slots = 0;           // a slot engine's slots (0: none modelled)
   std::uint32_t requests_ahead = 0;  // requests ahead of a free slot
@@ -45,9 +48,11 @@ struct CostSample {
 };
 
 // Teaches `model.workers[worker]` and the model's pooled prefill fit what
-// the sample shows. `learn_prefill_cost`: routing.cache_aware's option.
+// the sample shows, against `options` (routing.cache_aware: its priors and
+// learn_prefill_cost).
 // Thread-safe (each learner takes its own lock for one sample); logs a
 // worker's host-RAM cache the first time its answers show it.
-void learn_costs(const ModelRoute& model, std::size_t worker, const CostSample& sample, bool learn_prefill_cost);
+void learn_costs(const ModelRoute& model, std::size_t worker, const CostSample& sample,
+                 const config::CacheAwareOptions& options);
 
 }  // namespace kvgate::route

@@ -135,23 +135,35 @@ policy::PrefillRates prefill_priors(const config::CacheAwareOptions& options);
 // the caller's (reused, so a decision does not allocate).
 double median_prefill_speed(const ModelRoute& model, std::vector<double>& buffer);
 
+// The slots of a worker modelled as llama-server's (configured, or from
+// its /props); 0: an engine that batches continuously.
+std::uint32_t slot_count(const config::WorkerOptions& options);
+
 // Where effective_prefill_rates took a worker's level from, for
 // /debug/workers.
-enum class PrefillLevelSource : std::uint8_t { engine_counters, priors_times_speed, pooled_fit, own_fit };
+enum class PrefillLevelSource : std::uint8_t {
+  engine_counters,
+  priors_times_speed,
+  pooled_fit,
+  own_fit,
+  free_slot_answers
+};
 std::string_view to_string(PrefillLevelSource source);
-PrefillLevelSource prefill_level_source(const config::CacheAwareOptions& options, const workers::WorkerState& worker);
+PrefillLevelSource prefill_level_source(const config::CacheAwareOptions& options, const WorkerRoute& worker);
 
 // What a worker's prefill costs as cache_aware prices it
 // (routing.cache_aware.prefill_fit): by default (relative) the priors'
 // shape at the level the engine's own prefill counters show
 // (workers/engine_prefill_level.hpp), or, until they have shown enough or
 // when the engine exports none, the priors times its speed over the
-// median; the model's pooled fit times its speed; or its own fit.
-// `pooled` (model.pooled_prefill->rates()) and `median_speed` are read once
-// per decision by the caller.
+// median; the model's pooled fit times its speed; or its own fit. A slot
+// engine, once its free-slot answers show a level (policy/slot_wait.hpp's
+// free_level), is priced at the priors' shape at that level, whatever the
+// scope. `pooled` (model.pooled_prefill->rates()) and `median_speed` are
+// read once per decision by the caller.
 policy::PrefillRates effective_prefill_rates(const config::CacheAwareOptions& options,
                                              const policy::PrefillRates& pooled, double median_speed,
-                                             const workers::WorkerState& worker);
+                                             const WorkerRoute& worker);
 
 // Reuses the WorkerState of `previous` for every worker whose id and URL are
 // unchanged, so health, in-flight counts and drift survive a reload; indexes

@@ -412,8 +412,12 @@ class LearnedCosts {
   void record_slot_hold(double hold_ms, std::uint32_t slots);
   [[nodiscard]] double ms_per_request_ahead() const { return ms_per_request_ahead_.load(std::memory_order_relaxed); }
   [[nodiscard]] double slot_forecast_scale() const { return slot_forecast_scale_.load(std::memory_order_relaxed); }
-  void record_slot_free(double realized_over_priced);
-  [[nodiscard]] double slot_free_scale() const { return slot_free_scale_.load(std::memory_order_relaxed); }
+  void record_slot_free(double realized_over_priors);
+  // SlotWaitFit::free_level; nullopt before it is learned.
+  [[nodiscard]] std::optional<double> slot_free_level() const {
+    const double level = slot_free_level_.load(std::memory_order_relaxed);
+    return level < 0 ? std::nullopt : std::optional(level);
+  }
   // The recent slot holds (in no order) into `out`, lock-free; how many. A
   // read during an update may mix the old window with the new.
   std::size_t slot_holds(std::span<double, policy::SlotWaitFit::kWindow> out) const;
@@ -424,7 +428,7 @@ class LearnedCosts {
     bool from_waits = false;
     double forecast_scale = 1;
     std::size_t forecast_samples = 0;
-    double free_scale = 1;
+    std::optional<double> free_level;
     std::size_t free_samples = 0;
   };
   [[nodiscard]] SlotWaitStatus slot_wait_status() const;
@@ -437,7 +441,7 @@ class LearnedCosts {
   policy::SlotWaitFit slot_wait_;
   std::atomic<double> ms_per_request_ahead_{0};
   std::atomic<double> slot_forecast_scale_{1};
-  std::atomic<double> slot_free_scale_{1};
+  std::atomic<double> slot_free_level_{-1};  // < 0: not learned
   std::array<std::atomic<double>, policy::SlotWaitFit::kWindow> slot_holds_{};
   std::atomic<std::size_t> slot_hold_count_{0};
   std::atomic<std::int8_t> ram_cache_{-1};
