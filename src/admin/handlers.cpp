@@ -100,13 +100,7 @@ json slot_wait_json(const route::WorkerRoute& route, const workers::WorkerState&
     return nullptr;
   }
   const auto status = worker.costs().slot_wait_status();
-  std::array<double, policy::SlotWaitFit::kWindow> holds{};
-  const auto hold_count = worker.costs().slot_holds(holds);
-  std::array<double, policy::SlotReleases::kMaxSlots> held{};
-  const auto occupancy = worker.load().slot_occupancy().read(now_ms, held);
-  const auto releases =
-      policy::forecast_releases(std::span<const double>(holds.data(), hold_count),
-                                std::span<const double>(held.data(), occupancy.running), route.options.slots);
+  const auto [releases, occupancy] = route::slot_releases(route, now_ms);
   auto release_ms = json::array();
   for (std::uint32_t slot = 0; slot < releases.count; ++slot) {
     release_ms.push_back(releases.in_ms[slot]);

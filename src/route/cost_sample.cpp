@@ -47,23 +47,23 @@ void learn_costs(const ModelRoute& model, std::size_t worker_index, const CostSa
                    *verdict ? "" : ": its sequences are credited only while in a slot");
     }
   }
-  // A slot engine's price level: a request that found a slot free, its
-  // first token over its price at the priors (with the cached tokens the
-  // engine reported: the level, not the prediction, is being learned).
-  if (sample.slots > 0 && sample.requests_ahead == 0 && sample.ttft_ms && sample.cached_tokens &&
-      sample.prompt_tokens) {
-    const policy::PrefillSample free{*sample.prompt_tokens, std::min(*sample.cached_tokens, *sample.prompt_tokens),
-                                     sample.queued_tokens, sample.active_tokens, *sample.ttft_ms};
-    if (const double at_priors = policy::predicted_ttft_ms(prefill_priors(options), free); at_priors > 0) {
-      costs.record_slot_free(*sample.ttft_ms / at_priors);
+  // A request that found the worker free to start it: its first token is
+  // its prefill (a wait for a slot is not the prefill's).
+  if (sample.requests_ahead > 0 || !sample.ttft_ms || !sample.cached_tokens || !sample.prompt_tokens) {
+    return;
+  }
+  const policy::PrefillSample prefill{*sample.prompt_tokens, std::min(*sample.cached_tokens, *sample.prompt_tokens),
+                                      sample.queued_tokens, sample.active_tokens, *sample.ttft_ms};
+  // A slot engine's price level: the first token over its price at the
+  // priors (with the cached tokens the engine reported: the level, not the
+  // prediction, is being learned).
+  if (sample.slots > 0) {
+    if (const double at_priors = policy::predicted_ttft_ms(prefill_priors(options), prefill); at_priors > 0) {
+      costs.record_slot_free(prefill.ttft_ms / at_priors);
     }
   }
-  // The prefill cost (policy/prefill_fit.hpp), from a request that found
-  // the worker free to start it: a wait for a slot is not the prefill's.
-  if (options.learn_prefill_cost && sample.requests_ahead == 0 && sample.ttft_ms && sample.cached_tokens &&
-      sample.prompt_tokens) {
-    const policy::PrefillSample prefill{*sample.prompt_tokens, std::min(*sample.cached_tokens, *sample.prompt_tokens),
-                                        sample.queued_tokens, sample.active_tokens, *sample.ttft_ms};
+  // The prefill cost (policy/prefill_fit.hpp).
+  if (options.learn_prefill_cost) {
     costs.record_prefill(prefill);
     // The worker's speed is judged against the pooled fit as it stood
     // before this sample, which then joins it.

@@ -100,19 +100,6 @@ policy::WorkerView worker_view(const workers::WorkerState& worker, std::uint32_t
   return view;
 }
 
-// When each busy slot of a slot engine frees, from the requests this
-// gateway has in flight there and the worker's recent holds.
-policy::SlotReleases slot_releases(const workers::WorkerState& worker, std::uint32_t slots, std::uint64_t now_ms) {
-  std::array<double, policy::SlotWaitFit::kWindow> holds{};
-  const auto hold_count = worker.costs().slot_holds(holds);
-  std::array<double, policy::SlotReleases::kMaxSlots> held{};
-  const auto occupancy = worker.load().slot_occupancy().read(now_ms, held);
-  auto releases = policy::forecast_releases(std::span<const double>(holds.data(), hold_count),
-                                            std::span<const double>(held.data(), occupancy.running), slots);
-  releases.scale = worker.costs().slot_forecast_scale();
-  return releases;
-}
-
 // The eligible candidate ranked next after the chosen one (lowest score,
 // then fewest in flight, then configuration order).
 std::optional<std::size_t> runner_up(const std::vector<policy::Candidate>& candidates, std::size_t chosen) {
@@ -197,9 +184,8 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
         worker_view(state, indexed[index], context.now_ms,
                     effective_prefill_rates(cost_options, pooled, median_speed, model.workers[index])));
     views[index].slots = slots;
-    if (priced && views[index].slots > 0 &&
-        views[index].in_flight + views[index].engine_waiting_others >= views[index].slots) {
-      views[index].slot_releases = slot_releases(state, views[index].slots, context.now_ms);
+    if (priced && slots > 0 && views[index].in_flight + views[index].engine_waiting_others >= slots) {
+      views[index].slot_releases = slot_releases(model.workers[index], context.now_ms).releases;
     }
     if (hybrid) {
       views[index].full_attention_cached_tokens = views[index].drifting ? 0 : scratch.full_only[index];

@@ -128,6 +128,20 @@ std::uint32_t slot_count(const config::WorkerOptions& options) {
   return options.cache_model == config::CacheModel::sequences ? options.slots : 0;
 }
 
+SlotReleasesRead slot_releases(const WorkerRoute& route, std::uint64_t now_ms) {
+  const auto& worker = *route.state;
+  std::array<double, policy::SlotWaitFit::kWindow> holds{};
+  const auto hold_count = worker.costs().slot_holds(holds);
+  std::array<double, policy::SlotReleases::kMaxSlots> held{};
+  SlotReleasesRead read;
+  read.occupancy = worker.load().slot_occupancy().read(now_ms, held);
+  read.releases = policy::forecast_releases(std::span<const double>(holds.data(), hold_count),
+                                            std::span<const double>(held.data(), read.occupancy.running),
+                                            slot_count(route.options));
+  read.releases.scale = worker.costs().slot_forecast_scale();
+  return read;
+}
+
 policy::PrefillRates effective_prefill_rates(const config::CacheAwareOptions& options,
                                              const policy::PrefillRates& pooled, double median_speed,
                                              const WorkerRoute& route) {

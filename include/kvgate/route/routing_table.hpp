@@ -139,6 +139,16 @@ double median_prefill_speed(const ModelRoute& model, std::vector<double>& buffer
 // its /props); 0: an engine that batches continuously.
 std::uint32_t slot_count(const config::WorkerOptions& options);
 
+// When each busy slot of a slot engine frees (policy/slot_wait.hpp), from
+// the requests this gateway has in flight there (workers::SlotOccupancy)
+// and the worker's recent holds, with its learned correction; and the
+// occupancy read. No forecast (count 0) for an engine without slots.
+struct SlotReleasesRead {
+  policy::SlotReleases releases;
+  workers::SlotOccupancy::Snapshot occupancy;
+};
+SlotReleasesRead slot_releases(const WorkerRoute& worker, std::uint64_t now_ms);
+
 // Where effective_prefill_rates took a worker's level from, for
 // /debug/workers.
 enum class PrefillLevelSource : std::uint8_t {
