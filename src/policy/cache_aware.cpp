@@ -8,7 +8,10 @@ namespace {
 
 // Sends the request where its expected time to first token is lowest, each
 // worker priced with its own PrefillRates (learned from its requests):
-//   prefill       = a (L - cached) + b (L^2 - cached^2) / 2 + c
+//   prefill       = a (L - cached) + b (L^2 - cached^2) / 2 + c, cached
+//                   less, on the session's previous worker, what the
+//                   requests dispatched there first are expected to evict
+//                   of its idle prefix (at_risk_tokens, eviction.hpp)
 //   receive       = offloaded cached tokens x the tier's load time per token
 //                   (cached counts every tier: a lower tier's blocks are
 //                   loaded, not computed)
@@ -80,7 +83,9 @@ class CacheAware final : public Policy {
   void score(const RouteRequest& request, const WorkerView& worker, std::size_t index, Candidate& candidate) const {
     auto cached = std::min(worker.cached_tokens, request.input_tokens);
     candidate.cached_tokens = cached;
-    candidate.prefill_ms = worker.prefill.prefill_ms(request.input_tokens, cached);
+    candidate.offloaded_cached_tokens = std::min(worker.offloaded_cached_tokens, cached);
+    candidate.at_risk_tokens = at_risk_tokens(request, worker, index, candidate);
+    candidate.prefill_ms = worker.prefill.prefill_ms(request.input_tokens, cached - candidate.at_risk_tokens);
     const bool engine_fresh =
         worker.engine_snapshot_age_ms >= 0 && worker.engine_snapshot_age_ms <= cost_.engine_snapshot_max_age_ms;
     // The engine's waiting requests beyond this gateway's own pending ones
@@ -103,7 +108,6 @@ class CacheAware final : public Policy {
       candidate.slot_wait_ms = static_cast<double>(candidate.requests_ahead) * worker.ms_per_request_ahead;
       candidate.queue_delay_ms = candidate.slot_wait_ms;
     }
-    candidate.offloaded_cached_tokens = std::min(worker.offloaded_cached_tokens, cached);
     candidate.receive_ms = static_cast<double>(candidate.offloaded_cached_tokens) * request.ms_per_offloaded_token;
     candidate.adapter = worker.adapter;
     const bool loads = worker.adapter == AdapterState::loadable || worker.adapter == AdapterState::evicts ||
@@ -121,6 +125,22 @@ class CacheAware final : public Policy {
     candidate.score_noise_ms = candidate.score * worker.prefill.relative_noise;
   }
 
+  // On the session's previous worker, its prefix has been idle since the
+  // previous turn: the requests dispatched there before this one store
+  // their blocks first and may evict its tail (eviction.hpp). Elsewhere
+  // the prefix's age is not known (a shared head is usually in use), and
+  // nothing is taken off.
+  static std::uint32_t at_risk_tokens(const RouteRequest& request, const WorkerView& worker, std::size_t index,
+                                      const Candidate& candidate) {
+    if (!request.previous_turn || request.previous_turn->worker_index != index || request.block_size == 0) {
+      return 0;
+    }
+    const std::uint64_t block_size = request.block_size;
+    const std::uint64_t gpu_blocks = (candidate.cached_tokens - candidate.offloaded_cached_tokens) / block_size;
+    const auto surviving = surviving_blocks(worker.lru, gpu_blocks, request.previous_turn->idle_ms);
+    return static_cast<std::uint32_t>((gpu_blocks - surviving) * block_size);
+  }
+
   // The placement stores the prompt's full blocks the worker lacks on the
   // GPU (vLLM caches full blocks only; offloaded ones are loaded into new
   // GPU blocks). An evicted block's re-prefill is priced at
@@ -131,7 +151,8 @@ class CacheAware final : public Policy {
                               Candidate& candidate) {
     const std::uint64_t block_size = request.block_size;
     const std::uint64_t full_blocks = full_prompt_blocks(request.input_tokens, block_size);
-    const std::uint64_t own_blocks = (candidate.cached_tokens - candidate.offloaded_cached_tokens) / block_size;
+    const std::uint64_t own_blocks =
+        (candidate.cached_tokens - candidate.offloaded_cached_tokens - candidate.at_risk_tokens) / block_size;
     const auto new_blocks = full_blocks > own_blocks ? full_blocks - own_blocks : 0;
     const double ms_per_block =
         static_cast<double>(block_size) *

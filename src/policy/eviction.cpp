@@ -117,4 +117,28 @@ EvictionCost eviction_cost(const LruProfile& lru, std::uint64_t new_blocks, std:
   return cost;
 }
 
+std::uint64_t surviving_blocks(const LruProfile& lru, std::uint64_t own_blocks, double own_idle_ms) {
+  if (own_blocks == 0 || lru.capacity_blocks == 0 || lru.held_blocks <= lru.capacity_blocks) {
+    return own_blocks;
+  }
+  const auto ahead = lru.held_blocks - lru.capacity_blocks;
+  const auto own_bucket = age_bucket(std::max(own_idle_ms - lru.age_offset_ms, 0.0));
+  std::uint64_t older = 0;
+  for (std::size_t bucket = own_bucket + 1; bucket < kAgeBuckets; ++bucket) {
+    older += lru.blocks[bucket];
+  }
+  if (ahead <= older) {
+    return own_blocks;
+  }
+  const auto excess = ahead - older;
+  // The prefix is in its bucket (the ages may predate it: at least itself).
+  const auto peers = std::max(lru.blocks[own_bucket], own_blocks);
+  if (excess >= peers) {
+    return 0;
+  }
+  const auto lost = static_cast<std::uint64_t>(
+      std::ceil(static_cast<double>(own_blocks) * static_cast<double>(excess) / static_cast<double>(peers)));
+  return own_blocks - std::min(lost, own_blocks);
+}
+
 }  // namespace kvgate::policy

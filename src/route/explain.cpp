@@ -23,6 +23,7 @@ json candidate_json(const policy::Candidate& candidate) {
       {"in_flight", candidate.in_flight},
       {"score", candidate.score},
       {"cached_tokens", candidate.cached_tokens},
+      {"at_risk_tokens", candidate.at_risk_tokens},
       {"queue_delay_ms", optional_number(candidate.queue_delay_ms)},
       {"prefill_ms", optional_number(candidate.prefill_ms)},
       {"requests_ahead", candidate.expected_ttft_ms < 0 ? json(nullptr) : json(candidate.requests_ahead)},

@@ -137,6 +137,69 @@ TEST(EvictionCost, AReturningConversationDoesNotEvictItsOwnPrefix) {
   EXPECT_LT(blind.ms, own.ms);
 }
 
+// A session's prefix idle 0.6 s on a full worker: the requests dispatched
+// there first evict the blocks older than it, then its own bucket's, its
+// tail in proportion to its share of the bucket.
+TEST(SurvivingBlocks, RequestsDispatchedAheadEvictOlderBlocksFirstThenThePrefixsTail) {
+  auto lru = full_cache(age_bucket(600), 400);  // the prefix (200) and 200 others as old
+  lru.blocks[age_bucket(60'000)] = 100;         // older
+  lru.blocks[age_bucket(100)] = 500;            // younger
+  lru.capacity_blocks = 1'000;
+  lru.held_blocks = 1'000;
+  EXPECT_EQ(surviving_blocks(lru, 200, 600), 200u);  // nothing ahead beyond memory
+  lru.held_blocks = 1'100;                           // 100 ahead: the older ones go
+  EXPECT_EQ(surviving_blocks(lru, 200, 600), 200u);
+  lru.held_blocks = 1'200;  // 100 more: a quarter of the prefix's bucket
+  EXPECT_EQ(surviving_blocks(lru, 200, 600), 150u);
+  lru.held_blocks = 1'500;  // the whole bucket
+  EXPECT_EQ(surviving_blocks(lru, 200, 600), 0u);
+  // A younger prefix outlives the same queue: the 400 of 0.6 s go first.
+  lru.held_blocks = 1'200;
+  EXPECT_EQ(surviving_blocks(lru, 200, 100), 200u);
+  // Unknown memory: nothing is taken off.
+  lru.capacity_blocks = 0;
+  EXPECT_EQ(surviving_blocks(lru, 200, 600), 200u);
+}
+
+// The policy: the session's previous worker holds its prefix, but the
+// requests dispatched there will evict it before this turn runs; a worker
+// that holds nothing but has room then costs less. Another worker holding
+// the same prefix is not discounted (its age is not known).
+TEST(CacheAware, ASessionsPrefixTheQueueAheadWillEvictIsPricedAsUncached) {
+  constexpr PrefillRates kRates{0.1, 0, 0, 0, 0, 0.1};
+  std::vector<WorkerView> workers{{"a", true, 0}, {"b", true, 0}};
+  for (auto& worker : workers) {
+    worker.prefill = kRates;
+  }
+  auto& home = workers[0];
+  home.cached_tokens = 400 * 16;
+  home.lru = full_cache(age_bucket(600), 400);
+  home.lru.capacity_blocks = 1'000;
+  home.lru.held_blocks = 1'400;  // 400 blocks of dispatched prompts not stored yet
+  home.pending_prefill_tokens = 100;
+  workers[1].lru.capacity_blocks = 1'000;  // empty
+  RouteRequest request{"m", std::nullopt, 0, {}, 420 * 16};
+  request.block_size = 16;
+  request.previous_turn = RouteRequest::PreviousTurn{0, 600.0};
+  CostModel cost;
+  cost.queue_ms_per_request = 0;
+  auto decision = make_cache_aware(cost)->decide(request, workers);
+  EXPECT_EQ(decision.candidates[0].at_risk_tokens, 400u * 16);
+  EXPECT_DOUBLE_EQ(decision.candidates[0].prefill_ms, kRates.prefill_ms(420 * 16, 0));
+  EXPECT_EQ(decision.worker_index, 1u);
+  // With room for what is dispatched, the prefix survives and keeps the turn.
+  home.lru.held_blocks = 1'000;
+  decision = make_cache_aware(cost)->decide(request, workers);
+  EXPECT_EQ(decision.candidates[0].at_risk_tokens, 0u);
+  EXPECT_EQ(decision.worker_index, 0u);
+  // Not the previous worker: the same state is taken at the index's word.
+  home.lru.held_blocks = 1'400;
+  request.previous_turn = RouteRequest::PreviousTurn{1, 600.0};
+  decision = make_cache_aware(cost)->decide(request, workers);
+  EXPECT_EQ(decision.candidates[0].at_risk_tokens, 0u);
+  EXPECT_EQ(decision.worker_index, 0u);
+}
+
 // The policy: two idle workers with full caches and nothing of the prompt;
 // a's least recently used blocks belong to conversations idle 0.3 s (still
 // going), b's to conversations idle two minutes (ended).

@@ -102,4 +102,16 @@ struct EvictionCost {
                                          std::optional<double> own_idle_ms, const ReturnModel& returns,
                                          double ms_per_block);
 
+// How much of a prefix the worker holds will still be there when the
+// request gets its turn: the requests already dispatched there store their
+// new blocks first (`held_blocks` beyond capacity), evicting the oldest
+// idle blocks, and a prefix idle for `own_idle_ms` (its session's gap) goes
+// once those older than it are gone; within its age bucket it goes in
+// proportion to its share of the bucket, tail first (the engines free a
+// request's blocks tail first), so what survives is a shorter prefix.
+// `own_blocks`: the prefix's blocks on the GPU; returns how many survive.
+// Everything survives on a worker whose dispatched requests fit its memory,
+// or whose ages are not read (capacity unknown).
+[[nodiscard]] std::uint64_t surviving_blocks(const LruProfile& lru, std::uint64_t own_blocks, double own_idle_ms);
+
 }  // namespace kvgate::policy

@@ -158,6 +158,10 @@ struct Candidate {
   bool drifting = false;  // cached tokens not credited (WorkerView::drifting)
   std::uint32_t in_flight = 0;
   std::uint32_t cached_tokens = 0;
+  // cache_aware, the session's previous worker: of cached_tokens, those the
+  // requests already dispatched there are expected to evict before this
+  // one's turn (policy/eviction.hpp, surviving_blocks); priced as uncached.
+  std::uint32_t at_risk_tokens = 0;
   // The cost model's parts (cache_aware); negative: not computed.
   double queue_delay_ms = -1;
   double prefill_ms = -1;
