@@ -13,9 +13,10 @@
 #   prefill and decode keep their proportion; think times 1000x shorter and
 #   at most 0.2 s (KVGATE_MAX_THINK_MS; the recording holds pauses of days). 2,000 blocks of 16
 #   tokens per replica: 32k tokens, the study's 1M-token cache scaled 32x.
-# weka70-recorded: the first COUNT (default 16) of those sessions at their
-#   recorded prompt and output lengths, on replicas 32x faster (time scale
-#   64) with 64,000 blocks each: the fidelity check of weka70's scaling.
+# weka70-recorded: the first COUNT (default 75, weka70's) of those sessions
+#   at their recorded prompt and output lengths, on replicas 32x faster
+#   (time scale 64) with 64,000 blocks each: the fidelity check of weka70's
+#   scaling (the same sessions against the same share of KV memory).
 # mooncake70: Mooncake's conversation trace (Kimi, FAST'25; the first COUNT
 #   requests, default 2,000) at 70% load; 512-token blocks become 32 tokens,
 #   outputs 16x shorter; 4,000 blocks per replica.
@@ -62,7 +63,7 @@ case "$name" in
     time_scale=64
     blocks=${3:-64000}
     max_model_len=$((blocks * 16))
-    weka_workload "$traces" "${2:-16}" 64 1
+    weka_workload "$traces" "${2:-75}" 64 1
     ;;
   mooncake70)
     load=0.70
