@@ -121,6 +121,13 @@ std::uint64_t surviving_blocks(const LruProfile& lru, std::uint64_t own_blocks, 
   if (own_blocks == 0 || lru.capacity_blocks == 0 || lru.held_blocks <= lru.capacity_blocks) {
     return own_blocks;
   }
+  std::uint64_t aged = 0;
+  for (const auto count : lru.blocks) {
+    aged += count;
+  }
+  if (aged == 0) {
+    return own_blocks;  // no ages published yet: no order to evict in
+  }
   const auto ahead = lru.held_blocks - lru.capacity_blocks;
   const auto own_bucket = age_bucket(std::max(own_idle_ms - lru.age_offset_ms, 0.0));
   std::uint64_t older = 0;

@@ -156,6 +156,10 @@ TEST(SurvivingBlocks, RequestsDispatchedAheadEvictOlderBlocksFirstThenThePrefixs
   // A younger prefix outlives the same queue: the 400 of 0.6 s go first.
   lru.held_blocks = 1'200;
   EXPECT_EQ(surviving_blocks(lru, 200, 100), 200u);
+  // No ages published: no eviction order known, nothing is taken off.
+  auto unaged = lru;
+  unaged.blocks = {};
+  EXPECT_EQ(surviving_blocks(unaged, 200, 600), 200u);
   // Unknown memory: nothing is taken off.
   lru.capacity_blocks = 0;
   EXPECT_EQ(surviving_blocks(lru, 200, 600), 200u);

@@ -111,7 +111,8 @@ struct EvictionCost {
 // request's blocks tail first), so what survives is a shorter prefix.
 // `own_blocks`: the prefix's blocks on the GPU; returns how many survive.
 // Everything survives on a worker whose dispatched requests fit its memory,
-// or whose ages are not read (capacity unknown).
+// whose capacity is unknown, or whose ages are not read (no order to evict
+// in: the index writer has not published them, or the eviction term is off).
 [[nodiscard]] std::uint64_t surviving_blocks(const LruProfile& lru, std::uint64_t own_blocks, double own_idle_ms);
 
 }  // namespace kvgate::policy
