@@ -13,6 +13,27 @@ namespace {
 // Deeper macro recursion than any chat template needs; bounds hostile ones.
 constexpr int kMaxCallDepth = 64;
 
+// Whether `value` is or contains `space` (values are acyclic: assignment
+// refuses the one way to close a cycle, below).
+bool holds_namespace(const Value& value, const Namespace* space) {
+  switch (value.kind()) {
+    case Value::Kind::kNamespace:
+      if (&value.as_namespace() == space) {
+        return true;
+      }
+      return std::any_of(value.as_namespace().entries.begin(), value.as_namespace().entries.end(),
+                         [&](const auto& entry) { return holds_namespace(entry.second, space); });
+    case Value::Kind::kMapping:
+      return std::any_of(value.as_mapping().begin(), value.as_mapping().end(),
+                         [&](const auto& entry) { return holds_namespace(entry.second, space); });
+    case Value::Kind::kList:
+      return std::any_of(value.as_list().begin(), value.as_list().end(),
+                         [&](const Value& item) { return holds_namespace(item, space); });
+    default:
+      return false;
+  }
+}
+
 std::vector<std::string> code_points(const std::string& text) {
   std::vector<std::string> points;
   std::size_t position = 0;
@@ -311,6 +332,12 @@ void Interpreter::assign(const Node& target, const Value& value, Scope& scope) {
     }
     if (!object.is(Value::Kind::kNamespace)) {
       context_.fail("cannot assign attribute on non-namespace object");
+      return;
+    }
+    if (holds_namespace(value, &object.as_namespace())) {
+      // Namespaces are shared by reference: one inside itself is a cycle
+      // that neither tojson nor its owner could ever finish with.
+      context_.fail("cannot assign a namespace into itself");
       return;
     }
     Mapping& entries = object.as_namespace().entries;

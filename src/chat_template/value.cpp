@@ -216,9 +216,16 @@ void append_newline_indent(std::string& out, const JsonOptions& options, int dep
   out.append(static_cast<std::size_t>(options.indent) * static_cast<std::size_t>(depth), ' ');
 }
 
+constexpr int kMaxJsonDepth = 256;
+
 }  // namespace
 
 bool append_json(std::string& out, const Value& value, const JsonOptions& options, int depth) {
+  // A namespace is shared by reference, so a template can put one inside
+  // itself: deeper than any JSON a chat carries is taken as that cycle.
+  if (depth > kMaxJsonDepth) {
+    return false;
+  }
   const bool indenting = options.indent >= 0;
   const std::string item_separator = !options.item_separator.empty() ? options.item_separator : indenting ? "," : ", ";
   const std::string key_separator = options.key_separator.empty() ? ": " : options.key_separator;

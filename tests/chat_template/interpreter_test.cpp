@@ -118,6 +118,22 @@ TEST(ChatTemplate, ErrorsAreValuesWithTheTemplatesMessage) {
   EXPECT_FALSE(render("{{ " + std::string(1000, '(') + "1" + std::string(1000, ')') + " }}").has_value());  // too deep
 }
 
+// Namespaces are shared by reference: putting one inside itself (directly
+// or in a list) is refused as an error, so tojson never recurses for ever
+// and the namespace is freed with the render.
+TEST(ChatTemplate, ANamespaceCannotBeAssignedIntoItself) {
+  auto direct = render("{% set ns = namespace(a=1) %}{% set ns.self = ns %}{{ ns | tojson }}");
+  ASSERT_FALSE(direct.has_value());
+  EXPECT_NE(direct.error().find("namespace into itself"), std::string::npos);
+  EXPECT_FALSE(render("{% set ns = namespace(a=1) %}{% set ns.all = [1, [ns]] %}{{ ns | tojson }}").has_value());
+  // Another namespace inside it is fine.
+  auto nested = render(
+      "{% set inner = namespace(b=2) %}{% set ns = namespace(a=1) %}{% set ns.inner = inner %}"
+      "{{ ns | tojson }}");
+  ASSERT_TRUE(nested.has_value()) << nested.error();
+  EXPECT_EQ(*nested, R"({"a": 1, "inner": {"b": 2}})");
+}
+
 TEST(ChatTemplate, TheClockIsAnInput) {
   EXPECT_EQ(ok("{{ strftime_now('%d %b %Y') }}"), "30 Nov 2026");
 }

@@ -125,7 +125,8 @@ struct JsonOptions {
   std::string key_separator;   // empty: ": "
 };
 // The tojson filter: Python's json.dumps with the given options. Returns
-// false (leaving `out` partial) for values JSON cannot hold (functions).
+// false (leaving `out` partial) for values JSON cannot hold (functions,
+// a namespace inside itself: nesting beyond 256 levels).
 bool append_json(std::string& out, const Value& value, const JsonOptions& options, int depth = 0);
 
 // Jinja's == : numbers by value, strings by content, lists and mappings
