@@ -16,7 +16,8 @@
 # is set runs kvgate with that YAML flow mapping as its `routing:` (a
 # variant, e.g. KVGATE_TARGET_ca_w1='{policy: cache_aware, cache_aware:
 # {own_prefill_weight: 1}}'). Sets $runs (kvgate-bench --run flags), $resets
-# (--reset flags, or --reset-command for real replicas), $fleet (a description for the report), $admins (LABEL=
+# (--reset flags, or --reset-command for real replicas), $request_fields
+# (kvgate-bench --request-fields the replicas need, or nothing), $fleet (a description for the report), $admins (LABEL=
 # admin address per kvgate), $epps (LABEL=picker address per picker_POLICY
 # target), $routers (the ports of the Rust routers among the peers), $api and $admin (the last gateway's). Each
 # kvgate writes its decision log to $work/decisions-TARGET.jsonl. Environment: KVGATE_REPLICAS (default 3), KVGATE_TIME_SCALE
@@ -30,7 +31,8 @@
 # indented four spaces, e.g. adapters), KVGATE_SETTINGS (more top-level YAML for every kvgate, e.g.
 # 'metrics_scrape: {interval: 250ms}'), KVGATE_THREADS (each kvgate's I/O
 # threads, default 1), KVGATE_TOKENIZER (a model folder: exact tokenisation
-# instead of the approximate one).
+# instead of the approximate one), KVGATE_KEEP_WORK (set: the run's work
+# folder under /tmp, with every server's log, is kept and named at the end).
 # free_port: an unused TCP port on 127.0.0.1. wait_port PORT: until it answers.
 # wait_router_ready PORT N: until the router there has N healthy workers.
 # gateway_yaml_head TARGET ROUTING: the top of a benchmarked kvgate's YAML
@@ -76,7 +78,11 @@ end_run() {
   [[ -d "$work/llama" ]] && bench/load/llama_fleet.sh stop "$work/llama"
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  rm -rf "$work"
+  if [[ -n "${KVGATE_KEEP_WORK:-}" ]]; then
+    echo "work folder kept (KVGATE_KEEP_WORK): $work" >&2  # the servers' logs, for a run to be explained
+  else
+    rm -rf "$work"
+  fi
 }
 
 # The comparison's reports ($work/report) into build/$1, beside each
@@ -261,6 +267,7 @@ start_fleet() {
   local workers_yaml="" id line events_line replay_line target index port own_var own_flags
   local urls=()
   resets=()
+  request_fields=()
   if [[ "${KVGATE_ENGINE:-vllm}" == llamacpp-real ]]; then
     # Real llama-server replicas (bench/load/llama_fleet.sh), given to kvgate
     # by URL only: it reads what they are from them. Each run restarts them.
@@ -270,6 +277,7 @@ start_fleet() {
       workers_yaml+="      - {id: r$index, url: \"${urls[$index]}\"}"$'\n'
     done
     resets=(--reset-command "bench/load/llama_fleet.sh restart $work/llama")
+    request_fields=(--request-fields "$(bench/load/llama_fleet.sh request-fields "$KVGATE_TOKENIZER")")
   fi
   # llm-d's precise picker binds one KV-events socket the replicas dial,
   # each naming itself (kv@address:port@model): its port and theirs are

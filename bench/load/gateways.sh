@@ -82,7 +82,8 @@ start_fleet "$blocks" "$max_model_len" "${gateways[@]}"
 # it serves in.
 for run in "${runs[@]}"; do
   [[ "$run" == --run ]] && continue
-  build/bench/load/kvgate-bench run --target "${run#*=}" --workload agent --sessions 4 --concurrency 4 --seed 99 \
+  build/bench/load/kvgate-bench run --target "${run#*=}" ${request_fields[@]+"${request_fields[@]}"} --workload agent \
+    --sessions 4 --concurrency 4 --seed 99 \
     --name warm-up --out "$work/warm-${run%%=*}" >/dev/null 2>&1 || true
 done
 if [[ "$name" == llamacpp ]]; then
@@ -114,7 +115,7 @@ for row in $rows; do
   esac
 done
 started_at=$(date +%s)
-build/bench/load/kvgate-bench compare "${runs[@]}" "${resets[@]}" "${workload[@]}" --baseline "${runs[1]%%=*}" \
+build/bench/load/kvgate-bench compare "${runs[@]}" "${resets[@]}" ${request_fields[@]+"${request_fields[@]}"} "${workload[@]}" --baseline "${runs[1]%%=*}" \
   --fleet "$fleet; 1, 2 and 3 cache_aware gateways alone, 3 sharing state over Redis (three_shared), $spread" \
   --out "$work/report"
 echo "gateways.sh $name: $(($(date +%s) - started_at)) s"

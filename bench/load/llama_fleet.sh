@@ -10,6 +10,13 @@
 #   bench/load/llama_fleet.sh wait-gateways DIR ADMIN...  until each kvgate sees every worker healthy
 #   bench/load/llama_fleet.sh wait-routers DIR N PORT...  until each peer router counts N healthy workers
 #   bench/load/llama_fleet.sh stop DIR
+#   bench/load/llama_fleet.sh request-fields TOKENIZER_DIR
+#                                           kvgate-bench --request-fields for these replicas: a
+#                                           logit_bias banning the vocabulary's byte-fallback tokens
+#                                           (<0xNN>). The random-weights model strings them into
+#                                           invalid UTF-8, which the pinned llama-server's output
+#                                           parser refuses mid-stream ("does not match the expected
+#                                           Content-only format"), cutting the answer and its usage.
 # Environment: KVGATE_LLAMA_SERVER (default ../shared/engines/llama.cpp/llama-server),
 # KVGATE_LLAMA_MODEL (default ../shared/data/models/rand-llama-d256-l4.gguf),
 # KVGATE_SLOTS (-np, default 2), KVGATE_CACHE_RAM (--cache-ram MiB; unset:
@@ -27,7 +34,7 @@ launch() {  # launch ID: starts the replica from its saved port and arguments
   local id=$1 port
   port=$(cat "$dir/$id.port")
   # shellcheck disable=SC2046
-  setsid "$server" $(cat "$dir/$id.args") --host 127.0.0.1 --port "$port" >"$dir/$id.log" 2>&1 &
+  setsid "$server" $(cat "$dir/$id.args") --host 127.0.0.1 --port "$port" >>"$dir/$id.log" 2>&1 &  # appended: every restart's log kept
   echo $! >"$dir/$id.pid"
 }
 
@@ -123,8 +130,16 @@ sys.exit(0 if workers and all(w["healthy"] for w in workers) else 1)' && break
   stop)
     for id in $(replicas); do halt "$id"; done
     ;;
+  request-fields)
+    python3 - "$dir/tokenizer.json" <<'PY'
+import json, re, sys
+vocab = json.load(open(sys.argv[1]))["model"]["vocab"]
+ids = sorted(i for token, i in vocab.items() if re.fullmatch(r"<0x[0-9A-Fa-f]{2}>", token))
+print(json.dumps({"logit_bias": {str(i): -100 for i in ids}}, separators=(",", ":")))
+PY
+    ;;
   *)
-    echo "usage: llama_fleet.sh start|restart|metrics|stop DIR [N]" >&2
+    echo "usage: llama_fleet.sh start|restart|metrics|stop|request-fields DIR [N]" >&2
     exit 2
     ;;
 esac

@@ -54,8 +54,8 @@ run_fleet() {  # run_fleet ENGINE OUT [SIM FLAGS]: one compare of every target
         [[ "${runs[$index]}" == --run ]] || continue
         name=${runs[$index + 1]%%=*}
         [[ " ${admins[*]} " == *" $name="* ]] || continue  # kvgate's own only
-        build/bench/load/kvgate-bench run --target "${runs[$index + 1]#*=}" --workload agent --sessions 4 \
-          --concurrency 4 --seed 99 --name warm-up --out "$work/warm-$name" >/dev/null 2>&1
+        build/bench/load/kvgate-bench run --target "${runs[$index + 1]#*=}" ${request_fields[@]+"${request_fields[@]}"} \
+          --workload agent --sessions 4 --concurrency 4 --seed 99 --name warm-up --out "$work/warm-$name" >/dev/null 2>&1
       done
       # Cold replicas before each run, and every gateway and peer router
       # seeing them up.
@@ -63,7 +63,7 @@ run_fleet() {  # run_fleet ENGINE OUT [SIM FLAGS]: one compare of every target
 wait-gateways $work/llama ${admins[*]#*=} && bench/load/llama_fleet.sh wait-routers $work/llama $KVGATE_REPLICAS \
 ${routers[*]:-}")
     fi
-    build/bench/load/kvgate-bench compare "${runs[@]}" "${resets[@]}" --workload chat --sessions "$sessions" \
+    build/bench/load/kvgate-bench compare "${runs[@]}" "${resets[@]}" ${request_fields[@]+"${request_fields[@]}"} --workload chat --sessions "$sessions" \
       --concurrency "$sessions" --seed "$seed" --baseline nginx_sticky --replicas "$KVGATE_REPLICAS" \
       --fleet "$fleet" --out "$work/report"
     rm -rf "$out" && mkdir -p "$out"

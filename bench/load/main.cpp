@@ -50,6 +50,8 @@ constexpr const char* kUsage =
     "  --duration S            stop starting requests after S seconds (default: the whole workload)\n"
     "  --seed N                preset generator seed (default 1)\n"
     "  --model NAME            model to request (default: the target's first in /v1/models)\n"
+    "  --request-fields JSON   a JSON object whose fields every request body carries besides its own (e.g. a\n"
+    "                          logit_bias; bench/load/llama_fleet.sh's for the random-weights model)\n"
     "  --reset URL             replica whose prefix cache is reset before each run (repeatable)\n"
     "  --reset-command CMD     a shell command run before each run that must leave the replicas cold (e.g.\n"
     "                          restarting llama-server replicas, whose RAM cache no request empties)\n"
@@ -177,6 +179,9 @@ std::string parse(int argc, char** argv, Command& command) {
       name = value;
     } else if (flag == "--model") {
       command.run_options.model = value;
+    } else if (flag == "--request-fields") {
+      command.run_options.request_fields = json::parse(value, nullptr, /*allow_exceptions=*/false);
+      good = command.run_options.request_fields.is_object();
     } else if (flag == "--adapters") {
       good = read_number(value, command.workload_options.adapters) && command.workload_options.adapters <= 256;
     } else if (flag == "--adapter-zipf") {

@@ -94,7 +94,7 @@ awaitable<void> run_subagent(Shared& shared, std::size_t session, const Session&
       continue;
     }
     const std::string path = "/v1/completions";
-    const auto body = completion_body(shared.model, step.prompt, step.max_tokens);
+    const auto body = completion_body(shared.model, step.prompt, step.max_tokens, shared.options.request_fields);
     const double reusable = shared.ceiling.observe(step.prompt);
     const double sent_ms = since_start_ms(shared);
     auto answer = co_await connection.post(path, body, session_header, true);
@@ -158,10 +158,12 @@ awaitable<void> run_session(Shared& shared, ConnectionSet& connections, std::siz
       messages.push_back({{"role", "user"}, {"content", step.user}});
       prefix_messages.emplace_back("user", step.user);
       path = "/v1/chat/completions";
-      body = chat_body(session.model.empty() ? shared.model : session.model, messages, step.max_tokens);
+      body = chat_body(session.model.empty() ? shared.model : session.model, messages, step.max_tokens,
+                       shared.options.request_fields);
       reusable = shared.ceiling.observe(chat_prefix_text(prefix_messages));
     } else {
-      body = completion_body(session.model.empty() ? shared.model : session.model, step.prompt, step.max_tokens);
+      body = completion_body(session.model.empty() ? shared.model : session.model, step.prompt, step.max_tokens,
+                             shared.options.request_fields);
       reusable = shared.ceiling.observe(step.prompt);
     }
     const double sent_ms = since_start_ms(shared);
@@ -231,7 +233,7 @@ awaitable<void> trace_request(Shared& shared, std::size_t index) {
     idle.pop_back();
   }
   const auto& request = shared.workload.trace[index];
-  const auto body = completion_body(shared.model, request.prompt, request.max_tokens);
+  const auto body = completion_body(shared.model, request.prompt, request.max_tokens, shared.options.request_fields);
   const std::optional<std::string> no_session;
   const std::string path = "/v1/completions";
   const double reusable = shared.ceiling.observe(request.prompt);
@@ -297,26 +299,6 @@ awaitable<void> scrape_one(std::string replica, HttpUrl url, ReplicaMetrics& out
 }
 
 }  // namespace
-
-std::string chat_body(const std::string& model, const json& messages, std::uint32_t max_tokens) {
-  return json{{"model", model},
-              {"messages", messages},
-              {"max_tokens", max_tokens},
-              {"stream", true},
-              {"stream_options", {{"include_usage", true}}}}
-      // The answers go back into the history; an engine that split a
-      // character between events must not make the next turn unsendable.
-      .dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-std::string completion_body(const std::string& model, const std::string& prompt, std::uint32_t max_tokens) {
-  return json{{"model", model},
-              {"prompt", prompt},
-              {"max_tokens", max_tokens},
-              {"stream", true},
-              {"stream_options", {{"include_usage", true}}}}
-      .dump();
-}
 
 namespace {
 

@@ -15,6 +15,7 @@
 
 #include "dial.hpp"
 #include "report.hpp"
+#include "request_body.hpp"
 #include "trajectory.hpp"
 #include "workload.hpp"
 
@@ -36,6 +37,10 @@ struct RunOptions {
   std::vector<double> session_starts_ms;
   // Block size, in prompt bytes, of the reuse ceiling (dial.hpp).
   std::uint32_t ceiling_block_bytes = 64;
+  // Fields every request body carries beside the workload's own (an
+  // object; e.g. a logit_bias that keeps a random-weights model's output
+  // valid UTF-8). Empty: none.
+  nlohmann::json request_fields = nlohmann::json::object();
   // Open loop: called on the run's thread right after the last arrival
   // (the caller reads the replicas' counters there), with the time since
   // the start in seconds.
@@ -49,10 +54,6 @@ struct RunResult {
 };
 
 Result<RunResult, std::string> run_workload(const Workload& workload, const RunOptions& options);
-
-// Streaming request bodies asking for usage, as every run sends them.
-std::string chat_body(const std::string& model, const nlohmann::json& messages, std::uint32_t max_tokens);
-std::string completion_body(const std::string& model, const std::string& prompt, std::uint32_t max_tokens);
 
 // GET /v1/models on `target`: its first model's id.
 Result<std::string, std::string> first_model(const std::string& target);
