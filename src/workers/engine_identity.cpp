@@ -88,9 +88,14 @@ std::optional<bool> RamCacheEvidence::record(std::uint32_t slot_tokens, std::uin
   // Token-grained engines report within a block of a block-grained
   // prediction: halfway into the RAM credit tells a restore from a recompute.
   const bool restored = reported * 2 >= slot_tokens * 2 + ram_tokens;
+  // While a RAM cache is modelled, it credits what a restore would give:
+  // a hit beyond the slots it did not credit is the slot model's error, not
+  // evidence. Once the worker showed none, only a hit well beyond the slots
+  // (more than a slot's answer or a partial block adds) is.
+  const std::uint32_t unexplained = std::max(2 * grain, slot_tokens / 4);
   if (ram_tokens >= grain && !restored) {
     ++against_;  // a prefix only the RAM cache could hold, computed again
-  } else if (reported >= slot_tokens + 2 * grain && restored) {
+  } else if (restored && (ram_tokens >= grain || (verdict_ == false && reported >= slot_tokens + unexplained))) {
     ++for_;  // more than the slots held came from cache
   } else {
     return std::nullopt;

@@ -137,6 +137,25 @@ TEST(RamCacheEvidence, TwoRecomputedRamPrefixesSayThereIsNone) {
   EXPECT_EQ(evidence.verdict(), true);
 }
 
+// While the RAM cache is modelled, a hit beyond the slots that it did not
+// credit is the slot model's error (a sequence it lost, an answer's
+// tokens): no evidence either way. Once none was shown, only a hit well
+// beyond the slots is.
+TEST(RamCacheEvidence, AHitTheRamModelDidNotCreditIsNoEvidenceForIt) {
+  RamCacheEvidence evidence;
+  for (int turn = 0; turn < 10; ++turn) {
+    EXPECT_EQ(evidence.record(0, 0, 880, 16), std::nullopt);
+    EXPECT_EQ(evidence.record(2500, 0, 2563, 16), std::nullopt);
+  }
+  EXPECT_EQ(evidence.verdict(), std::nullopt);
+  EXPECT_EQ(evidence.record(0, 320, 0, 16), std::nullopt);
+  EXPECT_EQ(evidence.record(0, 320, 0, 16), false);
+  for (int turn = 0; turn < 10; ++turn) {
+    EXPECT_EQ(evidence.record(2500, 0, 2563, 16), std::nullopt);  // an answer's tokens
+  }
+  EXPECT_EQ(evidence.verdict(), false);
+}
+
 TEST(RamCacheEvidence, AnswersWithinABlockOfTheSlotsTellNothing) {
   RamCacheEvidence evidence;
   for (int turn = 0; turn < 10; ++turn) {

@@ -52,10 +52,12 @@ Result<std::vector<std::string>, std::string> parse_served_adapters(std::string_
 
 // Whether the worker's answers show a host-RAM prompt cache (llama-server
 // --cache-ram): a turn credited with a sequence only the RAM cache could
-// hold that the engine computed again counts against it; a turn the engine
-// served from cache beyond what the slots held counts for it. Two against
-// and none for decide "none"; two for and none against "one" (four once it
-// was "none"); mixed evidence keeps the last verdict.
+// hold that the engine computed again counts against it; one the engine
+// served from it counts for it. Once the worker showed none (and the RAM
+// cache is no longer modelled), a turn served well beyond what the slots
+// held counts for it. Two against and none for decide "none"; two for and
+// none against "one" (four once it was "none"); mixed evidence keeps the
+// last verdict.
 class RamCacheEvidence {
  public:
   // `slot_tokens`: the predicted cached tokens a slot holds; `ram_tokens`:
