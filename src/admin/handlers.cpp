@@ -118,6 +118,8 @@ json slot_wait_json(const route::WorkerRoute& route, const workers::WorkerState&
           {"forecast_samples", status.forecast_samples},
           {"free_level", status.free_level ? json(*status.free_level) : json(nullptr)},
           {"free_samples", status.free_samples},
+          {"answer_reuse", worker.costs().answer_reuse()},
+          {"answer_reuse_samples", worker.costs().answer_reuse_samples()},
           {"release_ms", std::move(release_ms)}};
 }
 

@@ -600,7 +600,8 @@ void Cluster::apply(std::string_view bytes, std::uint64_t now_ms, std::uint64_t 
           }
           if (index_writer_ != nullptr &&
               model->workers[position].options.cache_model == config::CacheModel::sequences) {
-            index_writer_->finish(model->cache, model->workers[position].slot, peer_ticket(message.from, body.ticket));
+            index_writer_->finish(model->cache, model->workers[position].slot, peer_ticket(message.from, body.ticket),
+                                  std::nullopt);
           }
         } else if constexpr (std::is_same_v<Body, LearnedMessage>) {
           const auto [model, position] = worker_of(body.model, body.worker);

@@ -421,8 +421,8 @@ void Feed::withdraw(std::span<const BlockHash> blocks, std::uint64_t ticket, std
   config_.cache->caches.withdraw(config_.slot, blocks, ticket, now_ms);
 }
 
-void Feed::finish(std::uint64_t ticket, std::uint64_t now_ms) {
-  config_.cache->caches.finish(config_.slot, ticket, now_ms);
+void Feed::finish(std::uint64_t ticket, std::uint64_t now_ms, std::optional<std::uint32_t> reported_blocks) {
+  config_.cache->caches.finish(config_.slot, ticket, now_ms, reported_blocks);
 }
 
 void Feed::configure_cache_model() {

@@ -41,7 +41,7 @@ class Feed {
   void deliver(std::vector<zmq::message_t>& frames, std::uint64_t now_ms);
   void assume(std::span<const BlockHash> blocks, std::uint64_t now_ms, std::uint64_t ticket);
   void withdraw(std::span<const BlockHash> blocks, std::uint64_t ticket, std::uint64_t now_ms);
-  void finish(std::uint64_t ticket, std::uint64_t now_ms);
+  void finish(std::uint64_t ticket, std::uint64_t now_ms, std::optional<std::uint32_t> reported_blocks);
   void tick(std::uint64_t now_ms);
   void drop_entries();
 

@@ -54,6 +54,7 @@ struct Ingestion::Commands {
     std::vector<BlockHash> blocks;
     std::uint64_t ticket = 0;
     Command command = Command::assume;
+    std::optional<std::uint32_t> reported_blocks;  // finish: the engine's figure
   };
   struct Configure {
     std::vector<WorkerFeed> feeds;
@@ -156,7 +157,7 @@ class Ingestion::Loop {
           found->second->withdraw(assume.blocks, assume.ticket, now_ms());
           break;
         case Command::finish:
-          found->second->finish(assume.ticket, now_ms());
+          found->second->finish(assume.ticket, now_ms(), assume.reported_blocks);
           break;
       }
     }
@@ -336,16 +337,17 @@ void Ingestion::withdraw(const std::shared_ptr<ModelCache>& cache, WorkerSlot sl
   enqueue(cache, slot, blocks, ticket, Command::withdraw);
 }
 
-void Ingestion::finish(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::uint64_t ticket) {
-  enqueue(cache, slot, {}, ticket, Command::finish);
+void Ingestion::finish(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::uint64_t ticket,
+                       std::optional<std::uint32_t> reported_blocks) {
+  enqueue(cache, slot, {}, ticket, Command::finish, reported_blocks);
 }
 
 void Ingestion::enqueue(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::span<const BlockHash> blocks,
-                        std::uint64_t ticket, Command kind) {
+                        std::uint64_t ticket, Command kind, std::optional<std::uint32_t> reported_blocks) {
   if (blocks.empty() && kind != Command::finish) {
     return;
   }
-  Commands::Assume command{cache, slot, {blocks.begin(), blocks.end()}, ticket, kind};
+  Commands::Assume command{cache, slot, {blocks.begin(), blocks.end()}, ticket, kind, reported_blocks};
   bool first = false;
   {
     std::lock_guard lock(commands_->mutex);

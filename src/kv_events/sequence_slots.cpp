@@ -59,7 +59,22 @@ void SequenceSlots::start(std::span<const index::BlockHash> blocks, std::uint64_
 
 void SequenceSlots::occupy(Choice choice, std::vector<index::BlockHash> blocks, std::uint64_t ticket,
                            std::uint64_t now_ms, Changes& out) {
-  auto& state = slots_[static_cast<std::size_t>(choice.slot)];
+  const auto chosen = static_cast<std::uint32_t>(choice.slot);
+  auto& state = slots_[chosen];
+  state.alternatives.clear();
+  for (std::uint32_t other = 0; other < slots_.size(); ++other) {
+    if (other != chosen) {
+      const auto& content = slots_[other].blocks;
+      const auto common = common_prefix(content, blocks);
+      state.alternatives.push_back({other, slots_[other].generation, static_cast<std::uint32_t>(common),
+                                    !content.empty() && common == content.size()});
+    }
+  }
+  const auto common = common_prefix(state.blocks, blocks);
+  state.common = static_cast<std::uint32_t>(common);
+  state.whole = !state.blocks.empty() && common == state.blocks.size();
+  state.previous_last_used_ms = state.last_used_ms;
+  ++state.generation;
   unhold(state.blocks, out);
   if (ram_limit_blocks_ > 0 && choice.save_to_ram && !state.blocks.empty()) {
     save_and_restore(state, blocks, out);
@@ -88,8 +103,62 @@ std::optional<std::uint32_t> SequenceSlots::running_slot(std::uint64_t ticket) c
   return std::nullopt;
 }
 
-void SequenceSlots::finish(std::uint64_t ticket, std::uint64_t now_ms, Changes& out) {
+void SequenceSlots::correct_from_receipt(std::uint32_t slot, std::uint32_t reported_blocks, Changes& out) {
+  // Within a block either way of the common prefix (the engine counts
+  // tokens), or beyond it when that was a sequence's whole content (a
+  // slot also holds the answer it generated after its prompt).
+  const auto fits = [reported_blocks](std::uint32_t common, bool whole) {
+    return reported_blocks + 1 >= common && (reported_blocks <= common + 1 || whole);
+  };
+  auto& state = slots_[slot];
+  if (fits(state.common, state.whole)) {
+    return;
+  }
+  const auto unchanged_idle = [this](const Alternative& alternative) {
+    const auto& other = slots_[alternative.slot];
+    return !other.running && other.generation == alternative.generation;
+  };
+  const Alternative* found = nullptr;
+  for (const auto& alternative : state.alternatives) {
+    if (fits(alternative.common, alternative.whole)) {
+      if (found != nullptr) {
+        return;  // two contents would give the figure: no telling which
+      }
+      found = &alternative;
+    }
+  }
+  if (found == nullptr && reported_blocks > state.common) {
+    // More than any modelled content gives: the engine held a sequence the
+    // model had lost, and the one the model had the request take is still
+    // there, in place of what the model wrongly keeps in another slot,
+    // known only when just one other slot is idle and unchanged.
+    for (const auto& alternative : state.alternatives) {
+      if (unchanged_idle(alternative)) {
+        if (found != nullptr) {
+          return;
+        }
+        found = &alternative;
+      }
+    }
+  }
+  if (found == nullptr || !unchanged_idle(*found)) {
+    return;  // no telling where, or that slot has changed since
+  }
+  auto& other = slots_[found->slot];
+  unhold(other.blocks, out);
+  other.blocks = std::move(state.previous);
+  other.last_used_ms = state.previous_last_used_ms;
+  ++other.generation;
+  hold(other.blocks, out);
+  state.previous.clear();
+}
+
+void SequenceSlots::finish(std::uint64_t ticket, std::uint64_t now_ms, Changes& out,
+                           std::optional<std::uint32_t> reported_blocks) {
   if (auto slot = running_slot(ticket)) {
+    if (reported_blocks && ram_limit_blocks_ == 0) {
+      correct_from_receipt(*slot, *reported_blocks, out);
+    }
     release(*slot, now_ms, out);
     admit_waiting(now_ms, out);
   } else {
@@ -106,6 +175,7 @@ void SequenceSlots::withdraw(std::uint64_t ticket, std::uint64_t now_ms, Changes
     state.blocks = std::move(state.previous);
     state.previous.clear();
     state.running = false;
+    ++state.generation;
     hold(state.blocks, out);  // last use unchanged: it ran nothing
     admit_waiting(now_ms, out);
   } else {
@@ -139,20 +209,25 @@ void SequenceSlots::refresh_next_free(Changes& out) {
     }
     busy.push_back(&slot);
   }
-  const Slot* next = nullptr;
+  // The slots free in the order they started, each to the oldest waiting
+  // request; a new request takes the release after theirs: a running
+  // slot's while fewer wait than run, else the one a waiting request will
+  // have taken and run in (so it then holds that request's prompt).
+  const std::vector<index::BlockHash>* next = nullptr;
   if (!busy.empty()) {
     std::sort(busy.begin(), busy.end(), [](const Slot* a, const Slot* b) {
       return a->started_ms != b->started_ms ? a->started_ms < b->started_ms : a < b;
     });
-    next = busy[std::min(waiting_.size(), busy.size() - 1)];
+    next = waiting_.size() < busy.size() ? &busy[waiting_.size()]->blocks
+                                         : &waiting_[waiting_.size() - busy.size()].blocks;
   }
-  if (next != nullptr && next->blocks == next_free_blocks_) {
+  if (next != nullptr && *next == next_free_blocks_) {
     return;
   }
   unhold(next_free_blocks_, out);
   next_free_blocks_.clear();
   if (next != nullptr) {
-    next_free_blocks_ = next->blocks;
+    next_free_blocks_ = *next;
     hold(next_free_blocks_, out);
   }
 }

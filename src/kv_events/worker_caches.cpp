@@ -96,12 +96,13 @@ void WorkerCaches::apply_tier_changes(WorkerSlot slot, Worker& state, Tier tier,
   index_.remove(slot, scratch_, tier);
 }
 
-void WorkerCaches::finish(WorkerSlot slot, std::uint64_t ticket, std::uint64_t now_ms) {
+void WorkerCaches::finish(WorkerSlot slot, std::uint64_t ticket, std::uint64_t now_ms,
+                          std::optional<std::uint32_t> reported_blocks) {
   auto& state = worker(slot);
   if (!state.sequences) {
     return;
   }
-  state.sequences->finish(ticket, now_ms, slot_changes_);
+  state.sequences->finish(ticket, now_ms, slot_changes_, reported_blocks);
   apply_slot_changes(slot, state, now_ms);
 }
 

@@ -549,7 +549,9 @@ class PickerStream final : public grpc::ServerBidiReactor<Request, Response> {
       const bool answered = phase_ == Phase::response;
       exchange_.client_gone = !exchange_.engine_done && answered;
       if (answered) {
-        exchange_.attempt->engine_done(monotonic_now_ms());
+        exchange_.attempt->engine_done(monotonic_now_ms(),
+                                       {exchange_.engine_done ? exchange_.status : 0, exchange_.reported.prompt_tokens,
+                                        exchange_.reported.completion_tokens, exchange_.reported.cached_tokens});
         const bool refused = exchange_.status >= 400 && exchange_.first_token_seconds < 0;
         std::optional<workers::FailureCause> traffic = workers::FailureCause::none;
         if (exchange_.status >= 500 || exchange_.status == 0) {

@@ -169,7 +169,9 @@ awaitable<AttemptOutcome> Relay::relay_body() {
     }
     const bool last = !response.body().more;
     if (last) {
-      attempt_.engine_done(monotonic_now_ms());
+      attempt_.engine_done(monotonic_now_ms(),
+                           {exchange_.status, exchange_.reported.prompt_tokens, exchange_.reported.completion_tokens,
+                            exchange_.reported.cached_tokens});
     }
     exchange_.response_bytes += response.body().size;
     const std::string_view piece(static_cast<const char*>(response.body().data),

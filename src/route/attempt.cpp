@@ -25,7 +25,8 @@ Attempt::Attempt(Attempt&& other) noexcept
       slot_hold_ms_(other.slot_hold_ms_),
       decoder_assumed_(other.decoder_assumed_),
       ended_(other.ended_),
-      completed_(other.completed_) {}
+      completed_(other.completed_),
+      slot_freed_(other.slot_freed_) {}
 
 Attempt::~Attempt() {
   if (router_ != nullptr && prefill_ && !prefill_->ended) {
@@ -78,12 +79,21 @@ void Attempt::end(AttemptEnd how, std::optional<workers::FailureCause> traffic, 
   keep_slot_hold(in_flight_.finish(now_ms));
   if (how == AttemptEnd::not_run) {
     router_->withdraw(*this, worker_);
-  } else {
+  } else if (!slot_freed_) {
     router_->finish(*this);
   }
   if (traffic) {
     router_->note_traffic(*this, worker_, *traffic, now_ms);
   }
+}
+
+void Attempt::engine_done(std::uint64_t now_ms, const EngineAnswer& answer) {
+  keep_slot_hold(in_flight_.finish(now_ms));
+  if (router_ == nullptr || ended_ || slot_freed_ || answer.status != 200) {
+    return;
+  }
+  slot_freed_ = true;
+  router_->answer_read(*this, answer);
 }
 
 void Attempt::complete(const ResponseOutcome& outcome) {

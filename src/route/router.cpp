@@ -9,6 +9,7 @@
 #include <new>
 #include <type_traits>
 
+#include "kvgate/policy/slot_reuse.hpp"
 #include "kvgate/route/cost_sample.hpp"
 #include "kvgate/route/outlier_filter.hpp"
 
@@ -160,6 +161,36 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   // Read once: the layout the events report may change between two reads.
   const auto attention = model.cache ? model.cache->attention.effective() : prefix::LocalAttention{};
   const auto indexed = indexed_cached_tokens(model, prompt, attention, scratch);
+  std::size_t previous = count;
+  if (context.session_key) {
+    result.session = sessions_.find(*context.session_key, context.now_ms);
+    if (result.session) {
+      previous = model.find_worker(result.session->worker, result.session->worker_position);
+    }
+  }
+  std::optional<RouteDecision::Continuation> continuation;
+  if (prompt != nullptr && result.session && !result.session->expired && previous < count &&
+      model.workers[previous].options.cache_model == config::CacheModel::sequences) {
+    // The previous turn's idle slot holds its answer too.
+    const auto& session = *result.session;
+    const auto credited = indexed[previous];
+    const policy::SlotContinuation turn{credited,
+                                        session.last_input_tokens,
+                                        session.last_answer_tokens.value_or(0),
+                                        session.last_answer_tokens.has_value(),
+                                        model.workers[previous].state->costs().answer_reuse(),
+                                        prompt->input_tokens,
+                                        model.block_size};
+    if (policy::continues_previous_slot(turn)) {
+      continuation = RouteDecision::Continuation{session.last_input_tokens, *session.last_answer_tokens};
+      const auto extra = policy::slot_continuation_tokens(turn) - credited;
+      if (scratch.indexed_gpu[previous] == credited) {
+        scratch.indexed_gpu[previous] += extra;  // in the slot, not restored from the RAM cache
+      }
+      scratch.indexed[previous] += extra;
+      scratch.full_only[previous] += extra;
+    }
+  }
   const bool hybrid = attention.hybrid();
   auto& views = scratch.views;
   const auto& cost_options = table.options->routing.cache_aware;
@@ -229,17 +260,10 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   request.adapter_load_ms = model.adapter_load->load_ms(model.lora_load_ms);
   const auto returns = eviction_priced ? model.session_gaps->model() : policy::ReturnModel();
   request.returns = eviction_priced ? &returns : nullptr;
-  std::size_t previous = count;
-  if (context.session_key) {
-    result.session = sessions_.find(*context.session_key, context.now_ms);
-    if (result.session) {
-      previous = model.find_worker(result.session->worker, result.session->worker_position);
-    }
-    if (result.session && !result.session->expired && context.now_ms >= result.session->last_seen_ms &&
-        previous < count) {
-      request.previous_turn = policy::RouteRequest::PreviousTurn{
-          previous, static_cast<double>(context.now_ms - result.session->last_seen_ms)};
-    }
+  if (result.session && !result.session->expired && context.now_ms >= result.session->last_seen_ms &&
+      previous < count) {
+    request.previous_turn = policy::RouteRequest::PreviousTurn{
+        previous, static_cast<double>(context.now_ms - result.session->last_seen_ms)};
   }
   if (prompt != nullptr) {
     request.input_tokens = prompt->input_tokens;
@@ -264,6 +288,9 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   const auto chosen = *result.worker;
   result.predicted_cached_tokens = views[chosen].cached_tokens;
   result.indexed_cached_tokens = indexed[chosen];
+  if (chosen == previous) {
+    result.continuation = continuation;
+  }
   result.full_attention_cached_tokens = scratch.full_only[chosen];
   result.offloaded_cached_tokens = indexed[chosen] - std::min(scratch.indexed_gpu[chosen], indexed[chosen]);
   result.evicted_blocks_at_decision =
@@ -326,6 +353,11 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
     attempt.prediction_.queue_delay_ms = std::max(0.0, candidate.queue_delay_ms);
   }
   attempt.prediction_.slots = slot_count(worker.options);
+  if (decision.continuation) {
+    attempt.prediction_.continued = true;
+    attempt.prediction_.continued_input_tokens = decision.continuation->previous_input_tokens;
+    attempt.prediction_.continued_answer_tokens = decision.continuation->previous_answer_tokens;
+  }
   // A move's counterfactual: the previous worker's expected TTFT, as that
   // worker's calibration says it turns out.
   if (decision.session && policy::is_session_move(decision.reason) && decision.session_previous &&
@@ -459,13 +491,25 @@ void Router::withdraw(const Attempt& attempt, std::size_t worker) {
   }
 }
 
-void Router::finish(const Attempt& attempt) {
+void Router::finish(const Attempt& attempt, std::optional<std::uint32_t> reported_cached_tokens) {
   const auto& route = attempt.model_->workers[attempt.worker_];
   if (index_writer_ != nullptr && route.options.cache_model == config::CacheModel::sequences) {
-    index_writer_->finish(attempt.model_->cache, route.slot, attempt.ticket_);
+    // A remotely prefilled request's figure counts the moved KV: not the slot's.
+    std::optional<std::uint32_t> reported_blocks;
+    if (reported_cached_tokens && !attempt.prediction_.remote_prefill && attempt.model_->block_size > 0) {
+      reported_blocks = *reported_cached_tokens / attempt.model_->block_size;
+    }
+    index_writer_->finish(attempt.model_->cache, route.slot, attempt.ticket_, reported_blocks);
     if (peers_ != nullptr) {
       peers_->finished(attempt.model_->name, route.state->id(), attempt.ticket_);
     }
+  }
+}
+
+void Router::answer_read(const Attempt& attempt, const EngineAnswer& answer) {
+  finish(attempt, answer.cached_tokens);
+  if (attempt.session_turn_ != 0 && answer.completion_tokens) {
+    sessions_.record_answer(attempt.session_key_, attempt.session_turn_, *answer.completion_tokens);
   }
 }
 
@@ -581,6 +625,18 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
                      worker.id(), evidence.over_predicted, evidence.samples);
       }
     }
+  }
+  // A turn that continued its previous turn's slot: how much of that
+  // turn's answer the engine reused (policy/slot_reuse.hpp). A figure
+  // short of the previous prompt's whole blocks is a slot lost meanwhile,
+  // which says nothing of answers.
+  if (decision.continued && outcome.cached_tokens && outcome.status == 200 && outcome.retries == 0 &&
+      !decision.remote_prefill &&
+      *outcome.cached_tokens >= decision.continued_input_tokens / model.block_size * model.block_size) {
+    const auto reported = *outcome.cached_tokens;
+    worker.costs().record_answer_reuse(
+        reported > decision.continued_input_tokens ? reported - decision.continued_input_tokens : 0,
+        decision.continued_answer_tokens);
   }
   // The same teaches an adapter's load time: the first token's excess over
   // what was expected without the load (workers/learned_adapter_load.hpp).

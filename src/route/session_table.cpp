@@ -148,8 +148,13 @@ std::size_t SessionTable::shard_capacity() const {
 }
 
 SessionState SessionTable::state_of(const Entry& entry, std::uint64_t now_ms) const {
-  return {entry.worker,       entry.worker_position,   entry.turns,
-          entry.last_seen_ms, entry.last_input_tokens, expired(entry.last_seen_ms, now_ms, idle_ttl_ms_.load())};
+  return {entry.worker,
+          entry.worker_position,
+          entry.turns,
+          entry.last_seen_ms,
+          entry.last_input_tokens,
+          expired(entry.last_seen_ms, now_ms, idle_ttl_ms_.load()),
+          entry.last_answer_tokens};
 }
 
 template <class Visit>
@@ -231,6 +236,7 @@ std::uint64_t SessionTable::commit_turn(std::string_view key, SessionTurn turn, 
       entry->last_seen_ms = now_ms;
       entry->key_source.assign(key_source);
       entry->last_input_tokens = turn.input_tokens;
+      entry->last_answer_tokens.reset();
       entry->worker = turn.worker;
       entry->worker_position = turn.worker_position;
       turn.number = entry->turns;
@@ -264,7 +270,7 @@ std::list<SessionTable::Entry>::iterator SessionTable::insert_entry(Shard& shard
     shard.by_hash.erase(key_hash_of(shard.lru.back().key));
     shard.lru.pop_back();
   }
-  shard.lru.push_front(Entry{std::string(stored), now_ms, now_ms, 0, 0, {}, 0, {}, {}, {}, 0, 0});
+  shard.lru.push_front(Entry{std::string(stored), now_ms, now_ms, 0, 0, {}, 0, {}, {}, {}, 0, 0, {}});
   auto entry = shard.lru.begin();
   shard.by_key.emplace(std::string_view(entry->key), entry);
   shard.by_hash.insert_or_assign(key_hash, entry);
@@ -306,6 +312,7 @@ bool SessionTable::apply_peer_turn(std::string_view key, SessionTurn turn, std::
     entry->worker = turn.worker;
     entry->worker_position = turn.worker_position;
     entry->last_input_tokens = turn.input_tokens;
+    entry->last_answer_tokens.reset();
     entry->key_source.assign(key_source);
     turn.at_ms = at_ms;
     if (replaces_last) {
@@ -334,6 +341,15 @@ void SessionTable::record_outcome(std::string_view key, std::uint64_t number, co
         turn.ttft_ms = outcome.ttft_ms;
         turn.decode_ms = outcome.decode_ms;
       }
+    }
+    return 0;
+  });
+}
+
+void SessionTable::record_answer(std::string_view key, std::uint64_t number, std::uint32_t answer_tokens) {
+  with_entry(key, [&](Entry* found) {
+    if (found != nullptr && found->turns == number) {
+      found->last_answer_tokens = answer_tokens;
     }
     return 0;
   });

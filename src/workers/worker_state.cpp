@@ -139,6 +139,17 @@ void LearnedCosts::record_slot_free(double realized_over_priors) {
   slot_free_level_.store(slot_wait_.free_level().value_or(-1), std::memory_order_relaxed);
 }
 
+void LearnedCosts::record_answer_reuse(std::uint32_t reused_answer_tokens, std::uint32_t answer_tokens) {
+  std::lock_guard lock(slot_wait_mutex_);
+  answer_reuse_fit_.observe(reused_answer_tokens, answer_tokens);
+  answer_reuse_.store(answer_reuse_fit_.share(), std::memory_order_relaxed);
+}
+
+std::size_t LearnedCosts::answer_reuse_samples() const {
+  std::lock_guard lock(slot_wait_mutex_);
+  return answer_reuse_fit_.samples();
+}
+
 std::size_t LearnedCosts::slot_holds(std::span<double, policy::SlotWaitFit::kWindow> out) const {
   const auto count = std::min(slot_hold_count_.load(std::memory_order_acquire), out.size());
   for (std::size_t index = 0; index < count; ++index) {

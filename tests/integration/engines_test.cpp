@@ -6,6 +6,8 @@
 // really caches.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <atomic>
 #include <fstream>
 #include <thread>
@@ -224,7 +226,9 @@ TEST(LlamaCppFleet, PredictionsMatchTheSlotsAndLaterTurnsAreServedFromThem) {
     const auto predicted = record["predicted_cached_tokens"].get<int>();
     const auto reported = record["cached_tokens"].get<int>();
     ++logged;
-    matched += predicted <= reported && reported - predicted < 16 ? 1 : 0;
+    // Within a block either way, as kvgate_cache_predictions_total counts
+    // it: a prediction may count a slot's answer the sim does not reuse.
+    matched += std::abs(reported - predicted) < 16 ? 1 : 0;
   }
   EXPECT_EQ(logged, 60);
   EXPECT_GE(matched, 54) << "of " << logged << " logged decisions";
@@ -262,8 +266,10 @@ TEST(LlamaCppFleet, AConversationOverwrittenInItsSlotIsServedFromHostRam) {
   auto second = json::parse(post_json(harness.api_port(), "/v1/chat/completions", next.dump()).body);
   const auto reported = second["timings"]["cache_n"].get<int>();
   EXPECT_GT(reported, 0);
-  EXPECT_LE(predicted, reported);
-  EXPECT_LT(reported - predicted, 16) << "predicted " << predicted << ", the engine restored " << reported;
+  // Within a block either way: the prediction also counts the answer the
+  // slot generated (kvgate-sim's generated tokens are fillers the next
+  // prompt does not repeat, so it reuses none of it).
+  EXPECT_LT(std::abs(reported - predicted), 16) << "predicted " << predicted << ", the engine restored " << reported;
   EXPECT_GT(metric_value(harness, "kvgate_cache_predictions_total{outcome=\"exact\",worker=\"r0\"}"), 0);
 }
 

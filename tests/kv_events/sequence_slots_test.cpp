@@ -127,6 +127,102 @@ TEST(SequenceSlots, WithEverySlotBusyTheOneExpectedFreeNextIsCredited) {
   EXPECT_FALSE(slots.credits(c[0]));
 }
 
+// With as many requests waiting as running, each release goes to a waiting
+// request: a new one takes a slot only after a waiting one has run in it,
+// so it finds that request's prompt there, not the one running now.
+TEST(SequenceSlots, WithAsManyWaitingAsRunningTheWaitingRequestsPromptIsCredited) {
+  SequenceSlots slots(2, 0.1);
+  SequenceSlots::Changes changes;
+  auto a = prompt_blocks(1, 2, 1, 4);
+  auto b = prompt_blocks(2, 2, 2, 4);
+  auto c = prompt_blocks(3, 2, 3, 4);
+  auto d = prompt_blocks(4, 2, 4, 4);
+  slots.start(a, 1, 0, changes);
+  slots.start(b, 2, 5, changes);
+  slots.start(c, 3, 6, changes);  // takes a's slot when a ends
+  slots.start(d, 4, 7, changes);  // takes b's slot when b ends
+  EXPECT_EQ(slots.waiting(), 2u);
+  EXPECT_TRUE(slots.credits(c[0]));  // a request after d runs where c will have run
+  EXPECT_FALSE(slots.credits(a[0]));
+  EXPECT_FALSE(slots.credits(b[0]));
+  EXPECT_FALSE(slots.credits(d[0]));
+  slots.finish(1, 10, changes);      // c runs in a's slot; d still waits, for b's
+  EXPECT_TRUE(slots.credits(c[0]));  // so a new request takes c's slot after c
+  EXPECT_FALSE(slots.credits(b[0]));
+}
+
+// The engine's figure for a request names the sequence it really ran
+// on: another slot's, not the one the model gave it. The sequence the
+// model had it take is still in the engine, where that other one was.
+TEST(SequenceSlots, TheEnginesFigureMovesASequenceTheRequestDidNotTake) {
+  SequenceSlots slots(3, 0.1);
+  SequenceSlots::Changes changes;
+  auto a = prompt_blocks(3, 3, 1, 8);  // shares 3 blocks with the request below
+  auto b = prompt_blocks(2, 0, 2, 8);  // shares none
+  auto c = prompt_blocks(3, 6, 3, 8);  // shares 6
+  slots.start(a, 1, 0, changes);       // all three at once, one per slot
+  slots.start(b, 2, 20, changes);
+  slots.start(c, 3, 40, changes);
+  slots.finish(1, 45, changes);
+  slots.finish(2, 50, changes);
+  slots.finish(3, 55, changes);
+  auto request = prompt_blocks(3, 6, 9, 10);
+  slots.start(request, 4, 60, changes);  // the model: c's slot, the most similar
+  EXPECT_FALSE(slots.credits(c.back()));
+  slots.finish(4, 70, changes, 3);  // the engine reused 3 blocks: it ran on a
+  EXPECT_TRUE(slots.credits(c.back()));
+  EXPECT_FALSE(slots.credits(a.back()));
+  EXPECT_TRUE(slots.credits(b.back()));
+  EXPECT_TRUE(slots.credits(request.back()));
+}
+
+// A figure beyond what any modelled sequence gives: the engine held one the
+// model had lost. With one other slot idle, that is where the model was
+// wrong: it holds the sequence the request did not take.
+TEST(SequenceSlots, AFigureNoSequenceGivesCorrectsTheOnlyOtherIdleSlot) {
+  SequenceSlots slots(2, 0.1);
+  SequenceSlots::Changes changes;
+  auto a = prompt_blocks(1, 0, 1, 6);
+  auto x = prompt_blocks(2, 0, 2, 6);  // what the model wrongly believes the other slot holds
+  slots.start(a, 1, 0, changes);
+  slots.finish(1, 10, changes);
+  slots.start(x, 2, 20, changes);
+  slots.finish(2, 30, changes);
+  auto b2 = extend(prompt_blocks(4, 0, 4, 6), 2);  // a turn of a conversation the model had lost
+  slots.start(b2, 3, 40, changes);                 // the model: a's slot (used longest ago)
+  slots.finish(3, 50, changes, 6);                 // the engine: 6 blocks, b's whole sequence
+  EXPECT_TRUE(slots.credits(a.back()));
+  EXPECT_FALSE(slots.credits(x.back()));
+  EXPECT_TRUE(slots.credits(b2.back()));
+}
+
+// A figure that fits the modelled slot, or that two other slots could
+// give, or whose other slot has changed since, moves nothing.
+TEST(SequenceSlots, AFigureThatFitsOrCannotBePlacedMovesNothing) {
+  SequenceSlots slots(3, 0.1);
+  SequenceSlots::Changes changes;
+  auto a = prompt_blocks(1, 0, 1, 6);
+  auto b = prompt_blocks(2, 0, 2, 6);
+  auto c = prompt_blocks(3, 0, 3, 6);
+  for (std::uint64_t ticket = 1; ticket <= 3; ++ticket) {
+    slots.start(std::vector<std::vector<BlockHash>>{a, b, c}[ticket - 1], ticket, ticket * 10, changes);
+  }
+  for (std::uint64_t ticket = 1; ticket <= 3; ++ticket) {
+    slots.finish(ticket, 100 + ticket, changes);
+  }
+  auto fresh = prompt_blocks(4, 0, 4, 6);
+  slots.start(fresh, 4, 200, changes);  // shares nothing: takes a's slot (used longest ago)
+  slots.finish(4, 210, changes, 0);     // 0 fits a's slot too: nothing moves
+  EXPECT_FALSE(slots.credits(a.back()));
+  EXPECT_TRUE(slots.credits(b.back()));
+  EXPECT_TRUE(slots.credits(c.back()));
+  auto b2 = extend(b, 2);
+  slots.start(b2, 5, 220, changes);  // takes b's slot
+  slots.finish(5, 230, changes, 1);  // a figure two other slots could give: nothing moves
+  EXPECT_TRUE(slots.credits(b2.back()));
+  EXPECT_TRUE(slots.credits(c.back()));
+}
+
 TEST(SequenceSlots, AWithdrawnRequestLeavesItsSlotAsItWas) {
   SequenceSlots slots(1, 0.1);
   SequenceSlots::Changes changes;

@@ -733,6 +733,7 @@ class RecordingIndexWriter final : public kv_events::IndexWriter {
     kv_events::WorkerSlot slot;
     std::vector<prefix::BlockHash> blocks;
     std::uint64_t ticket;
+    std::optional<std::uint32_t> reported_blocks = std::nullopt;
   };
   void assume(const std::shared_ptr<kv_events::ModelCache>&, kv_events::WorkerSlot slot,
               std::span<const prefix::BlockHash> blocks, std::uint64_t ticket) override {
@@ -742,9 +743,9 @@ class RecordingIndexWriter final : public kv_events::IndexWriter {
                 std::span<const prefix::BlockHash> blocks, std::uint64_t ticket) override {
     calls.push_back({"withdraw", slot, {blocks.begin(), blocks.end()}, ticket});
   }
-  void finish(const std::shared_ptr<kv_events::ModelCache>&, kv_events::WorkerSlot slot,
-              std::uint64_t ticket) override {
-    calls.push_back({"finish", slot, {}, ticket});
+  void finish(const std::shared_ptr<kv_events::ModelCache>&, kv_events::WorkerSlot slot, std::uint64_t ticket,
+              std::optional<std::uint32_t> reported_blocks) override {
+    calls.push_back({"finish", slot, {}, ticket, reported_blocks});
   }
   bool settle(std::chrono::milliseconds) override { return true; }
   std::vector<Call> calls;
@@ -1025,6 +1026,94 @@ TEST(Attempt, ServedOnASlotWorkerFreesItsSlotAndKeepsTheBlocks) {
   ASSERT_EQ(writer.calls.size(), 2u);
   EXPECT_EQ(writer.calls[1].kind, "finish");
   EXPECT_EQ(writer.calls[1].ticket, 9u);
+}
+
+// The engine's answer read whole frees the slot then, with no second
+// finish at the attempt's end: the client's next turn, sent on the last
+// byte, must find the slot free. A refused answer frees nothing early.
+TEST(Attempt, AnAnswerReadWholeFreesItsSlotBeforeTheAttemptEnds) {
+  Fleet fleet(cache_aware());
+  for (auto& worker : fleet.model.workers) {
+    worker.options.cache_model = config::CacheModel::sequences;
+  }
+  RecordingIndexWriter writer;
+  fleet.router.set_index_writer(&writer);
+  auto prompt = prompt_of(320);
+  RouteContext context{std::nullopt, 9, {}, kNow};
+  auto decision = fleet.router.decide(fleet.table, fleet.model, &prompt, context);
+  auto attempt = fleet.router.commit(fleet.table, fleet.model, decision, &prompt, context);
+  attempt.engine_done(kNow + 5, {200, 320, 32, 100});
+  ASSERT_EQ(writer.calls.size(), 2u);
+  EXPECT_EQ(writer.calls[1].kind, "finish");
+  EXPECT_EQ(writer.calls[1].reported_blocks, 6u);  // the engine's figure, in whole blocks
+  attempt.end(AttemptEnd::served, workers::FailureCause::none, kNow + 6);
+  EXPECT_EQ(writer.calls.size(), 2u);
+
+  RouteContext refused_context{std::nullopt, 10, {}, kNow};
+  auto refused = fleet.router.commit(fleet.table, fleet.model, decision, &prompt, refused_context);
+  refused.engine_done(kNow + 5, {400, std::nullopt, std::nullopt});
+  EXPECT_EQ(writer.calls.size(), 3u);  // its assume only
+  refused.end(AttemptEnd::not_run, workers::FailureCause::none, kNow + 6);
+  ASSERT_EQ(writer.calls.size(), 4u);
+  EXPECT_EQ(writer.calls[3].kind, "withdraw");
+}
+
+// A slot engine keeps the answer it generated after the prompt; the next
+// turn repeats both, so its previous slot gives more than the index's
+// whole blocks: the prompt's last partial block and as much of the answer
+// as the engine's figures show such turns reuse.
+TEST(Router, ASlotEnginesNextTurnExpectsThePreviousAnswerToo) {
+  Fleet fleet(cache_aware());
+  for (auto& worker : fleet.model.workers) {
+    worker.options.cache_model = config::CacheModel::sequences;
+  }
+  std::uint32_t length = 330;  // 20 whole blocks and 10 tokens
+  auto first = prompt_of(length);
+  RouteContext context{std::string_view("s"), 0, {}, kNow};
+  auto decision = fleet.router.decide(fleet.table, fleet.model, &first, context);
+  ASSERT_TRUE(decision.worker);
+  const auto worker = *decision.worker;
+  auto attempt = fleet.router.commit(fleet.table, fleet.model, decision, &first, context);
+  fleet.hold(worker, first, 20);
+  auto second = prompt_of(length + 90);
+  // Before the answer is read the next turn expects the whole blocks only.
+  EXPECT_EQ(fleet.decide(second, "s").candidates[worker].cached_tokens, 320u);
+  attempt.engine_done(kNow + 5, {200, length, 32});
+  // Then the whole previous prompt; none of the answer before the engine
+  // showed how much of one it reuses.
+  auto next = fleet.decide(second, "s");
+  EXPECT_EQ(next.worker, worker);
+  EXPECT_EQ(next.indexed_cached_tokens, 330u);
+  EXPECT_EQ(next.candidates[worker].cached_tokens, 330u);
+  attempt.end(AttemptEnd::served, workers::FailureCause::none, kNow + 6);
+  // The engine reuses a quarter of each answer (8 of 32 tokens): after
+  // three such turns the next one expects that.
+  for (int turn = 0; turn < 3; ++turn) {
+    auto prompt = prompt_of(length + 90);
+    RouteContext turn_context{std::string_view("s"), 0, {}, kNow + 10 + turn};
+    auto routed = fleet.router.decide(fleet.table, fleet.model, &prompt, turn_context);
+    ASSERT_EQ(routed.worker, worker);
+    ASSERT_TRUE(routed.continuation);
+    auto served = fleet.router.commit(fleet.table, fleet.model, routed, &prompt, turn_context);
+    ResponseOutcome outcome;
+    outcome.status = 200;
+    outcome.cached_tokens = routed.continuation->previous_input_tokens + 8;
+    outcome.prompt_tokens = prompt.input_tokens;
+    served.engine_done(kNow + 11 + turn, {200, prompt.input_tokens, 32});
+    served.end(AttemptEnd::served, workers::FailureCause::none, kNow + 11 + turn);
+    served.complete(outcome);
+    fleet.hold(worker, prompt, prompt.input_tokens / 16);
+    length += 90;
+    second = prompt_of(length + 90);
+  }
+  EXPECT_DOUBLE_EQ(fleet.worker(worker).costs().answer_reuse(), 0.25);
+  next = fleet.decide(second, "s");
+  EXPECT_EQ(next.indexed_cached_tokens, length + 8);
+  // A block engine keeps blocks only.
+  for (auto& route : fleet.model.workers) {
+    route.options.cache_model = config::CacheModel::blocks;
+  }
+  EXPECT_EQ(fleet.decide(second, "s").indexed_cached_tokens, length / 16 * 16);
 }
 
 // Failures reported through attempts eject workers, but never more than

@@ -31,6 +31,24 @@ TEST(SessionTable, RemembersTheLastWorkerAndCountsTurns) {
   EXPECT_FALSE(state->expired);
 }
 
+// The answer's length belongs to the session's last turn: a later turn
+// clears it, and an older turn's answer read late does not set it.
+TEST(SessionTable, KeepsTheLastTurnsAnswerLengthUntilTheNextTurn) {
+  SessionTable table;
+  const auto first = table.commit_turn("s", turn_on("a"), 1000);
+  EXPECT_FALSE(table.find("s", 1000)->last_answer_tokens);
+  table.record_answer("s", first, 32);
+  EXPECT_EQ(table.find("s", 1001)->last_answer_tokens, 32u);
+  const auto second = table.commit_turn("s", turn_on("a", 180), 2000);
+  EXPECT_FALSE(table.find("s", 2000)->last_answer_tokens);
+  table.record_answer("s", first, 32);
+  EXPECT_FALSE(table.find("s", 2001)->last_answer_tokens);
+  table.record_answer("s", second, 0);
+  EXPECT_EQ(table.find("s", 2002)->last_answer_tokens, 0u);
+  table.record_answer("unknown", 1, 10);
+  EXPECT_FALSE(table.find("unknown", 2003));
+}
+
 TEST(SessionTable, RecentListsTheLatestLiveSessionsNewestFirstWithTheirLastTurn) {
   SessionTable table({1'000, 10'000, 4});
   for (int key = 0; key < 50; ++key) {

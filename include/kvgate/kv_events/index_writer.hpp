@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 
 #include "kvgate/kv_events/model_cache.hpp"
@@ -29,8 +30,11 @@ class IndexWriter {
   virtual void withdraw(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::span<const BlockHash> blocks,
                         std::uint64_t ticket) = 0;
   // The request `ticket` routed to a worker that keeps whole prompts in
-  // slots has ended there, so its slot is free again.
-  virtual void finish(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::uint64_t ticket) = 0;
+  // slots has ended there, so its slot is free again. `reported_blocks`:
+  // the engine's cached tokens for it in whole blocks, when it said
+  // (sequence_slots.hpp corrects its slots from them).
+  virtual void finish(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::uint64_t ticket,
+                      std::optional<std::uint32_t> reported_blocks) = 0;
   // Any thread, off the request path: waits until every insert handed over
   // before the call is in the index (false when `timeout` passed first).
   // Lets /debug/route explain with the state the next request will see.

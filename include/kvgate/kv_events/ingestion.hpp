@@ -64,7 +64,8 @@ class Ingestion final : public IndexWriter {
               std::uint64_t ticket) override;
   void withdraw(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::span<const BlockHash> blocks,
                 std::uint64_t ticket) override;
-  void finish(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::uint64_t ticket) override;
+  void finish(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::uint64_t ticket,
+              std::optional<std::uint32_t> reported_blocks) override;
   // Any thread, off the request path (kv_events/index_writer.hpp).
   bool settle(std::chrono::milliseconds timeout) override;
 
@@ -74,7 +75,7 @@ class Ingestion final : public IndexWriter {
   void wake();
   enum class Command : std::uint8_t { assume, withdraw, finish };
   void enqueue(const std::shared_ptr<ModelCache>& cache, WorkerSlot slot, std::span<const BlockHash> blocks,
-               std::uint64_t ticket, Command command);
+               std::uint64_t ticket, Command command, std::optional<std::uint32_t> reported_blocks = std::nullopt);
 
   std::unique_ptr<Commands> commands_;
   std::unique_ptr<Loop> loop_;

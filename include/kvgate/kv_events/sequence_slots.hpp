@@ -12,9 +12,12 @@
 // holds it: a busy slot's prompt cannot serve a new request (the server
 // gives that request another slot), and a slot that is chosen loses what
 // it held beyond the common prefix. When no slot is idle, a new request
-// waits for the next slot released: the index credits the prompt of the
-// busy slot expected to be free next (started earliest, after as many as
-// there are requests already waiting).
+// waits for the next slot released: the index credits what the slot it
+// is expected to take will hold. Slots free in the order they started and
+// go to the waiting requests oldest first, so that is the prompt of the
+// busy slot after as many as there are requests waiting, or, with as many
+// waiting as running, the prompt of the waiting request that will run in
+// the slot before it.
 //
 // With llama-server's host-RAM prompt cache (--cache-ram, `ram_blocks` >
 // 0): a slot taken by the least-recently-used rule, or by similarity while
@@ -67,8 +70,17 @@ class SequenceSlots {
   // The request `ticket` with these prompt blocks was sent to the worker.
   void start(std::span<const index::BlockHash> blocks, std::uint64_t ticket, std::uint64_t now_ms, Changes& out);
   // It ended (answered, failed mid-way, or abandoned): its slot keeps its
-  // prompt, and a waiting request takes the slot.
-  void finish(std::uint64_t ticket, std::uint64_t now_ms, Changes& out);
+  // prompt, and a waiting request takes the slot. `reported_blocks`: the
+  // engine's cached tokens for it, in whole blocks, when it said. A figure
+  // that is not the common prefix with what its modelled slot held, but is
+  // with what exactly one other slot held then (still idle and unchanged
+  // since), means the engine ran it there: that other slot holds what the
+  // modelled one held before, which the request did not take. (Requests
+  // reach the engine in another order than they were routed, or free their
+  // slots in another order than the gateway sees them end.) Not with the
+  // RAM cache modelled, whose restores the figure also counts.
+  void finish(std::uint64_t ticket, std::uint64_t now_ms, Changes& out,
+              std::optional<std::uint32_t> reported_blocks = std::nullopt);
   // It never ran (the engine refused it before its first token): its slot
   // holds what it held before.
   void withdraw(std::uint64_t ticket, std::uint64_t now_ms, Changes& out);
@@ -92,13 +104,28 @@ class SequenceSlots {
   }
 
  private:
+  // Running: another slot as its request found it, for the engine's
+  // figure to be matched against.
+  struct Alternative {
+    std::uint32_t slot = 0;
+    std::uint64_t generation = 0;  // the other slot's then
+    std::uint32_t common = 0;      // blocks its content shared with the prompt
+    bool whole = false;            // all of its content
+  };
   struct Slot {
     std::vector<index::BlockHash> blocks;    // what it holds (running: the prompt it runs)
     std::vector<index::BlockHash> previous;  // running: what it held before (a withdrawal's)
     std::int64_t last_used_ms = -1;
+    std::int64_t previous_last_used_ms = -1;  // running: when `previous` was last used
     bool running = false;
     std::uint64_t ticket = 0;  // the running request's
     std::uint64_t started_ms = 0;
+    std::uint64_t generation = 0;  // changes whenever its content does
+    // Running: the prompt's common prefix with `previous` (and whether that
+    // was all of it), and with the other slots' contents then.
+    std::uint32_t common = 0;
+    bool whole = false;
+    std::vector<Alternative> alternatives;
   };
   struct Waiting {
     std::uint64_t ticket = 0;
@@ -118,6 +145,7 @@ class SequenceSlots {
   void ram_hold(std::span<const index::BlockHash> blocks, Changes& out);
   void ram_unhold(std::span<const index::BlockHash> blocks, Changes& out);
   void release(std::uint32_t slot, std::uint64_t now_ms, Changes& out);
+  void correct_from_receipt(std::uint32_t slot, std::uint32_t reported_blocks, Changes& out);
   void admit_waiting(std::uint64_t now_ms, Changes& out);
   void refresh_next_free(Changes& out);
   void hold(std::span<const index::BlockHash> blocks, Changes& out);

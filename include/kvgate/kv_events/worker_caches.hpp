@@ -141,7 +141,8 @@ class WorkerCaches {
                           std::uint64_t ram_blocks = 0);
   // The request `ticket` routed to a sequences worker ended (a no-op for
   // other workers).
-  void finish(WorkerSlot worker, std::uint64_t ticket, std::uint64_t now_ms);
+  void finish(WorkerSlot worker, std::uint64_t ticket, std::uint64_t now_ms,
+              std::optional<std::uint32_t> reported_blocks = std::nullopt);
   [[nodiscard]] const SequenceSlots* sequence_slots(WorkerSlot worker) const;
   // Drops assumptions whose TTL has passed.
   void expire(std::uint64_t now_ms);

@@ -46,6 +46,14 @@ enum class AttemptEnd {
   not_run,
 };
 
+// The engine's answer, read to its end.
+struct EngineAnswer {
+  int status = 0;
+  std::optional<std::uint32_t> prompt_tokens;  // its usage
+  std::optional<std::uint32_t> completion_tokens;
+  std::optional<std::uint32_t> cached_tokens;
+};
+
 // What the response to a committed attempt turned out to be.
 struct ResponseOutcome {
   int status = 0;
@@ -92,8 +100,11 @@ class Attempt {
   void answering() { in_flight_.answering(); }
   void first_token(double seconds_since_dispatch) { in_flight_.first_token(seconds_since_dispatch); }
   // The worker's answer was read to its end: the worker is done with it,
-  // whatever the client still has to receive.
-  void engine_done(std::uint64_t now_ms) { keep_slot_hold(in_flight_.finish(now_ms)); }
+  // whatever the client still has to receive. An answered request (status
+  // 200) also frees its slot on a slot engine and leaves its length on its
+  // session here, not at end(): the client may send its next turn as soon
+  // as it has the last byte, and that turn's decision must find both.
+  void engine_done(std::uint64_t now_ms, const EngineAnswer& answer = {});
 
   // `traffic`: what the try tells the worker's circuit breaker (none: an
   // answer that was not the worker's failure); nullopt: the try never
@@ -131,6 +142,11 @@ class Attempt {
     // counts it as cached, so the decoder's figure teaches nothing.
     bool remote_prefill = false;
     std::uint32_t moved_tokens = 0;  // what the decoder lacked
+    // A slot engine's turn that continued its previous turn's slot
+    // (RouteDecision::continuation): that turn's prompt and answer tokens.
+    bool continued = false;
+    std::uint32_t continued_input_tokens = 0;
+    std::uint32_t continued_answer_tokens = 0;
   };
   Attempt(Router& router, const RoutingTable& table, const ModelRoute& model, std::size_t worker,
           workers::InFlightRequest in_flight);
@@ -163,6 +179,7 @@ class Attempt {
   bool decoder_assumed_ = false;  // the blocks are inserted for worker_
   bool ended_ = false;
   bool completed_ = false;
+  bool slot_freed_ = false;  // engine_done freed the slot end() would
 };
 
 }  // namespace kvgate::route

@@ -69,6 +69,15 @@ struct RouteDecision {
   // Of indexed_cached_tokens, those a lower tier holds (vLLM's CPU offload,
   // llama.cpp's host-RAM prompt cache) rather than the GPU or a slot.
   std::uint32_t offloaded_cached_tokens = 0;
+  // A slot engine's session turn that continues its previous turn's slot
+  // (policy/slot_reuse.hpp): that turn's prompt and answer tokens, which
+  // the engine's figure for this one teaches the answer's reused share.
+  // Set when the chosen worker is that slot's.
+  struct Continuation {
+    std::uint32_t previous_input_tokens = 0;
+    std::uint32_t previous_answer_tokens = 0;
+  };
+  std::optional<Continuation> continuation;
   // The chosen worker's count of GPU blocks its engine reported evicting,
   // when decided: the outcome subtracts it to see whether evictions explain
   // a hit the index promised and the engine did not deliver.
@@ -124,7 +133,10 @@ class Router {
   void withdraw(const Attempt& attempt, std::size_t worker);
   // A remote prefill answered: the decoder is about to hold the prompt.
   void assume_on_decoder(Attempt& attempt);
-  void finish(const Attempt& attempt);
+  // `reported_cached_tokens`: the engine's figure, when it said.
+  void finish(const Attempt& attempt, std::optional<std::uint32_t> reported_cached_tokens = std::nullopt);
+  // Attempt::engine_done of an answered request.
+  void answer_read(const Attempt& attempt, const EngineAnswer& answer);
   // Into the worker's circuit breaker, under the model's ejection cap.
   void note_traffic(const Attempt& attempt, std::size_t worker, workers::FailureCause failure, std::uint64_t now_ms);
   void record_outcome(const Attempt& attempt, const ResponseOutcome& outcome);

@@ -88,6 +88,9 @@ struct SessionState {
   std::uint64_t last_seen_ms = 0;
   std::uint32_t last_input_tokens = 0;
   bool expired = false;  // idle longer than idle_ttl: the next turn starts a new session
+  // The tokens the engine generated for the previous turn (nullopt: its
+  // answer not read yet, or not answered).
+  std::optional<std::uint32_t> last_answer_tokens;
 };
 
 struct SessionDetail {
@@ -138,6 +141,11 @@ class SessionTable {
     std::optional<double> decode_ms;
   };
   void record_outcome(std::string_view key, std::uint64_t number, const Outcome& outcome);
+  // Turn `number`'s answer was read whole: the tokens its engine
+  // generated. Kept while it is the session's last turn, as
+  // SessionState::last_answer_tokens; called as the engine finishes, so the
+  // client's next turn already finds it.
+  void record_answer(std::string_view key, std::uint64_t number, std::uint32_t answer_tokens);
 
   [[nodiscard]] std::optional<SessionDetail> detail(std::string_view key, std::uint64_t now_ms) const;
 
@@ -171,9 +179,10 @@ class SessionTable {
     std::uint32_t worker_position = 0;
     std::string key_source;  // assigned per turn: its capacity is reused
     std::deque<SessionTurn> recent;
-    std::string parent;                   // set at the first turn
-    std::uint64_t children = 0;           // sessions that named this one their parent
-    std::uint32_t first_turn_blocks = 0;  // its first prompt's length in blocks
+    std::string parent;                               // set at the first turn
+    std::uint64_t children = 0;                       // sessions that named this one their parent
+    std::uint32_t first_turn_blocks = 0;              // its first prompt's length in blocks
+    std::optional<std::uint32_t> last_answer_tokens;  // SessionState's
   };
   // An anchor's owner: the first live session that sent the block, by the
   // hash of its stored key (Shard::by_hash finds the entry).

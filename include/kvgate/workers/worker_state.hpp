@@ -29,6 +29,7 @@
 #include "kvgate/obs/worker_series.hpp"
 #include "kvgate/policy/eviction.hpp"
 #include "kvgate/policy/prefill_fit.hpp"
+#include "kvgate/policy/slot_reuse.hpp"
 #include "kvgate/policy/slot_wait.hpp"
 #include "kvgate/workers/adapter_residency.hpp"
 #include "kvgate/workers/engine_identity.hpp"
@@ -432,6 +433,11 @@ class LearnedCosts {
     std::size_t free_samples = 0;
   };
   [[nodiscard]] SlotWaitStatus slot_wait_status() const;
+  // Of a slot's answer, the share a conversation's next turn reuses there
+  // (policy/slot_reuse.hpp).
+  void record_answer_reuse(std::uint32_t reused_answer_tokens, std::uint32_t answer_tokens);
+  [[nodiscard]] double answer_reuse() const { return answer_reuse_.load(std::memory_order_relaxed); }
+  [[nodiscard]] std::size_t answer_reuse_samples() const;
 
  private:
   TtftCalibration ttft_;
@@ -442,6 +448,8 @@ class LearnedCosts {
   std::atomic<double> ms_per_request_ahead_{0};
   std::atomic<double> slot_forecast_scale_{1};
   std::atomic<double> slot_free_level_{-1};  // < 0: not learned
+  policy::AnswerReuseFit answer_reuse_fit_;  // under slot_wait_mutex_
+  std::atomic<double> answer_reuse_{0};
   std::array<std::atomic<double>, policy::SlotWaitFit::kWindow> slot_holds_{};
   std::atomic<std::size_t> slot_hold_count_{0};
   std::atomic<std::int8_t> ram_cache_{-1};
