@@ -184,6 +184,15 @@ void SequenceSlots::withdraw(std::uint64_t ticket, std::uint64_t now_ms, Changes
   refresh_next_free(out);
 }
 
+void SequenceSlots::reconfigure(double min_similarity, std::uint64_t ram_blocks, Changes& out) {
+  min_similarity_ = min_similarity;
+  ram_limit_blocks_ = ram_blocks;
+  while (!ram_.empty() && (ram_limit_blocks_ == 0 || (ram_.size() > 1 && ram_blocks_held_ > ram_limit_blocks_))) {
+    ram_unhold(ram_.front(), out);
+    ram_.pop_front();
+  }
+}
+
 void SequenceSlots::expire(std::uint64_t now_ms, std::uint64_t max_busy_ms, Changes& out) {
   bool released = false;
   for (std::uint32_t slot = 0; slot < slots_.size(); ++slot) {

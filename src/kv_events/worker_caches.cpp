@@ -40,10 +40,21 @@ void WorkerCaches::set_sequence_slots(WorkerSlot slot, std::uint32_t slots, doub
   auto& config = slot_configs_[slot];
   const bool changed =
       config.slots != slots || config.min_similarity != min_similarity || config.ram_blocks != ram_blocks;
+  const bool same_slots = config.slots == slots && slots > 0;
   config = {slots, min_similarity, max_busy_ms, ram_blocks};
-  if (changed && workers_[slot]) {
-    drop_worker(slot);
+  if (!changed || !workers_[slot]) {
+    return;
   }
+  auto& state = *workers_[slot];
+  if (same_slots && state.sequences) {
+    // The same slots with another similarity threshold or RAM cache (its
+    // answers showed llama-server keeps none): what the slots hold and run
+    // is still so, and must not be forgotten mid-traffic.
+    state.sequences->reconfigure(min_similarity, ram_blocks, slot_changes_);
+    apply_slot_changes(slot, state, 0);
+    return;
+  }
+  drop_worker(slot);
 }
 
 const SequenceSlots* WorkerCaches::sequence_slots(WorkerSlot slot) const {

@@ -102,11 +102,13 @@ std::optional<bool> RamCacheEvidence::record(std::uint32_t slot_tokens, std::uin
   }
   // Once a worker showed none, a slot model that under-predicts looks like
   // a RAM cache too: turning it back on takes twice the evidence.
+  // A verdict needs its side to outweigh the other three to one: the slot
+  // model's own misses give a little evidence either way.
   const std::uint32_t needed_for = verdict_ == false ? 4 : 2;
   auto next = verdict_;
-  if (against_ >= 2 && for_ == 0) {
+  if (against_ >= 2 && against_ >= 3 * for_) {
     next = false;
-  } else if (for_ >= needed_for && against_ == 0) {
+  } else if (for_ >= needed_for && for_ >= 3 * against_) {
     next = true;
   }
   if (next != verdict_) {

@@ -223,6 +223,26 @@ TEST(SequenceSlots, AFigureThatFitsOrCannotBePlacedMovesNothing) {
   EXPECT_TRUE(slots.credits(c.back()));
 }
 
+// The RAM cache turned off (the worker's answers showed none): its
+// sequences go, what the slots hold and run stays.
+TEST(SequenceSlots, ReconfiguredWithoutTheRamCacheKeepsItsSlots) {
+  SequenceSlots slots(1, 0.1, /*ram_blocks=*/100);
+  SequenceSlots::Changes changes;
+  auto a = prompt_blocks(1, 0, 1, 6);
+  auto b = prompt_blocks(2, 0, 2, 6);
+  slots.start(a, 1, 0, changes);
+  slots.finish(1, 10, changes);
+  slots.start(b, 2, 20, changes);  // a is saved to RAM
+  EXPECT_TRUE(slots.ram_credits(a.back()));
+  changes.clear();
+  slots.reconfigure(0.1, 0, changes);
+  EXPECT_FALSE(slots.ram_credits(a.back()));
+  EXPECT_EQ(changes.ram_uncredit.size(), a.size());
+  EXPECT_EQ(slots.busy_slots(), 1u);
+  slots.finish(2, 30, changes);
+  EXPECT_TRUE(slots.credits(b.back()));
+}
+
 TEST(SequenceSlots, AWithdrawnRequestLeavesItsSlotAsItWas) {
   SequenceSlots slots(1, 0.1);
   SequenceSlots::Changes changes;
@@ -275,6 +295,28 @@ TEST(WorkerCachesSequences, TheRamCacheIsTheOffloadedTierOfTheIndex) {
   auto match = index.longest_prefix(a);
   EXPECT_EQ(match.blocks[0], a.size());  // held, on the lower tier only
   EXPECT_EQ(match.held_on_gpu(0), 0u);
+  EXPECT_EQ(index.longest_prefix(b).held_on_gpu(0), b.size());
+}
+
+// The worker's answers showed no RAM cache: the lower tier goes from the
+// index, the slots' requests and contents stay (a running request still
+// frees its slot).
+TEST(WorkerCachesSequences, TurningTheRamCacheOffKeepsTheSlotsState) {
+  index::PrefixIndex index(1'000'000);
+  AttentionLayout attention;
+  WorkerCaches caches(index, "model", CacheLimits{kBlockSize}, attention);
+  caches.set_sequence_slots(0, 1, 0.1, 600'000, 100);
+  auto a = prompt_blocks(1, 2, 1, 6);
+  auto b = prompt_blocks(2, 2, 2, 6);
+  caches.assume(0, a, 0, 1000, 1000, 1);
+  caches.finish(0, 1, 10);
+  caches.assume(0, b, 20, 1000, 1000, 2);  // running; a saved to RAM
+  EXPECT_EQ(index.longest_prefix(a).blocks[0], a.size());
+  caches.set_sequence_slots(0, 1, 0.1, 600'000, 0);
+  EXPECT_EQ(index.longest_prefix(a).blocks[0], 0u);
+  ASSERT_NE(caches.sequence_slots(0), nullptr);
+  EXPECT_EQ(caches.sequence_slots(0)->busy_slots(), 1u);
+  caches.finish(0, 2, 30);
   EXPECT_EQ(index.longest_prefix(b).held_on_gpu(0), b.size());
 }
 

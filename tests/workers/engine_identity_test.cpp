@@ -156,6 +156,16 @@ TEST(RamCacheEvidence, AHitTheRamModelDidNotCreditIsNoEvidenceForIt) {
   EXPECT_EQ(evidence.verdict(), false);
 }
 
+// A slot model that lost track of a slot sees a RAM credit delivered now
+// and then; three recomputed RAM credits to one delivered still say none.
+TEST(RamCacheEvidence, ThreeAgainstOneStillSayThereIsNone) {
+  RamCacheEvidence evidence;
+  EXPECT_EQ(evidence.record(0, 320, 321, 16), std::nullopt);  // delivered
+  EXPECT_EQ(evidence.record(0, 320, 0, 16), std::nullopt);
+  EXPECT_EQ(evidence.record(0, 320, 0, 16), std::nullopt);
+  EXPECT_EQ(evidence.record(0, 320, 5, 16), false);
+}
+
 TEST(RamCacheEvidence, AnswersWithinABlockOfTheSlotsTellNothing) {
   RamCacheEvidence evidence;
   for (int turn = 0; turn < 10; ++turn) {

@@ -84,6 +84,10 @@ class SequenceSlots {
   // It never ran (the engine refused it before its first token): its slot
   // holds what it held before.
   void withdraw(std::uint64_t ticket, std::uint64_t now_ms, Changes& out);
+  // Another --slot-prompt-similarity or RAM cache size for the same slots:
+  // the slots keep what they hold and run; a smaller RAM cache drops its
+  // oldest sequences (all of them at 0).
+  void reconfigure(double min_similarity, std::uint64_t ram_blocks, Changes& out);
   // Requests busy for longer than `max_busy_ms` are taken as finished: a
   // lost end must not pin a slot for ever.
   void expire(std::uint64_t now_ms, std::uint64_t max_busy_ms, Changes& out);

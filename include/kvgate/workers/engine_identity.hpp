@@ -55,9 +55,10 @@ Result<std::vector<std::string>, std::string> parse_served_adapters(std::string_
 // hold that the engine computed again counts against it; one the engine
 // served from it counts for it. Once the worker showed none (and the RAM
 // cache is no longer modelled), a turn served well beyond what the slots
-// held counts for it. Two against and none for decide "none"; two for and
-// none against "one" (four once it was "none"); mixed evidence keeps the
-// last verdict.
+// held counts for it. Two against and fewer than a third as many for
+// decide "none"; two for and fewer than a third as many against "one"
+// (four once it was "none"); evidence more mixed than that keeps the last
+// verdict.
 class RamCacheEvidence {
  public:
   // `slot_tokens`: the predicted cached tokens a slot holds; `ram_tokens`:
