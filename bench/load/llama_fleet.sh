@@ -14,9 +14,9 @@
 #                                           kvgate-bench --request-fields for these replicas: a
 #                                           logit_bias banning the vocabulary's byte-fallback tokens
 #                                           (<0xNN>). The random-weights model strings them into
-#                                           invalid UTF-8, which the pinned llama-server's output
-#                                           parser refuses mid-stream ("does not match the expected
-#                                           Content-only format"), cutting the answer and its usage.
+#                                           text the pinned llama-server's output parser refuses
+#                                           mid-stream ("does not match the expected Content-only
+#                                           format"), cutting the answer and its usage.
 # Environment: KVGATE_LLAMA_SERVER (default ../shared/engines/llama.cpp/llama-server),
 # KVGATE_LLAMA_MODEL (default ../shared/data/models/rand-llama-d256-l4.gguf),
 # KVGATE_SLOTS (-np, default 2), KVGATE_CACHE_RAM (--cache-ram MiB; unset:
