@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <numeric>
 
 #include "kvgate/kv_events/worker_caches.hpp"
@@ -29,6 +30,30 @@ std::vector<BlockHash> extend(std::vector<BlockHash> blocks, std::uint32_t turn)
     blocks.push_back(blocks.back() * 31 + turn * 7 + index + 1);
   }
   return blocks;
+}
+
+// Runs `prompts` to their ends, tickets 1, 2, ...: one after the other
+// (so each may take the slot the one before used), or all at once (one
+// slot each). The slots are then idle, holding them.
+void run_in_turn(SequenceSlots& slots, std::initializer_list<const std::vector<BlockHash>*> prompts,
+                 SequenceSlots::Changes& changes) {
+  std::uint64_t ticket = 0;
+  for (const auto* prompt : prompts) {
+    ++ticket;
+    slots.start(*prompt, ticket, ticket * 20, changes);
+    slots.finish(ticket, ticket * 20 + 10, changes);
+  }
+}
+void run_together(SequenceSlots& slots, std::initializer_list<const std::vector<BlockHash>*> prompts,
+                  SequenceSlots::Changes& changes) {
+  std::uint64_t ticket = 0;
+  for (const auto* prompt : prompts) {
+    ++ticket;
+    slots.start(*prompt, ticket, ticket * 10, changes);
+  }
+  for (std::uint64_t ended = 1; ended <= ticket; ++ended) {
+    slots.finish(ended, 100 + ended, changes);
+  }
 }
 
 TEST(SequenceSlots, ARunningSlotIsNotCreditedAndItsPromptIsOnceItEnds) {
@@ -160,16 +185,11 @@ TEST(SequenceSlots, TheEnginesFigureMovesASequenceTheRequestDidNotTake) {
   auto a = prompt_blocks(3, 3, 1, 8);  // shares 3 blocks with the request below
   auto b = prompt_blocks(2, 0, 2, 8);  // shares none
   auto c = prompt_blocks(3, 6, 3, 8);  // shares 6
-  slots.start(a, 1, 0, changes);       // all three at once, one per slot
-  slots.start(b, 2, 20, changes);
-  slots.start(c, 3, 40, changes);
-  slots.finish(1, 45, changes);
-  slots.finish(2, 50, changes);
-  slots.finish(3, 55, changes);
+  run_together(slots, {&a, &b, &c}, changes);
   auto request = prompt_blocks(3, 6, 9, 10);
-  slots.start(request, 4, 60, changes);  // the model: c's slot, the most similar
+  slots.start(request, 4, 200, changes);  // the model: c's slot, the most similar
   EXPECT_FALSE(slots.credits(c.back()));
-  slots.finish(4, 70, changes, 3);  // the engine reused 3 blocks: it ran on a
+  slots.finish(4, 210, changes, 3);  // the engine reused 3 blocks: it ran on a
   EXPECT_TRUE(slots.credits(c.back()));
   EXPECT_FALSE(slots.credits(a.back()));
   EXPECT_TRUE(slots.credits(b.back()));
@@ -184,13 +204,10 @@ TEST(SequenceSlots, AFigureNoSequenceGivesCorrectsTheOnlyOtherIdleSlot) {
   SequenceSlots::Changes changes;
   auto a = prompt_blocks(1, 0, 1, 6);
   auto x = prompt_blocks(2, 0, 2, 6);  // what the model wrongly believes the other slot holds
-  slots.start(a, 1, 0, changes);
-  slots.finish(1, 10, changes);
-  slots.start(x, 2, 20, changes);
-  slots.finish(2, 30, changes);
+  run_in_turn(slots, {&a, &x}, changes);
   auto b2 = extend(prompt_blocks(4, 0, 4, 6), 2);  // a turn of a conversation the model had lost
-  slots.start(b2, 3, 40, changes);                 // the model: a's slot (used longest ago)
-  slots.finish(3, 50, changes, 6);                 // the engine: 6 blocks, b's whole sequence
+  slots.start(b2, 3, 100, changes);                // the model: a's slot (used longest ago)
+  slots.finish(3, 110, changes, 6);                // the engine: 6 blocks, b's whole sequence
   EXPECT_TRUE(slots.credits(a.back()));
   EXPECT_FALSE(slots.credits(x.back()));
   EXPECT_TRUE(slots.credits(b2.back()));
@@ -204,12 +221,7 @@ TEST(SequenceSlots, AFigureThatFitsOrCannotBePlacedMovesNothing) {
   auto a = prompt_blocks(1, 0, 1, 6);
   auto b = prompt_blocks(2, 0, 2, 6);
   auto c = prompt_blocks(3, 0, 3, 6);
-  for (std::uint64_t ticket = 1; ticket <= 3; ++ticket) {
-    slots.start(std::vector<std::vector<BlockHash>>{a, b, c}[ticket - 1], ticket, ticket * 10, changes);
-  }
-  for (std::uint64_t ticket = 1; ticket <= 3; ++ticket) {
-    slots.finish(ticket, 100 + ticket, changes);
-  }
+  run_together(slots, {&a, &b, &c}, changes);
   auto fresh = prompt_blocks(4, 0, 4, 6);
   slots.start(fresh, 4, 200, changes);  // shares nothing: takes a's slot (used longest ago)
   slots.finish(4, 210, changes, 0);     // 0 fits a's slot too: nothing moves
@@ -230,9 +242,8 @@ TEST(SequenceSlots, ReconfiguredWithoutTheRamCacheKeepsItsSlots) {
   SequenceSlots::Changes changes;
   auto a = prompt_blocks(1, 0, 1, 6);
   auto b = prompt_blocks(2, 0, 2, 6);
-  slots.start(a, 1, 0, changes);
-  slots.finish(1, 10, changes);
-  slots.start(b, 2, 20, changes);  // a is saved to RAM
+  run_in_turn(slots, {&a}, changes);
+  slots.start(b, 2, 100, changes);  // a is saved to RAM
   EXPECT_TRUE(slots.ram_credits(a.back()));
   changes.clear();
   slots.reconfigure(0.1, 0, changes);

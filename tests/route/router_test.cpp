@@ -1009,53 +1009,54 @@ TEST(Attempt, AnAttemptNeverEndedIsWithdrawnAndAMovedFromOneOwnsNothing) {
   EXPECT_EQ(writer.calls[1].kind, "withdraw");
 }
 
+// A fleet of slot engines whose index writer records each call, and one
+// request (ticket 9) committed there.
+struct SlotEngineAttempt {
+  SlotEngineAttempt() {
+    for (auto& worker : fleet.model.workers) {
+      worker.options.cache_model = config::CacheModel::sequences;
+    }
+    fleet.router.set_index_writer(&writer);
+    decision = fleet.router.decide(fleet.table, fleet.model, &prompt, context);
+    attempt.emplace(fleet.router.commit(fleet.table, fleet.model, decision, &prompt, context));
+  }
+  Fleet fleet{cache_aware()};
+  RecordingIndexWriter writer;
+  prompt::PreparedPrompt prompt = prompt_of(320);
+  RouteContext context{std::nullopt, 9, {}, kNow};
+  RouteDecision decision;
+  std::optional<Attempt> attempt;
+};
+
 // Served on a worker that keeps whole prompts in slots: its slot is freed
 // (finish), and the blocks stay assumed.
 TEST(Attempt, ServedOnASlotWorkerFreesItsSlotAndKeepsTheBlocks) {
-  Fleet fleet(cache_aware());
-  for (auto& worker : fleet.model.workers) {
-    worker.options.cache_model = config::CacheModel::sequences;
-  }
-  RecordingIndexWriter writer;
-  fleet.router.set_index_writer(&writer);
-  auto prompt = prompt_of(320);
-  RouteContext context{std::nullopt, 9, {}, kNow};
-  auto decision = fleet.router.decide(fleet.table, fleet.model, &prompt, context);
-  auto attempt = fleet.router.commit(fleet.table, fleet.model, decision, &prompt, context);
-  attempt.end(AttemptEnd::served, workers::FailureCause::none, kNow);
-  ASSERT_EQ(writer.calls.size(), 2u);
-  EXPECT_EQ(writer.calls[1].kind, "finish");
-  EXPECT_EQ(writer.calls[1].ticket, 9u);
+  SlotEngineAttempt served;
+  served.attempt->end(AttemptEnd::served, workers::FailureCause::none, kNow);
+  ASSERT_EQ(served.writer.calls.size(), 2u);
+  EXPECT_EQ(served.writer.calls[1].kind, "finish");
+  EXPECT_EQ(served.writer.calls[1].ticket, 9u);
 }
 
 // The engine's answer read whole frees the slot then, with no second
 // finish at the attempt's end: the client's next turn, sent on the last
 // byte, must find the slot free. A refused answer frees nothing early.
 TEST(Attempt, AnAnswerReadWholeFreesItsSlotBeforeTheAttemptEnds) {
-  Fleet fleet(cache_aware());
-  for (auto& worker : fleet.model.workers) {
-    worker.options.cache_model = config::CacheModel::sequences;
-  }
-  RecordingIndexWriter writer;
-  fleet.router.set_index_writer(&writer);
-  auto prompt = prompt_of(320);
-  RouteContext context{std::nullopt, 9, {}, kNow};
-  auto decision = fleet.router.decide(fleet.table, fleet.model, &prompt, context);
-  auto attempt = fleet.router.commit(fleet.table, fleet.model, decision, &prompt, context);
-  attempt.engine_done(kNow + 5, {200, 320, 32, 100});
+  SlotEngineAttempt answered;
+  auto& writer = answered.writer;
+  answered.attempt->engine_done(kNow + 5, {200, 320, 32, 100});
   ASSERT_EQ(writer.calls.size(), 2u);
   EXPECT_EQ(writer.calls[1].kind, "finish");
   EXPECT_EQ(writer.calls[1].reported_blocks, 6u);  // the engine's figure, in whole blocks
-  attempt.end(AttemptEnd::served, workers::FailureCause::none, kNow + 6);
+  answered.attempt->end(AttemptEnd::served, workers::FailureCause::none, kNow + 6);
   EXPECT_EQ(writer.calls.size(), 2u);
 
-  RouteContext refused_context{std::nullopt, 10, {}, kNow};
-  auto refused = fleet.router.commit(fleet.table, fleet.model, decision, &prompt, refused_context);
-  refused.engine_done(kNow + 5, {400, std::nullopt, std::nullopt});
-  EXPECT_EQ(writer.calls.size(), 3u);  // its assume only
-  refused.end(AttemptEnd::not_run, workers::FailureCause::none, kNow + 6);
-  ASSERT_EQ(writer.calls.size(), 4u);
-  EXPECT_EQ(writer.calls[3].kind, "withdraw");
+  SlotEngineAttempt refused;
+  refused.attempt->engine_done(kNow + 5, {400, std::nullopt, std::nullopt});
+  EXPECT_EQ(refused.writer.calls.size(), 1u);  // its assume only
+  refused.attempt->end(AttemptEnd::not_run, workers::FailureCause::none, kNow + 6);
+  ASSERT_EQ(refused.writer.calls.size(), 2u);
+  EXPECT_EQ(refused.writer.calls[1].kind, "withdraw");
 }
 
 // A slot engine keeps the answer it generated after the prompt; the next
