@@ -11,12 +11,16 @@
 #   bench/load/llama_fleet.sh wait-routers DIR N PORT...  until each peer router counts N healthy workers
 #   bench/load/llama_fleet.sh stop DIR
 #   bench/load/llama_fleet.sh request-fields TOKENIZER_DIR
-#                                           kvgate-bench --request-fields for these replicas: a
-#                                           logit_bias banning the vocabulary's byte-fallback tokens
-#                                           (<0xNN>). The random-weights model strings them into
-#                                           text the pinned llama-server's output parser refuses
-#                                           mid-stream ("does not match the expected Content-only
-#                                           format"), cutting the answer and its usage.
+#                                           kvgate-bench --request-fields for these replicas, so the
+#                                           random-weights model answers as a trained one would for a
+#                                           router: a logit_bias banning the vocabulary's byte-fallback
+#                                           tokens (<0xNN>: strung together they make text the pinned
+#                                           llama-server's output parser refuses mid-stream, "does not
+#                                           match the expected Content-only format", cutting the
+#                                           answer and its usage), and a grammar of digits with
+#                                           ignore_eos (the vocabulary splits digits, so an answer
+#                                           tokenizes back to the tokens generated, as a trained
+#                                           model's text mostly does, and runs to max_tokens).
 # Environment: KVGATE_LLAMA_SERVER (default ../shared/engines/llama.cpp/llama-server),
 # KVGATE_LLAMA_MODEL (default ../shared/data/models/rand-llama-d256-l4.gguf),
 # KVGATE_SLOTS (-np, default 2), KVGATE_CACHE_RAM (--cache-ram MiB; unset:
@@ -135,7 +139,11 @@ sys.exit(0 if workers and all(w["healthy"] for w in workers) else 1)' && break
 import json, re, sys
 vocab = json.load(open(sys.argv[1]))["model"]["vocab"]
 ids = sorted(i for token, i in vocab.items() if re.fullmatch(r"<0x[0-9A-Fa-f]{2}>", token))
-print(json.dumps({"logit_bias": {str(i): -100 for i in ids}}, separators=(",", ":")))
+if any(re.fullmatch(r"\u2581?[0-9]{2,}", token) for token in vocab):
+    print("llama_fleet.sh: this vocabulary has multi-digit tokens: digit answers may not tokenize back "
+          "to the tokens generated", file=sys.stderr)
+fields = {"logit_bias": {str(i): -100 for i in ids}, "grammar": "root ::= [0-9]+", "ignore_eos": True}
+print(json.dumps(fields, separators=(",", ":")))
 PY
     ;;
   *)
