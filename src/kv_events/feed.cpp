@@ -451,8 +451,9 @@ void Feed::tick(std::uint64_t now_ms) {
     // (sequences can then look like a gap or a continuation).
     engine_restarts_seen_ = restarts;
     if (!events_on()) {
-      config_.cache->caches.drop_worker(config_.slot);
-      spdlog::info("worker {}: its engine restarted; its modelled cache is emptied", worker_id_);
+      config_.cache->caches.engine_restarted(config_.slot, now_ms);
+      spdlog::info("worker {}: its engine restarted; its modelled cache is emptied but for the requests in flight",
+                   worker_id_);
     } else if (on_listener() && !restart_seen_in_events_) {
       // A connected stream sees its publisher go (the socket monitor), so
       // any sequence but the next then means a restart; a worker on the

@@ -193,6 +193,28 @@ void SequenceSlots::reconfigure(double min_similarity, std::uint64_t ram_blocks,
   }
 }
 
+void SequenceSlots::engine_restarted(Changes& out) {
+  for (auto& state : slots_) {
+    ++state.generation;
+    if (state.running) {
+      state.previous.clear();
+      state.previous_last_used_ms = -1;
+      state.common = 0;
+      state.whole = false;
+      state.alternatives.clear();  // every other slot was empty: no other content to have run in
+    } else {
+      unhold(state.blocks, out);
+      state.blocks.clear();
+      state.last_used_ms = -1;
+    }
+  }
+  while (!ram_.empty()) {
+    ram_unhold(ram_.front(), out);
+    ram_.pop_front();
+  }
+  refresh_next_free(out);
+}
+
 void SequenceSlots::expire(std::uint64_t now_ms, std::uint64_t max_busy_ms, Changes& out) {
   bool released = false;
   for (std::uint32_t slot = 0; slot < slots_.size(); ++slot) {

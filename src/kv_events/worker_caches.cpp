@@ -576,6 +576,17 @@ void WorkerCaches::drop_worker(WorkerSlot slot) {
   workers_[slot].reset();
 }
 
+void WorkerCaches::engine_restarted(WorkerSlot slot, std::uint64_t now_ms) {
+  auto& entry = workers_[slot];
+  if (!entry || !entry->sequences) {
+    drop_worker(slot);
+    return;
+  }
+  forget_confirmed(slot);
+  entry->sequences->engine_restarted(slot_changes_);
+  apply_slot_changes(slot, *entry, now_ms);
+}
+
 std::uint64_t WorkerCaches::engine_blocks(WorkerSlot slot) const {
   const auto& state = workers_[slot];
   return state ? state->engine[0].size() + state->engine[1].size() : 0;

@@ -331,6 +331,57 @@ TEST(WorkerCachesSequences, TurningTheRamCacheOffKeepsTheSlotsState) {
   EXPECT_EQ(index.longest_prefix(b).held_on_gpu(0), b.size());
 }
 
+// A restarted engine runs what was sent to it after the restart; what the
+// slots and the RAM cache held before is gone.
+TEST(SequenceSlots, ARestartedEngineKeepsOnlyTheRequestsItRuns) {
+  SequenceSlots slots(2, 0.1, /*ram_blocks=*/100);
+  SequenceSlots::Changes changes;
+  auto a = prompt_blocks(1, 2, 1, 6);
+  auto b = prompt_blocks(2, 2, 2, 6);
+  auto c = prompt_blocks(3, 2, 3, 6);
+  auto d = prompt_blocks(4, 2, 4, 6);
+  run_together(slots, {&a, &b}, changes);
+  slots.start(c, 3, 200, changes);  // takes a's slot, a saved to RAM
+  ASSERT_TRUE(slots.ram_credits(a.back()));
+  slots.start(d, 4, 210, changes);  // b's slot
+  auto e = prompt_blocks(5, 2, 5, 6);
+  slots.start(e, 5, 220, changes);  // waits
+  changes.clear();
+  slots.engine_restarted(changes);
+  EXPECT_FALSE(slots.ram_credits(a.back()));
+  EXPECT_EQ(slots.ram_sequences(), 0u);
+  EXPECT_EQ(slots.busy_slots(), 2u);
+  EXPECT_EQ(slots.waiting(), 1u);
+  // A new request would take the release after the waiting one's: the
+  // slot running d, which still holds it.
+  EXPECT_TRUE(slots.credits(d.back()));
+  EXPECT_FALSE(slots.credits(c.back()));
+  slots.finish(3, 300, changes);  // e takes c's slot, d runs on
+  slots.finish(4, 310, changes);
+  EXPECT_TRUE(slots.credits(d.back()));
+  EXPECT_FALSE(slots.credits(b.back()));
+  slots.finish(5, 320, changes);
+  EXPECT_TRUE(slots.credits(e.back()));
+  EXPECT_EQ(slots.busy_slots(), 0u);
+}
+
+TEST(WorkerCachesSequences, ARestartedEngineLeavesTheIndexOnlyWhatItsRequestsLeave) {
+  index::PrefixIndex index(1'000'000);
+  AttentionLayout attention;
+  WorkerCaches caches(index, "model", CacheLimits{kBlockSize}, attention);
+  caches.set_sequence_slots(0, 2, 0.1, 600'000);
+  auto a = prompt_blocks(1, 2, 1, 6);
+  auto b = prompt_blocks(2, 2, 2, 6);
+  caches.assume(0, a, 0, 1000, 1000, 1);
+  caches.finish(0, 1, 10);
+  caches.assume(0, b, 20, 1000, 1000, 2);  // running on the restarted engine
+  EXPECT_EQ(index.longest_prefix(a).blocks[0], a.size());
+  caches.engine_restarted(0, 30);
+  EXPECT_EQ(index.longest_prefix(a).blocks[0], 0u);
+  caches.finish(0, 2, 40);  // still followed: its prompt is in a slot now
+  EXPECT_EQ(index.longest_prefix(b).held_on_gpu(0), b.size());
+}
+
 TEST(SequenceSlots, TheFirstDecisionsTicketZeroIsFollowedLikeAnyOther) {
   SequenceSlots slots(1, 0.1);
   SequenceSlots::Changes changes;

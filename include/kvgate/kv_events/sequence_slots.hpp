@@ -88,6 +88,12 @@ class SequenceSlots {
   // the slots keep what they hold and run; a smaller RAM cache drops its
   // oldest sequences (all of them at 0).
   void reconfigure(double min_similarity, std::uint64_t ram_blocks, Changes& out);
+  // The engine restarted (a new process, its slots and RAM cache empty).
+  // The requests the model has running or waiting stay: they were sent to
+  // the new process, since one sent to the old process failed with it and
+  // was withdrawn. Their slots held nothing before them; the idle slots
+  // and the RAM cache hold nothing.
+  void engine_restarted(Changes& out);
   // Requests busy for longer than `max_busy_ms` are taken as finished: a
   // lost end must not pin a slot for ever.
   void expire(std::uint64_t now_ms, std::uint64_t max_busy_ms, Changes& out);

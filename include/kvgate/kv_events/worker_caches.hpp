@@ -152,6 +152,12 @@ class WorkerCaches {
   void forget_confirmed(WorkerSlot worker);
   // Everything (engine restart, cache reset, worker removed).
   void drop_worker(WorkerSlot worker);
+  // The worker's engine restarted, seen by its counters (no events): its
+  // cache is empty. A sequences worker keeps the requests it runs and
+  // waits for (SequenceSlots::engine_restarted: they are the new
+  // process's), so their ends still credit what they leave in the slots;
+  // any other worker is dropped.
+  void engine_restarted(WorkerSlot worker, std::uint64_t now_ms);
 
   [[nodiscard]] std::uint64_t engine_blocks(WorkerSlot worker) const;
   [[nodiscard]] std::uint64_t assumed_blocks(WorkerSlot worker) const;
