@@ -79,12 +79,20 @@ start_fleet "$blocks" "$max_model_len" "${gateways[@]}"
 # Every gateway first serves a few agent sessions (other conversations than
 # the measured ones), as a gateway that has been running has: each has
 # learned its replicas' prefill costs before the rows start, whichever row
-# it serves in.
+# it serves in. On real llama-server replicas, also twice as many chats as
+# the fleet has slots: slots taken over and conversations coming back show
+# whether the engines keep a RAM prompt cache.
 for run in "${runs[@]}"; do
   [[ "$run" == --run ]] && continue
   build/bench/load/kvgate-bench run --target "${run#*=}" ${request_fields[@]+"${request_fields[@]}"} --workload agent \
     --sessions 4 --concurrency 4 --seed 99 \
     --name warm-up --out "$work/warm-${run%%=*}" >/dev/null 2>&1 || true
+  if [[ "$name" == llamacpp ]]; then
+    warm_chats=$((2 * KVGATE_REPLICAS * KVGATE_SLOTS))
+    build/bench/load/kvgate-bench run --target "${run#*=}" ${request_fields[@]+"${request_fields[@]}"} --workload chat \
+      --sessions "$warm_chats" --concurrency "$warm_chats" --seed 99 \
+      --name warm-up-chat --out "$work/warm-chat-${run%%=*}" >/dev/null 2>&1 || true
+  fi
 done
 if [[ "$name" == llamacpp ]]; then
   # Cold replicas before each row, every gateway seeing them up again.

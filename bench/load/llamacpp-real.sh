@@ -46,17 +46,24 @@ run_fleet() {  # run_fleet ENGINE OUT [SIM FLAGS]: one compare of every target
     begin_run llamacpp-real
     start_fleet 1000000 16384 "${targets[@]}"
     if [[ "$engine" == llamacpp-real ]]; then
-      # Each kvgate first serves a few agent sessions (other conversations
-      # than the measured ones), as a gateway that has been running has:
-      # it has read the engines' prefill clocks and RAM caches by then.
-      local index name
+      # Each kvgate first serves other conversations than the measured
+      # ones, as a gateway that has been running has: a few agent sessions
+      # (long prompts: the engines' prefill costs), then twice as many
+      # chats as the fleet has slots (slots taken over and conversations
+      # coming back: whether the engines keep a RAM prompt cache).
+      local index name warm_chats=$((2 * KVGATE_REPLICAS * KVGATE_SLOTS))
       for ((index = 0; index + 1 < ${#runs[@]}; index += 2)); do
         [[ "${runs[$index]}" == --run ]] || continue
         name=${runs[$index + 1]%%=*}
         [[ " ${admins[*]} " == *" $name="* ]] || continue  # kvgate's own only
         build/bench/load/kvgate-bench run --target "${runs[$index + 1]#*=}" ${request_fields[@]+"${request_fields[@]}"} \
           --workload agent --sessions 4 --concurrency 4 --seed 99 --name warm-up --out "$work/warm-$name" >/dev/null 2>&1
+        build/bench/load/kvgate-bench run --target "${runs[$index + 1]#*=}" ${request_fields[@]+"${request_fields[@]}"} \
+          --workload chat --sessions "$warm_chats" --concurrency "$warm_chats" --seed 99 --name warm-up-chat \
+          --out "$work/warm-chat-$name" >/dev/null 2>&1
       done
+      # The decision logs hold the warm-up too: what ends after this is the run.
+      date +%s.%N >"$work/run-start"
       # Cold replicas before each run, and every gateway and peer router
       # seeing them up.
       resets=(--reset-command "bench/load/llama_fleet.sh restart $work/llama && bench/load/llama_fleet.sh \
@@ -68,7 +75,7 @@ ${routers[*]:-}")
       --fleet "$fleet" --out "$work/report"
     rm -rf "$out" && mkdir -p "$out"
     cp "$work/report/"* "$out/"
-    cp "$work"/decisions-*.jsonl "$out/" 2>/dev/null || true
+    cp "$work"/decisions-*.jsonl "$work"/run-start "$out/" 2>/dev/null || true
     for target in cache_aware session_hash round_robin; do
       [[ -n "${admins[*]:-}" ]] || break
       for entry in "${admins[@]}"; do
@@ -127,23 +134,29 @@ for ram in sys.argv[2:]:
     for name, (hit, ttft, errors) in real.items():
         s_hit, s_ttft, _ = sim.get(name, (float("nan"), float("nan"), 0))
         print(f"| {name} | {hit:.1f}% | {s_hit:.1f}% | {ttft:.0f} | {s_ttft:.0f} | {s_ttft / ttft:.2f} | {ttft / base:.2f} |")
-    # cache_aware's own decisions on the real replicas: how far its expected
-    # first tokens were from the realized ones, and how many cached-token
-    # predictions were within a block of the engine's figure.
+    # cache_aware's own decisions on the real replicas, the run's apart from
+    # the warm-up's: how far its expected first tokens were from the
+    # realized ones, and how many cached-token predictions were within a
+    # block of the engine's figure.
     log = f"{top}/ram-{ram}/real/decisions-cache_aware.jsonl"
+    start_file = f"{top}/ram-{ram}/real/run-start"
+    run_start = float(open(start_file).read()) if os.path.exists(start_file) else 0.0
     if os.path.exists(log):
-        errors, exact, predicted = [], 0, 0
+        figures = {"run": ([], [0, 0]), "warm-up": ([], [0, 0])}
         for line in open(log):
             record = json.loads(line)
             if record.get("status") != 200 or record.get("retries"):
                 continue
+            errors, (exact_predicted) = figures["run" if record["ts"] >= run_start else "warm-up"]
             ttft, expected = record.get("ttft_ms"), record.get("expected_ttft_ms")
             if ttft and expected and ttft > 0:
                 errors.append(abs(ttft - expected) / ttft)
             if record.get("cached_tokens") is not None and record.get("predicted_cached_tokens") is not None:
-                predicted += 1
-                exact += abs(record["cached_tokens"] - record["predicted_cached_tokens"]) < 16
-        if errors:
-            print(f"cache_aware: median |realized - expected| / realized {100 * statistics.median(errors):.0f}% "
-                  f"over {len(errors)} answers; predictions within a block {exact}/{predicted}")
+                exact_predicted[1] += 1
+                exact_predicted[0] += abs(record["cached_tokens"] - record["predicted_cached_tokens"]) < 16
+        for phase, (errors, (exact, predicted)) in figures.items():
+            if errors:
+                print(f"cache_aware, {phase}: median |realized - expected| / realized "
+                      f"{100 * statistics.median(errors):.0f}% over {len(errors)} answers; "
+                      f"predictions within a block {exact}/{predicted}")
 PY
