@@ -85,12 +85,12 @@ start_fleet "$blocks" "$max_model_len" "${gateways[@]}"
 for run in "${runs[@]}"; do
   [[ "$run" == --run ]] && continue
   build/bench/load/kvgate-bench run --target "${run#*=}" ${request_fields[@]+"${request_fields[@]}"} --workload agent \
-    --sessions 4 --concurrency 4 --seed 99 \
+    --sessions 4 --concurrency 4 --seed 99 --session-prefix warm- \
     --name warm-up --out "$work/warm-${run%%=*}" >/dev/null 2>&1 || true
   if [[ "$name" == llamacpp ]]; then
     warm_chats=$((2 * KVGATE_REPLICAS * KVGATE_SLOTS))
     build/bench/load/kvgate-bench run --target "${run#*=}" ${request_fields[@]+"${request_fields[@]}"} --workload chat \
-      --sessions "$warm_chats" --concurrency "$warm_chats" --seed 99 \
+      --sessions "$warm_chats" --concurrency "$warm_chats" --seed 99 --session-prefix warm- \
       --name warm-up-chat --out "$work/warm-chat-${run%%=*}" >/dev/null 2>&1 || true
   fi
 done

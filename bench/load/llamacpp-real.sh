@@ -57,9 +57,9 @@ run_fleet() {  # run_fleet ENGINE OUT [SIM FLAGS]: one compare of every target
         name=${runs[$index + 1]%%=*}
         [[ " ${admins[*]} " == *" $name="* ]] || continue  # kvgate's own only
         build/bench/load/kvgate-bench run --target "${runs[$index + 1]#*=}" ${request_fields[@]+"${request_fields[@]}"} \
-          --workload agent --sessions 4 --concurrency 4 --seed 99 --name warm-up --out "$work/warm-$name" >/dev/null 2>&1
+          --workload agent --sessions 4 --concurrency 4 --seed 99 --session-prefix warm- --name warm-up --out "$work/warm-$name" >/dev/null 2>&1
         build/bench/load/kvgate-bench run --target "${runs[$index + 1]#*=}" ${request_fields[@]+"${request_fields[@]}"} \
-          --workload chat --sessions "$warm_chats" --concurrency "$warm_chats" --seed 99 --name warm-up-chat \
+          --workload chat --sessions "$warm_chats" --concurrency "$warm_chats" --seed 99 --session-prefix warm- --name warm-up-chat \
           --out "$work/warm-chat-$name" >/dev/null 2>&1
       done
       # The decision logs hold the warm-up too: what ends after this is the run.

@@ -56,6 +56,8 @@ constexpr const char* kUsage =
     "  --reset-command CMD     a shell command run before each run that must leave the replicas cold (e.g.\n"
     "                          restarting llama-server replicas, whose RAM cache no request empties)\n"
     "  --name NAME             run: the run's name in the report (default: run)\n"
+    "  --session-prefix P      run: P prepended to every session key (a warm-up's sessions are then not the\n"
+    "                          measured run's to a gateway that served both)\n"
     "  --max-requests N        traces: the first N requests\n"
     "  --time-scale X          traces: arrival and think times divided by X (default 1)\n"
     "  --max-think-ms N        recorded sessions: cap each (scaled) think time at N ms\n"
@@ -179,6 +181,8 @@ std::string parse(int argc, char** argv, Command& command) {
       name = value;
     } else if (flag == "--model") {
       command.run_options.model = value;
+    } else if (flag == "--session-prefix") {
+      command.run_options.session_prefix = value;
     } else if (flag == "--request-fields") {
       command.run_options.request_fields = json::parse(value, nullptr, /*allow_exceptions=*/false);
       good = command.run_options.request_fields.is_object();

@@ -134,7 +134,7 @@ awaitable<void> run_fork(Shared& shared, std::size_t session, const Turn& step,
 awaitable<void> run_session(Shared& shared, ConnectionSet& connections, std::size_t index) {
   auto executor = co_await asio::this_coro::executor;
   const auto& session = shared.workload.sessions[index];
-  const std::optional<std::string> session_header = session.id;
+  const std::optional<std::string> session_header = shared.options.session_prefix + session.id;
   json messages = json::array();
   std::vector<std::pair<std::string, std::string>> prefix_messages;
   if (!session.system.empty()) {

@@ -41,6 +41,10 @@ struct RunOptions {
   // object; e.g. a logit_bias that keeps a random-weights model's output
   // valid UTF-8). Empty: none.
   nlohmann::json request_fields = nlohmann::json::object();
+  // Prepended to every session's key (x-session-id), so a run's sessions
+  // are not taken for another run's of the same workload by a gateway
+  // that served both (a warm-up's). Empty: the workload's own ids.
+  std::string session_prefix;
   // Open loop: called on the run's thread right after the last arrival
   // (the caller reads the replicas' counters there), with the time since
   // the start in seconds.
