@@ -7,7 +7,7 @@
 #   bench/load/llama_fleet.sh metrics DIR   each replica's prefill ms per prompt token and decode ms
 #                                           per sequence per step, from its own counters
 #                                           ("rN prefill_ms decode_ms")
-#   bench/load/llama_fleet.sh wait-gateways DIR ADMIN...  until each kvgate sees every worker healthy
+#   bench/load/llama_fleet.sh wait-gateways DIR ADMIN...  until each kvgate sees every worker healthy and empty
 #   bench/load/llama_fleet.sh wait-routers DIR N PORT...  until each peer router counts N healthy workers
 #   bench/load/llama_fleet.sh stop DIR
 #   bench/load/llama_fleet.sh request-fields TOKENIZER_DIR
@@ -107,14 +107,17 @@ case "$command" in
     ;;
   wait-gateways)
     # Until every worker of each kvgate admin address (after DIR) is
-    # healthy again: its health checks saw the restart.
+    # healthy again and its modelled cache is empty: the gateway has seen
+    # the restart (its health checks, and its scrape of the engine's
+    # counters, which went down), so a run does not start on what the
+    # replicas held before it.
     shift 2
     for admin in "$@"; do
       for tries in $(seq 600); do
         curl -s "http://$admin/debug/workers" | python3 -c '
 import json, sys
 workers = json.load(sys.stdin)["workers"]
-sys.exit(0 if workers and all(w["healthy"] for w in workers) else 1)' && break
+sys.exit(0 if workers and all(w["healthy"] and w["index"]["blocks"] == 0 for w in workers) else 1)' && break
         sleep 0.05  # polling another process's state
       done
     done
