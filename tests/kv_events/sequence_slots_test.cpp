@@ -56,6 +56,17 @@ void run_together(SequenceSlots& slots, std::initializer_list<const std::vector<
   }
 }
 
+// Worker 0 of an index of its own, modelled as `slots` slots (and a RAM
+// cache of `ram_blocks`).
+struct SequencesWorker {
+  explicit SequencesWorker(std::uint32_t slots, std::uint64_t ram_blocks = 0) {
+    caches.set_sequence_slots(0, slots, 0.1, 600'000, ram_blocks);
+  }
+  index::PrefixIndex index{1'000'000};
+  AttentionLayout attention;
+  WorkerCaches caches{index, "model", CacheLimits{kBlockSize}, attention};
+};
+
 TEST(SequenceSlots, ARunningSlotIsNotCreditedAndItsPromptIsOnceItEnds) {
   SequenceSlots slots(2, 0.1);
   SequenceSlots::Changes changes;
@@ -293,10 +304,9 @@ TEST(SequenceSlots, TheHostRamCacheIsCreditedAsTheLowerTierAndRestoredFrom) {
 }
 
 TEST(WorkerCachesSequences, TheRamCacheIsTheOffloadedTierOfTheIndex) {
-  index::PrefixIndex index(1'000'000);
-  AttentionLayout attention;
-  WorkerCaches caches(index, "model", CacheLimits{kBlockSize}, attention);
-  caches.set_sequence_slots(0, 1, 0.1, 600'000, 100);
+  SequencesWorker worker(1, /*ram_blocks=*/100);
+  auto& index = worker.index;
+  auto& caches = worker.caches;
   auto a = prompt_blocks(1, 2, 1, 6);
   auto b = prompt_blocks(2, 2, 2, 6);
   caches.assume(0, a, 0, 1000, 1000, 1);
@@ -313,10 +323,9 @@ TEST(WorkerCachesSequences, TheRamCacheIsTheOffloadedTierOfTheIndex) {
 // index, the slots' requests and contents stay (a running request still
 // frees its slot).
 TEST(WorkerCachesSequences, TurningTheRamCacheOffKeepsTheSlotsState) {
-  index::PrefixIndex index(1'000'000);
-  AttentionLayout attention;
-  WorkerCaches caches(index, "model", CacheLimits{kBlockSize}, attention);
-  caches.set_sequence_slots(0, 1, 0.1, 600'000, 100);
+  SequencesWorker worker(1, /*ram_blocks=*/100);
+  auto& index = worker.index;
+  auto& caches = worker.caches;
   auto a = prompt_blocks(1, 2, 1, 6);
   auto b = prompt_blocks(2, 2, 2, 6);
   caches.assume(0, a, 0, 1000, 1000, 1);
@@ -366,10 +375,9 @@ TEST(SequenceSlots, ARestartedEngineKeepsOnlyTheRequestsItRuns) {
 }
 
 TEST(WorkerCachesSequences, ARestartedEngineLeavesTheIndexOnlyWhatItsRequestsLeave) {
-  index::PrefixIndex index(1'000'000);
-  AttentionLayout attention;
-  WorkerCaches caches(index, "model", CacheLimits{kBlockSize}, attention);
-  caches.set_sequence_slots(0, 2, 0.1, 600'000);
+  SequencesWorker worker(2);
+  auto& index = worker.index;
+  auto& caches = worker.caches;
   auto a = prompt_blocks(1, 2, 1, 6);
   auto b = prompt_blocks(2, 2, 2, 6);
   caches.assume(0, a, 0, 1000, 1000, 1);
@@ -406,10 +414,9 @@ TEST(SequenceSlots, ALostEndExpires) {
 }
 
 TEST(WorkerCachesSequences, TheIndexCreditsExactlyWhatIdleSlotsHold) {
-  index::PrefixIndex index(1'000'000);
-  AttentionLayout attention;
-  WorkerCaches caches(index, "model", CacheLimits{kBlockSize}, attention);
-  caches.set_sequence_slots(0, 2, 0.1, 600'000);
+  SequencesWorker worker(2);
+  auto& index = worker.index;
+  auto& caches = worker.caches;
   auto a = prompt_blocks(1, 6, 1, 8);
   auto b = prompt_blocks(1, 6, 2, 8);
   caches.assume(0, a, 0, 1000, 1000, 1);
