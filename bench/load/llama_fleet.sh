@@ -21,7 +21,8 @@
 #                                           with ignore_eos (the vocabulary splits digits, so an answer
 #                                           tokenizes back to the tokens generated, as a trained
 #                                           model's text mostly does, and runs to max_tokens). A
-#                                           grammar would do the same at three times the decode cost.
+#                                           grammar would do the same, but llama-server's grammar
+#                                           sampler adds to every decoded token's cost.
 # Environment: KVGATE_LLAMA_SERVER (default ../shared/engines/llama.cpp/llama-server),
 # KVGATE_LLAMA_MODEL (default ../shared/data/models/rand-llama-d256-l4.gguf),
 # KVGATE_SLOTS (-np, default 2), KVGATE_CACHE_RAM (--cache-ram MiB; unset:
