@@ -6,7 +6,16 @@ using nlohmann::json;
 
 namespace {
 
-std::string with_fields(json body, const json& extra) {
+// A streamed request that asks for its usage (the engine's cached-token
+// figure) with the run's extra fields; `input_key` names the workload's
+// input ("messages" or "prompt").
+std::string streamed_body(const std::string& model, const char* input_key, json input, std::uint32_t max_tokens,
+                          const json& extra) {
+  json body = {{"model", model},
+               {input_key, std::move(input)},
+               {"max_tokens", max_tokens},
+               {"stream", true},
+               {"stream_options", {{"include_usage", true}}}};
   if (extra.is_object()) {
     for (const auto& [key, value] : extra.items()) {
       body[key] = value;
@@ -20,22 +29,12 @@ std::string with_fields(json body, const json& extra) {
 }  // namespace
 
 std::string chat_body(const std::string& model, const json& messages, std::uint32_t max_tokens, const json& extra) {
-  return with_fields({{"model", model},
-                      {"messages", messages},
-                      {"max_tokens", max_tokens},
-                      {"stream", true},
-                      {"stream_options", {{"include_usage", true}}}},
-                     extra);
+  return streamed_body(model, "messages", messages, max_tokens, extra);
 }
 
 std::string completion_body(const std::string& model, const std::string& prompt, std::uint32_t max_tokens,
                             const json& extra) {
-  return with_fields({{"model", model},
-                      {"prompt", prompt},
-                      {"max_tokens", max_tokens},
-                      {"stream", true},
-                      {"stream_options", {{"include_usage", true}}}},
-                     extra);
+  return streamed_body(model, "prompt", prompt, max_tokens, extra);
 }
 
 }  // namespace kvgate::load
