@@ -582,7 +582,6 @@ void WorkerCaches::engine_restarted(WorkerSlot slot, std::uint64_t now_ms) {
     drop_worker(slot);
     return;
   }
-  forget_confirmed(slot);
   entry->sequences->engine_restarted(slot_changes_);
   apply_slot_changes(slot, *entry, now_ms);
 }
