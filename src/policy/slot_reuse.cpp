@@ -24,23 +24,9 @@ std::uint32_t slot_continuation_tokens(const SlotContinuation& turn) {
 }
 
 void AnswerReuseFit::observe(std::uint32_t reused_answer_tokens, std::uint32_t answer_tokens) {
-  if (answer_tokens == 0) {
-    return;
+  if (answer_tokens != 0) {
+    shares_.add(std::min(1.0, static_cast<double>(reused_answer_tokens) / static_cast<double>(answer_tokens)));
   }
-  shares_[next_] = std::min(1.0, static_cast<double>(reused_answer_tokens) / static_cast<double>(answer_tokens));
-  next_ = (next_ + 1) % kWindow;
-  count_ = std::min(count_ + 1, kWindow);
-}
-
-double AnswerReuseFit::share() const {
-  if (count_ < kMinSamples) {
-    return 0;
-  }
-  std::array<double, kWindow> sorted{};
-  std::copy_n(shares_.begin(), count_, sorted.begin());
-  const auto middle = sorted.begin() + static_cast<std::ptrdiff_t>(count_ / 2);
-  std::nth_element(sorted.begin(), middle, sorted.begin() + static_cast<std::ptrdiff_t>(count_));
-  return *middle;
 }
 
 }  // namespace kvgate::policy

@@ -6,22 +6,6 @@
 
 namespace kvgate::policy {
 
-void SlotWaitFit::Window::add(double value) {
-  values[next] = value;
-  next = (next + 1) % kWindow;
-  count = std::min(count + 1, kWindow);
-  // The median is kept current here, on the writer's side: the reader gets
-  // a figure, never a sort. A copy on the stack, no allocation.
-  std::array<double, kWindow> sorted = values;
-  const auto middle = sorted.begin() + static_cast<std::ptrdiff_t>(count / 2);
-  std::nth_element(sorted.begin(), middle, sorted.begin() + static_cast<std::ptrdiff_t>(count));
-  median = *middle;
-  if (count % 2 == 0) {
-    const auto below = *std::max_element(sorted.begin(), middle);
-    median = (median + below) / 2;
-  }
-}
-
 void SlotWaitFit::observe_wait(std::uint32_t ahead, double excess_ms, double forecast_ms) {
   if (ahead == 0 || !std::isfinite(excess_ms)) {
     return;

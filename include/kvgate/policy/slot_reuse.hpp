@@ -10,9 +10,10 @@
 // whole; a model that generates other splits of the same text (or a
 // client that edits the answer) is reused to the first difference. So the
 // share is learned per worker from the engine's own figures. Pure.
-#include <array>
 #include <cstddef>
 #include <cstdint>
+
+#include "kvgate/policy/recent_median.hpp"
 
 namespace kvgate::policy {
 
@@ -43,17 +44,15 @@ struct SlotContinuation {
 // not give them).
 class AnswerReuseFit {
  public:
-  static constexpr std::size_t kWindow = 16;
+  static constexpr std::size_t kWindow = RecentMedian::kWindow;
   static constexpr std::size_t kMinSamples = 3;
   // Ignored for an empty answer.
   void observe(std::uint32_t reused_answer_tokens, std::uint32_t answer_tokens);
-  [[nodiscard]] double share() const;
-  [[nodiscard]] std::size_t samples() const { return count_; }
+  [[nodiscard]] double share() const { return shares_.count >= kMinSamples ? shares_.median : 0; }
+  [[nodiscard]] std::size_t samples() const { return shares_.count; }
 
  private:
-  std::array<double, kWindow> shares_{};
-  std::size_t count_ = 0;  // samples held (at most kWindow)
-  std::size_t next_ = 0;   // where the next one goes
+  RecentMedian shares_;
 };
 
 }  // namespace kvgate::policy

@@ -21,11 +21,13 @@
 #include <optional>
 #include <span>
 
+#include "kvgate/policy/recent_median.hpp"
+
 namespace kvgate::policy {
 
 class SlotWaitFit {
  public:
-  static constexpr std::size_t kWindow = 16;
+  static constexpr std::size_t kWindow = RecentMedian::kWindow;
   static constexpr std::size_t kMinWaits = 3;
 
   // `excess_ms`: the realized first token less the TTFT priced without the
@@ -70,17 +72,10 @@ class SlotWaitFit {
   std::size_t holds(std::span<double, kWindow> out) const;
 
  private:
-  struct Window {
-    std::array<double, kWindow> values{};
-    std::size_t count = 0;  // up to kWindow
-    std::size_t next = 0;
-    double median = 0;
-    void add(double value);
-  };
-  Window waits_;
-  Window holds_;
-  Window ratios_;
-  Window free_;
+  RecentMedian waits_;
+  RecentMedian holds_;
+  RecentMedian ratios_;
+  RecentMedian free_;
 };
 
 // When each busy slot of a slot engine is expected to free, as one decision
