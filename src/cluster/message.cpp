@@ -259,8 +259,8 @@ bool read(Reader& reader, LearnedMessage& learned) {
   std::uint8_t flags = 0;
   std::uint64_t expected_us = 0;
   std::uint64_t queue_us = 0;
-  if (!reader.text(learned.model) || !reader.text(learned.worker) || !reader.u8(flags) || flags > 0x7f ||
-      !reader.varint(expected_us) || !reader.varint(queue_us) || !reader.bounded(sample.slots, UINT32_MAX) ||
+  if (!reader.text(learned.model) || !reader.text(learned.worker) || !reader.u8(flags) || !reader.varint(expected_us) ||
+      !reader.varint(queue_us) || !reader.bounded(sample.slots, UINT32_MAX) ||
       !reader.bounded(sample.requests_ahead, UINT32_MAX) || !reader.varint(sample.queued_tokens) ||
       !reader.varint(sample.active_tokens) || !reader.bounded(sample.indexed_cached_tokens, UINT32_MAX) ||
       !reader.bounded(sample.offloaded_cached_tokens, UINT32_MAX)) {
@@ -273,7 +273,9 @@ bool read(Reader& reader, LearnedMessage& learned) {
          reader.optional_ms((flags & 4) != 0, sample.decode_ms) &&
          reader.optional_count((flags & 8) != 0, sample.prompt_tokens) &&
          reader.optional_count((flags & 16) != 0, sample.cached_tokens) &&
-         reader.optional_ms((flags & 32) != 0, sample.slot_hold_ms) && read_forecast((flags & 64) != 0, reader, sample);
+         reader.optional_ms((flags & 32) != 0, sample.slot_hold_ms) &&
+         read_forecast((flags & 64) != 0, reader, sample) &&
+         reader.optional_ms((flags & 128) != 0, sample.slot_wait_ms);
 }
 
 }  // namespace
@@ -380,7 +382,8 @@ void encode(std::string& out, const LearnedMessage& learned) {
   put_text(out, learned.worker);
   const std::uint8_t flags = (sample.worker_busy ? 1 : 0) | (sample.ttft_ms ? 2 : 0) | (sample.decode_ms ? 4 : 0) |
                              (sample.prompt_tokens ? 8 : 0) | (sample.cached_tokens ? 16 : 0) |
-                             (sample.slot_hold_ms ? 32 : 0) | (sample.slot_forecast_ms > 0 ? 64 : 0);
+                             (sample.slot_hold_ms ? 32 : 0) | (sample.slot_forecast_ms > 0 ? 64 : 0) |
+                             (sample.slot_wait_ms ? 128 : 0);
   put_u8(out, flags);
   put_varint(out, micros(sample.expected_ttft_ms));
   put_varint(out, micros(sample.queue_delay_ms));
@@ -407,6 +410,9 @@ void encode(std::string& out, const LearnedMessage& learned) {
   }
   if (sample.slot_forecast_ms > 0) {
     put_varint(out, micros(sample.slot_forecast_ms));
+  }
+  if (sample.slot_wait_ms) {
+    put_varint(out, micros(*sample.slot_wait_ms));
   }
 }
 

@@ -22,7 +22,7 @@ Attempt::Attempt(Attempt&& other) noexcept
       session_key_(std::move(other.session_key_)),
       blocks_(std::move(other.blocks_)),
       prefill_(std::move(other.prefill_)),
-      slot_hold_ms_(other.slot_hold_ms_),
+      slot_times_(other.slot_times_),
       decoder_assumed_(other.decoder_assumed_),
       ended_(other.ended_),
       completed_(other.completed_),
@@ -76,7 +76,7 @@ void Attempt::end(AttemptEnd how, std::optional<workers::FailureCause> traffic, 
     }
   }
   ended_ = true;
-  keep_slot_hold(in_flight_.finish(now_ms));
+  keep_slot_times(in_flight_.finish(now_ms));
   if (how == AttemptEnd::not_run) {
     router_->withdraw(*this, worker_);
   } else if (!slot_freed_) {
@@ -88,7 +88,7 @@ void Attempt::end(AttemptEnd how, std::optional<workers::FailureCause> traffic, 
 }
 
 void Attempt::engine_done(std::uint64_t now_ms, const EngineAnswer& answer) {
-  keep_slot_hold(in_flight_.finish(now_ms));
+  keep_slot_times(in_flight_.finish(now_ms));
   if (router_ == nullptr || ended_ || slot_freed_ || answer.status != 200) {
     return;
   }

@@ -13,14 +13,21 @@ void learn_costs(const ModelRoute& model, std::size_t worker_index, const CostSa
   const auto& route = model.workers[worker_index];
   auto& costs = route.state->costs();
   const bool priced = sample.expected_ttft_ms > 0;
+  // A slot engine: the wait a tracked release ended (0: none measured).
+  const double measured_wait = sample.slot_wait_ms.value_or(0.0);
   if (sample.ttft_ms && priced) {
     costs.record_ttft(sample.expected_ttft_ms, *sample.ttft_ms, sample.worker_busy);
     // A slot engine: a request that waited for a slot teaches the wait per
-    // request ahead (its first token beyond the price of everything but the
-    // queue) and, when its wait was forecast, the forecast's correction.
+    // request ahead and, when its wait was forecast, the forecast's
+    // correction. The wait is the measured one where a tracked release
+    // gave it its slot; else (the slots were taken by requests the
+    // gateway does not track) its first token beyond the price of
+    // everything but the queue, which also carries the prefill price's own
+    // error.
     if (sample.slots > 0 && sample.requests_ahead > 0) {
-      costs.record_slot_wait(sample.requests_ahead, *sample.ttft_ms - (sample.expected_ttft_ms - sample.queue_delay_ms),
-                             sample.slots, sample.slot_forecast_ms);
+      const double waited =
+          measured_wait > 0 ? measured_wait : *sample.ttft_ms - (sample.expected_ttft_ms - sample.queue_delay_ms);
+      costs.record_slot_wait(sample.requests_ahead, waited, sample.slots, sample.slot_forecast_ms);
     }
   }
   // How long a request holds a slot: as tracked from its slot's start, or,
@@ -47,21 +54,31 @@ void learn_costs(const ModelRoute& model, std::size_t worker_index, const CostSa
                    *verdict ? "" : ": its sequences are credited only while in a slot");
     }
   }
-  // A request that found the worker free to start it: its first token is
-  // its prefill (a wait for a slot is not the prefill's).
-  if (sample.requests_ahead > 0 || !sample.ttft_ms || !sample.cached_tokens || !sample.prompt_tokens) {
+  if (!sample.ttft_ms || !sample.cached_tokens || !sample.prompt_tokens) {
     return;
   }
-  const policy::PrefillSample prefill{*sample.prompt_tokens, std::min(*sample.cached_tokens, *sample.prompt_tokens),
-                                      sample.queued_tokens, sample.active_tokens, *sample.ttft_ms};
-  // A slot engine's price level: the first token over its price at the
-  // priors (with the cached tokens the engine reported: the level, not the
-  // prediction, is being learned).
-  if (sample.slots > 0) {
-    if (const double at_priors = policy::predicted_ttft_ms(prefill_priors(options), prefill); at_priors > 0) {
-      costs.record_slot_free(prefill.ttft_ms / at_priors);
+  const auto cached = std::min(*sample.cached_tokens, *sample.prompt_tokens);
+  // A slot engine's price level: a request's first token from its slot's
+  // start over its price at the priors (with the cached tokens the engine
+  // reported: the level, not the prediction, is being learned). A request
+  // that waited for a measured release counts from it, with nothing
+  // queued before it by then: a worker busy enough that every request
+  // waits still learns its level.
+  if (sample.slots > 0 && (sample.requests_ahead == 0 || measured_wait > 0)) {
+    const policy::PrefillSample started{*sample.prompt_tokens, cached, measured_wait > 0 ? 0 : sample.queued_tokens,
+                                        sample.active_tokens, *sample.ttft_ms - measured_wait};
+    if (const double at_priors = policy::predicted_ttft_ms(prefill_priors(options), started);
+        at_priors > 0 && started.ttft_ms > 0) {
+      costs.record_slot_free(started.ttft_ms / at_priors);
     }
   }
+  // A request that found the worker free to start it: its first token is
+  // its prefill (a wait for a slot is not the prefill's).
+  if (sample.requests_ahead > 0) {
+    return;
+  }
+  const policy::PrefillSample prefill{*sample.prompt_tokens, cached, sample.queued_tokens, sample.active_tokens,
+                                      *sample.ttft_ms};
   // The prefill cost (policy/prefill_fit.hpp).
   if (options.learn_prefill_cost) {
     costs.record_prefill(prefill);

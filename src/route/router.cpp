@@ -568,7 +568,8 @@ void Router::record_outcome(const Attempt& attempt, const ResponseOutcome& outco
                             outcome.decode_ms,
                             outcome.prompt_tokens,
                             outcome.cached_tokens,
-                            attempt.slot_hold_ms_};
+                            attempt.slot_times_.hold_ms,
+                            attempt.slot_times_.wait_ms};
     learn_costs(model, attempt.worker_, sample, table.options->routing.cache_aware);
     if (peers_ != nullptr) {
       peers_->learned(model.name, worker.id(), sample);

@@ -16,7 +16,8 @@ std::size_t SlotOccupancy::admit(std::uint64_t now_ms, std::uint32_t slots) {
   for (std::size_t index = 0; index < kCapacity; ++index) {
     auto expected = kFree;
     if (entries_[index].dispatched.compare_exchange_strong(expected, now_ms + 1, std::memory_order_acq_rel)) {
-      entries_[index].slot_start.store(running < slots ? now_ms + 1 : kWaiting, std::memory_order_release);
+      entries_[index].slot_start.store(running < slots ? start_at(now_ms, StartedBy::dispatch) : kWaiting,
+                                       std::memory_order_release);
       return index;
     }
   }
@@ -28,21 +29,35 @@ void SlotOccupancy::started(std::size_t entry, std::uint64_t now_ms) {
     return;
   }
   auto expected = kWaiting;
-  entries_[entry].slot_start.compare_exchange_strong(expected, now_ms + 1, std::memory_order_acq_rel);
+  entries_[entry].slot_start.compare_exchange_strong(expected, start_at(now_ms, StartedBy::first_token),
+                                                     std::memory_order_acq_rel);
 }
 
-std::optional<double> SlotOccupancy::release(std::size_t entry, std::uint64_t now_ms) {
+SlotOccupancy::Times SlotOccupancy::release(std::size_t entry, std::uint64_t now_ms) {
   if (entry >= kCapacity) {
-    return std::nullopt;
+    return {};
   }
   auto& own = entries_[entry];
   const auto start = own.slot_start.exchange(kLeaving, std::memory_order_acq_rel);
-  own.dispatched.store(kFree, std::memory_order_release);
+  const auto dispatched = own.dispatched.exchange(kFree, std::memory_order_acq_rel);
   if (start == kWaiting || start == kLeaving) {
-    return std::nullopt;
+    return {};
   }
   promote_oldest_waiting(now_ms);
-  return now_ms + 1 > start ? static_cast<double>(now_ms + 1 - start) : 0.0;
+  const auto began = start_ms_plus_one(start);
+  Times times;
+  times.hold_ms = now_ms + 1 > began ? static_cast<double>(now_ms + 1 - began) : 0.0;
+  switch (started_by(start)) {
+    case StartedBy::dispatch:
+      times.wait_ms = 0.0;
+      break;
+    case StartedBy::release:
+      times.wait_ms = began > dispatched ? static_cast<double>(began - dispatched) : 0.0;
+      break;
+    case StartedBy::first_token:
+      break;
+  }
+  return times;
 }
 
 void SlotOccupancy::promote_oldest_waiting(std::uint64_t now_ms) {
@@ -62,7 +77,8 @@ void SlotOccupancy::promote_oldest_waiting(std::uint64_t now_ms) {
       return;
     }
     auto expected = kWaiting;
-    if (entries_[oldest].slot_start.compare_exchange_strong(expected, now_ms + 1, std::memory_order_acq_rel)) {
+    if (entries_[oldest].slot_start.compare_exchange_strong(expected, start_at(now_ms, StartedBy::release),
+                                                            std::memory_order_acq_rel)) {
       return;
     }
   }
@@ -78,7 +94,8 @@ SlotOccupancy::Snapshot SlotOccupancy::read(std::uint64_t now_ms, std::span<doub
     if (start == kWaiting) {
       ++snapshot.waiting;
     } else if (start != kLeaving && snapshot.running < held_ms.size()) {
-      held_ms[snapshot.running++] = now_ms + 1 > start ? static_cast<double>(now_ms + 1 - start) : 0.0;
+      const auto began = start_ms_plus_one(start);
+      held_ms[snapshot.running++] = now_ms + 1 > began ? static_cast<double>(now_ms + 1 - began) : 0.0;
     }
   }
   return snapshot;

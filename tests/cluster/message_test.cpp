@@ -109,8 +109,8 @@ TEST(ClusterMessage, BlocksFinishedAndLoadRoundTrip) {
 // What an answer taught of a worker's costs, to the microsecond; absent
 // figures stay absent, and an unpriced decision stays unpriced.
 TEST(ClusterMessage, ALearnedCostSampleRoundTrips) {
-  route::CostSample sample{812.5, 400.25, 310.5,     true,  2,      3,      12'000, 30'000,
-                           4'096, 1'024,  1'210.125, 968.0, 5'000u, 4'090u, 2'178.5};
+  route::CostSample sample{812.5, 400.25, 310.5,     true,  2,      3,      12'000,  30'000,
+                           4'096, 1'024,  1'210.125, 968.0, 5'000u, 4'090u, 2'178.5, 640.25};
   auto bytes = with_header(MessageKind::learned);
   encode(bytes, LearnedMessage{"m", "w1", sample});
   auto decoded = decode(bytes);
@@ -134,7 +134,7 @@ TEST(ClusterMessage, ALearnedCostSampleRoundTrips) {
   EXPECT_EQ(unpriced, sparse);
   EXPECT_LT(unpriced.expected_ttft_ms, 0);
   EXPECT_FALSE(unpriced.ttft_ms);
-  // Flags beyond the seven defined are not this version's.
+  // A flag for a figure the message does not carry is malformed.
   const auto flags_at = bytes.find("w1") + 2;
   bytes[flags_at] = static_cast<char>(0x80);
   EXPECT_EQ(decode(bytes).error(), DropReason::malformed);

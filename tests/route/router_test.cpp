@@ -725,6 +725,70 @@ TEST(Router, ABusySlotIsPricedByHowLongItsRequestsHaveHeldIt) {
   }
 }
 
+// A request the gateway saw wait for a slot (deferred at its dispatch,
+// given a slot by a tracked release) teaches the wait it had, not its
+// first token less a prefill price that may be off; and what it took from
+// that release to its first token teaches the worker's price level, so a
+// worker busy enough that every request waits still learns it.
+TEST(Router, AMeasuredWaitTeachesTheWaitAndThePriceLevelApart) {
+  Fleet fleet(cache_aware(), 2);
+  for (auto& worker : fleet.model.workers) {
+    worker.options.cache_model = config::CacheModel::sequences;
+    worker.options.slots = 2;
+  }
+  auto prompt = prompt_of(320);
+  auto& a = fleet.worker(0);
+  // Holds of 1 s on a, measured from each slot's start.
+  for (std::uint64_t request = 0; request < 3; ++request) {
+    auto decision = fleet.decide(prompt, std::nullopt, request);
+    decision.worker = 0;
+    RouteContext context{std::nullopt, request, {}, kNow};
+    auto attempt = fleet.router.commit(fleet.table, fleet.model, decision, &prompt, context);
+    attempt.engine_done(kNow + 1'000);
+    attempt.end(AttemptEnd::served, workers::FailureCause::none, kNow + 1'000);
+    attempt.complete({200, 0, 0u, 320u, 32.0, true, 10u, 968.0});
+  }
+  const auto free_samples = a.costs().slot_wait_status().free_samples;
+  double forecast_ms = 0;
+  double prefill_priced_ms = 0;
+  for (std::uint64_t round = 0; round < 3; ++round) {
+    const std::uint64_t start = kNow + 10'000 * (round + 1);
+    // Two holders take a's slots; a third request is deferred behind them.
+    std::vector<Attempt> holders;
+    for (std::uint64_t holder = 0; holder < 2; ++holder) {
+      auto decision = fleet.decide(prompt, std::nullopt, 100 + round * 10 + holder, start);
+      decision.worker = 0;
+      RouteContext context{std::nullopt, 100 + round * 10 + holder, {}, start};
+      holders.push_back(fleet.router.commit(fleet.table, fleet.model, decision, &prompt, context));
+    }
+    auto waiting = fleet.decide(prompt, std::nullopt, 200 + round, start + 100);
+    waiting.worker = 0;
+    const auto& priced = waiting.candidates[0];
+    ASSERT_EQ(priced.requests_ahead, 1u);
+    forecast_ms = priced.slot_forecast_ms;
+    prefill_priced_ms = priced.expected_ttft_ms - priced.slot_wait_ms;
+    RouteContext context{std::nullopt, 200 + round, {}, start + 100};
+    auto waiter = fleet.router.commit(fleet.table, fleet.model, waiting, &prompt, context);
+    // The first holder ends 500 ms after the waiter's dispatch: it takes
+    // the slot then, and its first token comes a quarter of its priced
+    // prefill later.
+    holders[0].engine_done(start + 600);
+    holders[0].end(AttemptEnd::served, workers::FailureCause::none, start + 600);
+    const double ttft = 500 + prefill_priced_ms / 4;
+    waiter.first_token(ttft / 1e3);
+    waiter.engine_done(start + 1'600);
+    waiter.end(AttemptEnd::served, workers::FailureCause::none, start + 1'600);
+    waiter.complete({200, 0, 0u, 320u, ttft, true, 10u, 1'000.0 - ttft});
+    holders[1].end(AttemptEnd::served, workers::FailureCause::none, start + 1'700);
+  }
+  const auto status = a.costs().slot_wait_status();
+  EXPECT_EQ(status.wait_samples, 3u);
+  EXPECT_DOUBLE_EQ(a.costs().ms_per_request_ahead(), 500);
+  EXPECT_DOUBLE_EQ(a.costs().slot_forecast_scale(), 500 / forecast_ms);
+  // Each waiter's first token from its release joined the level.
+  EXPECT_EQ(status.free_samples, free_samples + 3);
+}
+
 // The index writer as the router sees it: each call recorded.
 class RecordingIndexWriter final : public kv_events::IndexWriter {
  public:

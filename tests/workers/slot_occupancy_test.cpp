@@ -32,18 +32,19 @@ TEST(SlotOccupancy, DeferredRequestsTakeFreedSlotsInArrivalOrder) {
   std::uint32_t waiting = 0;
   EXPECT_EQ(held(occupancy, 1'500, &waiting), (std::vector<double>{400, 500}));
   EXPECT_EQ(waiting, 2u);
-  // The first ends after 900 ms in its slot; the third (deferred first)
-  // takes it.
-  EXPECT_EQ(occupancy.release(first, 1'900), 900);
+  // The first ends after 900 ms in its slot, which it found free; the
+  // third (deferred first) takes it.
+  EXPECT_EQ(occupancy.release(first, 1'900), (SlotOccupancy::Times{900, 0}));
   EXPECT_EQ(held(occupancy, 2'000, &waiting), (std::vector<double>{100, 900}));
   EXPECT_EQ(waiting, 1u);
   // A deferred request that leaves before it got a slot frees none.
-  EXPECT_EQ(occupancy.release(fourth, 2'000), std::nullopt);
+  EXPECT_EQ(occupancy.release(fourth, 2'000), SlotOccupancy::Times{});
   EXPECT_EQ(held(occupancy, 2'000, &waiting).size(), 2u);
   EXPECT_EQ(waiting, 0u);
-  // The third held its slot from the release that freed it.
-  EXPECT_EQ(occupancy.release(third, 2'400), 500);
-  EXPECT_EQ(occupancy.release(second, 2'500), 1'400);
+  // The third held its slot from the release that freed it, and waited
+  // for it from its dispatch to that release.
+  EXPECT_EQ(occupancy.release(third, 2'400), (SlotOccupancy::Times{500, 700}));
+  EXPECT_EQ(occupancy.release(second, 2'500), (SlotOccupancy::Times{1'400, 0}));
   EXPECT_TRUE(held(occupancy, 2'500, &waiting).empty());
   EXPECT_EQ(waiting, 0u);
 }
@@ -61,7 +62,8 @@ TEST(SlotOccupancy, AFirstTokenStartsADeferredRequestsHold) {
   occupancy.started(holder, 80);  // already holding: unchanged
   EXPECT_EQ(held(occupancy, 100, &waiting), (std::vector<double>{40, 100}));
   EXPECT_EQ(waiting, 0u);
-  EXPECT_EQ(occupancy.release(deferred, 200), 140);
+  // Its wait ended at a release the gateway did not see: not measured.
+  EXPECT_EQ(occupancy.release(deferred, 200), (SlotOccupancy::Times{140, std::nullopt}));
 }
 
 TEST(SlotOccupancy, NoSlotsOrAFullTableIsUntracked) {
@@ -71,7 +73,7 @@ TEST(SlotOccupancy, NoSlotsOrAFullTableIsUntracked) {
     EXPECT_NE(occupancy.admit(request, 4), SlotOccupancy::kUntracked);
   }
   EXPECT_EQ(occupancy.admit(100, 4), SlotOccupancy::kUntracked);
-  EXPECT_EQ(occupancy.release(SlotOccupancy::kUntracked, 200), std::nullopt);
+  EXPECT_EQ(occupancy.release(SlotOccupancy::kUntracked, 200), SlotOccupancy::Times{});
   occupancy.started(SlotOccupancy::kUntracked, 200);
   std::uint32_t waiting = 0;
   EXPECT_EQ(held(occupancy, 1'000, &waiting).size(), 4u);

@@ -20,14 +20,16 @@
 //   finished  model:str worker:str ticket:v
 //   load      count:v count x (worker:str in_flight:v pending_prefill_tokens:v
 //             pending_requests:v active_tokens:v)  (worker ids are unique across models)
-//   learned   model:str worker:str flags:u8 (bit 0: worker busy; bits 1-6: ttft,
-//             decode, prompt_tokens, cached_tokens, slot_hold, slot_forecast present)
+//   learned   model:str worker:str flags:u8 (bit 0: worker busy; bits 1-7: ttft,
+//             decode, prompt_tokens, cached_tokens, slot_hold, slot_forecast,
+//             slot_wait present)
 //             expected_ttft_us:v (0: not priced) queue_delay_us:v slots:v
 //             requests_ahead:v queued_tokens:v active_tokens:v indexed_cached:v
 //             offloaded_cached:v ttft_us:v decode_us:v prompt_tokens:v
-//             cached_tokens:v slot_hold_us:v slot_forecast_us:v (present ones only)
-// A reader of an older version 1 without `learned` refuses it as malformed
-// (counted) and applies the rest.
+//             cached_tokens:v slot_hold_us:v slot_forecast_us:v slot_wait_us:v
+//             (present ones only)
+// A reader of an older version 1 without `learned`, or without its
+// slot_wait bit, refuses it as malformed (counted) and applies the rest.
 // `incarnation` tells a replica's processes apart (a restarted replica
 // keeps its id): a reader skips its own messages by it, not by a clock. A
 // reader refuses versions it does not know, and trailing bytes, rather

@@ -5,8 +5,9 @@
 // in flight there beyond the slots, plus one), so its first token comes
 // that much later than its queue and prefill price. Per worker, learned
 // from its own outcomes:
-// - a wait sample: a request sent with requests ahead, its first token
-//   beyond the TTFT priced without the wait, per request ahead;
+// - a wait sample: a request sent with requests ahead, its measured wait
+//   for a slot (or, unmeasured, its first token beyond the TTFT priced
+//   without the wait), per request ahead;
 // - a hold sample: a request that found a slot free, its first token plus
 //   its decode (how long it held the slot).
 // The figure per request ahead is the median of the recent wait samples;
@@ -30,9 +31,10 @@ class SlotWaitFit {
   static constexpr std::size_t kWindow = RecentMedian::kWindow;
   static constexpr std::size_t kMinWaits = 3;
 
-  // `excess_ms`: the realized first token less the TTFT priced without the
-  // wait. Ignored when nothing was ahead or the figure is not finite; a
-  // negative excess (the prefill priced high) counts as no wait.
+  // `excess_ms`: the realized wait (measured, or the realized first token
+  // less the TTFT priced without the wait). Ignored when nothing was ahead
+  // or the figure is not finite; a negative excess (the prefill priced
+  // high) counts as no wait.
   // `forecast_ms`: the release forecast's wait before the correction (0:
   // the wait was not forecast); with it the excess also teaches the
   // correction, the median of recent excess / forecast.
@@ -49,13 +51,13 @@ class SlotWaitFit {
   // an engine's order other than arrival, the prefill's own error).
   [[nodiscard]] double forecast_scale() const { return ratios_.count >= kMinWaits ? ratios_.median : 1.0; }
   [[nodiscard]] std::size_t forecast_samples() const { return ratios_.count; }
-  // A request that found a slot free: its realized first token over its
-  // price at the configured priors (queue terms and prefill, with the
-  // cached tokens the engine reported). Ignored unless finite and
-  // non-negative.
+  // A request's realized first token from its slot's start (its dispatch
+  // when a slot was free) over its price at the configured priors (queue
+  // terms and prefill, with the cached tokens the engine reported).
+  // Ignored unless finite and non-negative.
   void observe_free(double realized_over_priors);
-  // The level of a slot worker's prices over the priors, as its free-slot
-  // answers show it: the median of the recent ratios; nullopt before
+  // The level of a slot worker's prices over the priors, as its answers
+  // from their slots' starts show it: the median of the recent ratios; nullopt before
   // kMinWaits of them. It replaces the level read from the engine's prefill
   // clock, which on llama-server sums the times of slots that compute at
   // once and is read under whatever else shares the host, while a

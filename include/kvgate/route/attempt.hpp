@@ -169,11 +169,12 @@ class Attempt {
     bool ended = false;
   };
   std::optional<PrefillLeg> prefill_;
-  // A slot engine: how long the request held its slot (workers::SlotOccupancy).
-  std::optional<double> slot_hold_ms_;
-  void keep_slot_hold(std::optional<double> hold_ms) {
-    if (hold_ms) {
-      slot_hold_ms_ = hold_ms;
+  // A slot engine: how long the request waited for and held its slot
+  // (workers::SlotOccupancy), from the first finish that knew them.
+  workers::SlotOccupancy::Times slot_times_;
+  void keep_slot_times(const workers::SlotOccupancy::Times& times) {
+    if (times.hold_ms) {
+      slot_times_ = times;
     }
   }
   bool decoder_assumed_ = false;  // the blocks are inserted for worker_

@@ -44,6 +44,9 @@ struct CostSample {
   // A slot engine: dispatch, or the release that freed its slot, to the
   // answer's end (workers::SlotOccupancy; nullopt: not tracked).
   std::optional<double> slot_hold_ms;
+  // ... and the dispatch to that start: its wait for a slot (0: a slot was
+  // free; nullopt: not measured).
+  std::optional<double> slot_wait_ms;
   bool operator==(const CostSample&) const = default;
 };
 

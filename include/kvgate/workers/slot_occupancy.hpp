@@ -36,9 +36,18 @@ class SlotOccupancy {
   std::size_t admit(std::uint64_t now_ms, std::uint32_t slots);
   // The request's first token came at `now_ms`: it holds a slot by then.
   void started(std::size_t entry, std::uint64_t now_ms);
+  // What a released request's slot times were, in ms: how long it held
+  // its slot (nullopt: it never held one), and how long it waited for it
+  // (0: a slot was free at its dispatch; nullopt: not measured, or never
+  // held one).
+  struct Times {
+    std::optional<double> hold_ms;
+    std::optional<double> wait_ms;
+    bool operator==(const Times&) const = default;
+  };
   // The request ended at `now_ms`; if it held a slot, the oldest deferred
-  // request takes it, and how long it held it (ms) is returned.
-  std::optional<double> release(std::size_t entry, std::uint64_t now_ms);
+  // request takes it.
+  Times release(std::size_t entry, std::uint64_t now_ms);
 
   struct Snapshot {
     std::size_t running = 0;    // entries of held_ms written
@@ -49,9 +58,16 @@ class SlotOccupancy {
   Snapshot read(std::uint64_t now_ms, std::span<double> held_ms) const;
 
  private:
-  // Times are stored +1 so that 0 means none.
+  // Times are stored +1 so that 0 means none; a slot start also says how
+  // it began (StartedBy, in its low bits).
   static constexpr std::uint64_t kFree = 0;     // dispatched: the entry is unused
   static constexpr std::uint64_t kWaiting = 0;  // slot_start: deferred
+  enum class StartedBy : std::uint64_t { dispatch = 0, release = 1, first_token = 2 };
+  static constexpr std::uint64_t start_at(std::uint64_t now_ms, StartedBy how) {
+    return ((now_ms + 1) << 2) | static_cast<std::uint64_t>(how);
+  }
+  static constexpr std::uint64_t start_ms_plus_one(std::uint64_t start) { return start >> 2; }
+  static constexpr StartedBy started_by(std::uint64_t start) { return static_cast<StartedBy>(start & 3); }
   // slot_start of an entry not (or no longer) a request's: never promoted.
   static constexpr std::uint64_t kLeaving = std::numeric_limits<std::uint64_t>::max();
   struct Entry {

@@ -566,19 +566,19 @@ class InFlightRequest {
   }
 
   // `now_ms`: when the worker was done with it (its slot freed then). On a
-  // slot engine, how long the request held its slot (ms; nullopt when
-  // untracked, never given one, or already finished).
-  std::optional<double> finish(std::uint64_t now_ms) {
+  // slot engine, how long the request waited for and held its slot (none
+  // when untracked, never given one, or already finished).
+  SlotOccupancy::Times finish(std::uint64_t now_ms) {
     if (worker_ == nullptr) {
-      return std::nullopt;
+      return {};
     }
     answering();
     worker_->active_finished(prompt_tokens_);
     worker_->request_finished();
-    auto hold = worker_->slot_occupancy().release(std::exchange(occupancy_entry_, SlotOccupancy::kUntracked),
-                                                  std::max(now_ms, dispatched_ms_));
+    auto times = worker_->slot_occupancy().release(std::exchange(occupancy_entry_, SlotOccupancy::kUntracked),
+                                                   std::max(now_ms, dispatched_ms_));
     worker_ = nullptr;
-    return hold;
+    return times;
   }
 
  private:
