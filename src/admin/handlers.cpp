@@ -297,7 +297,8 @@ AdminResponse debug_workers(gateway::GatewayContext& context) {
           {"slots", route.options.cache_model == config::CacheModel::sequences
                         ? json{{"total", route.options.slots},
                                {"busy", stream.slots_busy.load()},
-                               {"waiting", stream.slots_waiting.load()}}
+                               {"waiting", stream.slots_waiting.load()},
+                               {"kept", worker.load().slot_holds().held_for_others(0, monotonic_now_ms())}}
                         : json(nullptr)},
           {"cache_ram_mib", route.options.cache_model == config::CacheModel::sequences
                                 ? json(route.options.cache_ram_mib)

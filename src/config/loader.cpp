@@ -1062,6 +1062,8 @@ void read_admission(YamlReader& reader, const YAML::Node& node, AdmissionOptions
   reader.optional(node, "admission", "max_in_flight_per_worker", [&](auto& value, auto path) {
     reader.read(value, path, out.max_in_flight_per_worker, 0, 1'000'000);
   });
+  reader.optional(node, "admission", "hold_slots",
+                  [&](auto& value, auto path) { reader.read(value, path, out.hold_slots); });
   reader.optional(node, "admission", "queue", [&](auto& queue, auto queue_path) {
     if (!reader.check_mapping(queue, queue_path, keys_under("admission.queue"))) {
       return;

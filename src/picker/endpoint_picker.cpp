@@ -22,6 +22,7 @@
 #include "kvgate/proxy/decision_record.hpp"
 #include "kvgate/proxy/front_door.hpp"
 #include "kvgate/route/inference_request.hpp"
+#include "kvgate/route/router.hpp"
 
 namespace kvgate::picker {
 
@@ -324,7 +325,9 @@ class PickerStream final : public grpc::ServerBidiReactor<Request, Response> {
       }
     }
     exchange_.model = model->name;
-    auto ticket = admission_.try_admit(exchange_.table, *model, *exchange_.tenant);
+    const auto session_key = inference ? inference->session_key() : std::nullopt;
+    auto ticket = admission_.try_admit(exchange_.table, *model, *exchange_.tenant,
+                                       session_key ? route::slot_hold_key(*session_key) : 0);
     if (!ticket) {
       answer_locally(openai::overloaded("The gateway's in-flight limits are reached; retry later.",
                                         std::string(admission::to_string(ticket.error().reason)),
@@ -344,7 +347,6 @@ class PickerStream final : public grpc::ServerBidiReactor<Request, Response> {
       }
     }
     const auto* prompt = inference ? &inference->prompt : nullptr;
-    const auto session_key = inference ? inference->session_key() : std::nullopt;
     const auto key_source = inference ? inference->summary.session_key_source : std::string_view();
     route::RouteContext route_context{session_key, context_.next_decision_sequence(), excluded, monotonic_now_ms(),
                                       key_source};

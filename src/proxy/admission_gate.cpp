@@ -8,7 +8,7 @@
 #include <chrono>
 
 #include "kvgate/core/clock.hpp"
-#include "kvgate/route/outlier_filter.hpp"
+#include "kvgate/route/routing_table.hpp"
 
 namespace kvgate::proxy {
 
@@ -114,25 +114,41 @@ std::optional<admission::Refusal> AdmissionGate::check_rates(const tenant::Tenan
   return std::nullopt;
 }
 
-bool AdmissionGate::has_room(const route::RoutingTable& table, const route::ModelRoute& model) const {
+bool AdmissionGate::has_room(const route::RoutingTable& table, const route::ModelRoute& model, std::uint64_t hold_key,
+                             std::uint64_t now_ms, bool ignore_holds) const {
   const auto& options = table.options->admission;
   if (options.max_in_flight > 0 && admitted_ >= options.max_in_flight) {
     return false;
   }
-  if (options.max_in_flight_per_worker == 0) {
+  const auto room = route::model_room(model, options, hold_key, now_ms);
+  if (!room) {
     return true;
   }
-  const auto routable = route::routable_workers(model, monotonic_now_ms());
   auto held = per_model_.find(model.name);
   const std::uint64_t in_flight = held == per_model_.end() ? 0 : held->second;
-  return in_flight < routable * std::uint64_t{options.max_in_flight_per_worker};
+  return in_flight + (ignore_holds ? 0 : room->kept) < room->capacity;
 }
 
 std::vector<AdmissionGate::WaiterPtr> AdmissionGate::dispatch() {
   std::vector<WaiterPtr> granted;
+  const auto now_ms = monotonic_now_ms();
+  const auto now = std::chrono::steady_clock::now();
+  auto may_go = [&](const WaiterPtr& waiter) {
+    // Kept slots never make a request wait past half the queue's maximum
+    // wait: by then it takes one.
+    const bool waited_long = now - waiter->since >= waiter->table->options->admission.queue.max_wait / 2;
+    return has_room(*waiter->table, *waiter->model, waiter->hold_key, now_ms, waited_long);
+  };
   for (;;) {
-    auto next = queue_.pop([&](const WaiterPtr& waiter) { return has_room(*waiter->table, *waiter->model); },
-                           [](const WaiterPtr& waiter) { return waiter->abandoned; });
+    // A turn whose slot was kept for it goes first, whatever waits ahead
+    // of it (those wait for the slot it was kept from them for).
+    auto next = queue_.take_first([&](const WaiterPtr& waiter) {
+      return !waiter->abandoned && waiter->hold_key != 0 &&
+             route::slot_kept_for(*waiter->model, waiter->hold_key, now_ms) && may_go(waiter);
+    });
+    if (!next) {
+      next = queue_.pop(may_go, [](const WaiterPtr& waiter) { return waiter->abandoned; });
+    }
     if (!next) {
       break;
     }
@@ -169,6 +185,16 @@ void AdmissionGate::release(const route::ModelRoute& model) {
       --held->second;
     }
     granted = dispatch();
+    // A slot the request freed may be kept for its session's next turn
+    // (admission.hold_slots): the model's waiters wake to wait for the
+    // hold's end too, which no release announces.
+    if (waiting_ > 0 && route::next_hold_end(model, monotonic_now_ms())) {
+      queue_.for_each([&](const WaiterPtr& waiter) {
+        if (waiter->model->name == model.name && !waiter->granted && !waiter->abandoned) {
+          granted.push_back(waiter);
+        }
+      });
+    }
     publish_queue_length();
   }
   wake(granted, nullptr);
@@ -180,7 +206,7 @@ void AdmissionGate::publish_queue_length() {
 
 http::awaitable<Result<AdmissionTicket, admission::Refusal>> AdmissionGate::admit(
     std::shared_ptr<const route::RoutingTable> table, const route::ModelRoute& model, const tenant::Tenant& tenant,
-    http::tcp::socket& client) {
+    http::tcp::socket& client, std::uint64_t hold_key) {
   const auto& options = table->options->admission;
   if (!options.limits_concurrency()) {
     co_return AdmissionTicket{};
@@ -189,6 +215,8 @@ http::awaitable<Result<AdmissionTicket, admission::Refusal>> AdmissionGate::admi
   auto waiter = std::make_shared<Waiter>(co_await asio::this_coro::executor);
   waiter->table = table;
   waiter->model = &model;
+  waiter->hold_key = hold_key;
+  waiter->since = started;
   std::vector<WaiterPtr> granted;
   bool full = false;
   bool granted_at_once = false;  // read under the lock: another thread's release may grant it any time
@@ -222,15 +250,49 @@ http::awaitable<Result<AdmissionTicket, admission::Refusal>> AdmissionGate::admi
     co_return unexpected(admission::Refusal{admission::RefusalReason::queue_full, 1000});
   }
   if (!granted_at_once) {
-    waiter->timer.expires_after(options.queue.max_wait);
-    // Awaited on its own statement: g++ 12 miscompiles co_await inside
-    // larger expressions.
-    auto ended = co_await (waiter->timer.async_wait(http::use_nothrow) || http::wait_until_peer_closes(client));
-    const bool client_gone = ended.index() == 1 && std::get<1>(ended);
-    if (ended.index() == 1 && !client_gone) {
-      // The client sent more (a pipelined request) and is still there: the
-      // timer alone decides.
-      co_await waiter->timer.async_wait(http::use_nothrow);
+    const auto deadline = std::chrono::steady_clock::now() + options.queue.max_wait;
+    bool client_gone = false;
+    bool watch_client = true;
+    for (;;) {
+      // Woken when granted (the timer cancelled), at the deadline, or when a
+      // slot kept for a session's turn stops being kept, which nothing else
+      // announces: then the queue is served again.
+      auto wake_at = deadline;
+      {
+        std::lock_guard lock(mutex_);
+        if (waiter->granted) {
+          break;
+        }
+        const auto now_ms = monotonic_now_ms();
+        if (const auto end = route::next_hold_end(model, now_ms)) {
+          wake_at = std::min(wake_at, std::chrono::steady_clock::now() + std::chrono::milliseconds(*end - now_ms));
+        }
+      }
+      waiter->timer.expires_at(wake_at);
+      if (watch_client) {
+        // Awaited on its own statement: g++ 12 miscompiles co_await inside
+        // larger expressions.
+        auto ended = co_await (waiter->timer.async_wait(http::use_nothrow) || http::wait_until_peer_closes(client));
+        client_gone = ended.index() == 1 && std::get<1>(ended);
+        // The client sent more (a pipelined request) and is still there:
+        // the timer alone decides.
+        watch_client = ended.index() == 0;
+        if (client_gone) {
+          break;
+        }
+      } else {
+        co_await waiter->timer.async_wait(http::use_nothrow);
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        break;
+      }
+      std::vector<WaiterPtr> served;
+      {
+        std::lock_guard lock(mutex_);
+        served = dispatch();
+        publish_queue_length();
+      }
+      wake(served, waiter.get());
     }
     std::lock_guard lock(mutex_);
     if (!waiter->granted) {
@@ -253,13 +315,14 @@ std::size_t AdmissionGate::waiting() const {
 
 Result<AdmissionTicket, admission::Refusal> AdmissionGate::try_admit(std::shared_ptr<const route::RoutingTable> table,
                                                                      const route::ModelRoute& model,
-                                                                     const tenant::Tenant& tenant) {
+                                                                     const tenant::Tenant& tenant,
+                                                                     std::uint64_t hold_key) {
   if (!table->options->admission.limits_concurrency()) {
     return AdmissionTicket{};
   }
   {
     std::lock_guard lock(mutex_);
-    if (waiting_ == 0 && has_room(*table, model)) {
+    if (waiting_ == 0 && has_room(*table, model, hold_key, monotonic_now_ms())) {
       ++admitted_;
       ++per_model_[model.name];
       publish_queue_length();

@@ -70,8 +70,14 @@ class Attempts {
     std::uint32_t prefill_replacements = 0;
     bool replacing_prefill = false;
     for (std::uint32_t try_number = 0; try_number <= options.upstream.retries + prefill_replacements; ++try_number) {
-      route::RouteContext context{target_.session_key, session_.context().next_decision_sequence(), excluded,
-                                  monotonic_now_ms(), target_.session_key_source};
+      route::RouteContext context{
+          target_.session_key,
+          session_.context().next_decision_sequence(),
+          excluded,
+          monotonic_now_ms(),
+          target_.session_key_source,
+          static_cast<std::uint64_t>(
+              std::chrono::duration_cast<std::chrono::milliseconds>(exchange_.started.time_since_epoch()).count())};
       auto decision = router.decide(target_.table, target_.model, target_.prompt, context);
       if (!decision.worker) {
         if (!exchange_.route) {

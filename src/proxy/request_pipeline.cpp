@@ -10,6 +10,7 @@
 #include "kvgate/openai/request.hpp"
 #include "kvgate/proxy/forwarder.hpp"
 #include "kvgate/route/inference_request.hpp"
+#include "kvgate/route/router.hpp"
 
 namespace kvgate::proxy {
 
@@ -82,7 +83,9 @@ awaitable<void> handle_inference(ClientSession& session, ClientRequest& request,
                                        tokens, refused->retry_after_ms));
     co_return;
   }
-  auto ticket = co_await gate.admit(exchange.table, model, *exchange.tenant, session.stream().socket());
+  const auto session_key = inference.session_key();
+  auto ticket = co_await gate.admit(exchange.table, model, *exchange.tenant, session.stream().socket(),
+                                    session_key ? route::slot_hold_key(*session_key) : 0);
   if (!ticket) {
     const auto refused = ticket.error();
     if (refused.reason == admission::RefusalReason::abandoned) {

@@ -93,7 +93,7 @@ void Attempt::engine_done(std::uint64_t now_ms, const EngineAnswer& answer) {
     return;
   }
   slot_freed_ = true;
-  router_->answer_read(*this, answer);
+  router_->answer_read(*this, answer, now_ms);
 }
 
 void Attempt::complete(const ResponseOutcome& outcome) {

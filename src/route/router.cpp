@@ -9,6 +9,7 @@
 #include <new>
 #include <type_traits>
 
+#include "kvgate/policy/slot_hold.hpp"
 #include "kvgate/policy/slot_reuse.hpp"
 #include "kvgate/route/cost_sample.hpp"
 #include "kvgate/route/outlier_filter.hpp"
@@ -241,10 +242,21 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
     }
   }
   lift_ejections_in_panic(std::span(views.data(), count));
-  if (const auto limit = table.options->admission.max_in_flight_per_worker; limit > 0) {
+  const auto& admission = table.options->admission;
+  if (admission.max_in_flight_per_worker > 0 || admission.hold_slots) {
+    // With slots held, a slot engine is full for this request when its
+    // slots are running or kept for other sessions' next turns.
+    const auto hold_key = context.session_key ? slot_hold_key(*context.session_key) : 0;
+    const auto limit = admission.max_in_flight_per_worker;
     bool any_room = false;
     for (std::size_t index = 0; index < count; ++index) {
-      views[index].at_capacity = views[index].in_flight >= limit;
+      const auto slots = slot_count(model.workers[index].options);
+      bool full = limit > 0 && views[index].in_flight >= limit;
+      if (admission.hold_slots && slots > 0) {
+        const auto& holds = model.workers[index].state->load().slot_holds();
+        full = full || views[index].in_flight + holds.held_for_others(hold_key, context.now_ms) >= slots;
+      }
+      views[index].at_capacity = full;
       any_room = any_room || (views[index].healthy && !views[index].ejected && !views[index].at_capacity);
     }
     if (!any_room) {
@@ -298,6 +310,14 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   result.queued_tokens = views[chosen].pending_prefill_tokens;
   result.active_tokens = views[chosen].active_tokens;
   result.worker_busy = views[chosen].in_flight > 0 || views[chosen].engine_waiting_others > 0;
+  if (admission.hold_slots && slot_count(model.workers[chosen].options) > 0 && prompt != nullptr) {
+    // A slot taken from the conversation loses its history to the RAM
+    // prompt cache where the worker keeps one (its next turn loads it
+    // back), else for good (its next turn computes it again).
+    result.reprefill_ms = model.workers[chosen].options.cache_ram_mib > 0
+                              ? static_cast<double>(prompt->input_tokens) * model.ms_per_offloaded_token
+                              : views[chosen].prefill.prefill_ms(prompt->input_tokens, 0);
+  }
   result.kv_usage = model.workers[chosen].state->engine().kv_usage();
   result.runner_up = runner_up(result.candidates, chosen);
   if (result.runner_up) {
@@ -353,6 +373,7 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
     attempt.prediction_.queue_delay_ms = std::max(0.0, candidate.queue_delay_ms);
   }
   attempt.prediction_.slots = slot_count(worker.options);
+  attempt.prediction_.reprefill_ms = decision.reprefill_ms;
   if (decision.continuation) {
     attempt.prediction_.continued = true;
     attempt.prediction_.continued_input_tokens = decision.continuation->previous_input_tokens;
@@ -438,8 +459,22 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
     if (!same_request) {
       if (decision.session && !decision.session->expired && context.now_ms >= decision.session->last_seen_ms) {
         model.session_gaps->record_next_turn(context.now_ms - decision.session->last_seen_ms);
+        const auto arrived = context.arrived_ms > 0 ? std::min(context.arrived_ms, context.now_ms) : context.now_ms;
+        if (const auto answered = decision.session->last_answered_ms; answered && arrived >= *answered) {
+          model.session_gaps->record_think(arrived - *answered);
+        }
       } else {
         model.session_gaps->record_first_turn();
+      }
+    }
+    // The turn came: the slots kept for it are free, and the one where it
+    // goes is what it was kept for.
+    if (table.options->admission.hold_slots) {
+      const auto hold_key = slot_hold_key(*context.session_key);
+      for (std::size_t index = 0; index < model.workers.size(); ++index) {
+        if (model.workers[index].state->load().slot_holds().take(hold_key, context.now_ms) && index == chosen) {
+          stats_.slot_hold(model.name, SessionStats::HoldOutcome::used);
+        }
       }
     }
     const auto blocks =
@@ -506,11 +541,27 @@ void Router::finish(const Attempt& attempt, std::optional<std::uint32_t> reporte
   }
 }
 
-void Router::answer_read(const Attempt& attempt, const EngineAnswer& answer) {
+void Router::answer_read(const Attempt& attempt, const EngineAnswer& answer, std::uint64_t now_ms) {
   finish(attempt, answer.cached_tokens);
-  if (attempt.session_turn_ != 0 && answer.completion_tokens) {
-    sessions_.record_answer(attempt.session_key_, attempt.session_turn_, *answer.completion_tokens);
+  if (attempt.session_turn_ == 0) {
+    return;
   }
+  sessions_.record_answer(attempt.session_key_, attempt.session_turn_, answer.completion_tokens, now_ms);
+  // A slot engine's slot now holds the conversation: kept for its next
+  // turn while that is expected to save more than the slot idles.
+  const auto& model = *attempt.model_;
+  if (attempt.table_->options->admission.hold_slots && attempt.prediction_.slots > 0) {
+    const auto hold = policy::choose_slot_hold(model.session_gaps->think_model(), attempt.prediction_.reprefill_ms);
+    auto& holds = model.workers[attempt.worker_].state->load().slot_holds();
+    if (hold.hold_ms > 0 &&
+        holds.hold(slot_hold_key(attempt.session_key_), now_ms + static_cast<std::uint64_t>(hold.hold_ms), now_ms)) {
+      stats_.slot_hold(model.name, SessionStats::HoldOutcome::kept);
+    }
+  }
+}
+
+std::uint64_t slot_hold_key(std::string_view session_key) {
+  return XXH3_64bits(session_key.data(), session_key.size()) | 1;
 }
 
 void Router::note_traffic(const Attempt& attempt, std::size_t worker_index, workers::FailureCause failure,

@@ -142,6 +142,47 @@ SlotReleasesRead slot_releases(const WorkerRoute& route, std::uint64_t now_ms) {
   return read;
 }
 
+std::optional<ModelRoom> model_room(const ModelRoute& model, const config::AdmissionOptions& options,
+                                    std::uint64_t hold_key, std::uint64_t now_ms) {
+  std::size_t routable = 0;
+  for (const auto& worker : model.workers) {
+    routable += worker.state->health().healthy() && !worker.state->breaker().ejected(now_ms) ? 1 : 0;
+  }
+  ModelRoom room;
+  for (const auto& worker : model.workers) {
+    const auto& state = *worker.state;
+    if (routable > 0 && !(state.health().healthy() && !state.breaker().ejected(now_ms))) {
+      continue;
+    }
+    const std::uint32_t slots = options.hold_slots ? slot_count(worker.options) : 0;
+    const std::uint32_t limit = options.max_in_flight_per_worker;
+    if (slots == 0 && limit == 0) {
+      return std::nullopt;
+    }
+    room.capacity += slots > 0 && limit > 0 ? std::min(slots, limit) : std::max(slots, limit);
+    if (slots > 0) {
+      room.kept += state.load().slot_holds().held_for_others(hold_key, now_ms);
+    }
+  }
+  return room;
+}
+
+bool slot_kept_for(const ModelRoute& model, std::uint64_t hold_key, std::uint64_t now_ms) {
+  return std::any_of(model.workers.begin(), model.workers.end(), [&](const WorkerRoute& worker) {
+    return worker.state->load().slot_holds().kept_for(hold_key, now_ms);
+  });
+}
+
+std::optional<std::uint64_t> next_hold_end(const ModelRoute& model, std::uint64_t now_ms) {
+  std::optional<std::uint64_t> first;
+  for (const auto& worker : model.workers) {
+    if (const auto end = worker.state->load().slot_holds().next_end(now_ms); end && (!first || *end < *first)) {
+      first = end;
+    }
+  }
+  return first;
+}
+
 policy::PrefillRates effective_prefill_rates(const config::CacheAwareOptions& options,
                                              const policy::PrefillRates& pooled, double median_speed,
                                              const WorkerRoute& route) {

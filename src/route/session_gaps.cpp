@@ -10,6 +10,9 @@ void SessionGaps::count_turn() {
   for (auto& gap : gaps_) {
     gap.store(gap.load(std::memory_order_relaxed) / 2, std::memory_order_relaxed);
   }
+  for (auto& think : think_) {
+    think.store(think.load(std::memory_order_relaxed) / 2, std::memory_order_relaxed);
+  }
   sessions_.store(sessions_.load(std::memory_order_relaxed) / 2, std::memory_order_relaxed);
   turns_.fetch_sub(kHalveAt / 2, std::memory_order_relaxed);
 }
@@ -24,10 +27,15 @@ void SessionGaps::record_next_turn(std::uint64_t gap_ms) {
   count_turn();
 }
 
+void SessionGaps::record_think(std::uint64_t think_ms) {
+  think_[policy::age_bucket(static_cast<double>(think_ms))].fetch_add(1, std::memory_order_relaxed);
+}
+
 SessionGaps::Counts SessionGaps::counts() const {
   Counts counts;
   for (std::size_t bucket = 0; bucket < gaps_.size(); ++bucket) {
     counts.gaps[bucket] = gaps_[bucket].load(std::memory_order_relaxed);
+    counts.think[bucket] = think_[bucket].load(std::memory_order_relaxed);
   }
   counts.turns = turns_.load(std::memory_order_relaxed);
   counts.sessions = sessions_.load(std::memory_order_relaxed);
@@ -37,6 +45,11 @@ SessionGaps::Counts SessionGaps::counts() const {
 policy::ReturnModel SessionGaps::model() const {
   const auto now = counts();
   return {now.gaps, now.turns, now.sessions};
+}
+
+policy::ReturnModel SessionGaps::think_model() const {
+  const auto now = counts();
+  return {now.think, now.turns, now.sessions};
 }
 
 }  // namespace kvgate::route

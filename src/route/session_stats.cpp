@@ -30,6 +30,11 @@ SessionStats::SessionStats(prometheus::Registry& registry)
                      .Help("Sum of the measured moves' gains (paid) and losses (lost) in seconds of time to first "
                            "token against staying on the previous worker, by outcome")
                      .Register(registry)),
+      slot_holds_(prometheus::BuildCounter()
+                      .Name("kvgate_slot_holds_total")
+                      .Help("Slot engines' slots kept idle for a session's next turn (admission.hold_slots), by "
+                            "outcome (kept: a hold began; used: the turn came while its slot was kept)")
+                      .Register(registry)),
       active_(prometheus::BuildGauge()
                   .Name("kvgate_sessions_active")
                   .Help("Sessions seen within sessions.idle_ttl")
@@ -46,6 +51,14 @@ void SessionStats::declare_model(std::string_view model) {
     moves_measured_.Add({{"model", name}, {"outcome", outcome}});
     move_gain_.Add({{"model", name}, {"outcome", outcome}});
   }
+  for (const char* outcome : {"kept", "used"}) {
+    slot_holds_.Add({{"model", name}, {"outcome", outcome}});
+  }
+}
+
+void SessionStats::slot_hold(std::string_view model, HoldOutcome outcome) {
+  slot_holds_.Add({{"model", std::string(model)}, {"outcome", outcome == HoldOutcome::kept ? "kept" : "used"}})
+      .Increment();
 }
 
 void SessionStats::move_measured(std::string_view model, double gain_ms) {

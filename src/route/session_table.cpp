@@ -154,7 +154,8 @@ SessionState SessionTable::state_of(const Entry& entry, std::uint64_t now_ms) co
           entry.last_seen_ms,
           entry.last_input_tokens,
           expired(entry.last_seen_ms, now_ms, idle_ttl_ms_.load()),
-          entry.last_answer_tokens};
+          entry.last_answer_tokens,
+          entry.last_answered_ms};
 }
 
 template <class Visit>
@@ -237,6 +238,7 @@ std::uint64_t SessionTable::commit_turn(std::string_view key, SessionTurn turn, 
       entry->key_source.assign(key_source);
       entry->last_input_tokens = turn.input_tokens;
       entry->last_answer_tokens.reset();
+      entry->last_answered_ms.reset();
       entry->worker = turn.worker;
       entry->worker_position = turn.worker_position;
       turn.number = entry->turns;
@@ -313,6 +315,7 @@ bool SessionTable::apply_peer_turn(std::string_view key, SessionTurn turn, std::
     entry->worker_position = turn.worker_position;
     entry->last_input_tokens = turn.input_tokens;
     entry->last_answer_tokens.reset();
+    entry->last_answered_ms.reset();
     entry->key_source.assign(key_source);
     turn.at_ms = at_ms;
     if (replaces_last) {
@@ -346,10 +349,12 @@ void SessionTable::record_outcome(std::string_view key, std::uint64_t number, co
   });
 }
 
-void SessionTable::record_answer(std::string_view key, std::uint64_t number, std::uint32_t answer_tokens) {
+void SessionTable::record_answer(std::string_view key, std::uint64_t number, std::optional<std::uint32_t> answer_tokens,
+                                 std::uint64_t now_ms) {
   with_entry(key, [&](Entry* found) {
     if (found != nullptr && found->turns == number) {
       found->last_answer_tokens = answer_tokens;
+      found->last_answered_ms = now_ms;
     }
     return 0;
   });

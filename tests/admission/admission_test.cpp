@@ -97,6 +97,27 @@ TEST(FairQueue, AHeadThatMayNotGoKeepsItsPlaceWhileOthersGo) {
   EXPECT_EQ(queue.pop(), "x2");
 }
 
+// An item something was kept for (a slot held for its session's turn)
+// leaves out of turn, from behind a head that may not go; the rest keep
+// their order.
+TEST(FairQueue, AnItemTakenOutOfTurnLeavesTheOthersInOrder) {
+  FairQueue<std::string> queue({1, 1});
+  queue.push(0, "x1");
+  queue.push(0, "kept");
+  queue.push(0, "x2");
+  queue.push(1, "y1");
+  EXPECT_EQ(queue.take_first([](const std::string& item) { return item == "kept"; }), "kept");
+  EXPECT_EQ(queue.take_first([](const std::string& item) { return item == "kept"; }), std::nullopt);
+  EXPECT_EQ(queue.size(), 3u);
+  EXPECT_EQ(queue.pop(), "x1");
+  EXPECT_EQ(queue.pop(), "y1");
+  EXPECT_EQ(queue.pop(), "x2");
+  queue.push(1, "only");
+  EXPECT_EQ(queue.take_first([](const std::string&) { return true; }), "only");
+  EXPECT_TRUE(queue.empty());
+  EXPECT_EQ(queue.pop(), std::nullopt);
+}
+
 TEST(FairQueue, DroppedItemsAreSkippedAndSweptAway) {
   FairQueue<std::string> queue({1, 1});
   queue.push(0, "gone");

@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 
+#include <array>
 #include <atomic>
 #include <fstream>
 #include <thread>
@@ -236,6 +237,67 @@ TEST(LlamaCppFleet, PredictionsMatchTheSlotsAndLaterTurnsAreServedFromThem) {
   // prompt was never credited (every request then looked cold everywhere
   // during bursts).
   EXPECT_GE(later_share, 0.35) << "later turns' prompt tokens served from the slots";
+}
+
+// admission.hold_slots on a one-slot llama.cpp replica: two conversations
+// that each send their next turn as soon as they have an answer. Sent as
+// they come, they take the slot from each other on every turn and compute
+// their whole history each time. Once the gateway has learned that turns
+// come back within a moment of their answers, it keeps a freed slot for
+// its conversation's next turn: that turn leaves the queue ahead of the
+// other conversation's waiting request and finds its history in the slot.
+TEST(LlamaCppFleet, AFreedSlotIsKeptForItsConversationsNextTurn) {
+  Harness harness;
+  SimProcess sim(harness, {"--engine-profile", "llamacpp", "--slots", "1", "--time-scale", "0.25"}, "r0");
+  harness.start_gateway(
+      "routing: {policy: cache_aware}\nadmission: {hold_slots: true, queue: {max_wait: 60s}}\n"
+      "metrics_scrape: {interval: 200ms}\n",
+      "models:\n  - name: \"sim-model\"\n    block_size: 16\n    workers:\n"
+      "      - {id: r0, url: \"" +
+          sim.url() + "\", engine: llamacpp, slots: 1, cache_ram_mib: 0}\n");
+  std::string manual;
+  for (int rule = 0; rule < 120; ++rule) {
+    manual += " Rule " + std::to_string(rule) + ": cite the aisle and the shelf of every part.";
+  }
+  constexpr int kTurns = 45;
+  constexpr int kLateTurns = 5;
+  std::atomic<int> failures{0};
+  std::array<std::atomic<long>, 2> late_prompt{};
+  std::array<std::atomic<long>, 2> late_cached{};
+  std::vector<std::thread> clients;
+  for (int session = 0; session < 2; ++session) {
+    clients.emplace_back([&, session] {
+      // Different from the first token: neither reuses the other's slot.
+      json messages = json::array(
+          {{{"role", "system"}, {"content", "Conversation " + std::to_string(session) + " of the store." + manual}}});
+      for (int turn = 0; turn < kTurns; ++turn) {
+        messages.push_back({{"role", "user"}, {"content", "Question " + std::to_string(turn) + ": which screws?"}});
+        auto response = post_json(harness.api_port(), "/v1/chat/completions", chat_request(messages, 2).dump(),
+                                  {{"x-session-id", "conversation-" + std::to_string(session)}});
+        if (response.status != 200) {
+          ++failures;
+          return;
+        }
+        auto answer = json::parse(response.body);
+        if (turn >= kTurns - kLateTurns) {
+          late_prompt[session] += answer["usage"]["prompt_tokens"].get<long>();
+          late_cached[session] += answer["timings"]["cache_n"].get<long>();
+        }
+        messages.push_back(answer["choices"][0]["message"]);
+      }
+    });
+  }
+  for (auto& client : clients) {
+    client.join();
+  }
+  ASSERT_EQ(failures.load(), 0);
+  for (int session = 0; session < 2; ++session) {
+    const double share = static_cast<double>(late_cached[session]) / static_cast<double>(late_prompt[session]);
+    EXPECT_GE(share, 0.9) << "conversation " << session << "'s last turns computed their history again";
+  }
+  const auto used = metric_value(harness, R"(kvgate_slot_holds_total{model="sim-model",outcome="used"})");
+  EXPECT_GE(used, 2 * kLateTurns);
+  EXPECT_GE(metric_value(harness, R"(kvgate_slot_holds_total{model="sim-model",outcome="kept"})"), used);
 }
 
 // llama-server with its host-RAM prompt cache (--cache-ram): a

@@ -789,6 +789,72 @@ TEST(Router, AMeasuredWaitTeachesTheWaitAndThePriceLevelApart) {
   EXPECT_EQ(status.free_samples, free_samples + 3);
 }
 
+// admission.hold_slots: a slot engine's slot that a session's turn freed
+// is kept for the session's next turn when its conversations come back
+// sooner than the history takes to compute again; meanwhile other
+// sessions' requests find the worker full, the session's own turn does
+// not, and the hold ends when the turn comes or its time is up.
+TEST(Router, ASlotEngineKeepsAFreedSlotForItsSessionsNextTurn) {
+  config::Options options;
+  options.admission.hold_slots = true;
+  Fleet fleet(cache_aware(), 2, options);
+  for (auto& worker : fleet.model.workers) {
+    worker.options.cache_model = config::CacheModel::sequences;
+    worker.options.slots = 1;
+  }
+  auto prompt = prompt_of(3'200);  // 320 ms to compute whole
+  auto other = prompt_of(3'200, 1'000);
+  const auto key = slot_hold_key("s");
+  auto& gaps = *fleet.model.session_gaps;
+  auto first_turn = [&](std::uint64_t sequence) {
+    RouteContext context{"s", sequence, {}, kNow};
+    auto decision = fleet.router.decide(fleet.table, fleet.model, &prompt, context);
+    decision.worker = 0;
+    auto attempt = fleet.router.commit(fleet.table, fleet.model, decision, &prompt, context);
+    attempt.engine_done(kNow + 500, {200, 3'200u, 32u, 0u});
+    attempt.end(AttemptEnd::served, workers::FailureCause::none, kNow + 500);
+  };
+  // Before the think times are learned, nothing is kept.
+  first_turn(1);
+  EXPECT_FALSE(fleet.worker(0).load().slot_holds().kept_for(key, kNow + 501));
+  // Nine turns in ten followed by another within 100 ms of the answer.
+  for (int turn = 0; turn < 100; ++turn) {
+    if (turn % 10 == 0) {
+      gaps.record_first_turn();
+    } else {
+      gaps.record_next_turn(500);
+      gaps.record_think(40);
+    }
+  }
+  first_turn(2);
+  EXPECT_TRUE(fleet.worker(0).load().slot_holds().kept_for(key, kNow + 501));
+  // Another session's request finds a's one slot kept; so does a request
+  // without a session.
+  const auto elsewhere = fleet.decide(other, "t", 3, kNow + 510);
+  EXPECT_FALSE(elsewhere.candidates[0].eligible);
+  EXPECT_EQ(elsewhere.worker, 1u);
+  EXPECT_FALSE(fleet.decide(other, std::nullopt, 4, kNow + 510).candidates[0].eligible);
+  // The session's next turn, 40 ms after its answer, is let in and takes
+  // the hold wherever it goes.
+  const auto think_before = gaps.counts().think[0];
+  RouteContext second{"s", 5, {}, kNow + 540};
+  auto next = fleet.router.decide(fleet.table, fleet.model, &prompt, second);
+  EXPECT_TRUE(next.candidates[0].eligible);
+  next.worker = 0;
+  auto attempt = fleet.router.commit(fleet.table, fleet.model, next, &prompt, second);
+  EXPECT_FALSE(fleet.worker(0).load().slot_holds().kept_for(key, kNow + 540));
+  EXPECT_EQ(gaps.counts().think[0], think_before + 1);
+  const auto metrics = fleet.exposition();
+  EXPECT_NE(metrics.find("kvgate_slot_holds_total{model=\"m\",outcome=\"kept\"} 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("kvgate_slot_holds_total{model=\"m\",outcome=\"used\"} 1"), std::string::npos) << metrics;
+  // Its answer keeps the slot again, for the bucket's 100 ms: then it is
+  // anyone's.
+  attempt.engine_done(kNow + 1'000, {200, 3'200u, 32u, 3'100u});
+  attempt.end(AttemptEnd::served, workers::FailureCause::none, kNow + 1'000);
+  EXPECT_FALSE(fleet.decide(other, "t", 6, kNow + 1'099).candidates[0].eligible);
+  EXPECT_TRUE(fleet.decide(other, "t", 7, kNow + 1'100).candidates[0].eligible);
+}
+
 // The index writer as the router sees it: each call recorded.
 class RecordingIndexWriter final : public kv_events::IndexWriter {
  public:

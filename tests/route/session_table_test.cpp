@@ -31,21 +31,29 @@ TEST(SessionTable, RemembersTheLastWorkerAndCountsTurns) {
   EXPECT_FALSE(state->expired);
 }
 
-// The answer's length belongs to the session's last turn: a later turn
-// clears it, and an older turn's answer read late does not set it.
-TEST(SessionTable, KeepsTheLastTurnsAnswerLengthUntilTheNextTurn) {
+// The answer's length and time belong to the session's last turn: a later
+// turn clears them, and an older turn's answer read late does not set them.
+TEST(SessionTable, KeepsTheLastTurnsAnswerUntilTheNextTurn) {
   SessionTable table;
   const auto first = table.commit_turn("s", turn_on("a"), 1000);
   EXPECT_FALSE(table.find("s", 1000)->last_answer_tokens);
-  table.record_answer("s", first, 32);
-  EXPECT_EQ(table.find("s", 1001)->last_answer_tokens, 32u);
+  EXPECT_FALSE(table.find("s", 1000)->last_answered_ms);
+  table.record_answer("s", first, 32, 1'500);
+  EXPECT_EQ(table.find("s", 1501)->last_answer_tokens, 32u);
+  EXPECT_EQ(table.find("s", 1501)->last_answered_ms, 1'500u);
   const auto second = table.commit_turn("s", turn_on("a", 180), 2000);
   EXPECT_FALSE(table.find("s", 2000)->last_answer_tokens);
-  table.record_answer("s", first, 32);
+  EXPECT_FALSE(table.find("s", 2000)->last_answered_ms);
+  table.record_answer("s", first, 32, 2'000);
   EXPECT_FALSE(table.find("s", 2001)->last_answer_tokens);
-  table.record_answer("s", second, 0);
-  EXPECT_EQ(table.find("s", 2002)->last_answer_tokens, 0u);
-  table.record_answer("unknown", 1, 10);
+  EXPECT_FALSE(table.find("s", 2001)->last_answered_ms);
+  // An answer without the engine's usage still says when it ended.
+  table.record_answer("s", second, std::nullopt, 2'002);
+  EXPECT_FALSE(table.find("s", 2002)->last_answer_tokens);
+  EXPECT_EQ(table.find("s", 2002)->last_answered_ms, 2'002u);
+  table.record_answer("s", second, 0, 2'003);
+  EXPECT_EQ(table.find("s", 2003)->last_answer_tokens, 0u);
+  table.record_answer("unknown", 1, 10, 2'003);
   EXPECT_FALSE(table.find("unknown", 2003));
 }
 

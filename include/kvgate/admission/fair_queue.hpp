@@ -101,6 +101,40 @@ class FairQueue {
     return pop([](const T&) { return true; });
   }
 
+  // The first item, in service order and then in its lane, for which
+  // `chosen(item)` is true, taken out of turn (its lane keeps its place
+  // and deficit): for an item something was kept for.
+  template <class Chosen>
+  std::optional<T> take_first(Chosen&& chosen) {
+    for (const std::size_t lane_index : active_) {
+      auto& items = lanes_[lane_index].items;
+      for (auto item = items.begin(); item != items.end(); ++item) {
+        if (!chosen(*item)) {
+          continue;
+        }
+        T taken = std::move(*item);
+        items.erase(item);
+        --size_;
+        if (items.empty()) {
+          lanes_[lane_index].deficit = 0;
+          std::erase(active_, lane_index);
+        }
+        return taken;
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Calls `visit(item)` on every item, in no particular order.
+  template <class Visit>
+  void for_each(Visit&& visit) const {
+    for (const auto& lane : lanes_) {
+      for (const auto& item : lane.items) {
+        visit(item);
+      }
+    }
+  }
+
   // Removes every item for which `dropped` is true (e.g. a waiter that gave
   // up); returns how many.
   template <class Dropped>

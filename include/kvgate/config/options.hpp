@@ -462,8 +462,13 @@ struct AdmissionQueueOptions {
 struct AdmissionOptions {
   std::uint32_t max_in_flight = 0;             // inference requests through the gateway
   std::uint32_t max_in_flight_per_worker = 0;  // a worker at it takes no new request
+  // A slot engine takes at most its slots, and keeps a freed one for its
+  // conversation's next turn while that pays (policy/slot_hold.hpp).
+  bool hold_slots = false;
   AdmissionQueueOptions queue;
-  [[nodiscard]] bool limits_concurrency() const { return max_in_flight > 0 || max_in_flight_per_worker > 0; }
+  [[nodiscard]] bool limits_concurrency() const {
+    return max_in_flight > 0 || max_in_flight_per_worker > 0 || hold_slots;
+  }
   bool operator==(const AdmissionOptions&) const = default;
 };
 

@@ -18,6 +18,7 @@
 
 #include <boost/asio/steady_timer.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -89,17 +90,21 @@ class AdmissionGate {
 
   // A slot for one request to `model`, or why not. Waits (at most
   // admission.queue.max_wait) on the calling coroutine's executor; gives up
-  // early when the client closes `client`.
+  // early when the client closes `client`. `hold_key`: the request's session
+  // (route::slot_hold_key; 0: none), whose turn goes first when a slot
+  // engine's slot is kept for it (admission.hold_slots).
   http::awaitable<Result<AdmissionTicket, admission::Refusal>> admit(std::shared_ptr<const route::RoutingTable> table,
                                                                      const route::ModelRoute& model,
                                                                      const tenant::Tenant& tenant,
-                                                                     http::tcp::socket& client);
+                                                                     http::tcp::socket& client,
+                                                                     std::uint64_t hold_key = 0);
 
   // A slot now, or at_capacity: for a front door that cannot hold a
   // request back (the endpoint picker answers 429 instead; the gateway in
   // front of it retries or queues). Never overtakes a queued waiter.
   Result<AdmissionTicket, admission::Refusal> try_admit(std::shared_ptr<const route::RoutingTable> table,
-                                                        const route::ModelRoute& model, const tenant::Tenant& tenant);
+                                                        const route::ModelRoute& model, const tenant::Tenant& tenant,
+                                                        std::uint64_t hold_key = 0);
 
   [[nodiscard]] std::size_t waiting() const;
   [[nodiscard]] std::uint32_t admitted() const;
@@ -112,14 +117,19 @@ class AdmissionGate {
     boost::asio::steady_timer timer;  // cancelled (on its own executor) when granted
     std::shared_ptr<const route::RoutingTable> table;
     const route::ModelRoute* model = nullptr;
+    std::uint64_t hold_key = 0;  // its session (admit)
+    std::chrono::steady_clock::time_point since;
     bool granted = false;    // guarded by mutex_
     bool abandoned = false;  // guarded by mutex_
   };
   using WaiterPtr = std::shared_ptr<Waiter>;
 
   void release(const route::ModelRoute& model);
-  // Under mutex_: whether one more request to `model` fits.
-  [[nodiscard]] bool has_room(const route::RoutingTable& table, const route::ModelRoute& model) const;
+  // Under mutex_: whether one more request to `model` (of `hold_key`'s
+  // session) fits, slots kept for other sessions' turns counted as taken
+  // unless `ignore_holds`.
+  [[nodiscard]] bool has_room(const route::RoutingTable& table, const route::ModelRoute& model, std::uint64_t hold_key,
+                              std::uint64_t now_ms, bool ignore_holds = false) const;
   // Under mutex_: grants slots to waiters in fair order while they fit
   // (each against the table it arrived with); returns the granted ones (the
   // caller wakes them outside the lock).

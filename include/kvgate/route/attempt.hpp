@@ -135,6 +135,7 @@ class Attempt {
     std::uint32_t requests_ahead = 0;
     double queue_delay_ms = 0;
     double slot_forecast_ms = 0;  // of the queue, the slot forecast before its correction
+    double reprefill_ms = 0;      // RouteDecision::reprefill_ms
     // A session turn that moved: the previous worker's expected TTFT,
     // calibrated (< 0: not a move, or not priced).
     double stay_expected_ttft_ms = -1;

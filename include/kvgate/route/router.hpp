@@ -50,7 +50,14 @@ struct RouteContext {
   std::uint64_t now_ms = 0;  // the monotonic clock (core/clock.hpp): ages, TTLs, ejections
   // Where the key came from ("header:x-session-id"); recorded with the session.
   std::string_view session_key_source;
+  // When the request reached the gateway, on now_ms's clock (0: now_ms):
+  // a session's think time ends there, not after an admission queue.
+  std::uint64_t arrived_ms = 0;
 };
+
+// A session's key as a slot engine's holds name it (workers::SlotHolds;
+// never 0).
+[[nodiscard]] std::uint64_t slot_hold_key(std::string_view session_key);
 
 struct RouteDecision {
   std::optional<std::size_t> worker;  // index into the model's workers; empty: nothing eligible
@@ -90,6 +97,10 @@ struct RouteDecision {
   // The chosen worker had other requests in flight (this gateway's) or
   // waiting (its engine's report) when decided.
   bool worker_busy = false;
+  // A slot engine: what losing the slot's history costs the prompt's
+  // session there (admission.hold_slots): computing it whole, or loading
+  // it from the worker's RAM prompt cache; 0: not priced.
+  double reprefill_ms = 0;
   // The chosen worker's KV-cache usage (0..1) as its engine last reported
   // it (vllm:kv_cache_usage_perc, sglang:token_usage); nullopt: unknown.
   std::optional<double> kv_usage;
@@ -136,7 +147,7 @@ class Router {
   // `reported_cached_tokens`: the engine's figure, when it said.
   void finish(const Attempt& attempt, std::optional<std::uint32_t> reported_cached_tokens = std::nullopt);
   // Attempt::engine_done of an answered request.
-  void answer_read(const Attempt& attempt, const EngineAnswer& answer);
+  void answer_read(const Attempt& attempt, const EngineAnswer& answer, std::uint64_t now_ms);
   // Into the worker's circuit breaker, under the model's ejection cap.
   void note_traffic(const Attempt& attempt, std::size_t worker, workers::FailureCause failure, std::uint64_t now_ms);
   void record_outcome(const Attempt& attempt, const ResponseOutcome& outcome);

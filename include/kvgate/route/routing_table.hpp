@@ -149,6 +149,24 @@ struct SlotReleasesRead {
 };
 SlotReleasesRead slot_releases(const WorkerRoute& worker, std::uint64_t now_ms);
 
+// How many requests to `model` the admission gate lets in at once: over its
+// routable workers (all of them when none is), each worker's
+// max_in_flight_per_worker, or with admission.hold_slots a slot engine's
+// slots (the smaller of the two when both apply); and of those, the slots
+// kept for other sessions' next turns than `hold_key`'s (0: every kept
+// slot counts). Nullopt: no limit (a routable worker has none).
+struct ModelRoom {
+  std::uint64_t capacity = 0;
+  std::uint64_t kept = 0;
+};
+[[nodiscard]] std::optional<ModelRoom> model_room(const ModelRoute& model, const config::AdmissionOptions& options,
+                                                  std::uint64_t hold_key, std::uint64_t now_ms);
+// Whether a slot of `model` is kept for `hold_key`'s session's next turn.
+[[nodiscard]] bool slot_kept_for(const ModelRoute& model, std::uint64_t hold_key, std::uint64_t now_ms);
+// When the first slot kept for a session's turn on `model` ends (nullopt:
+// none is kept).
+[[nodiscard]] std::optional<std::uint64_t> next_hold_end(const ModelRoute& model, std::uint64_t now_ms);
+
 // Where effective_prefill_rates took a worker's level from, for
 // /debug/workers.
 enum class PrefillLevelSource : std::uint8_t {

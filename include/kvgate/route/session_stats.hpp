@@ -1,6 +1,7 @@
 #pragma once
 // The router's session series: turns that left their session's previous
 // worker, by reason; the engine-reported hit ratio of turns 2 and later;
+// slot engines' slots kept for sessions' next turns and those used;
 // the sessions seen within their idle TTL (set when /metrics is read).
 // Written from any I/O thread (prometheus-cpp's series are atomics).
 #include <prometheus/family.h>
@@ -27,12 +28,17 @@ class SessionStats {
   // the realized one, in ms (positive: the move paid).
   void move_measured(std::string_view model, double gain_ms);
   void set_active(std::size_t sessions) { active_.Set(static_cast<double>(sessions)); }
+  // A slot engine's slot kept for a session's next turn
+  // (admission.hold_slots), and a turn that came while it was kept.
+  enum class HoldOutcome { kept, used };
+  void slot_hold(std::string_view model, HoldOutcome outcome);
 
  private:
   prometheus::Family<prometheus::Counter>& moves_;
   prometheus::Family<prometheus::Histogram>& turn_hit_;
   prometheus::Family<prometheus::Counter>& moves_measured_;
   prometheus::Family<prometheus::Counter>& move_gain_;
+  prometheus::Family<prometheus::Counter>& slot_holds_;
   prometheus::Gauge& active_;
 };
 

@@ -91,6 +91,9 @@ struct SessionState {
   // The tokens the engine generated for the previous turn (nullopt: its
   // answer not read yet, or not answered).
   std::optional<std::uint32_t> last_answer_tokens;
+  // When the previous turn's answer was read whole (the caller's clock;
+  // nullopt: not yet, or not answered).
+  std::optional<std::uint64_t> last_answered_ms;
 };
 
 struct SessionDetail {
@@ -141,11 +144,13 @@ class SessionTable {
     std::optional<double> decode_ms;
   };
   void record_outcome(std::string_view key, std::uint64_t number, const Outcome& outcome);
-  // Turn `number`'s answer was read whole: the tokens its engine
-  // generated. Kept while it is the session's last turn, as
-  // SessionState::last_answer_tokens; called as the engine finishes, so the
-  // client's next turn already finds it.
-  void record_answer(std::string_view key, std::uint64_t number, std::uint32_t answer_tokens);
+  // Turn `number`'s answer was read whole at `now_ms`: when, and the
+  // tokens its engine generated (when it said). Kept while it is the
+  // session's last turn, as SessionState::last_answered_ms and
+  // last_answer_tokens; called as the engine finishes, so the client's next
+  // turn already finds them.
+  void record_answer(std::string_view key, std::uint64_t number, std::optional<std::uint32_t> answer_tokens,
+                     std::uint64_t now_ms);
 
   [[nodiscard]] std::optional<SessionDetail> detail(std::string_view key, std::uint64_t now_ms) const;
 
@@ -183,6 +188,7 @@ class SessionTable {
     std::uint64_t children = 0;                       // sessions that named this one their parent
     std::uint32_t first_turn_blocks = 0;              // its first prompt's length in blocks
     std::optional<std::uint32_t> last_answer_tokens;  // SessionState's
+    std::optional<std::uint64_t> last_answered_ms;    // SessionState's
   };
   // An anchor's owner: the first live session that sent the block, by the
   // hash of its stored key (Shard::by_hash finds the entry).

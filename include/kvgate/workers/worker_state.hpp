@@ -38,6 +38,7 @@
 #include "kvgate/workers/outlier_ejection.hpp"
 #include "kvgate/workers/prediction_drift.hpp"
 #include "kvgate/workers/prometheus_text.hpp"
+#include "kvgate/workers/slot_holds.hpp"
 #include "kvgate/workers/slot_occupancy.hpp"
 #include "kvgate/workers/ttft_calibration.hpp"
 
@@ -205,9 +206,13 @@ class LoadCounters {
   // A slot engine's requests from this gateway and their slots.
   [[nodiscard]] SlotOccupancy& slot_occupancy() { return slot_occupancy_; }
   [[nodiscard]] const SlotOccupancy& slot_occupancy() const { return slot_occupancy_; }
+  // Its slots kept for conversations' next turns (admission.hold_slots).
+  [[nodiscard]] SlotHolds& slot_holds() { return slot_holds_; }
+  [[nodiscard]] const SlotHolds& slot_holds() const { return slot_holds_; }
 
  private:
   SlotOccupancy slot_occupancy_;
+  SlotHolds slot_holds_;
   std::atomic<std::uint32_t> peer_in_flight_{0};
   std::atomic<std::uint64_t> peer_pending_prefill_tokens_{0};
   std::atomic<std::uint32_t> peer_pending_requests_{0};
