@@ -134,14 +134,18 @@ for ram in sys.argv[2:]:
     for name, (hit, ttft, errors) in real.items():
         s_hit, s_ttft, _ = sim.get(name, (float("nan"), float("nan"), 0))
         print(f"| {name} | {hit:.1f}% | {s_hit:.1f}% | {ttft:.0f} | {s_ttft:.0f} | {s_ttft / ttft:.2f} | {ttft / base:.2f} |")
-    # cache_aware's own decisions on the real replicas, the run's apart from
-    # the warm-up's: how far its expected first tokens were from the
-    # realized ones, and how many cached-token predictions were within a
-    # block of the engine's figure.
-    log = f"{top}/ram-{ram}/real/decisions-cache_aware.jsonl"
+    # Each pricing kvgate's own decisions on the real replicas (cache_aware
+    # and its variants), the run's apart from the warm-up's: how far its
+    # expected first tokens were from the realized ones (from the request's
+    # dispatch: a wait in kvgate's admission queue is not the worker's),
+    # and how many cached-token predictions were within a block of the
+    # engine's figure.
     start_file = f"{top}/ram-{ram}/real/run-start"
     run_start = float(open(start_file).read()) if os.path.exists(start_file) else 0.0
-    if os.path.exists(log):
+    for name in real:
+        log = f"{top}/ram-{ram}/real/decisions-{name}.jsonl"
+        if not os.path.exists(log):
+            continue
         figures = {"run": ([], [0, 0]), "warm-up": ([], [0, 0])}
         for line in open(log):
             record = json.loads(line)
@@ -149,6 +153,8 @@ for ram in sys.argv[2:]:
                 continue
             errors, (exact_predicted) = figures["run" if record["ts"] >= run_start else "warm-up"]
             ttft, expected = record.get("ttft_ms"), record.get("expected_ttft_ms")
+            if ttft is not None:
+                ttft -= record.get("dispatch_ms") or 0
             if ttft and expected and ttft > 0:
                 errors.append(abs(ttft - expected) / ttft)
             if record.get("cached_tokens") is not None and record.get("predicted_cached_tokens") is not None:
@@ -156,7 +162,7 @@ for ram in sys.argv[2:]:
                 exact_predicted[0] += abs(record["cached_tokens"] - record["predicted_cached_tokens"]) < 16
         for phase, (errors, (exact, predicted)) in figures.items():
             if errors:
-                print(f"cache_aware, {phase}: median |realized - expected| / realized "
+                print(f"{name}, {phase}: median |realized - expected| / realized "
                       f"{100 * statistics.median(errors):.0f}% over {len(errors)} answers; "
                       f"predictions within a block {exact}/{predicted}")
 PY

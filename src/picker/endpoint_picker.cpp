@@ -364,6 +364,7 @@ class PickerStream final : public grpc::ServerBidiReactor<Request, Response> {
       return;
     }
     const auto chosen = *decision.worker;
+    exchange_.dispatched_seconds = seconds_since_start();
     exchange_.attempt.emplace(router.commit(table, *model, decision, prompt, route_context));
     exchange_.worker = model->workers[chosen].state->id();
     if (exchange_.explain) {
@@ -468,7 +469,7 @@ class PickerStream final : public grpc::ServerBidiReactor<Request, Response> {
     }
     if (event_stream_ && !piece.empty() && exchange_.first_token_seconds < 0) {
       exchange_.first_token_seconds = seconds_since_start();
-      exchange_.attempt->first_token(exchange_.first_token_seconds);
+      exchange_.attempt->first_token(exchange_.first_token_seconds - exchange_.dispatched_seconds);
     }
     exchange_.response_bytes += piece.size();
     usage_.feed(piece);

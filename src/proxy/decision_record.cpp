@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 #include "kvgate/route/explain.hpp"
 
 namespace kvgate::proxy {
@@ -76,6 +78,7 @@ std::string decision_record(const Exchange& exchange, double unix_seconds) {
       {"status", exchange.status},
       {"cached_tokens", optional_count(exchange.reported.cached_tokens)},
       {"ttft_ms", optional_number(ttft_ms)},
+      {"dispatch_ms", routed ? json(exchange.dispatched_seconds * 1000) : json(nullptr)},
       {"decode_ms", optional_number(decode_ms)},
       {"output_tokens", optional_count(exchange.reported.completion_tokens)},
       {"retries", exchange.retries},
@@ -90,9 +93,12 @@ void record_outcome(gateway::GatewayContext& context, Exchange& exchange) {
   const double elapsed = exchange.total_seconds;
   if (exchange.attempt) {
     const double ttft = exchange.first_token_seconds >= 0 ? exchange.first_token_seconds : exchange.first_byte_seconds;
+    // The worker's first token counts from the attempt's dispatch: a wait
+    // in the admission queue was not the worker's.
+    const double worker_ttft = std::max(0.0, ttft - exchange.dispatched_seconds);
     exchange.attempt->complete(
         {exchange.status, exchange.retries, exchange.reported.cached_tokens, exchange.reported.prompt_tokens,
-         ttft < 0 ? std::nullopt : std::optional<double>(ttft * 1000), exchange.first_token_seconds >= 0,
+         ttft < 0 ? std::nullopt : std::optional<double>(worker_ttft * 1000), exchange.first_token_seconds >= 0,
          exchange.reported.completion_tokens, ttft < 0 ? std::nullopt : std::optional<double>((elapsed - ttft) * 1000),
          exchange.prefill_answered_seconds >= 0 && exchange.first_token_seconds >= 0
              ? std::optional<double>((exchange.first_token_seconds - exchange.prefill_answered_seconds) * 1000)

@@ -100,6 +100,8 @@ class Attempts {
       if (decision.prefill) {
         session_.thread().stats().prefill_placement(target_.model.name, decision.prefill->reason);
       }
+      exchange_.dispatched_seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange_.started).count();
       auto& attempt =
           exchange_.attempt.emplace(router.commit(target_.table, target_.model, decision, target_.prompt, context));
       note_decision(std::move(decision));

@@ -203,7 +203,7 @@ void Relay::observe_piece(bhttp::buffer_body::value_type& piece) {
   if (event_stream_ && !bytes.empty() && exchange_.first_token_seconds < 0) {
     exchange_.first_token_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - exchange_.started).count();
-    attempt_.first_token(exchange_.first_token_seconds);
+    attempt_.first_token(exchange_.first_token_seconds - exchange_.dispatched_seconds);
   }
   usage_.feed(bytes);
   if (!piece.more) {

@@ -66,7 +66,11 @@ struct Exchange {
   int status = 0;
   double first_byte_seconds = -1;   // the response header; < 0: no upstream response
   double first_token_seconds = -1;  // a stream's first body byte; < 0: not a stream, or none yet
-  double total_seconds = 0;         // set when the exchange ends
+  // When the last attempt was sent to its worker, after any wait in the
+  // admission queue: the router's expectations and what it learns start
+  // there (a worker's first token is first_token_seconds less this).
+  double dispatched_seconds = 0;
+  double total_seconds = 0;  // set when the exchange ends
   std::uint32_t retries = 0;
   std::uint64_t response_bytes = 0;
   bool keep_alive = true;    // may the client connection serve another request
