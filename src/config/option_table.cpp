@@ -68,9 +68,9 @@ constexpr std::array kOptions{
     OptionSpec{"admission.max_in_flight_per_worker", integer, "0",
                "a worker at it takes nothing new (kept by the router)"},
     OptionSpec{"admission.hold_slots", boolean, "false",
-               "slot engines (cache_model sequences) take at most their slots, more wait in the queue, and a freed "
-               "slot is kept for its conversation's next turn while the turn is expected back sooner than its "
-               "history would take to compute again"},
+               "slot engines without a RAM prompt cache take at most their slots, more wait in the queue, and a "
+               "freed slot is kept for its conversation's next turn while the turn is expected back sooner than "
+               "its history would take to compute again"},
     OptionSpec{"admission.queue", section, "", "where requests wait beyond the limits, served fairly across tenants"},
     OptionSpec{"admission.queue.max_length", integer, "1024", "waiting requests; more get 429 queue_full"},
     OptionSpec{"admission.queue.max_wait", duration, "5s", "a request waiting longer gets 429 queue_timeout"},

@@ -250,9 +250,9 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
     const auto limit = admission.max_in_flight_per_worker;
     bool any_room = false;
     for (std::size_t index = 0; index < count; ++index) {
-      const auto slots = slot_count(model.workers[index].options);
+      const auto slots = held_slot_count(admission, model.workers[index]);
       bool full = limit > 0 && views[index].in_flight >= limit;
-      if (admission.hold_slots && slots > 0) {
+      if (slots > 0) {
         const auto& holds = model.workers[index].state->load().slot_holds();
         full = full || views[index].in_flight + holds.held_for_others(hold_key, context.now_ms) >= slots;
       }
@@ -310,13 +310,8 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   result.queued_tokens = views[chosen].pending_prefill_tokens;
   result.active_tokens = views[chosen].active_tokens;
   result.worker_busy = views[chosen].in_flight > 0 || views[chosen].engine_waiting_others > 0;
-  if (admission.hold_slots && slot_count(model.workers[chosen].options) > 0 && prompt != nullptr) {
-    // A slot taken from the conversation loses its history to the RAM
-    // prompt cache where the worker keeps one (its next turn loads it
-    // back), else for good (its next turn computes it again).
-    result.reprefill_ms = model.workers[chosen].options.cache_ram_mib > 0
-                              ? static_cast<double>(prompt->input_tokens) * model.ms_per_offloaded_token
-                              : views[chosen].prefill.prefill_ms(prompt->input_tokens, 0);
+  if (held_slot_count(admission, model.workers[chosen]) > 0 && prompt != nullptr) {
+    result.reprefill_ms = views[chosen].prefill.prefill_ms(prompt->input_tokens, 0);
   }
   result.kv_usage = model.workers[chosen].state->engine().kv_usage();
   result.runner_up = runner_up(result.candidates, chosen);
@@ -550,7 +545,7 @@ void Router::answer_read(const Attempt& attempt, const EngineAnswer& answer, std
   // A slot engine's slot now holds the conversation: kept for its next
   // turn while that is expected to save more than the slot idles.
   const auto& model = *attempt.model_;
-  if (attempt.table_->options->admission.hold_slots && attempt.prediction_.slots > 0) {
+  if (held_slot_count(attempt.table_->options->admission, model.workers[attempt.worker_]) > 0) {
     const auto hold = policy::choose_slot_hold(model.session_gaps->think_model(), attempt.prediction_.reprefill_ms);
     auto& holds = model.workers[attempt.worker_].state->load().slot_holds();
     if (hold.hold_ms > 0 &&

@@ -142,6 +142,10 @@ SlotReleasesRead slot_releases(const WorkerRoute& route, std::uint64_t now_ms) {
   return read;
 }
 
+std::uint32_t held_slot_count(const config::AdmissionOptions& options, const WorkerRoute& worker) {
+  return options.hold_slots && worker.options.cache_ram_mib == 0 ? slot_count(worker.options) : 0;
+}
+
 std::optional<ModelRoom> model_room(const ModelRoute& model, const config::AdmissionOptions& options,
                                     std::uint64_t hold_key, std::uint64_t now_ms) {
   std::size_t routable = 0;
@@ -154,7 +158,7 @@ std::optional<ModelRoom> model_room(const ModelRoute& model, const config::Admis
     if (routable > 0 && !(state.health().healthy() && !state.breaker().ejected(now_ms))) {
       continue;
     }
-    const std::uint32_t slots = options.hold_slots ? slot_count(worker.options) : 0;
+    const std::uint32_t slots = held_slot_count(options, worker);
     const std::uint32_t limit = options.max_in_flight_per_worker;
     if (slots == 0 && limit == 0) {
       return std::nullopt;

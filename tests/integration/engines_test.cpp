@@ -249,9 +249,11 @@ TEST(LlamaCppFleet, PredictionsMatchTheSlotsAndLaterTurnsAreServedFromThem) {
 TEST(LlamaCppFleet, AFreedSlotIsKeptForItsConversationsNextTurn) {
   Harness harness;
   SimProcess sim(harness, {"--engine-profile", "llamacpp", "--slots", "1", "--time-scale", "0.25"}, "r0");
+  const auto log = harness.folder() + "/decisions.jsonl";
   harness.start_gateway(
       "routing: {policy: cache_aware}\nadmission: {hold_slots: true, queue: {max_wait: 60s}}\n"
-      "metrics_scrape: {interval: 200ms}\n",
+      "metrics_scrape: {interval: 200ms}\ndecision_log: \"" +
+          log + "\"\n",
       "models:\n  - name: \"sim-model\"\n    block_size: 16\n    workers:\n"
       "      - {id: r0, url: \"" +
           sim.url() + "\", engine: llamacpp, slots: 1, cache_ram_mib: 0}\n");
@@ -298,6 +300,25 @@ TEST(LlamaCppFleet, AFreedSlotIsKeptForItsConversationsNextTurn) {
   const auto used = metric_value(harness, R"(kvgate_slot_holds_total{model="sim-model",outcome="used"})");
   EXPECT_GE(used, 2 * kLateTurns);
   EXPECT_GE(metric_value(harness, R"(kvgate_slot_holds_total{model="sim-model",outcome="kept"})"), used);
+  // A turn of one conversation waited in the queue while the other kept
+  // the slot for several turns: longer than any turn took at the worker.
+  // The decision log tells that wait (dispatch_ms) from the worker's part of
+  // the first token, which is all the router learns from.
+  harness.gateway().stop();
+  std::ifstream decisions(log);
+  double longest_wait_ms = 0;
+  double longest_at_worker_ms = 0;
+  int records = 0;
+  for (std::string line; std::getline(decisions, line); ++records) {
+    const auto record = json::parse(line);
+    const auto dispatch_ms = record["dispatch_ms"].get<double>();
+    const auto ttft_ms = record["ttft_ms"].get<double>();
+    EXPECT_LE(dispatch_ms, ttft_ms) << line;
+    longest_wait_ms = std::max(longest_wait_ms, dispatch_ms);
+    longest_at_worker_ms = std::max(longest_at_worker_ms, ttft_ms - dispatch_ms);
+  }
+  EXPECT_EQ(records, 2 * kTurns);
+  EXPECT_GT(longest_wait_ms, longest_at_worker_ms) << "no turn waited for a kept slot";
 }
 
 // llama-server with its host-RAM prompt cache (--cache-ram): a

@@ -51,6 +51,14 @@ class Fleet {
 
   workers::WorkerState& worker(std::size_t index) { return *model.workers[index].state; }
 
+  // Every worker a slot engine (llama-server -np `slots`).
+  void slot_engines(std::uint32_t slots) {
+    for (auto& route : model.workers) {
+      route.options.cache_model = config::CacheModel::sequences;
+      route.options.slots = slots;
+    }
+  }
+
   // The gateway's series and the fleet's workers'.
   std::string exposition() {
     std::vector<const obs::WorkerSeries*> series;
@@ -607,10 +615,7 @@ TEST(Router, AMovesRealizedGainIsMeasuredAgainstStaying) {
 // priced as seen at no particular moment in their holds.
 TEST(Router, ASlotWorkersWaitIsLearnedFromItsOutcomesAndPriced) {
   Fleet fleet(cache_aware(), 2);
-  for (auto& worker : fleet.model.workers) {
-    worker.options.cache_model = config::CacheModel::sequences;
-    worker.options.slots = 2;
-  }
+  fleet.slot_engines(2);
   auto& a = fleet.worker(0);
   auto prompt = prompt_of(320);
   double priced_free = 0;
@@ -657,10 +662,7 @@ TEST(Router, ASlotWorkersWaitIsLearnedFromItsOutcomesAndPriced) {
 // started, though both have the same requests ahead.
 TEST(Router, ABusySlotIsPricedByHowLongItsRequestsHaveHeldIt) {
   Fleet fleet(cache_aware(), 2);
-  for (auto& worker : fleet.model.workers) {
-    worker.options.cache_model = config::CacheModel::sequences;
-    worker.options.slots = 2;
-  }
+  fleet.slot_engines(2);
   auto prompt = prompt_of(320);
   // Holds of 1 s on both workers, measured from each slot's start.
   for (std::size_t worker = 0; worker < 2; ++worker) {
@@ -732,10 +734,7 @@ TEST(Router, ABusySlotIsPricedByHowLongItsRequestsHaveHeldIt) {
 // worker busy enough that every request waits still learns it.
 TEST(Router, AMeasuredWaitTeachesTheWaitAndThePriceLevelApart) {
   Fleet fleet(cache_aware(), 2);
-  for (auto& worker : fleet.model.workers) {
-    worker.options.cache_model = config::CacheModel::sequences;
-    worker.options.slots = 2;
-  }
+  fleet.slot_engines(2);
   auto prompt = prompt_of(320);
   auto& a = fleet.worker(0);
   // Holds of 1 s on a, measured from each slot's start.
@@ -798,10 +797,7 @@ TEST(Router, ASlotEngineKeepsAFreedSlotForItsSessionsNextTurn) {
   config::Options options;
   options.admission.hold_slots = true;
   Fleet fleet(cache_aware(), 2, options);
-  for (auto& worker : fleet.model.workers) {
-    worker.options.cache_model = config::CacheModel::sequences;
-    worker.options.slots = 1;
-  }
+  fleet.slot_engines(1);
   auto prompt = prompt_of(3'200);  // 320 ms to compute whole
   auto other = prompt_of(3'200, 1'000);
   const auto key = slot_hold_key("s");
@@ -853,6 +849,18 @@ TEST(Router, ASlotEngineKeepsAFreedSlotForItsSessionsNextTurn) {
   attempt.end(AttemptEnd::served, workers::FailureCause::none, kNow + 1'000);
   EXPECT_FALSE(fleet.decide(other, "t", 6, kNow + 1'099).candidates[0].eligible);
   EXPECT_TRUE(fleet.decide(other, "t", 7, kNow + 1'100).candidates[0].eligible);
+  // A worker modelled with llama-server's RAM prompt cache keeps nothing,
+  // and takes requests beyond its slots: its engine restores a taken
+  // slot's history at the conversation's next turn.
+  fleet.model.workers[0].options.cache_ram_mib = 8'192;
+  RouteContext third{"s", 8, {}, kNow + 1'200};
+  auto again = fleet.router.decide(fleet.table, fleet.model, &prompt, third);
+  again.worker = 0;
+  auto last = fleet.router.commit(fleet.table, fleet.model, again, &prompt, third);
+  EXPECT_TRUE(fleet.decide(other, "t", 9, kNow + 1'210).candidates[0].eligible);
+  last.engine_done(kNow + 1'500, {200, 3'200u, 32u, 3'100u});
+  last.end(AttemptEnd::served, workers::FailureCause::none, kNow + 1'500);
+  EXPECT_FALSE(fleet.worker(0).load().slot_holds().kept_for(key, kNow + 1'501));
 }
 
 // The index writer as the router sees it: each call recorded.
@@ -1318,10 +1326,7 @@ TEST(Explain, TheTextNamesTheWorkerTheReasonTheRunnerUpAndEachCandidate) {
 TEST(Router, APeersCostSamplesTeachWhatItsOwnAnswersDo) {
   auto slot_fleet = [] {
     auto fleet = std::make_unique<Fleet>(cache_aware(), 2);
-    for (auto& worker : fleet->model.workers) {
-      worker.options.cache_model = config::CacheModel::sequences;
-      worker.options.slots = 2;
-    }
+    fleet->slot_engines(2);
     return fleet;
   };
   auto serving = slot_fleet();

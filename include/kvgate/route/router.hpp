@@ -97,9 +97,9 @@ struct RouteDecision {
   // The chosen worker had other requests in flight (this gateway's) or
   // waiting (its engine's report) when decided.
   bool worker_busy = false;
-  // A slot engine: what losing the slot's history costs the prompt's
-  // session there (admission.hold_slots): computing it whole, or loading
-  // it from the worker's RAM prompt cache; 0: not priced.
+  // A slot engine whose slots are kept (held_slot_count): what losing the
+  // slot's history costs the prompt's session there, computing it whole;
+  // 0: not priced.
   double reprefill_ms = 0;
   // The chosen worker's KV-cache usage (0..1) as its engine last reported
   // it (vllm:kv_cache_usage_perc, sglang:token_usage); nullopt: unknown.

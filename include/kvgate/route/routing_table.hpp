@@ -149,10 +149,18 @@ struct SlotReleasesRead {
 };
 SlotReleasesRead slot_releases(const WorkerRoute& worker, std::uint64_t now_ms);
 
+// The slots admission.hold_slots keeps on `worker` (0: none): a slot
+// engine's, where it is modelled without a RAM prompt cache. With one,
+// llama-server saves a taken slot's history and restores it at the
+// conversation's next turn, so there is little to keep, and a turn
+// waiting in kvgate's queue would go to whichever replica frees a slot
+// first rather than where its history is.
+std::uint32_t held_slot_count(const config::AdmissionOptions& options, const WorkerRoute& worker);
+
 // How many requests to `model` the admission gate lets in at once: over its
 // routable workers (all of them when none is), each worker's
 // max_in_flight_per_worker, or with admission.hold_slots a slot engine's
-// slots (the smaller of the two when both apply); and of those, the slots
+// slots (held_slot_count) (the smaller of the two when both apply); and of those, the slots
 // kept for other sessions' next turns than `hold_key`'s (0: every kept
 // slot counts). Nullopt: no limit (a routable worker has none).
 struct ModelRoom {
