@@ -13,7 +13,7 @@ files=(src/core/*.cpp src/jsonio/*.cpp src/policy/*.cpp src/openai/*.cpp src/con
   src/kv_events/sequence_tracker.cpp src/kv_events/block_recency.cpp src/kv_events/sequence_slots.cpp src/route/session_table.cpp
   src/route/session_gaps.cpp src/route/router.cpp src/route/attempt.cpp src/route/outlier_filter.cpp src/route/explain.cpp
   src/route/inference_request.cpp src/route/cost_sample.cpp src/cluster/message.cpp src/cluster/peer_table.cpp
-  src/workers/slot_occupancy.cpp
+  src/workers/slot_occupancy.cpp src/workers/slot_holds.cpp
   src/discovery/discovered_workers.cpp src/obs/recent_activity.cpp src/crypto/*.cpp src/tenant/*.cpp
   src/admission/*.cpp src/picker/ext_proc_messages.cpp src/app/ordered_lines.cpp src/app/tokenize_command.cpp src/app/cpus.cpp
   bench/load/workload.cpp bench/load/answer.cpp bench/load/report.cpp bench/load/report_html.cpp

@@ -143,7 +143,7 @@ std::vector<AdmissionGate::WaiterPtr> AdmissionGate::dispatch() {
     // A turn whose slot was kept for it goes first, whatever waits ahead
     // of it (those wait for the slot it was kept from them for).
     auto next = queue_.take_first([&](const WaiterPtr& waiter) {
-      return !waiter->abandoned && waiter->hold_key != 0 &&
+      return !waiter->abandoned && waiter->hold_key != 0 && waiter->table->options->admission.hold_slots &&
              route::slot_kept_for(*waiter->model, waiter->hold_key, now_ms) && may_go(waiter);
     });
     if (!next) {
@@ -264,7 +264,7 @@ http::awaitable<Result<AdmissionTicket, admission::Refusal>> AdmissionGate::admi
           break;
         }
         const auto now_ms = monotonic_now_ms();
-        if (const auto end = route::next_hold_end(model, now_ms)) {
+        if (const auto end = options.hold_slots ? route::next_hold_end(model, now_ms) : std::nullopt) {
           wake_at = std::min(wake_at, std::chrono::steady_clock::now() + std::chrono::milliseconds(*end - now_ms));
         }
       }

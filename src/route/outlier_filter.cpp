@@ -16,10 +16,14 @@ void lift_ejections_in_panic(std::span<policy::WorkerView> views) {
   }
 }
 
+bool in_routing(const WorkerRoute& worker, std::uint64_t now_ms) {
+  return worker.state->health().healthy() && !worker.state->breaker().ejected(now_ms);
+}
+
 std::size_t routable_workers(const ModelRoute& model, std::uint64_t now_ms) {
   std::size_t routable = 0;
   for (const auto& worker : model.workers) {
-    routable += worker.state->health().healthy() && !worker.state->breaker().ejected(now_ms) ? 1 : 0;
+    routable += in_routing(worker, now_ms) ? 1 : 0;
   }
   return routable == 0 ? model.workers.size() : routable;
 }

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "kvgate/openai/request.hpp"
+#include "kvgate/route/outlier_filter.hpp"
 
 namespace kvgate::route {
 
@@ -148,14 +149,14 @@ std::uint32_t held_slot_count(const config::AdmissionOptions& options, const Wor
 
 std::optional<ModelRoom> model_room(const ModelRoute& model, const config::AdmissionOptions& options,
                                     std::uint64_t hold_key, std::uint64_t now_ms) {
-  std::size_t routable = 0;
-  for (const auto& worker : model.workers) {
-    routable += worker.state->health().healthy() && !worker.state->breaker().ejected(now_ms) ? 1 : 0;
-  }
+  // In panic mode (none in routing) every worker counts, as the router
+  // then picks among all of them.
+  const bool panic = std::none_of(model.workers.begin(), model.workers.end(),
+                                  [&](const WorkerRoute& worker) { return in_routing(worker, now_ms); });
   ModelRoom room;
   for (const auto& worker : model.workers) {
     const auto& state = *worker.state;
-    if (routable > 0 && !(state.health().healthy() && !state.breaker().ejected(now_ms))) {
+    if (!panic && !in_routing(worker, now_ms)) {
       continue;
     }
     const std::uint32_t slots = held_slot_count(options, worker);

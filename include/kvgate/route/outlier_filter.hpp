@@ -19,8 +19,10 @@ namespace kvgate::route {
 // Clears every view's `ejected` when no healthy view is left without it.
 void lift_ejections_in_panic(std::span<policy::WorkerView> views);
 
-// The workers the router may pick now: healthy and not ejected, or all of
-// them in panic mode.
+// Whether the worker is in routing now: healthy and not ejected.
+[[nodiscard]] bool in_routing(const WorkerRoute& worker, std::uint64_t now_ms);
+// The workers the router may pick now: those in routing, or all of them in
+// panic mode (none is).
 [[nodiscard]] std::size_t routable_workers(const ModelRoute& model, std::uint64_t now_ms);
 
 // May one more of the model's workers be ejected now?
