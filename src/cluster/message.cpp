@@ -341,6 +341,9 @@ void encode_blocks(std::string& out, std::string_view model, std::string_view wo
   const auto at = out.size();
   out.resize(at + count * 8);
   auto* bytes = reinterpret_cast<unsigned char*>(out.data() + at);
+  if (count == 0) {
+    return;  // an empty vector's data() may be null, which memcpy must not see
+  }
   if constexpr (std::endian::native == std::endian::little) {
     std::memcpy(bytes, blocks, count * 8);
   } else {

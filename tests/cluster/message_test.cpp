@@ -79,6 +79,19 @@ TEST(ClusterMessage, OptionalFieldsStayAbsent) {
   EXPECT_FALSE(outcome.decode_ms);
 }
 
+// A withdrawal of a prompt shorter than a block carries no blocks (found
+// by the fuzzer: the empty list's storage must not reach memcpy).
+TEST(ClusterMessage, ABlocksMessageWithNoBlocksRoundTrips) {
+  auto bytes = with_header(MessageKind::withdrawn);
+  encode(bytes, BlocksMessage{"m", "w1", 9, {}});
+  auto decoded = decode(bytes);
+  ASSERT_TRUE(decoded);
+  const auto& got = std::get<BlocksMessage>(decoded->body);
+  EXPECT_EQ(got.worker, "w1");
+  EXPECT_EQ(got.ticket, 9u);
+  EXPECT_TRUE(got.blocks.empty());
+}
+
 TEST(ClusterMessage, BlocksFinishedAndLoadRoundTrip) {
   const std::vector<std::uint64_t> blocks{0, 1, 0xffff'ffff'ffff'ffffULL, 0x0123'4567'89ab'cdefULL};
   for (auto kind : {MessageKind::assumed, MessageKind::withdrawn}) {
