@@ -95,6 +95,12 @@ json ttft_calibration_json(const workers::TtftCalibrationSummary& summary) {
 // A slot engine's learned wait per request ahead of a free slot, and the
 // gateway's requests there with the forecast of each slot's release (null
 // for an engine modelled without slots).
+// What the router sent the worker lately (routing.cache_aware.congestion_cost
+// prices a placement's prefill from it).
+json traffic_json(const policy::WorkerTraffic& traffic) {
+  return {{"requests_per_s", traffic.arrivals_per_ms * 1000}, {"prefill_utilisation", traffic.utilisation}};
+}
+
 json slot_wait_json(const route::WorkerRoute& route, const workers::WorkerState& worker, std::uint64_t now_ms) {
   if (route.options.cache_model != config::CacheModel::sequences) {
     return nullptr;
@@ -225,6 +231,7 @@ AdminResponse debug_workers(gateway::GatewayContext& context) {
           {"peer_in_flight", worker.load().peer_counts().in_flight},
           {"pending_prefill_tokens", worker.load().pending_prefill_tokens()},
           {"recent_ttft_ms", recent_ttft ? json(*recent_ttft * 1000) : json(nullptr)},
+          {"traffic", traffic_json(worker.load().recent_traffic(monotonic_now))},
           {"ttft_calibration", ttft_calibration_json(worker.costs().ttft_calibration())},
           {"slot_wait", slot_wait_json(route, worker, monotonic_now)},
           {"mode", index_mode(route)},

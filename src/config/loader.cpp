@@ -192,6 +192,8 @@ void read_cache_aware(YamlReader& reader, const YAML::Node& node, CacheAwareOpti
                   [&](auto& value, auto path) { reader.read(value, path, out.eviction_term); });
   reader.optional(node, base, "move_margin",
                   [&](auto& value, auto path) { reader.read(value, path, out.move_margin); });
+  reader.optional(node, base, "congestion_cost",
+                  [&](auto& value, auto path) { reader.read(value, path, out.congestion_cost); });
   reader.optional(node, base, "own_prefill_weight",
                   [&](auto& value, auto path) { reader.read(value, path, out.own_prefill_weight, 0.1, 10.0); });
   reader.optional(node, base, "soft_margin", [&](auto& value, auto path) {

@@ -41,8 +41,12 @@ namespace {
 //   evicts        = expected re-prefill of the blocks the placement evicts
 //                   on a full worker, each weighted by the chance its owner
 //                   returns before it would age out anyway (eviction.hpp)
+//   congestion    = with congestion_cost, what the prefill delays the
+//                   requests that come after it before the backlog drains,
+//                   at the fleet's mean queue and traffic (congestion.hpp)
 //   score         = queue_delay + own_prefill_weight * prefill + receive
 //                   + adapter (+ one more load when it evicts) + evicts
+//                   + congestion
 // With move_margin, a session's turn leaves its previous worker only when
 // the cheapest worker's score beats it by more than the two expectations' learned error
 // (each worker's median |realized - expected| / realized times its expected
@@ -66,6 +70,9 @@ class CacheAware final : public Policy {
     decision.candidates = filter_candidates(request, workers);
     for (std::size_t index = 0; index < workers.size(); ++index) {
       score(request, workers[index], index, decision.candidates[index]);
+    }
+    if (cost_.congestion_cost) {
+      add_congestion(workers, decision.candidates);
     }
     auto pick = pick_best(decision.candidates, request.tie_order(), better);
     decision.worker_index = pick.index;
@@ -164,6 +171,37 @@ class CacheAware final : public Policy {
     const auto evicted = eviction_cost(worker.lru, new_blocks, own_blocks, own_idle_ms, *request.returns, ms_per_block);
     candidate.evicts_ms = evicted.ms;
     candidate.evicted_blocks = evicted.blocks;
+  }
+
+  // Every eligible worker is priced at the fleet's mean traffic and queue
+  // (congestion.hpp): work placed anywhere delays the requests the router
+  // balances over the fleet, so only the work itself differs.
+  static void add_congestion(std::span<const WorkerView> workers, std::vector<Candidate>& candidates) {
+    WorkerTraffic fleet;
+    double backlog = 0;
+    std::size_t eligible = 0;
+    for (std::size_t index = 0; index < workers.size(); ++index) {
+      if (!candidates[index].eligible) {
+        continue;
+      }
+      ++eligible;
+      fleet.arrivals_per_ms += workers[index].traffic.arrivals_per_ms;
+      fleet.utilisation += workers[index].traffic.utilisation;
+      backlog += candidates[index].queue_delay_ms;
+    }
+    if (eligible == 0) {
+      return;
+    }
+    const auto count = static_cast<double>(eligible);
+    fleet.arrivals_per_ms /= count;
+    fleet.utilisation /= count;
+    backlog /= count;
+    for (auto& candidate : candidates) {
+      if (candidate.eligible) {
+        candidate.congestion_ms = policy::congestion_ms(candidate.prefill_ms, backlog, fleet);
+        candidate.score += candidate.congestion_ms;
+      }
+    }
   }
 
   // The soft bound (routing-study.md, "bounded load"): a worker is within

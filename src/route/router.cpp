@@ -94,6 +94,7 @@ policy::WorkerView worker_view(const workers::WorkerState& worker, std::uint32_t
   view.ejected = worker.breaker().ejected(now_ms);
   view.ms_per_request_ahead = worker.costs().ms_per_request_ahead();
   view.ttft_relative_error = worker.costs().ttft_relative_error();
+  view.traffic = worker.load().recent_traffic(now_ms);
   if (auto engine = worker.engine().queue(); engine.waiting) {
     view.engine_waiting_others = engine.others_waiting;
     view.engine_snapshot_age_ms =
@@ -352,6 +353,11 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
   Attempt attempt(*this, table, model, chosen,
                   workers::InFlightRequest(*worker.state, prefill_worker ? 0 : uncached, decision.input_tokens,
                                            slot_count(worker.options), context.now_ms));
+  // The work it adds there, as priced (policies that price nothing: the
+  // request alone), for the congestion it causes the next requests.
+  const double priced_prefill =
+      chosen < decision.candidates.size() ? std::max(decision.candidates[chosen].prefill_ms, 0.0) : 0.0;
+  worker.state->load().record_traffic(prefill_worker ? 0.0 : priced_prefill, context.now_ms);
   attempt.prediction_ = {decision.reason,
                          decision.input_tokens,
                          decision.indexed_cached_tokens,
@@ -391,11 +397,14 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
   if (prefill_worker) {
     const auto& prefill = *decision.prefill;
     std::uint32_t cached_there = 0;
+    double prefill_there_ms = 0;
     for (const auto& candidate : prefill.candidates) {
       if (candidate.worker == *prefill_worker) {
         cached_there = candidate.cached_tokens;
+        prefill_there_ms = candidate.prefill_ms;
       }
     }
+    model.workers[*prefill_worker].state->load().record_traffic(prefill_there_ms, context.now_ms);
     attempt.prefill_.emplace(
         Attempt::PrefillLeg{*prefill_worker,
                             workers::InFlightRequest(*model.workers[*prefill_worker].state,

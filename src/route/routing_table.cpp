@@ -97,6 +97,7 @@ std::unique_ptr<policy::Policy> make_policy(const config::RoutingOptions& routin
       model.load_bound_epsilon = cost.load_bound_epsilon;
       model.eviction_term = cost.eviction_term;
       model.move_margin = cost.move_margin;
+      model.congestion_cost = cost.congestion_cost;
       return policy::make_cache_aware(model);
     }
   }

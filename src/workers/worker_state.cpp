@@ -55,6 +55,30 @@ void LoadCounters::record_time_to_first_token(double seconds) {
   } while (!recent_ttft_seconds_.compare_exchange_weak(current, next, std::memory_order_relaxed));
 }
 
+namespace {
+// What sums taken at `then` are worth at `now` (a clock that went back, or
+// a dispatch seen late by another thread, decays nothing).
+double traffic_decay(std::uint64_t then_ms, std::uint64_t now_ms) {
+  return now_ms > then_ms ? std::exp(-static_cast<double>(now_ms - then_ms) / LoadCounters::kTrafficWindowMs) : 1.0;
+}
+}  // namespace
+
+void LoadCounters::record_traffic(double prefill_ms, std::uint64_t now_ms) {
+  const auto then = traffic_at_ms_.load(std::memory_order_relaxed);
+  const double decay = traffic_decay(then, now_ms);
+  const double work = std::isfinite(prefill_ms) ? std::max(prefill_ms, 0.0) : 0.0;
+  traffic_requests_.store(traffic_requests_.load(std::memory_order_relaxed) * decay + 1, std::memory_order_relaxed);
+  traffic_prefill_ms_.store(traffic_prefill_ms_.load(std::memory_order_relaxed) * decay + work,
+                            std::memory_order_relaxed);
+  traffic_at_ms_.store(std::max(then, now_ms), std::memory_order_relaxed);
+}
+
+policy::WorkerTraffic LoadCounters::recent_traffic(std::uint64_t now_ms) const {
+  const double decay = traffic_decay(traffic_at_ms_.load(std::memory_order_relaxed), now_ms);
+  return {traffic_requests_.load(std::memory_order_relaxed) * decay / kTrafficWindowMs,
+          traffic_prefill_ms_.load(std::memory_order_relaxed) * decay / kTrafficWindowMs};
+}
+
 DriftChange LearnedCosts::record_prediction(std::uint32_t predicted, std::uint32_t reported,
                                             std::uint64_t evicted_tokens, const DriftOptions& options) {
   std::lock_guard lock(drift_mutex_);

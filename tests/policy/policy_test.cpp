@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
 #include <set>
 #include <type_traits>
@@ -438,6 +439,69 @@ TEST(CacheAware, ASlotEngineWithEverySlotBusyCostsTheWaitForOne) {
 // expectations' calibrated error. a (previous) is expected 40 ms later than
 // b; with no calibration the price decides, within a 30% error on each side
 // (~94 ms) the turn stays, and a gain far beyond it moves.
+TEST(Congestion, GrowsWithTheWorkersLoadAndWithTheSquareOfTheWork) {
+  // 10 requests a second, the prefill half busy: 100 ms of work behind 50 ms
+  // of queue drains in (50 + 100) / 0.5 = 300 ms; the 3 requests arriving
+  // meanwhile wait up to 100 ms more (those during the work itself, half).
+  const WorkerTraffic busy{0.01, 0.5};
+  EXPECT_DOUBLE_EQ(congestion_ms(100, 50, busy), 200);
+  EXPECT_DOUBLE_EQ(congestion_ms(100, 0, busy), 100);
+  EXPECT_DOUBLE_EQ(congestion_ms(200, 0, busy), 400);  // twice the work, four times the cost
+  EXPECT_GT(congestion_ms(100, 50, {0.01, 0.9}), 4 * congestion_ms(100, 50, busy));
+  // Nothing known, or nothing to compute: no cost.
+  EXPECT_EQ(congestion_ms(100, 50, {}), 0);
+  EXPECT_EQ(congestion_ms(0, 50, busy), 0);
+  // A saturated worker's spare rate is bounded below: finite, and above
+  // any unsaturated worker's.
+  EXPECT_DOUBLE_EQ(congestion_ms(100, 0, {0.01, 3}), 100 * 0.01 * 50 / kMinSpareRate);
+  // Figures that are not numbers price nothing, never a NaN score.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(congestion_ms(nan, 50, busy), 0);
+  EXPECT_EQ(congestion_ms(100, 50, {nan, 0.5}), 0);
+  EXPECT_DOUBLE_EQ(congestion_ms(100, nan, busy), 100);
+  EXPECT_DOUBLE_EQ(congestion_ms(100, -20, busy), 100);
+  EXPECT_DOUBLE_EQ(congestion_ms(100, 0, {0.01, nan}), 100 * 0.01 * 50);
+}
+
+TEST(CacheAware, TheCongestionCostKeepsATurnWhereItsPromptIsOnABusyFleetOnly) {
+  // b holds most of the prompt (80 ms of prefill) behind 350 ms of queue; a
+  // is idle and holds nothing (400 ms). The expected TTFT picks a (400 <
+  // 430), and so does the congestion cost on a nearly idle fleet. On a busy
+  // fleet a's 400 ms of work delays the requests after it far more than
+  // b's 80 ms: b. Busy b and idle a are priced at the fleet's means, so
+  // the idle worker's work is not free.
+  auto workers = priced({{"a", true, 0, 0, 0}, {"b", true, 0, 3'500, 3'200}});
+  RouteRequest request{"m", std::nullopt, 0, {}, 4'000};
+  auto cost = plain_cost(0);
+  cost.congestion_cost = true;
+  workers[1].traffic = {0.000'2, 0.02};
+  auto idle = make_cache_aware(cost)->decide(request, workers);
+  EXPECT_EQ(idle.worker_index, 0u);
+  EXPECT_GT(idle.candidates[0].congestion_ms, 0);
+  workers[1].traffic = {0.01, 1.2};
+  auto busy = make_cache_aware(cost)->decide(request, workers);
+  EXPECT_EQ(busy.worker_index, 1u);
+  // The fleet's means: 0.005 requests and 0.6 ms of prefill per ms, 175 ms
+  // of queue. 80 x 0.005 x (175 + 40) / 0.4 and 400 x 0.005 x (175 + 200) /
+  // 0.4, in the score only.
+  EXPECT_DOUBLE_EQ(busy.candidates[1].congestion_ms, 215);
+  EXPECT_DOUBLE_EQ(busy.candidates[0].congestion_ms, 1'875);
+  EXPECT_DOUBLE_EQ(busy.candidates[1].expected_ttft_ms, 430);
+  EXPECT_DOUBLE_EQ(busy.candidates[1].score, 645);
+  // An ineligible worker's traffic and queue are not the fleet's.
+  workers.push_back({.id = "c", .healthy = false});
+  workers.back().prefill = kLinear;
+  workers.back().traffic = {1, 50};
+  EXPECT_DOUBLE_EQ(make_cache_aware(cost)->decide(request, workers).candidates[1].congestion_ms, 215);
+  workers.pop_back();
+  // Off (the default): not computed, and the expected TTFT decides.
+  cost.congestion_cost = false;
+  auto off = make_cache_aware(cost)->decide(request, workers);
+  EXPECT_EQ(off.worker_index, 0u);
+  EXPECT_LT(off.candidates[0].congestion_ms, 0);
+  EXPECT_FALSE(CostModel{}.congestion_cost);
+}
+
 TEST(CacheAware, ASessionMovesOnlyWhenTheGainBeatsTheCalibratedError) {
   auto with_margin = plain_cost(0, 5);
   with_margin.move_margin = true;

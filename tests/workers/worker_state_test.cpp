@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -67,6 +69,33 @@ TEST(WorkerState, InFlightCountsDispatchAndCompletion) {
   worker.load().request_started();
   worker.load().request_finished();
   EXPECT_EQ(worker.load().in_flight(), 1u);
+}
+
+// The router's recent dispatches to a worker, per ms: a steady stream is
+// measured at its rate, and silence decays it.
+TEST(WorkerState, RecentTrafficFollowsTheDispatchesAndFadesWithoutThem) {
+  auto worker = make_worker();
+  EXPECT_EQ(worker.load().recent_traffic(1'000).arrivals_per_ms, 0);
+  // 20 requests a second, 25 ms of priced prefill each, for a minute.
+  std::uint64_t now = 1'000;
+  for (int request = 0; request < 1'200; ++request, now += 50) {
+    worker.load().record_traffic(25, now);
+  }
+  now -= 50;  // the last dispatch's time
+  const auto steady = worker.load().recent_traffic(now);
+  EXPECT_NEAR(steady.arrivals_per_ms * 1'000, 20, 1);
+  EXPECT_NEAR(steady.utilisation, 0.5, 0.03);
+  // Ten windows of silence: next to nothing left.
+  const auto later =
+      worker.load().recent_traffic(now + 10 * static_cast<std::uint64_t>(LoadCounters::kTrafficWindowMs));
+  EXPECT_LT(later.arrivals_per_ms * 1'000, 0.01);
+  // A time before the last dispatch (another thread's clock read) and
+  // prices that are not numbers change nothing for the worse.
+  EXPECT_DOUBLE_EQ(worker.load().recent_traffic(now - 5'000).utilisation, steady.utilisation);
+  worker.load().record_traffic(std::numeric_limits<double>::quiet_NaN(), now);
+  worker.load().record_traffic(-5, now);
+  EXPECT_TRUE(std::isfinite(worker.load().recent_traffic(now).utilisation));
+  EXPECT_NEAR(worker.load().recent_traffic(now).utilisation, steady.utilisation, 1e-9);
 }
 
 TEST(WorkerState, RecentTimeToFirstTokenFollowsTheLastAnswers) {
@@ -226,6 +255,7 @@ TEST(WorkerStateWriters, LoadCountersFromSeveralIoThreadsWhileTheRouterReads) {
       (void)load.active_tokens();
       (void)load.mean_uncached_tokens();
       (void)load.recent_time_to_first_token_seconds();
+      (void)load.recent_traffic(1'000);
     } while (!done.load());
   });
   std::vector<std::thread> io_threads;
@@ -233,6 +263,7 @@ TEST(WorkerStateWriters, LoadCountersFromSeveralIoThreadsWhileTheRouterReads) {
     io_threads.emplace_back([&] {
       for (int request = 0; request < 2'000; ++request) {
         InFlightRequest in_flight(worker, 100, 400);
+        worker.load().record_traffic(10, static_cast<std::uint64_t>(request));
         if (request % 2 == 0) {
           in_flight.first_token(0.01);
         }

@@ -295,6 +295,7 @@ struct CacheAwareOptions {
   double own_prefill_weight = 1;
   bool eviction_term = true;                // policy/eviction.hpp
   bool move_margin = false;                 // policy/cache_aware.cpp, keep_within_margin
+  bool congestion_cost = false;             // policy/congestion.hpp
   std::optional<Milliseconds> soft_margin;  // empty: no load bound at all
   double load_bound_epsilon = 0.25;
   double queue_ms_per_request = 0.5;

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kvgate/policy/congestion.hpp"
 #include "kvgate/policy/eviction.hpp"
 #include "kvgate/policy/prefill_rates.hpp"
 #include "kvgate/policy/reason.hpp"
@@ -93,6 +94,9 @@ struct WorkerView {
   // got: the median |realized - expected| / realized of its recent answers
   // (workers/ttft_calibration.hpp); 0 until there are enough of them.
   double ttft_relative_error = 0;
+  // The requests and priced prefill this gateway recently sent it, per ms
+  // (congestion.hpp; zero before any dispatch).
+  WorkerTraffic traffic;
 };
 
 // Requests that must release a slot before a new one starts on `worker`:
@@ -189,6 +193,10 @@ struct Candidate {
   // how many blocks it evicts; negative: not computed.
   double evicts_ms = -1;
   std::uint64_t evicted_blocks = 0;
+  // cache_aware with congestion_cost: what this placement's prefill delays
+  // the requests that reach the worker after it (congestion.hpp; in the
+  // score, not in expected_ttft_ms); negative: not computed.
+  double congestion_ms = -1;
   // The request's adapter there and what loading it costs (cache_aware: in
   // the expected TTFT; an adapter it evicts is charged one more load in the
   // score, the evicted adapter's next request's); negative: not computed.
@@ -248,6 +256,10 @@ struct CostModel {
   // Off by default: on the WEKA replay (bench/load/trace.sh weka70) it kept
   // turns that a move would have served sooner, at a lower hit rate.
   bool move_margin = false;
+  // Adds what each placement's prefill delays the requests that come after
+  // it on that worker (congestion.hpp: grows with the worker's recent
+  // utilisation and with the work) to its score.
+  bool congestion_cost = false;
 };
 
 std::unique_ptr<Policy> make_round_robin();

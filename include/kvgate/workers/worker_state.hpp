@@ -27,6 +27,7 @@
 
 #include "kvgate/core/address.hpp"
 #include "kvgate/obs/worker_series.hpp"
+#include "kvgate/policy/congestion.hpp"
 #include "kvgate/policy/eviction.hpp"
 #include "kvgate/policy/prefill_fit.hpp"
 #include "kvgate/policy/slot_reuse.hpp"
@@ -155,6 +156,14 @@ class LoadCounters {
     mean_uncached_tokens_.store(previous < 0 ? tokens : previous + 0.05 * (tokens - previous),
                                 std::memory_order_relaxed);
   }
+  // The requests and the priced prefill (ms) the router sent here lately,
+  // per ms (policy/congestion.hpp): sums over the dispatches, each weighted
+  // by exp(-age / kTrafficWindowMs), over the window. Written at each
+  // dispatch by the I/O threads; like the mean above, two concurrent
+  // dispatches may lose one update (an estimate, no lock on the hot path).
+  static constexpr double kTrafficWindowMs = 5'000;
+  void record_traffic(double prefill_ms, std::uint64_t now_ms);
+  [[nodiscard]] policy::WorkerTraffic recent_traffic(std::uint64_t now_ms) const;
   void request_started() { in_flight_.fetch_add(1, std::memory_order_relaxed); }
   void request_finished() { in_flight_.fetch_sub(1, std::memory_order_relaxed); }
   void prefill_added(std::uint64_t tokens) {
@@ -223,6 +232,10 @@ class LoadCounters {
   std::atomic<std::uint32_t> pending_requests_{0};
   std::atomic<std::uint64_t> active_tokens_{0};
   std::atomic<double> recent_ttft_seconds_{-1};  // < 0: no sample yet
+  // The traffic sums as of traffic_at_ms_ (the newest dispatch's time).
+  std::atomic<double> traffic_requests_{0};
+  std::atomic<double> traffic_prefill_ms_{0};
+  std::atomic<std::uint64_t> traffic_at_ms_{0};
 };
 
 // Active health checks. Written by the control thread's checker alone (the
