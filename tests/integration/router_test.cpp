@@ -726,6 +726,56 @@ TEST(RouterEviction, FullReplicasShowWhatEachPlacementWouldEvict) {
   }
 }
 
+// routing.cache_aware.congestion_cost through the gateway: the router
+// counts what it sends each worker (/debug/workers traffic), and with the
+// option a decision charges every candidate's prefill what it delays the
+// fleet's next requests (/debug/route congestion_ms; policy/congestion.hpp
+// has the arithmetic, the unit tests check it). A gateway without the
+// option in front of the same replicas prices none.
+TEST(RouterCongestion, TheTrafficSentIsCountedAndEachCandidateIsChargedItsCongestion) {
+  Fleet fleet;
+  fleet.add_sim("a");
+  fleet.add_sim("b");
+  fleet.harness.start_gateway(
+      "routing: {policy: cache_aware, cache_aware: {congestion_cost: true}}\nhealth_check: {interval: 200ms}\n",
+      fleet.models_yaml());
+  fleet.warm_up("a");
+  fleet.warm_up("b");
+  for (int request = 0; request < 16; ++request) {
+    const auto body = json{{"model", "sim-model"},
+                           {"prompt", "request " + std::to_string(request) + " " + std::string(400, 'x')},
+                           {"max_tokens", 1}};
+    ASSERT_EQ(post_json(fleet.harness.api_port(), "/v1/completions", body.dump()).status, 200);
+  }
+  double requests_per_s = 0;
+  double utilisation = 0;
+  for (const std::string worker : {"a", "b"}) {
+    const auto traffic = fleet.worker(worker)["traffic"];
+    ASSERT_TRUE(traffic["requests_per_s"].is_number()) << traffic.dump();
+    requests_per_s += traffic["requests_per_s"].get<double>();
+    utilisation += traffic["prefill_utilisation"].get<double>();
+  }
+  EXPECT_GT(requests_per_s, 0);
+  EXPECT_GT(utilisation, 0);
+  const auto body = json{{"model", "sim-model"}, {"prompt", "one more " + std::string(400, 'y')}, {"max_tokens", 1}};
+  auto route = json::parse(post_json(fleet.harness.admin_port(), "/debug/route", body.dump()).body);
+  ASSERT_EQ(route["candidates"].size(), 2u) << route.dump();
+  for (const auto& candidate : route["candidates"]) {
+    ASSERT_TRUE(candidate["congestion_ms"].is_number()) << candidate.dump();
+    EXPECT_GT(candidate["congestion_ms"].get<double>(), 0) << candidate.dump();
+    // In the score, not in the expected first token.
+    EXPECT_GE(candidate["score"].get<double>(),
+              candidate["expected_ttft_ms"].get<double>() + candidate["congestion_ms"].get<double>() - 1e-6)
+        << candidate.dump();
+  }
+  Harness plain;
+  fleet.start_another_gateway(plain);
+  auto unpriced = json::parse(post_json(plain.admin_port(), "/debug/route", body.dump()).body);
+  for (const auto& candidate : unpriced["candidates"]) {
+    EXPECT_TRUE(candidate["congestion_ms"].is_null()) << candidate.dump();
+  }
+}
+
 // A replica with a CPU tier (kvgate-sim --cpu-offload-blocks): a prompt its
 // GPU evicted is still held, one tier down. The index follows the engine's
 // events for both tiers; the decision credits the prompt as cached and
