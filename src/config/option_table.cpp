@@ -160,7 +160,7 @@ constexpr std::array kOptions{
     OptionSpec{"routing.cache_aware.move_margin", boolean, "false",
                "a session's turn leaves its previous worker only beyond both workers' calibrated TTFT error"},
     OptionSpec{"routing.cache_aware.congestion_cost", boolean, "false",
-               "add what a placement's prefill delays the requests after it on that worker, from the worker's "
+               "add what a placement's prefill delays the fleet's next requests, from the fleet's mean queue and "
                "recent traffic"},
     OptionSpec{"routing.cache_aware.soft_margin", duration, "",
                "optional load bound: leave a worker over (1 + load_bound_epsilon) x the mean queue unless the "

@@ -194,8 +194,8 @@ struct Candidate {
   double evicts_ms = -1;
   std::uint64_t evicted_blocks = 0;
   // cache_aware with congestion_cost: what this placement's prefill delays
-  // the requests that reach the worker after it (congestion.hpp; in the
-  // score, not in expected_ttft_ms); negative: not computed.
+  // the fleet's next requests (congestion.hpp; in the score, not in
+  // expected_ttft_ms); negative: not computed.
   double congestion_ms = -1;
   // The request's adapter there and what loading it costs (cache_aware: in
   // the expected TTFT; an adapter it evicts is charged one more load in the
@@ -257,8 +257,9 @@ struct CostModel {
   // turns that a move would have served sooner, at a lower hit rate.
   bool move_margin = false;
   // Adds what each placement's prefill delays the requests that come after
-  // it on that worker (congestion.hpp: grows with the worker's recent
-  // utilisation and with the work) to its score.
+  // it (congestion.hpp: at the fleet's mean queue and recent traffic; grows
+  // with the fleet's utilisation and with the square of the work) to its
+  // score.
   bool congestion_cost = false;
 };
 
