@@ -616,16 +616,22 @@ AdminResponse debug_session(gateway::GatewayContext& context, std::string_view e
   for (const auto& turn : detail.turns) {
     turns.push_back(turn_json(turn, now, unix_now));
   }
-  return json_response(200, {{"key", detail.key},
-                             {"key_source", detail.key_source.empty() ? json(nullptr) : json(detail.key_source)},
-                             {"parent", detail.parent.empty() ? json(nullptr) : json(detail.parent)},
-                             {"children", detail.children},
-                             {"worker", detail.state.worker},
-                             {"turns_total", detail.state.turns},
-                             {"started_unix_ms", to_unix_ms(detail.started_ms, now, unix_now)},
-                             {"last_seen_unix_ms", to_unix_ms(detail.state.last_seen_ms, now, unix_now)},
-                             {"expired", detail.state.expired},
-                             {"turns", std::move(turns)}});
+  return json_response(
+      200,
+      {{"key", detail.key},
+       {"key_source", detail.key_source.empty() ? json(nullptr) : json(detail.key_source)},
+       {"parent", detail.parent.empty() ? json(nullptr) : json(detail.parent)},
+       {"children", detail.children},
+       {"worker", detail.state.worker},
+       {"turns_total", detail.state.turns},
+       {"started_unix_ms", to_unix_ms(detail.started_ms, now, unix_now)},
+       {"last_seen_unix_ms", to_unix_ms(detail.state.last_seen_ms, now, unix_now)},
+       {"expired", detail.state.expired},
+       {"last_answer_tokens", detail.state.last_answer_tokens ? json(*detail.state.last_answer_tokens) : json(nullptr)},
+       {"last_answered_unix_ms", detail.state.last_answered_ms
+                                     ? json(to_unix_ms(*detail.state.last_answered_ms, now, unix_now))
+                                     : json(nullptr)},
+       {"turns", std::move(turns)}});
 }
 
 }  // namespace

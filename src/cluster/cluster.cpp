@@ -246,6 +246,14 @@ void Cluster::learned(std::string_view model, std::string_view worker, const rou
   enqueue(MessageKind::learned, [&](std::string& buffer) { encode(buffer, LearnedMessage{model, worker, sample}); });
 }
 
+void Cluster::answered(std::string_view full_key, std::uint64_t number, std::optional<std::uint32_t> answer_tokens) {
+  with_table_key(full_key, [&](std::string_view key) {
+    enqueue(MessageKind::answered, [&](std::string& buffer) {
+      encode(buffer, AnsweredMessage{key, number, answer_tokens});
+    });
+  });
+}
+
 // The reader's connection is the engine's state of record (a read is
 // always pending on it, so a loss shows within a read's block time); the
 // publisher reconnects on its own and counts what it could not send.
@@ -577,6 +585,8 @@ void Cluster::apply(std::string_view bytes, std::uint64_t now_ms, std::uint64_t 
         } else if constexpr (std::is_same_v<Body, OutcomeMessage>) {
           sessions_.record_outcome(body.key, body.number,
                                    {body.status, body.cached_tokens, body.prompt_tokens, body.ttft_ms, body.decode_ms});
+        } else if constexpr (std::is_same_v<Body, AnsweredMessage>) {
+          sessions_.record_answer(body.key, body.number, body.answer_tokens, at_ms);
         } else if constexpr (std::is_same_v<Body, BlocksMessage>) {
           const auto [model, position] = worker_of(body.model, body.worker);
           if (model == nullptr || position >= model->workers.size()) {

@@ -23,6 +23,8 @@ std::string_view to_string(MessageKind kind) {
       return "load";
     case MessageKind::learned:
       return "learned";
+    case MessageKind::answered:
+      return "answered";
   }
   return "unknown";
 }
@@ -228,6 +230,12 @@ bool read(Reader& reader, FinishedMessage& finished) {
   return reader.text(finished.model) && reader.text(finished.worker) && reader.varint(finished.ticket);
 }
 
+bool read(Reader& reader, AnsweredMessage& answered) {
+  std::uint8_t flags = 0;
+  return reader.text(answered.key) && !answered.key.empty() && reader.varint(answered.number) && answered.number != 0 &&
+         reader.u8(flags) && flags <= 1 && reader.optional_count((flags & 1) != 0, answered.answer_tokens);
+}
+
 bool read(Reader& reader, LoadMessage& load) {
   std::size_t count = 0;
   // Each entry takes at least five bytes: a count beyond what is left is a lie.
@@ -419,6 +427,15 @@ void encode(std::string& out, const LearnedMessage& learned) {
   }
 }
 
+void encode(std::string& out, const AnsweredMessage& answered) {
+  put_text(out, answered.key);
+  put_varint(out, answered.number);
+  put_u8(out, answered.answer_tokens ? 1 : 0);
+  if (answered.answer_tokens) {
+    put_varint(out, *answered.answer_tokens);
+  }
+}
+
 Result<Message, DropReason> decode(std::string_view bytes) {
   if (bytes.size() < 4 || bytes[0] != kMagic0 || bytes[1] != kMagic1) {
     return unexpected(DropReason::malformed);
@@ -429,7 +446,7 @@ Result<Message, DropReason> decode(std::string_view bytes) {
   Reader reader(bytes.substr(4));
   Message message;
   const auto kind = static_cast<std::uint8_t>(bytes[3]);
-  if (kind < static_cast<std::uint8_t>(MessageKind::turn) || kind > static_cast<std::uint8_t>(MessageKind::learned)) {
+  if (kind < static_cast<std::uint8_t>(MessageKind::turn) || kind > static_cast<std::uint8_t>(MessageKind::answered)) {
     return unexpected(DropReason::malformed);
   }
   message.kind = static_cast<MessageKind>(kind);
@@ -457,6 +474,9 @@ Result<Message, DropReason> decode(std::string_view bytes) {
       break;
     case MessageKind::learned:
       ok = read(reader, message.body.emplace<LearnedMessage>());
+      break;
+    case MessageKind::answered:
+      ok = read(reader, message.body.emplace<AnsweredMessage>());
       break;
   }
   // Trailing bytes are refused: version 1 defines every field.

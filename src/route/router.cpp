@@ -551,6 +551,9 @@ void Router::answer_read(const Attempt& attempt, const EngineAnswer& answer, std
     return;
   }
   sessions_.record_answer(attempt.session_key_, attempt.session_turn_, answer.completion_tokens, now_ms);
+  if (peers_ != nullptr) {
+    peers_->answered(attempt.session_key_, attempt.session_turn_, answer.completion_tokens);
+  }
   // A slot engine's slot now holds the conversation: kept for its next
   // turn while that is expected to save more than the slot idles.
   const auto& model = *attempt.model_;

@@ -119,6 +119,39 @@ TEST(ClusterMessage, BlocksFinishedAndLoadRoundTrip) {
   EXPECT_EQ(std::get<LoadMessage>(decoded->body).workers, load.workers);
 }
 
+// A session's answered turn, with the answer's length or without (an
+// engine that did not say); a flag past the one field, an empty key or a
+// turn numbered 0 is refused.
+TEST(ClusterMessage, AnAnsweredTurnRoundTrips) {
+  auto bytes = with_header(MessageKind::answered);
+  encode(bytes, AnsweredMessage{"chat-3", 4, 48});
+  auto decoded = decode(bytes);
+  ASSERT_TRUE(decoded);
+  EXPECT_EQ(decoded->kind, MessageKind::answered);
+  const auto& got = std::get<AnsweredMessage>(decoded->body);
+  EXPECT_EQ(got.key, "chat-3");
+  EXPECT_EQ(got.number, 4u);
+  EXPECT_EQ(got.answer_tokens, 48u);
+  for (std::size_t size = 0; size < bytes.size(); ++size) {
+    EXPECT_EQ(decode(std::string_view(bytes).substr(0, size)).error(), DropReason::malformed) << size;
+  }
+  auto flag_past = bytes;
+  flag_past[flag_past.size() - 2] = 3;
+  EXPECT_EQ(decode(flag_past).error(), DropReason::malformed);
+
+  bytes = with_header(MessageKind::answered);
+  encode(bytes, AnsweredMessage{"k", 1, std::nullopt});
+  decoded = decode(bytes);
+  ASSERT_TRUE(decoded);
+  EXPECT_FALSE(std::get<AnsweredMessage>(decoded->body).answer_tokens);
+
+  for (const auto& refused : {AnsweredMessage{"", 1, 5}, AnsweredMessage{"k", 0, 5}}) {
+    bytes = with_header(MessageKind::answered);
+    encode(bytes, refused);
+    EXPECT_EQ(decode(bytes).error(), DropReason::malformed);
+  }
+}
+
 // What an answer taught of a worker's costs, to the microsecond; absent
 // figures stay absent, and an unpriced decision stays unpriced.
 TEST(ClusterMessage, ALearnedCostSampleRoundTrips) {
@@ -178,7 +211,7 @@ TEST(ClusterMessage, RefusesWhatIsNotAWholeMessageOfAKnownVersion) {
 
 // The seeds of the fuzz target are messages of this format.
 TEST(ClusterMessage, TheFuzzCorpusSeedsDecode) {
-  for (const char* seed : {"turn", "outcome", "assumed", "finished", "load", "learned"}) {
+  for (const char* seed : {"turn", "outcome", "assumed", "finished", "load", "learned", "answered"}) {
     std::ifstream file(std::string(KVGATE_SOURCE_DIR "/fuzz/corpus/cluster_message/") + seed, std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
     ASSERT_FALSE(bytes.empty()) << seed;

@@ -211,11 +211,17 @@ TEST(Cluster, ASessionsTurnsAlternatingAcrossReplicasStayOnItsWorkerWithOneHisto
         EXPECT_EQ(detail["turns"][turn]["turn"], turn + 1);
         EXPECT_EQ(detail["turns"][turn]["worker"], seen.front());
       }
+      // And the last answer's length (published before its outcome), which
+      // a slot engine's next turn expects its slot to hold, whichever
+      // replica routes it.
+      EXPECT_TRUE(detail["last_answer_tokens"].is_number_unsigned()) << detail.dump();
+      EXPECT_EQ(detail["last_answer_tokens"], cluster.session(0, conversation.key)["last_answer_tokens"]);
     }
   }
   const auto metrics = get(cluster.replica(1).admin_port(), "/metrics").body;
   EXPECT_GT(metric(metrics, "kvgate_cluster_messages_applied_total{kind=\"turn\"}"), 0);
   EXPECT_GT(metric(metrics, "kvgate_cluster_messages_applied_total{kind=\"assumed\"}"), 0);
+  EXPECT_GT(metric(metrics, "kvgate_cluster_messages_applied_total{kind=\"answered\"}"), 0);
   EXPECT_EQ(metric(metrics, "kvgate_cluster_peers"), 2);
   EXPECT_EQ(metric(metrics, "kvgate_cluster_engine_connected"), 1);
   const auto page = get(cluster.replica(1).admin_port(), "/").body;

@@ -950,6 +950,10 @@ class RecordingPeerPublisher final : public PeerPublisher {
                     " of " + std::to_string(sample.prompt_tokens.value_or(0)));
     samples.emplace_back(std::string(worker), sample);
   }
+  void answered(std::string_view key, std::uint64_t number, std::optional<std::uint32_t> answer_tokens) override {
+    calls.push_back("answered " + std::string(key) + " #" + std::to_string(number) + " " +
+                    (answer_tokens ? std::to_string(*answer_tokens) : std::string("?")) + " tokens");
+  }
   std::vector<std::string> calls;
   std::vector<std::pair<std::string, CostSample>> samples;
 };
@@ -987,6 +991,30 @@ TEST(Router, TellsItsPeersWhatItCommitsAndHowItEnds) {
                                                    "learned b cached 304 of 320", "outcome s #1 cached 304",
                                                    "assumed b 20 blocks ticket 42", "turn m s #2 on b",
                                                    "withdrawn b 20 blocks ticket 42"}));
+}
+
+// A session's answer read whole is told to the peers with its length: a
+// slot engine's next turn, on whichever replica, expects the slot to hold
+// it (ASlotEnginesNextTurnExpectsThePreviousAnswerToo).
+TEST(Router, TellsItsPeersHowLongASessionsAnswerWas) {
+  Fleet fleet(cache_aware());
+  fleet.slot_engines(2);
+  RecordingPeerPublisher peers;
+  fleet.router.set_peer_publisher(&peers);
+  auto prompt = prompt_of(330);
+  RouteContext context{std::string_view("s"), 0, {}, kNow};
+  auto decision = fleet.router.decide(fleet.table, fleet.model, &prompt, context);
+  auto attempt = fleet.router.commit(fleet.table, fleet.model, decision, &prompt, context);
+  attempt.engine_done(kNow + 5, {200, 330, 32});
+  attempt.end(AttemptEnd::served, workers::FailureCause::none, kNow + 6);
+  // A request outside any session has no answer to tell.
+  auto other = fleet.router.decide(fleet.table, fleet.model, &prompt, {std::nullopt, 0, {}, kNow});
+  auto unsessioned = fleet.router.commit(fleet.table, fleet.model, other, &prompt, {std::nullopt, 0, {}, kNow});
+  unsessioned.engine_done(kNow + 7, {200, 330, 16});
+  const auto answered = std::count_if(peers.calls.begin(), peers.calls.end(),
+                                      [](const std::string& call) { return call.starts_with("answered"); });
+  EXPECT_EQ(answered, 1);
+  EXPECT_NE(std::find(peers.calls.begin(), peers.calls.end(), "answered s #1 32 tokens"), peers.calls.end());
 }
 
 // What the cluster's other replicas have in flight on a worker is priced

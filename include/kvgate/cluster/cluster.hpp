@@ -73,6 +73,7 @@ class Cluster final : public route::PeerPublisher {
                  std::uint64_t ticket) override;
   void finished(std::string_view model, std::string_view worker, std::uint64_t ticket) override;
   void learned(std::string_view model, std::string_view worker, const route::CostSample& sample) override;
+  void answered(std::string_view key, std::uint64_t number, std::optional<std::uint32_t> answer_tokens) override;
 
  private:
   template <class Encode>

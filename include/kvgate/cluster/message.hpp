@@ -1,8 +1,9 @@
 #pragma once
 // What one kvgate replica tells the others of its cluster, as bytes: the
 // turns it routed, their outcomes, the routing-time inserts it made (and
-// withdrew), the slots it freed, its in-flight counts per worker and what
-// its answers taught of the workers' costs. Pure:
+// withdrew), the slots it freed, its in-flight counts per worker, what
+// its answers taught of the workers' costs and how long its sessions'
+// answers were. Pure:
 // encode() appends to a caller's buffer (whose capacity is reused, so a
 // warm publisher does not allocate), decode() reads untrusted bytes into
 // views of them and returns why it refused them.
@@ -28,8 +29,10 @@
 //             offloaded_cached:v ttft_us:v decode_us:v prompt_tokens:v
 //             cached_tokens:v slot_hold_us:v slot_forecast_us:v slot_wait_us:v
 //             (present ones only)
-// A reader of an older version 1 without `learned`, or without its
-// slot_wait bit, refuses it as malformed (counted) and applies the rest.
+//   answered  key:str number:v flags:u8 (bit 0: answer_tokens present) answer_tokens:v
+// A reader of an older version 1 without `learned` or `answered`, or
+// without learned's slot_wait bit, refuses those as malformed (counted)
+// and applies the rest.
 // `incarnation` tells a replica's processes apart (a restarted replica
 // keeps its id): a reader skips its own messages by it, not by a clock. A
 // reader refuses versions it does not know, and trailing bytes, rather
@@ -60,11 +63,12 @@ enum class MessageKind : std::uint8_t {
   finished = 5,
   load = 6,
   learned = 7,
+  answered = 8,
 };
 std::string_view to_string(MessageKind kind);
 inline constexpr MessageKind kMessageKinds[] = {MessageKind::turn,      MessageKind::outcome,  MessageKind::assumed,
                                                 MessageKind::withdrawn, MessageKind::finished, MessageKind::load,
-                                                MessageKind::learned};
+                                                MessageKind::learned,   MessageKind::answered};
 
 // Why a message was not applied (kvgate_cluster_dropped_total{reason}).
 enum class DropReason : std::uint8_t {
@@ -143,12 +147,23 @@ struct LearnedMessage {
   route::CostSample sample;
 };
 
+// A session's turn was answered whole: the tokens its engine generated
+// (when it said). A slot engine's next turn expects the slot to hold them
+// (policy/slot_reuse.hpp), whichever replica routes it.
+struct AnsweredMessage {
+  std::string_view key;
+  std::uint64_t number = 0;
+  std::optional<std::uint32_t> answer_tokens;
+};
+
 struct Message {
   MessageKind kind = MessageKind::load;
   std::uint64_t sent_unix_ms = 0;
   std::string_view from;          // the sender's replica id
   std::uint64_t incarnation = 0;  // the sender's process (random at its start)
-  std::variant<TurnMessage, OutcomeMessage, BlocksMessage, FinishedMessage, LoadMessage, LearnedMessage> body;
+  std::variant<TurnMessage, OutcomeMessage, BlocksMessage, FinishedMessage, LoadMessage, LearnedMessage,
+               AnsweredMessage>
+      body;
 };
 
 // Each appends one whole message to `out` (out is not cleared).
@@ -162,6 +177,7 @@ void encode_blocks(std::string& out, std::string_view model, std::string_view wo
 void encode(std::string& out, const FinishedMessage& finished);
 void encode(std::string& out, const LoadMessage& load);
 void encode(std::string& out, const LearnedMessage& learned);
+void encode(std::string& out, const AnsweredMessage& answered);
 
 // `bytes` must outlive the message (its text fields view them).
 Result<Message, DropReason> decode(std::string_view bytes);

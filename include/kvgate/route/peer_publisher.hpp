@@ -3,7 +3,7 @@
 // interface (cluster/ implements it over Redis; alone, there is none): the
 // session turns it commits and completes, the routing-time inserts it
 // makes and withdraws, the slots it frees, what its answers taught of the
-// workers' costs. The router calls it from the
+// workers' costs, how long each session's answer was. The router calls it from the
 // request's I/O thread beside the local change it mirrors. Every call must
 // return at once, never wait for the engine and, once warm, not allocate:
 // what cannot be queued is dropped and counted by the implementation.
@@ -52,6 +52,9 @@ class PeerPublisher {
   // A clean answer's cost sample (route/cost_sample.hpp), which the
   // router has learned from itself.
   virtual void learned(std::string_view model, std::string_view worker, const CostSample& sample) = 0;
+  // Turn `number` of session `key` was answered whole, its engine having
+  // generated `answer_tokens` (when it said): SessionTable::record_answer.
+  virtual void answered(std::string_view key, std::uint64_t number, std::optional<std::uint32_t> answer_tokens) = 0;
 };
 
 }  // namespace kvgate::route
