@@ -55,14 +55,14 @@ AdminResponse metrics(gateway::GatewayContext& context) {
   std::vector<const obs::WorkerSeries*> series;
   for (const auto& model : table->models) {
     std::vector<double> speeds;
-    const double median_speed = route::median_prefill_speed(model, speeds);
+    const auto fleet = route::fleet_prices(model, true, speeds);
     for (const auto& route : model.workers) {
       const auto& worker = *route.state;
       const auto& stream = worker.event_stream();
       // What cache_aware prices the worker at (route's
       // effective_prefill_rates: by default the priors times its relative speed).
       const auto prefill = route::effective_prefill_rates(table->options->routing.cache_aware,
-                                                          model.pooled_prefill->rates(), median_speed, route);
+                                                          model.pooled_prefill->rates(), fleet, route);
       std::optional<obs::WorkerSeries::State::TtftCalibration> calibration;
       if (const auto summary = worker.costs().ttft_calibration(); summary.samples > 0) {
         calibration = {summary.samples, summary.ratio_p50, summary.ratio_p90, summary.relative_error_p50};
@@ -174,7 +174,7 @@ AdminResponse debug_workers(gateway::GatewayContext& context) {
   json workers = json::array();
   for (const auto& model : table->models) {
     std::vector<double> speeds;
-    const double median_speed = route::median_prefill_speed(model, speeds);
+    const auto fleet = route::fleet_prices(model, true, speeds);
     for (const auto& route : model.workers) {
       const auto& worker = *route.state;
       const auto& worker_options = route.options;
@@ -218,7 +218,7 @@ AdminResponse debug_workers(gateway::GatewayContext& context) {
       const auto drift = worker.costs().drift_evidence();
       const auto prefill = worker.costs().prefill_fit_status();
       const auto priced = route::effective_prefill_rates(table->options->routing.cache_aware,
-                                                         model.pooled_prefill->rates(), median_speed, route);
+                                                         model.pooled_prefill->rates(), fleet, route);
       const auto speed = worker.costs().prefill_speed_fit();
       const auto outlier = worker.breaker().status(monotonic_now);
       workers.push_back({
@@ -276,7 +276,7 @@ AdminResponse debug_workers(gateway::GatewayContext& context) {
               // Where the level came from: the engine's own prefill counters,
               // or the configured priors times the learned relative speed.
               {"level_source",
-               route::to_string(route::prefill_level_source(table->options->routing.cache_aware, route))},
+               route::to_string(route::prefill_level_source(table->options->routing.cache_aware, fleet, route))},
               {"engine_ms_per_token",
                worker.engine().prefill_ms_per_token() ? json(*worker.engine().prefill_ms_per_token()) : json(nullptr)},
               {"engine_tokens", worker.engine().prefill_level_tokens()}}}}},

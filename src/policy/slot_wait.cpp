@@ -22,6 +22,18 @@ void SlotWaitFit::observe_free(double realized_over_priors) {
   }
 }
 
+bool free_level_stale(const FreeLevelFreshness& freshness) {
+  return freshness.fleet_answers >= freshness.own_mark &&
+         freshness.fleet_answers - freshness.own_mark >= SlotWaitFit::kWindow;
+}
+
+double priced_free_level(double own_level, const FreeLevelFreshness& freshness) {
+  if (!free_level_stale(freshness) || !(freshness.fleet_median > 0) || !std::isfinite(freshness.fleet_median)) {
+    return own_level;
+  }
+  return std::min(own_level, freshness.fleet_median);
+}
+
 void SlotWaitFit::observe_hold(double hold_ms) {
   if (!std::isfinite(hold_ms) || hold_ms <= 0) {
     return;

@@ -69,7 +69,8 @@ void learn_costs(const ModelRoute& model, std::size_t worker_index, const CostSa
                                         sample.active_tokens, *sample.ttft_ms - measured_wait};
     if (const double at_priors = policy::predicted_ttft_ms(prefill_priors(options), started);
         at_priors > 0 && started.ttft_ms > 0) {
-      costs.record_slot_free(started.ttft_ms / at_priors);
+      costs.record_slot_free(started.ttft_ms / at_priors,
+                             model.slot_free_answers->fetch_add(1, std::memory_order_relaxed) + 1);
     }
   }
   // A request that found the worker free to start it: its first token is

@@ -203,9 +203,9 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   const auto pooled = model.pooled_prefill->rates();
   const std::uint64_t prompt_blocks =
       prompt != nullptr ? policy::full_prompt_blocks(prompt->input_tokens, model.block_size) : 0;
-  const auto median_speed = priced && cost_options.prefill_fit == config::PrefillFitScope::relative
-                                ? median_prefill_speed(model, scratch.speeds)
-                                : 1.0;
+  const auto fleet =
+      priced ? fleet_prices(model, cost_options.prefill_fit == config::PrefillFitScope::relative, scratch.speeds)
+             : FleetPrices{};
   for (std::size_t index = 0; index < count; ++index) {
     const auto& state = *model.workers[index].state;
     // Built where it is kept: a view is a few hundred bytes, and assigning a
@@ -213,9 +213,9 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
     // view is trivially destructible, so the new one simply replaces it.
     static_assert(std::is_trivially_destructible_v<policy::WorkerView>);
     const auto slots = slot_count(model.workers[index].options);
-    ::new (&views[index]) policy::WorkerView(
-        worker_view(state, indexed[index], context.now_ms,
-                    effective_prefill_rates(cost_options, pooled, median_speed, model.workers[index])));
+    ::new (&views[index])
+        policy::WorkerView(worker_view(state, indexed[index], context.now_ms,
+                                       effective_prefill_rates(cost_options, pooled, fleet, model.workers[index])));
     views[index].slots = slots;
     if (priced && slots > 0 && views[index].in_flight + views[index].engine_waiting_others >= slots) {
       views[index].slot_releases = slot_releases(model.workers[index], context.now_ms).releases;

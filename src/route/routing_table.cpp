@@ -110,20 +110,43 @@ policy::PrefillRates prefill_priors(const config::CacheAwareOptions& options) {
           options.prefill_ms_per_active_token, options.prefill_ms_per_token};
 }
 
+namespace {
+// The median of `values` (reordered); `empty` when there are none.
+double median_of(std::vector<double>& values, double empty) {
+  if (values.empty()) {
+    return empty;
+  }
+  const auto middle = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+  std::nth_element(values.begin(), middle, values.end());
+  if (values.size() % 2 == 1) {
+    return *middle;
+  }
+  return (*middle + *std::max_element(values.begin(), middle)) / 2;
+}
+}  // namespace
+
 double median_prefill_speed(const ModelRoute& model, std::vector<double>& buffer) {
   buffer.clear();
   for (const auto& worker : model.workers) {
     buffer.push_back(worker.state->costs().prefill_speed());
   }
-  if (buffer.empty()) {
-    return 1;
+  return median_of(buffer, 1);
+}
+
+FleetPrices fleet_prices(const ModelRoute& model, bool relative_speed, std::vector<double>& buffer) {
+  FleetPrices fleet;
+  if (relative_speed) {
+    fleet.median_speed = median_prefill_speed(model, buffer);
   }
-  const auto middle = buffer.begin() + static_cast<std::ptrdiff_t>(buffer.size() / 2);
-  std::nth_element(buffer.begin(), middle, buffer.end());
-  if (buffer.size() % 2 == 1) {
-    return *middle;
+  buffer.clear();
+  for (const auto& worker : model.workers) {
+    if (const auto level = worker.state->costs().slot_free_level(); level && slot_count(worker.options) > 0) {
+      buffer.push_back(*level);
+    }
   }
-  return (*middle + *std::max_element(buffer.begin(), middle)) / 2;
+  fleet.median_free_level = median_of(buffer, 0);
+  fleet.free_answers = model.slot_free_answers->load(std::memory_order_relaxed);
+  return fleet;
 }
 
 std::uint32_t slot_count(const config::WorkerOptions& options) {
@@ -189,14 +212,21 @@ std::optional<std::uint64_t> next_hold_end(const ModelRoute& model, std::uint64_
   return first;
 }
 
+namespace {
+policy::FreeLevelFreshness freshness_of(const FleetPrices& fleet, const workers::WorkerState& worker) {
+  return {worker.costs().slot_free_mark(), fleet.free_answers, fleet.median_free_level};
+}
+}  // namespace
+
 policy::PrefillRates effective_prefill_rates(const config::CacheAwareOptions& options,
-                                             const policy::PrefillRates& pooled, double median_speed,
+                                             const policy::PrefillRates& pooled, const FleetPrices& fleet,
                                              const WorkerRoute& route) {
   const auto& worker = *route.state;
+  const double median_speed = fleet.median_speed;
   if (const auto level = worker.costs().slot_free_level(); level && slot_count(route.options) > 0) {
     // What a free slot's first token takes there now, at the priors' shape
     // (the level is learned against the priors themselves).
-    auto priced = prefill_priors(options).scaled(*level);
+    auto priced = prefill_priors(options).scaled(policy::priced_free_level(*level, freshness_of(fleet, worker)));
     priced.samples = worker.costs().prefill_rates().samples;
     priced.relative_noise = worker.costs().prefill_speed_noise();
     return priced;
@@ -239,14 +269,19 @@ std::string_view to_string(PrefillLevelSource source) {
       return "own_fit";
     case PrefillLevelSource::free_slot_answers:
       return "free_slot_answers";
+    case PrefillLevelSource::fleet_free_level:
+      return "fleet_free_level";
   }
   return "priors_times_speed";
 }
 
-PrefillLevelSource prefill_level_source(const config::CacheAwareOptions& options, const WorkerRoute& route) {
+PrefillLevelSource prefill_level_source(const config::CacheAwareOptions& options, const FleetPrices& fleet,
+                                        const WorkerRoute& route) {
   const auto& worker = *route.state;
-  if (worker.costs().slot_free_level() && slot_count(route.options) > 0) {
-    return PrefillLevelSource::free_slot_answers;
+  if (const auto level = worker.costs().slot_free_level(); level && slot_count(route.options) > 0) {
+    return policy::priced_free_level(*level, freshness_of(fleet, worker)) < *level
+               ? PrefillLevelSource::fleet_free_level
+               : PrefillLevelSource::free_slot_answers;
   }
   switch (options.prefill_fit) {
     case config::PrefillFitScope::per_worker:
@@ -355,6 +390,7 @@ Result<std::shared_ptr<const RoutingTable>, std::string> build_routing_table(
     if (const auto* old = previous != nullptr ? previous->find_model(model.name) : nullptr) {
       model.session_gaps = old->session_gaps;
       model.pooled_prefill = old->pooled_prefill;
+      model.slot_free_answers = old->slot_free_answers;
       model.adapter_load = old->adapter_load;
       model.transfer = old->transfer;
     }

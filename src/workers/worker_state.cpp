@@ -157,10 +157,12 @@ void LearnedCosts::record_slot_hold(double hold_ms, std::uint32_t slots) {
   slot_hold_count_.store(count, std::memory_order_release);
 }
 
-void LearnedCosts::record_slot_free(double realized_over_priors) {
+void LearnedCosts::record_slot_free(double realized_over_priors, std::uint64_t fleet_mark) {
   std::lock_guard lock(slot_wait_mutex_);
   slot_wait_.observe_free(realized_over_priors);
   slot_free_level_.store(slot_wait_.free_level().value_or(-1), std::memory_order_relaxed);
+  slot_free_mark_.store(std::max(fleet_mark, slot_free_mark_.load(std::memory_order_relaxed)),
+                        std::memory_order_relaxed);
 }
 
 void LearnedCosts::record_answer_reuse(std::uint32_t reused_answer_tokens, std::uint32_t answer_tokens) {

@@ -162,6 +162,25 @@ TEST(SlotReleases, FreeSlotAnswersShowThePriceLevel) {
   EXPECT_DOUBLE_EQ(fit.free_level().value_or(0), 6.0);
 }
 
+// A worker's own free-slot level stands until the fleet has taught a
+// whole window of free-slot answers since its last; then it is priced at
+// most at the fleet's median (never raised to it).
+TEST(SlotReleases, AStaleFreeLevelIsPricedAtMostAtTheFleetsMedian) {
+  constexpr auto kWindow = SlotWaitFit::kWindow;
+  const FreeLevelFreshness fresh{100, 100 + kWindow - 1, 2.0};
+  EXPECT_FALSE(free_level_stale(fresh));
+  EXPECT_DOUBLE_EQ(priced_free_level(6.0, fresh), 6.0);
+  const FreeLevelFreshness stale{100, 100 + kWindow, 2.0};
+  EXPECT_TRUE(free_level_stale(stale));
+  EXPECT_DOUBLE_EQ(priced_free_level(6.0, stale), 2.0);
+  EXPECT_DOUBLE_EQ(priced_free_level(1.5, stale), 1.5);
+  // No fleet level known, or not a number: its own.
+  EXPECT_DOUBLE_EQ(priced_free_level(6.0, {100, 500, 0.0}), 6.0);
+  EXPECT_DOUBLE_EQ(priced_free_level(6.0, {100, 500, std::numeric_limits<double>::quiet_NaN()}), 6.0);
+  // A mark past the fleet's count (a count kept elsewhere) is not stale.
+  EXPECT_FALSE(free_level_stale({500, 100, 2.0}));
+}
+
 TEST(SlotReleases, NoHoldsOrTooManySlotsIsNoForecast) {
   const std::array<double, 1> holds{1'000};
   EXPECT_EQ(forecast_releases({}, {}, 2).count, 0u);

@@ -656,6 +656,58 @@ TEST(Router, ASlotWorkersWaitIsLearnedFromItsOutcomesAndPriced) {
   EXPECT_EQ(fleet.decide(prompt, std::nullopt, 31).candidates[1].requests_ahead, 0u);
 }
 
+// A slot worker priced high by its own free-slot answers (a warm-up under
+// other contention) and then never chosen would keep that price for good:
+// once the other workers have taught a window of free-slot answers since
+// its last, it is priced at most at the fleet's median level, gets a
+// request while the others are busy, and its answer makes its level its
+// own again.
+TEST(Router, AnIdleSlotWorkersStaleLevelIsPricedAtTheFleetsAndRelearned) {
+  Fleet fleet(cache_aware(), 3);
+  fleet.slot_engines(2);
+  auto prompt = prompt_of(320);
+  auto serve_free = [&](std::size_t worker, double realized_over_price, std::uint64_t sequence) {
+    auto decision = fleet.decide(prompt, std::nullopt, sequence);
+    const double price = decision.candidates[worker].expected_ttft_ms;
+    fleet.serve(decision, prompt, worker, {200, 0, 0u, 320u, price * realized_over_price, true, 10u, 968.0});
+  };
+  std::uint64_t sequence = 0;
+  // a's first answers were slow; b and c answer at the priors.
+  for (int request = 0; request < 3; ++request) {
+    serve_free(0, 6.0, ++sequence);
+    serve_free(1, 1.0, ++sequence);
+    serve_free(2, 1.0, ++sequence);
+  }
+  const double a_level = fleet.worker(0).costs().slot_free_level().value_or(0);
+  const double b_level = fleet.worker(1).costs().slot_free_level().value_or(0);
+  ASSERT_GT(a_level, 3 * b_level);
+  // b and c busy on one slot each: a is still priced above them.
+  fleet.worker(1).load().request_started();
+  fleet.worker(2).load().request_started();
+  auto busy = fleet.decide(prompt, std::nullopt, ++sequence);
+  EXPECT_NE(busy.worker, 0u);
+  // A window of free-slot answers elsewhere: a's level is stale.
+  fleet.worker(1).load().request_finished();
+  fleet.worker(2).load().request_finished();
+  for (std::size_t request = 0; request < policy::SlotWaitFit::kWindow; ++request) {
+    serve_free(1 + request % 2, 1.0, ++sequence);
+  }
+  fleet.worker(1).load().request_started();
+  fleet.worker(2).load().request_started();
+  auto stale = fleet.decide(prompt, std::nullopt, ++sequence);
+  EXPECT_EQ(stale.worker, 0u);
+  EXPECT_LT(stale.candidates[0].expected_ttft_ms, busy.candidates[0].expected_ttft_ms);
+  EXPECT_DOUBLE_EQ(fleet.worker(0).costs().slot_free_level().value_or(0), a_level);  // its own is kept
+  // Its answer there (slow again) makes its level its own: priced above the
+  // others again.
+  fleet.worker(1).load().request_finished();
+  fleet.worker(2).load().request_finished();
+  serve_free(0, 6.0, ++sequence);
+  fleet.worker(1).load().request_started();
+  fleet.worker(2).load().request_started();
+  EXPECT_NE(fleet.decide(prompt, std::nullopt, ++sequence).worker, 0u);
+}
+
 // The wait for a busy slot is forecast from how long the requests the
 // gateway sent there have held their slots: a worker whose requests are
 // near their ends is cheaper to wait for than one whose requests just

@@ -80,6 +80,24 @@ class SlotWaitFit {
   RecentMedian free_;
 };
 
+// A slot worker's free-slot level as it is priced. Its own level stands
+// while it is fresh; once the fleet's other workers have taught a whole
+// window of free-slot answers (SlotWaitFit::kWindow) since this worker's
+// last, its level describes another time (another load on shared hosts,
+// a warm-up's contention) and a worker priced high on it would never be
+// chosen to correct it. Then it is priced at most at the fleet's median
+// level: an idle worker gets a request, whose answer makes its level its
+// own again (a worker that is slower indeed keeps its price after that
+// one answer). `own_mark` and `fleet_answers` count the model's free-slot
+// answers (the mark: the count at the worker's last one).
+struct FreeLevelFreshness {
+  std::uint64_t own_mark = 0;
+  std::uint64_t fleet_answers = 0;
+  double fleet_median = 0;  // of the workers' levels; 0: none known
+};
+[[nodiscard]] bool free_level_stale(const FreeLevelFreshness& freshness);
+[[nodiscard]] double priced_free_level(double own_level, const FreeLevelFreshness& freshness);
+
 // When each busy slot of a slot engine is expected to free, as one decision
 // sees it: a request that has held its slot for a while is that much nearer
 // its end than one that just started, which a figure per request ahead

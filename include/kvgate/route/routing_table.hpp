@@ -3,6 +3,7 @@
 // workers, and the policy. A reload builds a new table and publishes it
 // atomically; requests in flight keep the table they started with
 // (shared_ptr), so nothing is torn mid-request.
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -63,6 +64,11 @@ struct ModelRoute {
   std::shared_ptr<workers::LearnedPrefill> pooled_prefill = std::make_shared<workers::LearnedPrefill>();
   // Its sessions' inter-turn gaps (kept across reloads while the model is).
   std::shared_ptr<SessionGaps> session_gaps = std::make_shared<SessionGaps>();
+  // How many free-slot answers its slot workers have taught (every
+  // replica's, in a cluster; kept across reloads while the model is): the
+  // clock a worker's free-slot level is fresh or stale by
+  // (policy::FreeLevelFreshness).
+  std::shared_ptr<std::atomic<std::uint64_t>> slot_free_answers = std::make_shared<std::atomic<std::uint64_t>>(0);
 
   // Per adapter (same order): workers::adapter_hash of its name; the LoRA
   // slots a worker has when its engine does not report them
@@ -135,6 +141,17 @@ policy::PrefillRates prefill_priors(const config::CacheAwareOptions& options);
 // the caller's (reused, so a decision does not allocate).
 double median_prefill_speed(const ModelRoute& model, std::vector<double>& buffer);
 
+// What pricing any worker of a model reads of the whole model, once per
+// decision (effective_prefill_rates).
+struct FleetPrices {
+  double median_speed = 1;         // median_prefill_speed (1: not read)
+  double median_free_level = 0;    // of the slot workers' learned free-slot levels; 0: none learned
+  std::uint64_t free_answers = 0;  // *ModelRoute::slot_free_answers
+};
+// `relative_speed`: read the median speed too (prefill_fit: relative).
+// `buffer` as for median_prefill_speed.
+FleetPrices fleet_prices(const ModelRoute& model, bool relative_speed, std::vector<double>& buffer);
+
 // The slots of a worker modelled as llama-server's (configured, or from
 // its /props); 0: an engine that batches continuously.
 std::uint32_t slot_count(const config::WorkerOptions& options);
@@ -182,10 +199,12 @@ enum class PrefillLevelSource : std::uint8_t {
   priors_times_speed,
   pooled_fit,
   own_fit,
-  free_slot_answers
+  free_slot_answers,
+  fleet_free_level  // its own free-slot level is stale and above the fleet's median
 };
 std::string_view to_string(PrefillLevelSource source);
-PrefillLevelSource prefill_level_source(const config::CacheAwareOptions& options, const WorkerRoute& worker);
+PrefillLevelSource prefill_level_source(const config::CacheAwareOptions& options, const FleetPrices& fleet,
+                                        const WorkerRoute& worker);
 
 // What a worker's prefill costs as cache_aware prices it
 // (routing.cache_aware.prefill_fit): by default (relative) the priors'
@@ -195,10 +214,11 @@ PrefillLevelSource prefill_level_source(const config::CacheAwareOptions& options
 // median; the model's pooled fit times its speed; or its own fit. A slot
 // engine, once its free-slot answers show a level (policy/slot_wait.hpp's
 // free_level), is priced at the priors' shape at that level, whatever the
-// scope. `pooled` (model.pooled_prefill->rates()) and `median_speed` are
-// read once per decision by the caller.
+// scope, or at most at the fleet's median level while its own is stale
+// (policy::priced_free_level). `pooled` (model.pooled_prefill->rates())
+// and `fleet` are read once per decision by the caller.
 policy::PrefillRates effective_prefill_rates(const config::CacheAwareOptions& options,
-                                             const policy::PrefillRates& pooled, double median_speed,
+                                             const policy::PrefillRates& pooled, const FleetPrices& fleet,
                                              const WorkerRoute& worker);
 
 // Reuses the WorkerState of `previous` for every worker whose id and URL are

@@ -431,7 +431,11 @@ class LearnedCosts {
   void record_slot_hold(double hold_ms, std::uint32_t slots);
   [[nodiscard]] double ms_per_request_ahead() const { return ms_per_request_ahead_.load(std::memory_order_relaxed); }
   [[nodiscard]] double slot_forecast_scale() const { return slot_forecast_scale_.load(std::memory_order_relaxed); }
-  void record_slot_free(double realized_over_priors);
+  // `fleet_mark`: the model's count of free-slot answers with this one
+  // (route::ModelRoute::slot_free_answers).
+  void record_slot_free(double realized_over_priors, std::uint64_t fleet_mark);
+  // That count at this worker's last free-slot answer.
+  [[nodiscard]] std::uint64_t slot_free_mark() const { return slot_free_mark_.load(std::memory_order_relaxed); }
   // SlotWaitFit::free_level; nullopt before it is learned.
   [[nodiscard]] std::optional<double> slot_free_level() const {
     const double level = slot_free_level_.load(std::memory_order_relaxed);
@@ -466,6 +470,7 @@ class LearnedCosts {
   std::atomic<double> ms_per_request_ahead_{0};
   std::atomic<double> slot_forecast_scale_{1};
   std::atomic<double> slot_free_level_{-1};  // < 0: not learned
+  std::atomic<std::uint64_t> slot_free_mark_{0};
   policy::AnswerReuseFit answer_reuse_fit_;  // under slot_wait_mutex_
   std::atomic<double> answer_reuse_{0};
   std::array<std::atomic<double>, policy::SlotWaitFit::kWindow> slot_holds_{};
