@@ -499,6 +499,8 @@ AdminResponse debug_route(gateway::GatewayContext& context, std::string_view que
        {"session_state", std::move(session_state)},
        {"input_tokens", decision.input_tokens == 0 ? json(nullptr) : json(decision.input_tokens)},
        {"predicted_cached_tokens", decision.worker ? json(decision.indexed_cached_tokens) : json(nullptr)},
+       {"best_cached_tokens", decision.worker ? json(decision.best_cached_tokens) : json(nullptr)},
+       {"work_price", optional_ms(decision.work_price)},
        {"full_attention_cached_tokens", decision.worker ? json(decision.full_attention_cached_tokens) : json(nullptr)},
        {"attention", model.cache ? prefix::to_string(model.cache->attention.effective()) : "full"},
        {"kv_bytes_per_token", model.kv_bytes_per_token},

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -194,8 +196,13 @@ void read_cache_aware(YamlReader& reader, const YAML::Node& node, CacheAwareOpti
                   [&](auto& value, auto path) { reader.read(value, path, out.move_margin); });
   reader.optional(node, base, "congestion_cost",
                   [&](auto& value, auto path) { reader.read(value, path, out.congestion_cost); });
-  reader.optional(node, base, "own_prefill_weight",
-                  [&](auto& value, auto path) { reader.read(value, path, out.own_prefill_weight, 0.1, 10.0); });
+  reader.optional(node, base, "own_prefill_weight", [&](auto& value, auto path) {
+    double weight = std::numeric_limits<double>::quiet_NaN();  // left so when refused
+    reader.read(value, path, weight, 0.1, 10.0);
+    if (std::isfinite(weight)) {
+      out.own_prefill_weight = weight;
+    }
+  });
   reader.optional(node, base, "soft_margin", [&](auto& value, auto path) {
     Milliseconds margin{0};
     reader.read_duration(value, path, margin, Milliseconds(0));

@@ -153,8 +153,10 @@ constexpr std::array kOptions{
     OptionSpec{"routing.cache_aware.prefill_fit", choice, "relative",
                "relative (the priors times each worker's learned speed over the median), pooled (one fit "
                "from every worker's requests times the speed) or per_worker (learned per worker)"},
-    OptionSpec{"routing.cache_aware.own_prefill_weight", number, "1",
-               "the request's own prefill counts this many times in the score (0.1 to 10)"},
+    OptionSpec{"routing.cache_aware.own_prefill_weight", number, "",
+               "a fixed weight of work (the request's prefill and what it evicts) against the queue in the score "
+               "(0.1 to 10); unset: the fleet's price of work, 1 plus the requests waiting for a first token per "
+               "worker"},
     OptionSpec{"routing.cache_aware.eviction_term", boolean, "true",
                "on a full worker, add the expected re-prefill of the blocks it evicts"},
     OptionSpec{"routing.cache_aware.move_margin", boolean, "false",

@@ -44,9 +44,11 @@ namespace {
 //   congestion    = with congestion_cost, what the prefill delays the
 //                   requests that come after it before the backlog drains,
 //                   at the fleet's mean queue and traffic (congestion.hpp)
-//   score         = queue_delay + own_prefill_weight * prefill + receive
-//                   + adapter (+ one more load when it evicts) + evicts
-//                   + congestion
+//   work_price    = what one ms of work costs the fleet (work_price.hpp):
+//                   1 + the requests waiting for a first token per
+//                   eligible worker, or own_prefill_weight when set
+//   score         = queue_delay + work_price * (prefill + evicts) + receive
+//                   + adapter (+ one more load when it evicts) + congestion
 // With move_margin, a session's turn leaves its previous worker only when
 // the cheapest worker's score beats it by more than the two expectations' learned error
 // (each worker's median |realized - expected| / realized times its expected
@@ -68,8 +70,9 @@ class CacheAware final : public Policy {
   [[nodiscard]] Decision decide(const RouteRequest& request, std::span<const WorkerView> workers) const override {
     Decision decision;
     decision.candidates = filter_candidates(request, workers);
+    decision.work_price = cost_.own_prefill_weight.value_or(waiting_work_price(workers, decision.candidates));
     for (std::size_t index = 0; index < workers.size(); ++index) {
-      score(request, workers[index], index, decision.candidates[index]);
+      score(request, workers[index], index, decision.work_price, decision.candidates[index]);
     }
     if (cost_.congestion_cost) {
       add_congestion(workers, decision.candidates);
@@ -87,14 +90,39 @@ class CacheAware final : public Policy {
   }
 
  private:
-  void score(const RouteRequest& request, const WorkerView& worker, std::size_t index, Candidate& candidate) const {
+  // The fleet's price of work (work_price.hpp): the requests without a
+  // first token on the eligible workers, this gateway's own and, from a
+  // fresh engine snapshot, the ones other gateways and clients sent.
+  [[nodiscard]] double waiting_work_price(std::span<const WorkerView> workers,
+                                          std::span<const Candidate> candidates) const {
+    double waiting = 0;
+    std::size_t eligible = 0;
+    for (std::size_t index = 0; index < workers.size(); ++index) {
+      if (!candidates[index].eligible) {
+        continue;
+      }
+      ++eligible;
+      const auto& worker = workers[index];
+      waiting += static_cast<double>(worker.pending_requests);
+      if (engine_fresh(worker)) {
+        waiting += static_cast<double>(worker.engine_waiting_others);
+      }
+    }
+    return fleet_work_price(waiting, eligible);
+  }
+
+  [[nodiscard]] bool engine_fresh(const WorkerView& worker) const {
+    return worker.engine_snapshot_age_ms >= 0 && worker.engine_snapshot_age_ms <= cost_.engine_snapshot_max_age_ms;
+  }
+
+  void score(const RouteRequest& request, const WorkerView& worker, std::size_t index, double work_price,
+             Candidate& candidate) const {
     auto cached = std::min(worker.cached_tokens, request.input_tokens);
     candidate.cached_tokens = cached;
     candidate.offloaded_cached_tokens = std::min(worker.offloaded_cached_tokens, cached);
     candidate.at_risk_tokens = at_risk_tokens(request, worker, index, candidate);
     candidate.prefill_ms = worker.prefill.prefill_ms(request.input_tokens, cached - candidate.at_risk_tokens);
-    const bool engine_fresh =
-        worker.engine_snapshot_age_ms >= 0 && worker.engine_snapshot_age_ms <= cost_.engine_snapshot_max_age_ms;
+    const bool engine_fresh = this->engine_fresh(worker);
     // The engine's waiting requests beyond this gateway's own pending ones
     // (counted when the scrape was taken, so a stale snapshot does not turn
     // requests answered since into phantom load) were sent by other
@@ -122,12 +150,12 @@ class CacheAware final : public Policy {
     candidate.adapter_load_ms = loads ? request.adapter_load_ms : 0.0;
     candidate.expected_ttft_ms =
         candidate.queue_delay_ms + candidate.prefill_ms + candidate.receive_ms + candidate.adapter_load_ms;
-    candidate.score = candidate.queue_delay_ms + cost_.own_prefill_weight * candidate.prefill_ms +
-                      candidate.receive_ms + candidate.adapter_load_ms +
+    candidate.score = candidate.queue_delay_ms + work_price * candidate.prefill_ms + candidate.receive_ms +
+                      candidate.adapter_load_ms +
                       (worker.adapter == AdapterState::evicts ? request.adapter_load_ms : 0.0);
     if (cost_.eviction_term && request.returns != nullptr && request.block_size > 0) {
       price_evictions(request, worker, index, candidate);
-      candidate.score += candidate.evicts_ms;
+      candidate.score += work_price * candidate.evicts_ms;
     }
     candidate.score_noise_ms = candidate.score * worker.prefill.relative_noise;
   }

@@ -69,6 +69,8 @@ std::string decision_record(const Exchange& exchange, double unix_seconds) {
       {"session_turn", session_turn == 0 ? json(nullptr) : json(session_turn)},
       {"input_tokens", route.input_tokens == 0 ? json(nullptr) : json(route.input_tokens)},
       {"predicted_cached_tokens", routed ? json(route.indexed_cached_tokens) : json(nullptr)},
+      {"best_cached_tokens", routed ? json(route.best_cached_tokens) : json(nullptr)},
+      {"work_price", optional_number(route.work_price)},
       {"kv_usage", route.kv_usage ? json(*route.kv_usage) : json(nullptr)},
       {"runner_up", route_runner_up(exchange, route)},
       {"gap_ms", optional_number(route.gap_ms)},

@@ -1,5 +1,6 @@
 #include "kvgate/route/explain.hpp"
 
+#include <array>
 #include <cstdio>
 
 namespace kvgate::route {
@@ -117,7 +118,16 @@ std::string explain_text(const ModelRoute& model, const RouteDecision& decision)
               decision.session->worker + (decision.session->expired ? " (expired)" : "") + "\n";
     }
     text += "prompt: " + std::to_string(decision.input_tokens) + " tokens, " +
-            std::to_string(decision.indexed_cached_tokens) + " predicted cached on " + id(*decision.worker) + "\n";
+            std::to_string(decision.indexed_cached_tokens) + " predicted cached on " + id(*decision.worker);
+    if (decision.best_cached_tokens > decision.predicted_cached_tokens) {
+      text += " (another worker holds " + std::to_string(decision.best_cached_tokens) + ")";
+    }
+    text += "\n";
+    if (decision.work_price >= 0) {
+      std::array<char, 32> price{};
+      std::snprintf(price.data(), price.size(), "%.2f", decision.work_price);
+      text += "price of work: " + std::string(price.data()) + " ms of the fleet's time per ms of prefill\n";
+    }
     if (const auto& prefill = decision.prefill) {
       text += "prefill: " + std::string(policy::to_string(prefill->reason));
       if (prefill->worker) {

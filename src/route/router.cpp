@@ -86,6 +86,7 @@ policy::WorkerView worker_view(const workers::WorkerState& worker, std::uint32_t
   // fleet's load, not this replica's share of it.
   policy::WorkerView view{worker.id(), worker.health().healthy(), worker.load().fleet_in_flight(),
                           worker.load().fleet_pending_prefill_tokens()};
+  view.pending_requests = worker.load().fleet_pending_requests();
   view.active_tokens = worker.load().fleet_active_tokens();
   view.mean_uncached_tokens = worker.load().mean_uncached_tokens();
   view.drifting = worker.costs().drifting();
@@ -295,11 +296,17 @@ RouteDecision Router::decide(const RoutingTable& table, const ModelRoute& model,
   result.policy_reason = decision.reason;
   result.reason = decision.reason;
   result.candidates = std::move(decision.candidates);
+  result.work_price = decision.work_price;
   if (!result.worker) {
     return result;
   }
   const auto chosen = *result.worker;
   result.predicted_cached_tokens = views[chosen].cached_tokens;
+  for (const auto& candidate : result.candidates) {
+    if (candidate.eligible) {
+      result.best_cached_tokens = std::max(result.best_cached_tokens, candidate.cached_tokens);
+    }
+  }
   result.indexed_cached_tokens = indexed[chosen];
   if (chosen == previous) {
     result.continuation = continuation;

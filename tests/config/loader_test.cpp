@@ -426,7 +426,8 @@ TEST(ConfigLoader, ReadsTheIndexEventAndCostSettings) {
   EXPECT_DOUBLE_EQ(loaded->routing.cache_aware.prefill_ms_per_token_pair, 2e-6);
   EXPECT_DOUBLE_EQ(loaded->routing.cache_aware.prefill_base_ms, 9);
   EXPECT_FALSE(loaded->routing.cache_aware.learn_prefill_cost);
-  EXPECT_DOUBLE_EQ(loaded->routing.cache_aware.own_prefill_weight, 2);
+  EXPECT_EQ(loaded->routing.cache_aware.own_prefill_weight, 2.0);
+  EXPECT_FALSE(Options{}.routing.cache_aware.own_prefill_weight);  // the fleet's price of work unless fixed
   EXPECT_EQ(loaded->routing.cache_aware.soft_margin, Milliseconds(5000));
   EXPECT_FALSE(Options{}.routing.cache_aware.soft_margin);  // no load bound unless asked
   EXPECT_DOUBLE_EQ(loaded->routing.cache_aware.queue_ms_per_request, 7.5);

@@ -366,7 +366,7 @@ TEST(CacheAware, TheOwnPrefillWeightChargesTheWorkAPlacementAdds) {
   EXPECT_EQ(weighted.worker_index, 1u);
   EXPECT_DOUBLE_EQ(weighted.candidates[1].expected_ttft_ms, 430);
   EXPECT_DOUBLE_EQ(weighted.candidates[1].score, 470);
-  EXPECT_EQ(CostModel{}.own_prefill_weight, 1);  // measured better on the WEKA replay (BENCHMARKS.md)
+  EXPECT_FALSE(CostModel{}.own_prefill_weight);  // unset: the fleet's price of work (work_price.hpp)
 }
 
 TEST(CacheAware, ASoftMarginLeavesAnOverloadedWorkerOnlyWhenThatIsCheap) {
@@ -439,6 +439,55 @@ TEST(CacheAware, ASlotEngineWithEverySlotBusyCostsTheWaitForOne) {
 // expectations' calibrated error. a (previous) is expected 40 ms later than
 // b; with no calibration the price decides, within a 30% error on each side
 // (~94 ms) the turn stays, and a gain far beyond it moves.
+TEST(WorkPrice, IsOnePlusTheRequestsWaitingPerWorker) {
+  EXPECT_DOUBLE_EQ(fleet_work_price(0, 4), 1);  // an idle fleet: the request's own TTFT
+  EXPECT_DOUBLE_EQ(fleet_work_price(6, 4), 2.5);
+  EXPECT_DOUBLE_EQ(fleet_work_price(12, 4), 4);  // grows with the waiting
+  // No workers, or counts that are not counts: the plain TTFT price.
+  EXPECT_DOUBLE_EQ(fleet_work_price(6, 0), 1);
+  EXPECT_DOUBLE_EQ(fleet_work_price(-3, 4), 1);
+  EXPECT_DOUBLE_EQ(fleet_work_price(std::numeric_limits<double>::quiet_NaN(), 4), 1);
+  EXPECT_DOUBLE_EQ(fleet_work_price(std::numeric_limits<double>::infinity(), 4), 1);
+}
+
+TEST(CacheAware, TheFleetsPriceOfWorkKeepsATurnWhereItsPromptIsOnlyWhenRequestsWait) {
+  // b holds most of the prompt (80 ms of prefill) behind 350 ms of queue; a
+  // is idle and holds nothing (400 ms). With nothing waiting the price is
+  // 1 and the expected TTFT picks a (400 < 430). With 3 requests waiting
+  // on b and 1 on a (another gateway's, from a fresh engine snapshot), the
+  // fleet's work costs 1 + 4 / 2 = 3 ms a ms: a's 400 ms of work scores
+  // 1,200, b's 80 ms 350 + 240 = 590: b keeps it.
+  auto workers = priced({{"a", true, 0, 0, 0}, {"b", true, 3, 3'500, 3'200}});
+  RouteRequest request{"m", std::nullopt, 0, {}, 4'000};
+  auto cost = plain_cost(0, 0);
+  cost.own_prefill_weight.reset();
+  auto idle = make_cache_aware(cost)->decide(request, workers);
+  EXPECT_EQ(idle.worker_index, 0u);
+  EXPECT_DOUBLE_EQ(idle.work_price, 1);
+  workers[1].pending_requests = 3;
+  workers[0].engine_waiting_others = 1;
+  workers[0].engine_snapshot_age_ms = 100;
+  auto busy = make_cache_aware(cost)->decide(request, workers);
+  EXPECT_DOUBLE_EQ(busy.work_price, 3);
+  EXPECT_EQ(busy.worker_index, 1u);
+  EXPECT_DOUBLE_EQ(busy.candidates[1].score, 590);
+  EXPECT_DOUBLE_EQ(busy.candidates[1].expected_ttft_ms, 430);  // the expected TTFT stays unweighted
+  // A stale snapshot's waiting requests are not counted.
+  workers[0].engine_snapshot_age_ms = cost.engine_snapshot_max_age_ms + 1;
+  EXPECT_DOUBLE_EQ(make_cache_aware(cost)->decide(request, workers).work_price, 2.5);
+  // Nor an ineligible worker's.
+  workers.push_back({.id = "c", .healthy = false});
+  workers.back().prefill = kLinear;
+  workers.back().pending_requests = 40;
+  EXPECT_DOUBLE_EQ(make_cache_aware(cost)->decide(request, workers).work_price, 2.5);
+  workers.pop_back();
+  // A fixed weight overrides the fleet's price.
+  cost.own_prefill_weight = 1;
+  auto fixed = make_cache_aware(cost)->decide(request, workers);
+  EXPECT_DOUBLE_EQ(fixed.work_price, 1);
+  EXPECT_EQ(fixed.worker_index, 0u);
+}
+
 TEST(Congestion, GrowsWithTheWorkersLoadAndWithTheSquareOfTheWork) {
   // 10 requests a second, the prefill half busy: 100 ms of work behind 50 ms
   // of queue drains in (50 + 100) / 0.5 = 300 ms; the 3 requests arriving

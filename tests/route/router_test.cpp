@@ -222,6 +222,46 @@ TEST(Router, ASessionLeavesAQueuedWorkerAndSaysSo) {
   fleet.worker(home).load().prefill_answered(10'000);
 }
 
+// The fleet's price of work (policy/work_price.hpp) counts the requests
+// waiting for a first token: the same queue that moves an idle fleet's
+// turn keeps it once requests wait everywhere, and the decision says what
+// it left behind when it moves.
+TEST(Router, WaitingRequestsRaiseThePriceOfWorkAndKeepATurnWhereItsPromptIs) {
+  policy::CostModel cost;
+  cost.queue_ms_per_request = 1;
+  cost.queue_ms_per_waiting_request = 5;
+  Fleet fleet(policy::make_cache_aware(cost));
+  auto first = prompt_of(3'200);
+  auto served = fleet.turn(first, "s");
+  const auto home = *served.worker;
+  fleet.hold(home, first, 199);
+  // 6,000 prompt tokens queued at home (about 160 ms at the priors)
+  // against the ~90 ms of prefill its 3,184 cached tokens save: with one
+  // request waiting in the fleet, a move.
+  fleet.worker(home).load().prefill_added(6'000);
+  auto second = prompt_of(3'520);
+  auto idle = fleet.decide(second, "s");
+  ASSERT_TRUE(idle.worker);
+  EXPECT_NE(*idle.worker, home);
+  EXPECT_EQ(idle.reason, Reason::moved_queue);
+  EXPECT_DOUBLE_EQ(idle.work_price, 2.0 - 2.0 / 3);  // the one waiting request over 3 workers, plus 1
+  EXPECT_EQ(idle.best_cached_tokens, 3'184u);
+  EXPECT_LT(idle.predicted_cached_tokens, idle.best_cached_tokens);
+  // Two requests waiting on each of the others: each ms of work now
+  // delays the fleet's waiting requests too, and the turn stays.
+  for (std::size_t worker = 0; worker < 3; ++worker) {
+    if (worker != home) {
+      fleet.worker(worker).load().prefill_added(1);
+      fleet.worker(worker).load().prefill_added(1);
+    }
+  }
+  auto busy = fleet.decide(second, "s");
+  EXPECT_DOUBLE_EQ(busy.work_price, 1 + 5.0 / 3);
+  EXPECT_EQ(busy.worker, home);
+  EXPECT_EQ(busy.reason, Reason::sticky);
+  EXPECT_EQ(busy.best_cached_tokens, busy.predicted_cached_tokens);
+}
+
 TEST(Router, ASessionWhoseBlocksWereEvictedMovesWithThatReason) {
   Fleet fleet(cache_aware());
   auto first = prompt_of(320);

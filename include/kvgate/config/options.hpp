@@ -292,11 +292,11 @@ struct CacheAwareOptions {
   double prefill_ms_per_active_token = 4e-5;
   bool learn_prefill_cost = true;
   PrefillFitScope prefill_fit = PrefillFitScope::relative;
-  double own_prefill_weight = 1;
-  bool eviction_term = true;                // policy/eviction.hpp
-  bool move_margin = false;                 // policy/cache_aware.cpp, keep_within_margin
-  bool congestion_cost = false;             // policy/congestion.hpp
-  std::optional<Milliseconds> soft_margin;  // empty: no load bound at all
+  std::optional<double> own_prefill_weight;  // empty: the fleet's price of work (policy/work_price.hpp)
+  bool eviction_term = true;                 // policy/eviction.hpp
+  bool move_margin = false;                  // policy/cache_aware.cpp, keep_within_margin
+  bool congestion_cost = false;              // policy/congestion.hpp
+  std::optional<Milliseconds> soft_margin;   // empty: no load bound at all
   double load_bound_epsilon = 0.25;
   double queue_ms_per_request = 0.5;
   double queue_ms_per_waiting_request = 5;

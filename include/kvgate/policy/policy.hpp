@@ -18,6 +18,7 @@
 #include "kvgate/policy/prefill_rates.hpp"
 #include "kvgate/policy/reason.hpp"
 #include "kvgate/policy/slot_wait.hpp"
+#include "kvgate/policy/work_price.hpp"
 
 namespace kvgate::policy {
 
@@ -55,6 +56,9 @@ struct WorkerView {
   // Prompt tokens of the requests in flight here: their KV blocks while they
   // decode (Dynamo's "active blocks" load signal, in tokens).
   std::uint64_t active_tokens = 0;
+  // Of in_flight, the requests that have not had their first token: the
+  // ones waiting for prefill (work_price.hpp counts them).
+  std::uint32_t pending_requests = 0;
   // Blocks the prefix index credits to this worker (SGLang's "tree size").
   std::uint64_t indexed_blocks = 0;
   // What a prefill costs on this worker: learned from its completed
@@ -207,6 +211,9 @@ struct Candidate {
 struct Decision {
   std::optional<std::size_t> worker_index;  // empty: nothing eligible
   Reason reason = Reason::no_eligible_worker;
+  // cache_aware: what one ms of work counted in every candidate's score
+  // (CostModel::own_prefill_weight; negative: not a cost-based decision).
+  double work_price = -1;
   std::vector<Candidate> candidates;  // one per worker, in the span's order
 };
 
@@ -234,12 +241,13 @@ struct CostModel {
   // Engine snapshots older than this are ignored (several missed scrapes at
   // the default 1 s interval).
   std::int64_t engine_snapshot_max_age_ms = 5'000;
-  // The request's own prefill counts this many times in the score (not in
-  // the expected TTFT shown): it charges the work a placement adds for the
-  // requests that will queue behind it. The routing study found 1.5-2 best
-  // near saturation; on the WEKA replay here (bench/load/trace.sh weka70)
-  // more than 1 lost hits and TTFT in paired runs, so 1 is the default.
-  double own_prefill_weight = 1;
+  // What one ms of work (the request's prefill and the re-prefill of what
+  // it evicts) counts in the score, against the queue's one (not in the
+  // expected TTFT shown). Unset: the fleet's price of work
+  // (work_price.hpp), 1 on an idle fleet and growing with the requests
+  // waiting per worker. Set: that fixed weight (1 is a pure expected-TTFT
+  // comparison).
+  std::optional<double> own_prefill_weight;
   // Optional soft load bound (off when empty): a worker whose queue exceeds
   // (1 + load_bound_epsilon) x the fleet's mean queue (plus this request's
   // prefill) is left for the best worker within the bound, unless that one

@@ -69,6 +69,13 @@ struct RouteDecision {
   // the worker is drifting) and as the index alone predicts them.
   std::uint32_t predicted_cached_tokens = 0;
   std::uint32_t indexed_cached_tokens = 0;
+  // The most any eligible worker held of the prompt (as the policy
+  // credited it): above predicted_cached_tokens, the decision chose to
+  // compute the difference again (a move off a warmer worker).
+  std::uint32_t best_cached_tokens = 0;
+  // What one ms of work counted against the queue's one (cache_aware's
+  // price of work, policy/work_price.hpp; negative: not a cost decision).
+  double work_price = -1;
   // A hybrid model (full and local attention): what the full-attention
   // group alone would give, as routers that drop the local group predict.
   // Equal to indexed_cached_tokens on a full-attention model.
