@@ -38,6 +38,12 @@ namespace {
 //                   TTFT, and a second in the score for the adapter it
 //                   displaces, whose next request reloads it)
 //   expected_ttft = queue_delay + prefill + receive + adapter
+//   kv demand     = beyond the worker's memory, the prompts in flight there
+//                   and this one take the idle blocks while they wait: the
+//                   cached prefix as far as the excess reaches is priced as
+//                   uncached (at_risk_tokens), and the rest of what this
+//                   one adds evicts the waiting requests' prefixes
+//                   (displaced: their re-prefill; kv_demand.hpp)
 //   evicts        = expected re-prefill of the blocks the placement evicts
 //                   on a full worker, each weighted by the chance its owner
 //                   returns before it would age out anyway (eviction.hpp)
@@ -47,7 +53,7 @@ namespace {
 //   work_price    = what one ms of work costs the fleet (work_price.hpp):
 //                   1 + the requests waiting for a first token per
 //                   eligible worker, or own_prefill_weight when set
-//   score         = queue_delay + work_price * (prefill + evicts) + receive
+//   score         = queue_delay + work_price * (prefill + evicts + displaced) + receive
 //                   + adapter (+ one more load when it evicts) + congestion
 // With move_margin, a session's turn leaves its previous worker only when
 // the cheapest worker's score beats it by more than the two expectations' learned error
@@ -121,6 +127,9 @@ class CacheAware final : public Policy {
     candidate.cached_tokens = cached;
     candidate.offloaded_cached_tokens = std::min(worker.offloaded_cached_tokens, cached);
     candidate.at_risk_tokens = at_risk_tokens(request, worker, index, candidate);
+    if (cost_.eviction_term && worker.slots == 0 && request.block_size > 0 && worker.lru.capacity_blocks > 0) {
+      price_kv_demand(request, worker, candidate);
+    }
     candidate.prefill_ms = worker.prefill.prefill_ms(request.input_tokens, cached - candidate.at_risk_tokens);
     const bool engine_fresh = this->engine_fresh(worker);
     // The engine's waiting requests beyond this gateway's own pending ones
@@ -157,6 +166,9 @@ class CacheAware final : public Policy {
       price_evictions(request, worker, index, candidate);
       candidate.score += work_price * candidate.evicts_ms;
     }
+    if (candidate.displaced_ms > 0) {
+      candidate.score += work_price * candidate.displaced_ms;
+    }
     candidate.score_noise_ms = candidate.score * worker.prefill.relative_noise;
   }
 
@@ -174,6 +186,22 @@ class CacheAware final : public Policy {
     const std::uint64_t gpu_blocks = (candidate.cached_tokens - candidate.offloaded_cached_tokens) / block_size;
     const auto surviving = surviving_blocks(worker.lru, gpu_blocks, request.previous_turn->idle_ms);
     return static_cast<std::uint32_t>((gpu_blocks - surviving) * block_size);
+  }
+
+  // Beyond the worker's memory, the prompts in flight there and this one
+  // take the idle blocks while they wait (kv_demand.hpp): the prompt's own
+  // cached prefix first, then the waiting requests' prefixes, each
+  // re-computed at this worker's per-token price with attention to a
+  // context as long as this prompt (as evicted blocks are priced).
+  static void price_kv_demand(const RouteRequest& request, const WorkerView& worker, Candidate& candidate) {
+    const auto capacity_tokens = worker.lru.capacity_blocks * request.block_size;
+    const auto gpu_cached = candidate.cached_tokens - candidate.offloaded_cached_tokens;
+    const auto demand = kv_demand(capacity_tokens, worker.active_tokens, request.input_tokens, gpu_cached);
+    candidate.kv_excess_tokens = demand.excess_tokens;
+    candidate.at_risk_tokens = std::max(candidate.at_risk_tokens, demand.own_lost_tokens);
+    const double ms_per_token =
+        worker.prefill.ms_per_token + worker.prefill.ms_per_token_pair * static_cast<double>(request.input_tokens);
+    candidate.displaced_ms = static_cast<double>(demand.displaced_tokens) * ms_per_token;
   }
 
   // The placement stores the prompt's full blocks the worker lacks on the

@@ -35,6 +35,8 @@ json candidate_json(const policy::Candidate& candidate) {
       {"expected_ttft_ms", optional_number(candidate.expected_ttft_ms)},
       {"evicts_ms", optional_number(candidate.evicts_ms)},
       {"evicted_blocks", candidate.evicts_ms < 0 ? json(nullptr) : json(candidate.evicted_blocks)},
+      {"kv_excess_tokens", candidate.displaced_ms < 0 ? json(nullptr) : json(candidate.kv_excess_tokens)},
+      {"displaced_ms", optional_number(candidate.displaced_ms)},
       {"congestion_ms", optional_number(candidate.congestion_ms)},
       {"score_noise_ms", candidate.expected_ttft_ms < 0 ? json(nullptr) : json(candidate.score_noise_ms)},
       {"indexed_blocks", candidate.indexed_blocks},

@@ -311,5 +311,72 @@ TEST(CacheAware, APrefixInALowerTierCostsItsLoadTimeInsteadOfItsPrefill) {
   EXPECT_GT(slow.candidates[1].score, slow.candidates[2].score);
 }
 
+TEST(KvDemand, BeyondTheMemoryTheWaitTakesTheCachedPrefixThenTheWaitingRequestsPrefixes) {
+  // 32,000 tokens of memory. Within it, nothing.
+  EXPECT_EQ(kv_demand(32'000, 28'000, 4'000, 3'000).excess_tokens, 0u);
+  EXPECT_EQ(kv_demand(32'000, 28'000, 4'000, 3'000).own_lost_tokens, 0u);
+  // 1,000 beyond: that much of the cached prefix, nobody else's.
+  auto partly = kv_demand(32'000, 29'000, 4'000, 3'000);
+  EXPECT_EQ(partly.excess_tokens, 1'000u);
+  EXPECT_EQ(partly.own_lost_tokens, 1'000u);
+  EXPECT_EQ(partly.displaced_tokens, 0u);
+  // 5,000 beyond: the whole prefix, and the 1,000 more this prompt adds
+  // take the waiting requests' idle prefixes.
+  auto over = kv_demand(32'000, 33'000, 4'000, 3'000);
+  EXPECT_EQ(over.own_lost_tokens, 3'000u);
+  EXPECT_EQ(over.displaced_tokens, 1'000u);
+  // A new prompt on a worker already over its memory displaces as much as
+  // it adds, not the excess that was there before it.
+  auto fresh = kv_demand(32'000, 40'000, 4'000, 0);
+  EXPECT_EQ(fresh.excess_tokens, 12'000u);
+  EXPECT_EQ(fresh.displaced_tokens, 4'000u);
+  // Memory unknown: nothing priced; a cached figure past the prompt is cut.
+  EXPECT_EQ(kv_demand(0, 90'000, 4'000, 3'000).excess_tokens, 0u);
+  EXPECT_EQ(kv_demand(32'000, 33'000, 4'000, 9'000).own_lost_tokens, 4'000u);
+}
+
+TEST(CacheAware, ATurnLeavesAWorkerWhosePromptsInFlightOverrunItsMemory) {
+  // a holds 3,000 tokens of the 3,200-token prompt; both hold 2,000 blocks
+  // of 16 tokens (32,000). a's prompts in flight decide.
+  std::vector<WorkerView> workers{{"a", true, 0, 0, 3'000}, {"b", true, 0, 0, 0}};
+  for (auto& worker : workers) {
+    worker.prefill = PrefillRates{0.1, 0, 0, 0, 0, 0.1};
+    worker.lru.capacity_blocks = 2'000;
+  }
+  RouteRequest request{"m", std::nullopt, 0, {}, 3'200};
+  request.block_size = 16;
+  CostModel cost;
+  cost.queue_ms_per_request = 0;
+  auto policy = make_cache_aware(cost);
+  workers[0].active_tokens = 26'000;  // fits: the hit is a's
+  auto fits = policy->decide(request, workers);
+  EXPECT_EQ(fits.worker_index, 0u);
+  EXPECT_EQ(fits.candidates[0].kv_excess_tokens, 0u);
+  EXPECT_DOUBLE_EQ(fits.candidates[0].displaced_ms, 0);
+  workers[0].active_tokens = 30'000;  // 1,200 beyond: part of the prefix, a still pays
+  auto partly = policy->decide(request, workers);
+  EXPECT_EQ(partly.worker_index, 0u);
+  EXPECT_EQ(partly.candidates[0].at_risk_tokens, 1'200u);
+  EXPECT_DOUBLE_EQ(partly.candidates[0].prefill_ms, 140);
+  workers[0].active_tokens = 33'000;  // 4,200 beyond: the prefix is gone, and 200 more displaced
+  auto over = policy->decide(request, workers);
+  EXPECT_EQ(over.worker_index, 1u);
+  EXPECT_EQ(over.candidates[0].kv_excess_tokens, 4'200u);
+  EXPECT_DOUBLE_EQ(over.candidates[0].prefill_ms, 320);
+  EXPECT_DOUBLE_EQ(over.candidates[0].displaced_ms, 20);
+  EXPECT_DOUBLE_EQ(over.candidates[0].expected_ttft_ms, 320);  // displacing others is in the score only
+  // A new conversation goes where it fits, even behind a queue.
+  workers[0].cached_tokens = 0;
+  workers[1].pending_prefill_tokens = 1'000;
+  EXPECT_EQ(policy->decide(request, workers).worker_index, 1u);
+  // Off with the eviction term: not computed.
+  workers[0].cached_tokens = 3'000;
+  workers[1].pending_prefill_tokens = 0;
+  cost.eviction_term = false;
+  auto off = make_cache_aware(cost)->decide(request, workers);
+  EXPECT_EQ(off.worker_index, 0u);
+  EXPECT_LT(off.candidates[0].displaced_ms, 0);
+}
+
 }  // namespace
 }  // namespace kvgate::policy

@@ -15,6 +15,7 @@
 
 #include "kvgate/policy/congestion.hpp"
 #include "kvgate/policy/eviction.hpp"
+#include "kvgate/policy/kv_demand.hpp"
 #include "kvgate/policy/prefill_rates.hpp"
 #include "kvgate/policy/reason.hpp"
 #include "kvgate/policy/slot_wait.hpp"
@@ -197,6 +198,13 @@ struct Candidate {
   // how many blocks it evicts; negative: not computed.
   double evicts_ms = -1;
   std::uint64_t evicted_blocks = 0;
+  // cache_aware's KV demand (kv_demand.hpp): the prompt tokens in flight
+  // there plus this one's beyond the worker's memory (their share of the
+  // cached prefix is in at_risk_tokens), and the re-prefill of the waiting
+  // requests' idle prefixes the placement evicts (in the score, not in
+  // expected_ttft_ms); negative: not computed.
+  std::uint64_t kv_excess_tokens = 0;
+  double displaced_ms = -1;
   // cache_aware with congestion_cost: what this placement's prefill delays
   // the fleet's next requests (congestion.hpp; in the score, not in
   // expected_ttft_ms); negative: not computed.
