@@ -505,7 +505,13 @@ Attempt Router::commit(const RoutingTable& table, const ModelRoute& model, const
       peers_->turn(model.name, *context.session_key, context.session_key_source, published, same_request);
     }
     if (policy::is_session_move(decision.reason)) {
-      stats_.moved(model.name, decision.reason);
+      std::uint32_t added = 0;
+      if (decision.session_previous && *decision.session_previous < decision.candidates.size()) {
+        const auto held = decision.candidates[*decision.session_previous].cached_tokens;
+        const auto chosen = decision.candidates[*decision.worker].cached_tokens;
+        added = held > chosen ? held - chosen : 0;
+      }
+      stats_.moved(model.name, decision.reason, added);
     }
   }
   return attempt;

@@ -3,6 +3,7 @@
 #include <prometheus/counter.h>
 
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "kvgate/obs/exposition.hpp"
@@ -15,6 +16,11 @@ SessionStats::SessionStats(prometheus::Registry& registry)
                  .Help("Session turns routed away from the session's previous worker, by reason (moved_queue, "
                        "moved_evicted, moved_unhealthy, moved_better_prefix)")
                  .Register(registry)),
+      move_prefill_(prometheus::BuildCounter()
+                        .Name("kvgate_session_move_prefill_tokens_total")
+                        .Help("Prompt tokens the previous worker of a moved session turn held beyond the chosen "
+                              "worker's: the prefill the moves added, by reason")
+                        .Register(registry)),
       turn_hit_(prometheus::BuildHistogram()
                     .Name("kvgate_session_turn_hit_ratio")
                     .Help("Engine-reported cached prompt tokens / prompt tokens, per session turn from the second on")
@@ -45,6 +51,7 @@ void SessionStats::declare_model(std::string_view model) {
   const std::string name(model);
   for (auto reason : policy::kSessionMoves) {
     moves_.Add({{"model", name}, {"reason", std::string(policy::to_string(reason))}});
+    move_prefill_.Add({{"model", name}, {"reason", std::string(policy::to_string(reason))}});
   }
   turn_hit_.Add({{"model", name}}, obs::ratio_buckets());
   for (const char* outcome : {"paid", "lost"}) {
@@ -68,8 +75,11 @@ void SessionStats::move_measured(std::string_view model, double gain_ms) {
   move_gain_.Add({{"model", name}, {"outcome", outcome}}).Increment(std::abs(gain_ms) / 1000.0);
 }
 
-void SessionStats::moved(std::string_view model, policy::Reason reason) {
-  moves_.Add({{"model", std::string(model)}, {"reason", std::string(policy::to_string(reason))}}).Increment();
+void SessionStats::moved(std::string_view model, policy::Reason reason, std::uint32_t added_prefill_tokens) {
+  const std::map<std::string, std::string> labels{{"model", std::string(model)},
+                                                  {"reason", std::string(policy::to_string(reason))}};
+  moves_.Add(labels).Increment();
+  move_prefill_.Add(labels).Increment(static_cast<double>(added_prefill_tokens));
 }
 
 void SessionStats::turn_hit(std::string_view model, double ratio) {

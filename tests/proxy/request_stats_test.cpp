@@ -81,6 +81,7 @@ TEST_F(ComponentStats, KnownLabelValuesStartAtZero) {
   for (const char* series : {
            R"(kvgate_session_moves_total{model="m",reason="moved_evicted"})",
            R"(kvgate_session_moves_total{model="m",reason="moved_better_prefix"})",
+           R"(kvgate_session_move_prefill_tokens_total{model="m",reason="moved_evicted"})",
            R"(kvgate_session_turn_hit_ratio_count{model="m"})",
            R"(kvgate_retries_total{model="m"})",
            R"(kvgate_retries_denied_total{model="m"})",
@@ -111,7 +112,7 @@ TEST_F(ComponentStats, EventsCountUnderTheirLabels) {
   requests.client_error(400, "invalid_request_error");
   admission.refused("t", admission::RefusalReason::queue_timeout);
   admission.set_state(3, 7);
-  sessions.moved("m", policy::Reason::moved_queue);
+  sessions.moved("m", policy::Reason::moved_queue, 1'200);
   sessions.turn_hit("m", 0.5);
   discovery.found("m", discovery::SourceKind::file, 4);
   discovery.failed("m", discovery::SourceKind::file);
@@ -122,6 +123,7 @@ TEST_F(ComponentStats, EventsCountUnderTheirLabels) {
   EXPECT_EQ(series_value(text, "kvgate_admission_queue_length"), 3);
   EXPECT_EQ(series_value(text, "kvgate_admission_admitted"), 7);
   EXPECT_EQ(series_value(text, R"(kvgate_session_moves_total{model="m",reason="moved_queue"})"), 1);
+  EXPECT_EQ(series_value(text, R"(kvgate_session_move_prefill_tokens_total{model="m",reason="moved_queue"})"), 1'200);
   EXPECT_EQ(series_value(text, R"(kvgate_session_turn_hit_ratio_count{model="m"})"), 1);
   EXPECT_EQ(series_value(text, R"(kvgate_discovered_workers{model="m",source="file"})"), 4);
   EXPECT_EQ(series_value(text, R"(kvgate_discovery_errors_total{model="m",source="file"})"), 1);

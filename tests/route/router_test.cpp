@@ -621,6 +621,24 @@ TEST(Router, AMoveIsCountedOnCommitOnly) {
   fleet.worker(*served.worker).load().prefill_answered(100'000);
 }
 
+TEST(Router, AMoveCountsThePrefillItAdded) {
+  Fleet fleet(cache_aware());
+  auto first = prompt_of(3'200);
+  auto served = fleet.turn(first, "s");
+  const auto home = *served.worker;
+  fleet.hold(home, first, 199);
+  fleet.worker(home).load().prefill_added(100'000);  // seconds of queue: the next turn moves
+  auto moved = fleet.turn(prompt_of(3'520), "s");
+  ASSERT_EQ(moved.reason, Reason::moved_queue);
+  EXPECT_EQ(moved.best_cached_tokens, 3'184u);
+  EXPECT_EQ(moved.predicted_cached_tokens, 0u);
+  EXPECT_NE(fleet.metrics.serialize().find(
+                "kvgate_session_move_prefill_tokens_total{model=\"m\",reason=\"moved_queue\"} 3184"),
+            std::string::npos)
+      << fleet.metrics.serialize();
+  fleet.worker(home).load().prefill_answered(100'000);
+}
+
 // A moved turn is measured against staying: the previous worker's expected
 // first token (calibrated) less the realized one, paid or lost.
 TEST(Router, AMovesRealizedGainIsMeasuredAgainstStaying) {

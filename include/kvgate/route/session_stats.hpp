@@ -22,7 +22,9 @@ class SessionStats {
   // Every move reason at 0, and the hit-ratio histogram, for a model of the
   // configuration. Idempotent.
   void declare_model(std::string_view model);
-  void moved(std::string_view model, policy::Reason reason);
+  // A turn routed away from its previous worker, with the prompt tokens
+  // that worker held beyond the chosen one's (the prefill the move added).
+  void moved(std::string_view model, policy::Reason reason, std::uint32_t added_prefill_tokens);
   void turn_hit(std::string_view model, double ratio);
   // A measured move: the previous worker's calibrated expected TTFT less
   // the realized one, in ms (positive: the move paid).
@@ -35,6 +37,7 @@ class SessionStats {
 
  private:
   prometheus::Family<prometheus::Counter>& moves_;
+  prometheus::Family<prometheus::Counter>& move_prefill_;
   prometheus::Family<prometheus::Histogram>& turn_hit_;
   prometheus::Family<prometheus::Counter>& moves_measured_;
   prometheus::Family<prometheus::Counter>& move_gain_;
