@@ -10,7 +10,7 @@
 # events (BLOCKS KV blocks of 16 tokens each: the KV-pressure knob) and, per
 # TARGET, a kvgate with that routing policy or a peer load balancer
 # (bench/peers: nginx_sticky, haproxy_leastconn, haproxy_sticky,
-# smg_cache_aware, vllm_router_cache_aware; llmd_approximate, llmd_precise:
+# smg_cache_aware, vllm_router_cache_aware; llmd_approximate, llmd_affinity, llmd_precise:
 # llm-d's endpoint picker behind Envoy, see start_llmd) in front of
 # all of them. A TARGET whose environment variable KVGATE_TARGET_<TARGET>
 # is set runs kvgate with that YAML flow mapping as its `routing:` (a

@@ -65,7 +65,7 @@ export KVGATE_TIME_SCALE=${KVGATE_TIME_SCALE:-$time_scale}
 # The routers a user would deploy instead, as they ship (llm-d's picker needs
 # KVGATE_LLMD_EPP, else the report names it as not started), then kvgate's
 # re-implementation of Dynamo's router and kvgate.
-choose_targets round_robin nginx_sticky smg_cache_aware vllm_router_cache_aware llmd_approximate llmd_precise \
+choose_targets round_robin nginx_sticky smg_cache_aware vllm_router_cache_aware llmd_approximate llmd_affinity llmd_precise \
   dynamo_cost cache_aware
 
 cmake --build build -j"${KVGATE_JOBS:-2}" --target kvgate kvgate-sim kvgate-bench >/dev/null

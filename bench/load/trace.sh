@@ -40,7 +40,7 @@ name=${1:-weka70}
 # kvgate's policies, cache_aware both as the proxy and as the picker behind
 # the same Envoy; then kvgate's re-implementations of Dynamo's and SGLang's
 # routers.
-peers=(round_robin nginx_sticky haproxy_leastconn smg_cache_aware vllm_router_cache_aware llmd_approximate llmd_precise)
+peers=(round_robin nginx_sticky haproxy_leastconn smg_cache_aware vllm_router_cache_aware llmd_approximate llmd_affinity llmd_precise)
 kvgate=(session_hash prefix_hash cache_aware envoy_cache_aware)
 reimplementations=(dynamo_cost sglang_cache_aware)
 case "$name" in
